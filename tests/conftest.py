@@ -1,0 +1,76 @@
+"""Shared fixtures: an isolated environment for every mux process a test starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
+
+# Variables from the developer's or CI's environment that would change what mux does.
+_LEAKY = (
+    "GITHUB_TOKEN",
+    "MUX_GITHUB_TOKEN",
+    "MUX_REPO",
+    "MUX_UPDATE_SOURCE",
+    "MUX_GITHUB_URL",
+    "MUX_GITHUB_API_URL",
+    "MUX_SERVER_URL",
+    "MUX_HOME",
+    "MUX_INSTALL_DIR",
+    "MUX_TARGET",
+    "MUX_SIGSTORE_TRUSTED_ROOT",
+    "XDG_BIN_HOME",
+    "GITHUB_PATH",
+    "GITHUB_ACTIONS",
+)
+
+
+@pytest.fixture
+def sandbox_env(tmp_path: Path) -> dict[str, str]:
+    """A process environment whose HOME, XDG dirs and runtime dir live under tmp_path."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    dirs = {
+        "HOME": home,
+        "XDG_CACHE_HOME": home / ".cache",
+        "XDG_DATA_HOME": home / ".local" / "share",
+        "XDG_CONFIG_HOME": home / ".config",
+        "XDG_STATE_HOME": home / ".local" / "state",
+        "XDG_RUNTIME_DIR": tmp_path / "run",
+    }
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "run").chmod(0o700)
+    env.update({k: str(v) for k, v in dirs.items()})
+    env["MUX_HTTP_BACKOFF"] = "0.05"
+    env["MUX_HTTP_TIMEOUT"] = "5"
+    env["NO_COLOR"] = "1"
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def run_mux(
+    args: list[str],
+    env: Mapping[str, str],
+    *,
+    timeout: float = 60,
+    executable: list[str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run mux as a real process (the development entry point unless told otherwise)."""
+    command = (executable or [sys.executable, "-m", "updater"]) + args
+    return subprocess.run(
+        command,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )

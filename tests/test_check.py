@@ -1,0 +1,251 @@
+"""``mux update --check`` end to end: real mux processes against loopback servers."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_mux
+from tests.support.github import FakeGitHub, github_env, serve_github
+from updater import models
+from updater.buildinfo import current
+from updater.protocol import PROTOCOL_VERSION
+
+HERE_VERSION = current().version
+TARGET = current().target
+
+
+def write_release(root: Path, version: str, *, protocol: int = PROTOCOL_VERSION) -> Path:
+    folder = root / f"v{version}"
+    folder.mkdir(parents=True)
+    manifest = models.Manifest(
+        name="mux",
+        version=version,
+        protocol_version=protocol,
+        released_at="2026-11-20T12:00:00Z",
+        assets=(models.ManifestAsset(models.archive_name(TARGET), TARGET, 3, "ab" * 32),),
+    )
+    (folder / "manifest.json").write_text(json.dumps(manifest.to_json()))
+    return folder
+
+
+def write_feed(root: Path, tags: list[tuple[str, bool]]) -> None:
+    doc = {"releases": [{"tag": tag, "prerelease": pre} for tag, pre in tags]}
+    (root / "releases.json").write_text(json.dumps(doc))
+
+
+@pytest.fixture
+def github(tmp_path: Path):
+    root = tmp_path / "releases"
+    root.mkdir()
+    with serve_github(FakeGitHub(root=root)) as fake:
+        yield fake
+
+
+def check(env: dict[str, str], *extra: str):
+    result = run_mux(["update", "--check", "--json", *extra], env)
+    doc = json.loads(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else None
+    return result, doc
+
+
+def test_update_available_without_touching_the_api(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, "0.1.0")
+    write_release(github.root, "9.0.0", protocol=PROTOCOL_VERSION + 1)
+    env = {**sandbox_env, **github_env(github)}
+    result, doc = check(env)
+    assert result.returncode == 10, result.stderr
+    assert doc["status"] == "update-available"
+    assert doc["latest"]["version"] == "9.0.0"
+    assert doc["latest"]["protocol_version"] == PROTOCOL_VERSION + 1
+    assert doc["latest"]["release_url"] == f"{github.web_url}/acme/mux/releases/tag/v9.0.0"
+    assert doc["current"]["version"] == HERE_VERSION
+    # The 60-an-hour API was never asked: only the redirect and the download host.
+    api_paths = [r.path for r in github.requests_to("api")]
+    assert api_paths and all(p.startswith("/_dl/") for p in api_paths)
+
+    text = run_mux(["update", "--check"], env)
+    assert text.returncode == 10
+    assert f"mux {HERE_VERSION}" in text.stdout and "→ 9.0.0 is available" in text.stdout
+    assert "released 2026-11-20T12:00:00Z" in text.stdout
+
+
+def test_up_to_date(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, HERE_VERSION)
+    result, doc = check({**sandbox_env, **github_env(github)})
+    assert result.returncode == 0, result.stderr
+    assert doc["status"] == "up-to-date"
+    assert doc["update_available"] is False
+
+
+def test_pre_releases_only_with_pre_and_api_uses_etags(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, "9.0.0")
+    write_release(github.root, "10.0.0rc1")
+    write_release(github.root, "11.0.0")
+    github.prereleases.add("v10.0.0rc1")
+    github.drafts.add("v11.0.0")
+    env = {**sandbox_env, **github_env(github)}
+    assert check(env)[1]["latest"]["version"] == "9.0.0"
+    first, doc = check(env, "--pre")
+    assert first.returncode == 10 and doc["latest"]["version"] == "10.0.0rc1"  # never the draft
+    second, doc = check(env, "--pre")
+    assert second.returncode == 10 and doc["latest"]["version"] == "10.0.0rc1"
+    listing = [
+        r for r in github.requests_to("api") if "/releases" in r.path and "_dl" not in r.path
+    ]
+    assert "If-None-Match" not in listing[0].headers
+    assert listing[-1].headers.get("If-None-Match")
+
+
+def test_explicit_version(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, "9.0.0")
+    write_release(github.root, "8.0.0")
+    result, doc = check({**sandbox_env, **github_env(github)}, "--version", "8.0.0")
+    assert result.returncode == 10
+    assert doc["latest"]["version"] == "8.0.0" and doc["latest"]["requested"] is True
+
+
+def test_rate_limit_is_one_line_with_reset_and_token_hint(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, "9.0.0")
+    github.rate_limited = True
+    result, _ = check({**sandbox_env, **github_env(github)}, "--pre")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "rate limit" in lines[0] and "resets at" in lines[0] and "MUX_GITHUB_TOKEN" in lines[0]
+
+
+def test_stale_token_is_retried_without_it(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, "9.0.0")
+    github.reject_token = "stale"
+    env = {**sandbox_env, **github_env(github), "GITHUB_TOKEN": "stale"}
+    result, _ = check(env)
+    assert result.returncode == 10, result.stderr
+    sent = [r.headers.get("Authorization") for r in github.requests_to("web")]
+    assert "Bearer stale" in sent and None in sent
+
+
+def test_token_goes_to_github_hosts_only(github: FakeGitHub, sandbox_env, tmp_path) -> None:
+    write_release(github.root, "9.0.0")
+    env = {**sandbox_env, **github_env(github), "MUX_GITHUB_TOKEN": "secret"}
+    assert check(env)[0].returncode == 10
+    assert all(r.headers.get("Authorization") == "Bearer secret" for r in github.requests)
+    # A feed is not GitHub: the same token must never reach it.
+    feed = FakeGitHub(root=github.root)
+    with serve_github(feed):
+        write_feed(github.root, [("v9.0.0", False)])
+        result, _ = check(env, "--source", f"{feed.api_url}/_dl")
+        assert result.returncode == 10, result.stderr
+        assert feed.requests and not any("Authorization" in r.headers for r in feed.requests)
+
+
+def test_feed_directory_and_url(tmp_path: Path, sandbox_env) -> None:
+    write_release(tmp_path, "9.0.0")
+    write_release(tmp_path, "9.1.0rc1")
+    write_feed(tmp_path, [("v9.1.0rc1", True), ("v9.0.0", False)])
+    result, doc = check(sandbox_env, "--source", str(tmp_path))
+    assert result.returncode == 10 and doc["latest"]["version"] == "9.0.0"
+    assert doc["source"] == {"kind": "feed", "location": str(tmp_path.resolve())}
+    env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(tmp_path)}
+    assert check(env, "--pre")[1]["latest"]["version"] == "9.1.0rc1"
+
+
+def test_plain_http_outside_loopback_is_refused(sandbox_env) -> None:
+    result, _ = check(sandbox_env, "--source", "http://mirror.example.com/mux")
+    assert result.returncode == 1
+    assert "only https://" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_foreign_redirect_is_refused(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, "9.0.0")
+    foreign = FakeGitHub(root=github.root)
+    with serve_github(foreign):
+        github.foreign_download_url = foreign.api_url.replace("127.0.0.1", "localhost") + "/_dl"
+        result, _ = check({**sandbox_env, **github_env(github)})
+    assert result.returncode == 1
+    assert "not an allowed release host" in result.stderr
+    assert foreign.requests == []
+
+
+def test_server_errors_are_retried_then_reported(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, "9.0.0")
+    env = {**sandbox_env, **github_env(github)}
+    github.fail_5xx = 2
+    assert check(env)[0].returncode == 10
+    github.fail_5xx = 100
+    result, _ = check(env)
+    assert result.returncode == 1
+    assert "HTTP 503" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_repo_without_releases(github: FakeGitHub, sandbox_env) -> None:
+    result, _ = check({**sandbox_env, **github_env(github)})
+    assert result.returncode == 1
+    assert "has no published release" in result.stderr
+
+
+def test_offline_names_the_url(sandbox_env) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**sandbox_env, "MUX_GITHUB_URL": f"http://127.0.0.1:{port}", "MUX_REPO": "acme/mux"}
+    result, doc = check(env)
+    assert result.returncode == 1
+    assert f"http://127.0.0.1:{port}/acme/mux/releases/latest" in result.stderr
+    assert doc == {"error": doc["error"], "hint": doc["hint"], "exit_code": 1}
+    assert "Traceback" not in result.stderr
+
+
+def test_garbage_manifest(github: FakeGitHub, sandbox_env) -> None:
+    folder = write_release(github.root, "9.0.0")
+    (folder / "manifest.json").write_text("<html>oops</html>")
+    result, _ = check({**sandbox_env, **github_env(github)})
+    assert result.returncode == 1 and "manifest.json is not valid JSON" in result.stderr
+
+
+def test_manifest_for_another_version_is_refused(github: FakeGitHub, sandbox_env) -> None:
+    folder = write_release(github.root, "9.0.0")
+    doc = json.loads((folder / "manifest.json").read_text())
+    doc["version"] = "9.9.9"
+    (folder / "manifest.json").write_text(json.dumps(doc))
+    result, _ = check({**sandbox_env, **github_env(github)})
+    assert result.returncode == 1 and "says version 9.9.9" in result.stderr
+
+
+def test_max_age_answers_from_cache_without_network(tmp_path: Path, sandbox_env) -> None:
+    feed = tmp_path / "feed"
+    write_release(feed, "9.0.0")
+    write_feed(feed, [("v9.0.0", False)])
+    env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
+    first, doc = check(env, "--max-age", "1h")
+    assert first.returncode == 10 and doc["cached"] is False
+    (feed / "releases.json").unlink()  # the source is gone: only the cache can answer
+    second, doc = check(env, "--max-age", "1h")
+    assert second.returncode == 10, second.stderr
+    assert doc["cached"] is True and doc["latest"]["version"] == "9.0.0"
+    # Too old for the caller: back to the source, which now fails, and the failure is cached.
+    third, _ = check(env, "--max-age", "0s")
+    assert third.returncode == 1
+    write_feed(feed, [("v9.0.0", False)])
+    fourth, _ = check(env, "--max-age", "1h")
+    assert fourth.returncode == 1 and "cached result" in fourth.stderr
+
+
+def test_corrupt_cache_is_ignored(tmp_path: Path, sandbox_env) -> None:
+    feed = tmp_path / "feed"
+    write_release(feed, "9.0.0")
+    write_feed(feed, [("v9.0.0", False)])
+    env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
+    cache_file = Path(sandbox_env["XDG_CACHE_HOME"]) / "mux" / "check.json"
+    cache_file.parent.mkdir(parents=True)
+    cache_file.write_bytes(b"\x00garbage{")
+    result, doc = check(env, "--max-age", "1h")
+    assert result.returncode == 10 and doc["cached"] is False
+    assert json.loads(cache_file.read_text())["answer"]["latest"]["version"] == "9.0.0"
+
+
+def test_max_age_usage_error(sandbox_env) -> None:
+    result = run_mux(["update", "--check", "--max-age", "soon"], sandbox_env)
+    assert result.returncode == 2 and "--max-age" in result.stderr

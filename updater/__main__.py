@@ -1,0 +1,65 @@
+"""Entry point of ``mux``, with the fast paths that must not pay for typer or httpx.
+
+``mux version`` and ``mux update --check --max-age D`` (what a sidebar calls every few
+minutes) are answered here with the stdlib alone when they can be; anything else, and any
+cache miss, goes to the typer CLI in :mod:`updater.cli`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+_CHECK_VALUE_FLAGS = {"--max-age", "--source", "--version"}
+_CHECK_BARE_FLAGS = {"--check", "--json", "--pre"}
+
+
+def _parse_cached_check(args: list[str]) -> dict[str, object] | None:
+    """The flags of a ``update --check --max-age`` call, or None if it is anything else."""
+    flags: dict[str, object] = {}
+    position = 0
+    while position < len(args):
+        arg = args[position]
+        name, eq, value = arg.partition("=")
+        if name in _CHECK_VALUE_FLAGS:
+            if not eq:
+                position += 1
+                if position >= len(args):
+                    return None
+                value = args[position]
+            flags[name] = value
+        elif arg in _CHECK_BARE_FLAGS and not eq:
+            flags[arg] = True
+        else:
+            return None
+        position += 1
+    if "--check" not in flags or "--max-age" not in flags:
+        return None
+    return flags
+
+
+def _fast_path(args: list[str]) -> int | None:
+    if args in (["version"], ["version", "--json"]):
+        from .cli_fast import print_version
+
+        return print_version(as_json=len(args) == 2)
+    if args[:1] == ["update"]:
+        flags = _parse_cached_check(args[1:])
+        if flags is not None:
+            from .cli_fast import answer_cached_check
+
+            return answer_cached_check(flags)
+    return None
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    code = _fast_path(args)
+    if code is None:
+        from .cli import run
+
+        code = run(args)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

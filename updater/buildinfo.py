@@ -1,0 +1,112 @@
+"""What this mux was built as: version, protocol, target, repository and trust settings.
+
+A release build carries ``_build_info.json`` next to this module, written by
+``mux-release build``. A development checkout has no such file: it reads its version from
+the package metadata, its protocol from :mod:`updater.protocol`, and says it is a
+development build. This module is on the fast path of ``mux version``: stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .protocol import PROTOCOL_VERSION
+
+BUILD_INFO_FILE = Path(__file__).with_name("_build_info.json")
+
+OIDC_ISSUER = "https://token.actions.githubusercontent.com"
+SIGNER_WORKFLOW = ".github/workflows/release.yml"
+MAX_TRUSTED_KEYS = 2  # the current key and the next one, for rotation
+
+
+@dataclass(frozen=True)
+class TrustSettings:
+    """Who may sign and build releases for this mux."""
+
+    minisign_keys: tuple[str, ...] = ()
+    oidc_issuer: str = OIDC_ISSUER
+    signer_workflow: str = SIGNER_WORKFLOW
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "minisign_keys": list(self.minisign_keys),
+            "oidc_issuer": self.oidc_issuer,
+            "signer_workflow": self.signer_workflow,
+        }
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    version: str
+    protocol_version: int
+    target: str
+    repo: str
+    development: bool
+    trust: TrustSettings = field(default_factory=TrustSettings)
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["trust"] = self.trust.to_json()
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> BuildInfo:
+        trust = doc.get("trust") or {}
+        keys = tuple(str(k) for k in trust.get("minisign_keys", ()))
+        if len(keys) > MAX_TRUSTED_KEYS:
+            raise ValueError(f"at most {MAX_TRUSTED_KEYS} trusted minisign keys, got {len(keys)}")
+        return cls(
+            version=str(doc["version"]),
+            protocol_version=int(doc["protocol_version"]),
+            target=str(doc.get("target", "")),
+            repo=str(doc.get("repo", "")),
+            development=bool(doc.get("development", False)),
+            trust=TrustSettings(
+                minisign_keys=keys,
+                oidc_issuer=str(trust.get("oidc_issuer", OIDC_ISSUER)),
+                signer_workflow=str(trust.get("signer_workflow", SIGNER_WORKFLOW)),
+            ),
+        )
+
+
+def _development_build() -> BuildInfo:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        dist_version = version("mux")
+    except PackageNotFoundError:
+        dist_version = "0.0.0"
+    from ._targets import detect_target_or_empty
+
+    return BuildInfo(
+        version=dist_version,
+        protocol_version=PROTOCOL_VERSION,
+        target=detect_target_or_empty(),
+        repo="",
+        development=True,
+    )
+
+
+_cached: BuildInfo | None = None
+
+
+def current() -> BuildInfo:
+    """The running mux's build info (baked file first, development fallback)."""
+    global _cached
+    if _cached is None:
+        try:
+            raw = BUILD_INFO_FILE.read_bytes()
+        except FileNotFoundError:
+            _cached = _development_build()
+        else:
+            _cached = BuildInfo.from_json(json.loads(raw))
+    return _cached
+
+
+def effective_repo(info: BuildInfo) -> str:
+    """The GitHub repository to update from: ``MUX_REPO`` overrides the baked one."""
+    return os.environ.get("MUX_REPO") or info.repo

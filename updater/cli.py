@@ -1,0 +1,173 @@
+"""The ``mux`` command: a thin typer shell over the library API.
+
+Each command parses flags, calls one library function and renders its result; the work
+lives in :mod:`updater.check`, :mod:`updater.update` and :mod:`updater.server_daemon`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from . import buildinfo
+from .cli_text import report_error, version_text
+from .errors import EXIT_USAGE, MuxError, UsageError
+
+EXIT_CODES_HELP = """\
+Exit codes: 0 up to date (or updated, nothing pending); 10 update available;
+20 up to date but a live server speaks another protocol and needs a restart;
+1 error; 2 usage error; 3 verification failed (nothing was installed).
+"""
+
+app = typer.Typer(
+    name="mux",
+    help="mux: terminal multiplexer distribution and protocol-version manager.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _mount_server_commands() -> None:
+    try:
+        from .server_cli import server_app
+    except ImportError:  # pragma: no cover - only while the module is being written
+        return
+    app.add_typer(server_app, name="server", help="Run and inspect mux servers.")
+
+
+@app.command()
+def version(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Print what this mux was built as."""
+    print(render_version(as_json))
+
+
+def render_version(as_json: bool) -> str:
+    info = buildinfo.current()
+    return json.dumps(info.to_json(), sort_keys=True) if as_json else version_text(info)
+
+
+def _parse_max_age(value: str | None) -> float | None:
+    if value is None:
+        return None
+    from .cache import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise UsageError(f"--max-age: {exc}") from None
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def update(
+    check: Annotated[
+        bool, typer.Option("--check", help="Only say whether an update is available.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="'github' (default), a feed URL or a feed directory. Env: MUX_UPDATE_SOURCE.",
+        ),
+    ] = None,
+    pre: Annotated[bool, typer.Option("--pre", help="Consider pre-releases.")] = False,
+    version: Annotated[
+        str | None, typer.Option("--version", help="Ask for this release (X.Y.Z).")
+    ] = None,
+    max_age: Annotated[
+        str | None,
+        typer.Option(
+            "--max-age",
+            help="With --check: answer from the last check if younger than this (e.g. 15m, 1h).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan; change nothing.")
+    ] = False,
+    rollback: Annotated[
+        bool, typer.Option("--rollback", help="Switch back to the previous installed version.")
+    ] = False,
+    home: Annotated[
+        Path | None,
+        typer.Option("--home", help="The install to update (default: MUX_HOME or this mux's)."),
+    ] = None,
+    trust_key: Annotated[
+        list[str] | None,
+        typer.Option("--trust-key", help="Also trust this minisign public key (for a mirror)."),
+    ] = None,
+    allow_downgrade: Annotated[
+        bool, typer.Option("--allow-downgrade", help="Allow --version to install an older release.")
+    ] = False,
+    insecure_skip_attestation: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-skip-attestation",
+            help="INSECURE: do not check that our release workflow built the release.",
+        ),
+    ] = False,
+) -> None:
+    """Check for, verify and install the newest mux; never stops a server."""
+    if check:
+        from .check import CheckOptions
+        from .check import check as run_check
+
+        options = CheckOptions(
+            source=source, include_pre=pre, version=version, max_age=_parse_max_age(max_age)
+        )
+        _finish_check(run_check(options), as_json)
+        return
+    if max_age is not None:
+        raise UsageError("--max-age goes with --check")
+    from .update import UpdateOptions, run_update
+
+    result = run_update(
+        UpdateOptions(
+            source=source,
+            include_pre=pre,
+            version=version,
+            dry_run=dry_run,
+            rollback=rollback,
+            home=home,
+            trust_keys=tuple(trust_key or ()),
+            allow_downgrade=allow_downgrade,
+            skip_attestation=insecure_skip_attestation,
+            as_json=as_json,
+        )
+    )
+    raise typer.Exit(result.exit_code)
+
+
+def _finish_check(report: object, as_json: bool) -> None:
+    from .plan import CheckReport
+    from .report import render_check, to_json_line
+
+    assert isinstance(report, CheckReport)
+    print(to_json_line(report.to_json()) if as_json else render_check(report))
+    raise typer.Exit(report.exit_code)
+
+
+_mount_server_commands()
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; every MuxError becomes one line on stderr."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        app(args=args, prog_name="mux")
+    except SystemExit as exc:  # typer's standalone mode: usage errors, --help, typer.Exit
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    except MuxError as exc:
+        return report_error(exc, as_json="--json" in args)
+    except KeyboardInterrupt:
+        print("mux: interrupted", file=sys.stderr)
+        return 130
+    return 0

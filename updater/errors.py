@@ -1,0 +1,54 @@
+"""Errors and exit codes shared by every command.
+
+Every failure mux reports is a :class:`MuxError`: one readable line (``message``), an optional
+``hint`` saying what to do, and the documented exit code of its kind.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_VERIFICATION = 3
+EXIT_UPDATE_AVAILABLE = 10
+EXIT_RESTART_NEEDED = 20
+
+
+class MuxError(Exception):
+    """A failure with a one-line explanation for the user."""
+
+    exit_code = EXIT_ERROR
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class UsageError(MuxError):
+    exit_code = EXIT_USAGE
+
+
+class ParseError(MuxError):
+    """A document from a release, a feed, a cache or a server is malformed."""
+
+
+class NetworkError(MuxError):
+    """A request failed: offline, DNS, TLS, proxy, HTTP status, timeout."""
+
+
+class RateLimitError(NetworkError):
+    pass
+
+
+class VerificationError(MuxError):
+    """A release failed one of the verification layers; nothing was installed."""
+
+    exit_code = EXIT_VERIFICATION
+
+
+class InstallError(MuxError):
+    """The installed layout cannot be changed (permissions, locks, foreign installs, disk)."""

@@ -1,0 +1,302 @@
+"""HTTP for release sources and downloads: one client, one host policy, readable failures.
+
+httpx is imported here and nowhere on the fast paths. Every request goes through
+:class:`HttpClient`, which
+
+* refuses plain ``http://`` except to loopback,
+* follows redirects itself, checking each hop against the :class:`HostPolicy`,
+* sends the GitHub token only to the hosts allowed to see it, and retries once without it
+  after a 401 (stale tokens are a classic failure),
+* retries connection failures and 5xx answers a bounded number of times with backoff,
+* turns every failure into one :class:`NetworkError` line naming the URL, the reason and the fix.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from .errors import NetworkError, RateLimitError
+
+USER_AGENT = "mux-updater"
+MAX_REDIRECTS = 5
+_REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+
+
+def is_loopback_host(host: str | None) -> bool:
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url_scheme(url: str) -> None:
+    """HTTPS everywhere; plain HTTP only to loopback (tests, the rehearsal, a local mirror)."""
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return
+    if parts.scheme == "http" and is_loopback_host(parts.hostname):
+        return
+    raise NetworkError(
+        f"refusing {url}: only https:// is allowed (plain http only on loopback)",
+        hint="use an https:// URL for the mirror",
+    )
+
+
+def url_origin(url: str) -> str:
+    """``host`` or ``host:port`` (when the URL names a port), lower case."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+@dataclass(frozen=True)
+class HostPolicy:
+    """Where requests and redirects may go, and which hosts may see the token.
+
+    An entry ``host`` admits that host on any port; ``host:port`` admits only that port
+    (configured bases such as a GitHub Enterprise server or a loopback test server).
+    """
+
+    allowed_hosts: frozenset[str] = field(default_factory=frozenset)
+    token_hosts: frozenset[str] = field(default_factory=frozenset)
+
+    @staticmethod
+    def _matches(url: str, entries: frozenset[str]) -> bool:
+        host = (urlsplit(url).hostname or "").lower()
+        return host in entries or url_origin(url) in entries
+
+    def check(self, url: str, *, redirected_from: str | None = None) -> None:
+        check_url_scheme(url)
+        if self.allowed_hosts and not self._matches(url, self.allowed_hosts):
+            origin = f" (redirected from {redirected_from})" if redirected_from else ""
+            raise NetworkError(
+                f"refusing to fetch {url}: {url_origin(url)} is not an allowed release host{origin}",
+                hint="allowed: " + ", ".join(sorted(self.allowed_hosts)),
+            )
+
+    def may_see_token(self, url: str) -> bool:
+        return self._matches(url, self.token_hosts)
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
+    text = str(exc) or exc.__class__.__name__
+    lowered = text.lower()
+    if isinstance(exc, httpx.ProxyError) or "proxy" in lowered:
+        return NetworkError(
+            f"cannot reach {url} through the proxy: {text}",
+            hint="check HTTPS_PROXY / HTTP_PROXY / NO_PROXY",
+        )
+    if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
+        return NetworkError(
+            f"TLS failure for {url}: {text}",
+            hint="behind an intercepting proxy, point SSL_CERT_FILE at its CA bundle",
+        )
+    if isinstance(exc, httpx.TimeoutException):
+        return NetworkError(f"timed out talking to {url}", hint="check the network, then retry")
+    if "name or service not known" in lowered or "nodename nor servname" in lowered:
+        host = urlsplit(url).hostname
+        return NetworkError(
+            f"cannot resolve {host} for {url}", hint="check the network or DNS, then retry"
+        )
+    return NetworkError(f"cannot reach {url}: {text}", hint="check the network, then retry")
+
+
+def _rate_limit_error(url: str, response: httpx.Response) -> RateLimitError:
+    reset = response.headers.get("x-ratelimit-reset")
+    retry_after = response.headers.get("retry-after")
+    when = "later"
+    if reset and reset.isdigit():
+        at = datetime.fromtimestamp(int(reset), tz=UTC)
+        minutes = max(0, round((at - datetime.now(tz=UTC)).total_seconds() / 60))
+        when = f"at {at:%H:%M} UTC (in {minutes} min)"
+    elif retry_after and retry_after.isdigit():
+        when = f"in {retry_after} s"
+    return RateLimitError(
+        f"GitHub rate limit reached for {url}; it resets {when}",
+        hint="set MUX_GITHUB_TOKEN (or GITHUB_TOKEN) to a token to raise the limit",
+    )
+
+
+def _is_rate_limited(response: httpx.Response) -> bool:
+    if response.status_code == 429:
+        return True
+    return response.status_code == 403 and (
+        response.headers.get("x-ratelimit-remaining") == "0"
+        or "rate limit" in response.text[:500].lower()
+    )
+
+
+def status_error(url: str, response: httpx.Response) -> NetworkError:
+    if _is_rate_limited(response):
+        return _rate_limit_error(url, response)
+    if response.status_code == 404:
+        return NetworkError(f"{url} was not found (HTTP 404)")
+    if response.status_code in (401, 403):
+        return NetworkError(
+            f"{url} refused access (HTTP {response.status_code})",
+            hint="check MUX_GITHUB_TOKEN / GITHUB_TOKEN",
+        )
+    return NetworkError(f"{url} answered HTTP {response.status_code}")
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A small document read whole; header names are lower case."""
+
+    url: str
+    status: int
+    headers: dict[str, str]
+    content: bytes
+
+
+class HttpClient:
+    """A small wrapper over :class:`httpx.Client` enforcing the host and token policy."""
+
+    def __init__(
+        self,
+        *,
+        policy: HostPolicy | None = None,
+        token: str | None = None,
+        timeout: float | None = None,
+        retries: int | None = None,
+    ) -> None:
+        self.policy = policy or HostPolicy()
+        self.token = token or None
+        self.retries = retries if retries is not None else int(_env_float("MUX_HTTP_RETRIES", 3))
+        self._backoff = _env_float("MUX_HTTP_BACKOFF", 0.5)
+        connect_timeout = timeout if timeout is not None else _env_float("MUX_HTTP_TIMEOUT", 10.0)
+        self._client = httpx.Client(
+            follow_redirects=False,
+            trust_env=True,
+            timeout=httpx.Timeout(connect_timeout, read=connect_timeout),
+            headers={"User-Agent": USER_AGENT},
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> HttpClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _headers(
+        self, url: str, extra: Mapping[str, str] | None, use_token: bool
+    ) -> dict[str, str]:
+        headers = dict(extra or {})
+        if use_token and self.token and self.policy.may_see_token(url):
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
+
+    @contextmanager
+    def stream(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        follow_redirects: bool = True,
+    ) -> Iterator[httpx.Response]:
+        """Open ``url`` (after policy-checked redirects); the caller reads the body.
+
+        Retries happen only before a response is handed out. Statuses other than 2xx/3xx/304
+        become :class:`NetworkError`; 3xx is returned only when ``follow_redirects`` is off.
+        """
+        use_token = True
+        attempt = 0
+        while True:
+            current = url
+            redirected_from: str | None = None
+            try:
+                for _hop in range(MAX_REDIRECTS + 1):
+                    self.policy.check(current, redirected_from=redirected_from)
+                    request = self._client.build_request(
+                        "GET", current, headers=self._headers(current, headers, use_token)
+                    )
+                    response = self._client.send(request, stream=True)
+                    if response.status_code in _REDIRECT_STATUSES and follow_redirects:
+                        location = response.headers.get("location")
+                        response.close()
+                        if not location:
+                            raise NetworkError(f"{current} redirected without a location")
+                        redirected_from, current = current, urljoin(current, location)
+                        continue
+                    break
+                else:
+                    raise NetworkError(f"too many redirects starting at {url}")
+            except NetworkError:
+                raise
+            except httpx.HTTPError as exc:
+                attempt += 1
+                if attempt > self.retries:
+                    raise _describe_transport_error(current, exc) from None
+                time.sleep(self._backoff * 2 ** (attempt - 1))
+                continue
+            status = response.status_code
+            if status == 401 and use_token and "Authorization" in response.request.headers:
+                response.close()
+                use_token = False  # a stale token must not break what works anonymously
+                continue
+            if status >= 500 and attempt < self.retries:
+                response.close()
+                attempt += 1
+                time.sleep(self._backoff * 2 ** (attempt - 1))
+                continue
+            if status >= 400:
+                try:
+                    response.read()
+                finally:
+                    response.close()
+                raise status_error(current, response)
+            try:
+                yield response
+            finally:
+                response.close()
+            return
+
+    def get(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        follow_redirects: bool = True,
+        max_size: int = 16 * 1024 * 1024,
+    ) -> Fetched:
+        """GET a small document fully into memory, capped at ``max_size`` bytes."""
+        with self.stream(url, headers=headers, follow_redirects=follow_redirects) as response:
+            chunks = []
+            total = 0
+            try:
+                for chunk in response.iter_bytes():
+                    total += len(chunk)
+                    if total > max_size:
+                        raise NetworkError(f"{url} is larger than {max_size} bytes; refusing it")
+                    chunks.append(chunk)
+            except httpx.HTTPError as exc:
+                raise _describe_transport_error(url, exc) from None
+            return Fetched(
+                url=str(response.url),
+                status=response.status_code,
+                headers=dict(response.headers),
+                content=b"".join(chunks),
+            )

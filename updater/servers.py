@@ -1,0 +1,355 @@
+"""Find mux servers and read their status lines (the client side of the server status contract).
+
+This module is on the fast path of ``mux update --check --max-age`` (a sidebar runs it every
+few minutes), so it uses the standard library only and imports the costly parts late:
+``http.client`` only when there is a server to ask, ``platformdirs`` only to locate the
+runtime directory.
+
+An *address* is either the filesystem path of a server's Unix socket or a loopback
+``http://127.0.0.1:PORT`` URL. ``unix:///path.sock`` URLs are accepted wherever an address is
+read and normalised to the plain path.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import MuxError, UsageError
+from .protocol import STATUS_PATH, StatusLine, StatusLineError, parse_status_line
+
+if TYPE_CHECKING:
+    import http.client
+    from collections.abc import Iterable, Mapping
+
+ServerState = Literal["live", "stale", "hung", "garbage", "foreign", "no-protocol", "error"]
+
+SERVER_URL_ENV = "MUX_SERVER_URL"
+SOCKET_SUFFIX = ".sock"
+DEFAULT_SOCKET_NAME = "default"
+DEFAULT_TIMEOUT = 1.0
+# A status line is a few hundred bytes; never buffer whatever a confused server streams at us.
+MAX_STATUS_BYTES = 64 * 1024
+_LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+@dataclass(frozen=True)
+class UnixAddress:
+    """A server listening on a Unix socket."""
+
+    path: Path
+
+    @property
+    def display(self) -> str:
+        return str(self.path)
+
+
+@dataclass(frozen=True)
+class TcpAddress:
+    """A server listening on a loopback TCP port (``MUX_SERVER_URL=http://127.0.0.1:PORT``)."""
+
+    host: str
+    port: int
+
+    @property
+    def display(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+ServerAddress = UnixAddress | TcpAddress
+
+
+@dataclass(frozen=True)
+class ServerReport:
+    """What one address answered: its state and, when it is a mux server, its status line."""
+
+    address: str
+    state: ServerState
+    status: StatusLine | None
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "state": self.state,
+            "detail": self.detail,
+            "status": self.status.to_json() if self.status else None,
+        }
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    import ipaddress  # only URL addresses need it
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_server_address(text: str) -> ServerAddress:
+    """Read ``unix:///path.sock``, ``http://127.0.0.1:PORT`` or a plain socket path.
+
+    Raises :class:`UsageError` for anything else: plain ``http://`` is allowed only to a
+    loopback address, since the status line and the shutdown request carry no authentication.
+    """
+    if "://" not in text:
+        if not text:
+            raise UsageError("empty server address")
+        return UnixAddress(Path(text))
+    from urllib.parse import unquote, urlsplit  # only URL addresses need it
+
+    expected = "expected unix:///path/to.sock or http://127.0.0.1:PORT"
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"invalid server URL {text!r}: {exc}", hint=expected) from None
+    if parts.scheme == "unix":
+        path = unquote(parts.path)
+        if parts.netloc or not path.startswith("/") or parts.query or parts.fragment:
+            raise UsageError(f"invalid server URL {text!r}: needs an absolute path", hint=expected)
+        return UnixAddress(Path(path))
+    if parts.scheme == "http":
+        host = parts.hostname or ""
+        if not _is_loopback(host):
+            raise UsageError(
+                f"server URL {text!r} is not on this machine: http:// is only allowed to a loopback address",
+                hint=expected,
+            )
+        if port is None:
+            raise UsageError(f"server URL {text!r} has no port", hint=expected)
+        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+            raise UsageError(f"server URL {text!r} must name only host and port", hint=expected)
+        return TcpAddress(host, port)
+    raise UsageError(f"unsupported server URL {text!r}", hint=expected)
+
+
+def runtime_dir() -> Path:
+    """``<platformdirs user_runtime_dir>/mux``: where servers put their sockets.
+
+    On Linux that is ``$XDG_RUNTIME_DIR/mux`` when the variable names a private directory,
+    else the fallback platformdirs picks (``/run/user/<uid>/mux``, then a private
+    ``runtime-<uid>`` in the temp dir). Clients and servers both call this, so they agree.
+    Raises :class:`MuxError` when no usable directory exists.
+    """
+    import warnings
+
+    import platformdirs  # late: costly to import, and the --max-age path imports it anyway
+
+    with warnings.catch_warnings():
+        # platformdirs warns once when it falls back from a bad XDG_RUNTIME_DIR; the fallback
+        # is the documented behaviour, so a status query stays quiet about it.
+        warnings.simplefilter("ignore")
+        try:
+            return Path(platformdirs.user_runtime_dir("mux"))
+        except (OSError, RuntimeError) as exc:
+            raise MuxError(f"no usable runtime directory for mux servers: {exc}") from None
+
+
+def default_socket_path(name: str = DEFAULT_SOCKET_NAME) -> Path:
+    """``runtime_dir()/<name>.sock``."""
+    return runtime_dir() / f"{name}{SOCKET_SUFFIX}"
+
+
+def discover_server_addresses(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """``MUX_SERVER_URL`` names one server; otherwise every ``*.sock`` in the runtime dir, sorted.
+
+    Raises :class:`UsageError` when ``MUX_SERVER_URL`` is malformed.
+    """
+    url = environ.get(SERVER_URL_ENV)
+    if url:
+        return [parse_server_address(url).display]
+    directory = runtime_dir()
+    try:
+        names = sorted(entry.name for entry in os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise MuxError(f"cannot list {directory}: {exc.strerror}") from None
+    return [str(directory / name) for name in names if name.endswith(SOCKET_SUFFIX)]
+
+
+_connection_class: type[http.client.HTTPConnection] | None = None
+
+
+def _unix_connection_class() -> type[http.client.HTTPConnection]:
+    """An ``HTTPConnection`` that talks over a Unix socket, built on first use.
+
+    ``http.client`` is the costliest import of this module; a machine with no server never
+    pays for it.
+    """
+    global _connection_class
+    if _connection_class is None:
+        import http.client
+
+        class UnixHTTPConnection(http.client.HTTPConnection):
+            def __init__(self, socket_path: str, timeout: float) -> None:
+                super().__init__("localhost", timeout=timeout)
+                self.socket_path = socket_path
+
+            def connect(self) -> None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(self.timeout)
+                    sock.connect(self.socket_path)
+                except BaseException:
+                    sock.close()
+                    raise
+                self.sock = sock
+
+        _connection_class = UnixHTTPConnection
+    return _connection_class
+
+
+def _connection(address: ServerAddress, timeout: float) -> http.client.HTTPConnection:
+    if isinstance(address, UnixAddress):
+        return _unix_connection_class()(str(address.path), timeout)
+    import http.client
+
+    return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
+
+
+class _Watchdog:
+    """Cuts a connection at its deadline, so a server that drips bytes cannot outlast it.
+
+    Socket timeouts bound each read, not the whole exchange; shutting the socket down wakes
+    the blocked read, which then fails and is reported as a timeout.
+    """
+
+    def __init__(self, connection: http.client.HTTPConnection, timeout: float) -> None:
+        self.fired = False
+        self._connection = connection
+        self._timer = threading.Timer(timeout, self._cut)
+        self._timer.daemon = True
+
+    def _cut(self) -> None:
+        self.fired = True
+        sock = self._connection.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+
+
+def http_request(
+    address: ServerAddress, method: str, path: str, *, timeout: float
+) -> tuple[int, bytes]:
+    """One request to a server; the whole exchange is bounded by ``timeout``.
+
+    Returns (HTTP status, body up to :data:`MAX_STATUS_BYTES` + 1 bytes). Raises
+    ``TimeoutError`` past the deadline, ``FileNotFoundError``/``ConnectionRefusedError`` when
+    nobody listens, ``http.client.HTTPException`` when the answer is not HTTP, ``OSError``
+    otherwise.
+    """
+    connection = _connection(address, timeout)
+    try:
+        with _Watchdog(connection, timeout) as watchdog:
+            try:
+                connection.request(method, path, headers={"Accept": "application/json"})
+                response = connection.getresponse()
+                body = response.read(MAX_STATUS_BYTES + 1)
+            except Exception as exc:
+                if watchdog.fired:
+                    raise TimeoutError(f"no complete answer within {timeout:g}s") from exc
+                raise
+        return response.status, body
+    finally:
+        connection.close()
+
+
+def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport:
+    """``GET /api/status`` from one server and classify the answer. Never raises."""
+    try:
+        target = parse_server_address(address)
+    except UsageError as exc:
+        return ServerReport(address, "error", None, exc.message)
+    display = target.display
+    import http.client
+
+    try:
+        status, body = http_request(target, "GET", STATUS_PATH, timeout=timeout)
+    except TimeoutError:
+        return ServerReport(display, "hung", None, f"no answer within {timeout:g}s")
+    except FileNotFoundError:
+        return ServerReport(display, "stale", None, "no such socket")
+    except ConnectionRefusedError:
+        return ServerReport(display, "stale", None, "nobody listens")
+    except http.client.HTTPException as exc:
+        reason = exc.__class__.__name__
+        return ServerReport(display, "garbage", None, f"answer is not HTTP ({reason})")
+    except OSError as exc:
+        return ServerReport(display, "error", None, exc.strerror or str(exc))
+    except Exception as exc:  # never let a strange server crash a status query
+        return ServerReport(display, "error", None, f"{exc.__class__.__name__}: {exc}")
+    if status != 200:
+        return ServerReport(display, "garbage", None, f"HTTP {status} for {STATUS_PATH}")
+    if len(body) > MAX_STATUS_BYTES:
+        return ServerReport(display, "garbage", None, "status line is larger than 64 KiB")
+    try:
+        line = parse_status_line(body)
+    except StatusLineError as exc:
+        state: ServerState = "garbage"
+        if exc.kind == "foreign":
+            state = "foreign"
+        elif exc.kind == "no-protocol":
+            state = "no-protocol"
+        return ServerReport(display, state, None, str(exc))
+    return ServerReport(display, "live", line, f"mux {line.version}, protocol {line.protocol_version}")
+
+
+def query_all(
+    addresses: Iterable[str] | None = None, timeout: float = DEFAULT_TIMEOUT
+) -> list[ServerReport]:
+    """Query every address at once (one thread each): N hung servers cost one timeout.
+
+    ``addresses`` defaults to :func:`discover_server_addresses` (which may raise
+    :class:`UsageError` for a malformed ``MUX_SERVER_URL``). Reports keep the input order.
+    """
+    targets = discover_server_addresses() if addresses is None else list(addresses)
+    if len(targets) <= 1:
+        return [query_server(address, timeout) for address in targets]
+    reports: list[ServerReport | None] = [None] * len(targets)
+
+    def run(index: int, address: str) -> None:
+        reports[index] = query_server(address, timeout)
+
+    threads = [
+        threading.Thread(target=run, args=(i, address), daemon=True, name=f"mux-status-{i}")
+        for i, address in enumerate(targets)
+    ]
+    for thread in threads:
+        thread.start()
+    # Each query bounds itself; the slack only covers thread scheduling.
+    deadline = time.monotonic() + timeout + 0.5
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [
+        report
+        if report is not None
+        else ServerReport(address, "hung", None, f"no answer within {timeout:g}s")
+        for address, report in zip(targets, reports, strict=True)
+    ]
+
+
+def restart_command(report: ServerReport) -> str:
+    """The command that restarts the server behind ``report`` with the current mux."""
+    if report.address.startswith("http://"):
+        return f"mux server restart --url {shlex.quote(report.address)}"
+    return f"mux server restart --socket {shlex.quote(report.address)}"
