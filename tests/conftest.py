@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -62,6 +62,7 @@ def run_mux(
     *,
     timeout: float = 60,
     executable: list[str] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run mux as a real process (the development entry point unless told otherwise)."""
     command = (executable or [sys.executable, "-m", "updater"]) + args
@@ -73,4 +74,5 @@ def run_mux(
         timeout=timeout,
         stdin=subprocess.DEVNULL,
         check=False,
+        preexec_fn=preexec_fn,
     )

@@ -13,7 +13,6 @@ read and normalised to the plain path.
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 import threading
 import time
@@ -26,7 +25,7 @@ from .protocol import STATUS_PATH, StatusLine, StatusLineError, parse_status_lin
 
 if TYPE_CHECKING:
     import http.client
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
 ServerState = Literal["live", "stale", "hung", "garbage", "foreign", "no-protocol", "error"]
 
@@ -84,7 +83,8 @@ class ServerReport:
         }
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback_host(host: str) -> bool:
+    """``localhost`` or a loopback IP literal (no DNS lookup)."""
     if host in _LOOPBACK_NAMES:
         return True
     import ipaddress  # only URL addresses need it
@@ -120,7 +120,7 @@ def parse_server_address(text: str) -> ServerAddress:
         return UnixAddress(Path(path))
     if parts.scheme == "http":
         host = parts.hostname or ""
-        if not _is_loopback(host):
+        if not is_loopback_host(host):
             raise UsageError(
                 f"server URL {text!r} is not on this machine: http:// is only allowed to a loopback address",
                 hint=expected,
@@ -167,6 +167,11 @@ def discover_server_addresses(environ: Mapping[str, str] = os.environ) -> list[s
     """
     url = environ.get(SERVER_URL_ENV)
     if url:
+        if "://" not in url:
+            raise UsageError(
+                f"{SERVER_URL_ENV} must be a URL, got {url!r}",
+                hint="use unix:///path/to.sock or http://127.0.0.1:PORT",
+            )
         return [parse_server_address(url).display]
     directory = runtime_dir()
     try:
@@ -178,10 +183,10 @@ def discover_server_addresses(environ: Mapping[str, str] = os.environ) -> list[s
     return [str(directory / name) for name in names if name.endswith(SOCKET_SUFFIX)]
 
 
-_connection_class: type[http.client.HTTPConnection] | None = None
+_connection_class: Callable[[str, float], http.client.HTTPConnection] | None = None
 
 
-def _unix_connection_class() -> type[http.client.HTTPConnection]:
+def _unix_connection_class() -> Callable[[str, float], http.client.HTTPConnection]:
     """An ``HTTPConnection`` that talks over a Unix socket, built on first use.
 
     ``http.client`` is the costliest import of this module; a machine with no server never
@@ -311,7 +316,9 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
         elif exc.kind == "no-protocol":
             state = "no-protocol"
         return ServerReport(display, state, None, str(exc))
-    return ServerReport(display, "live", line, f"mux {line.version}, protocol {line.protocol_version}")
+    return ServerReport(
+        display, "live", line, f"mux {line.version}, protocol {line.protocol_version}"
+    )
 
 
 def query_all(
@@ -350,6 +357,8 @@ def query_all(
 
 def restart_command(report: ServerReport) -> str:
     """The command that restarts the server behind ``report`` with the current mux."""
+    import shlex
+
     if report.address.startswith("http://"):
         return f"mux server restart --url {shlex.quote(report.address)}"
     return f"mux server restart --socket {shlex.quote(report.address)}"

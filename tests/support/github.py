@@ -196,9 +196,9 @@ def _handler(fake: FakeGitHub, role: str) -> type[BaseHTTPRequestHandler]:
                 self._send(404)
 
         def _download(self, rest: str) -> None:
-            tag, _, name = rest.partition("/")
-            path = fake.root / tag / name
-            if not path.is_file():
+            path = fake.root / rest
+            name = path.name
+            if ".." in rest.split("/") or not path.is_file():
                 self._send(404)
                 return
             data = path.read_bytes()

@@ -1,0 +1,1503 @@
+#!/bin/sh
+# Install mux, the terminal multiplexer:
+#
+#   curl -fsSL https://raw.githubusercontent.com/OWNER/mux/main/install.sh | sh
+#   curl -fsSL .../install.sh | sh -s -- --help
+#
+# What it does: finds the release, downloads the build for this machine into MUX_HOME,
+# verifies it (SHA-256 from SHA256SUMS and manifest.json, minisign signature of SHA256SUMS
+# when minisign is installed), runs it once, moves it into MUX_HOME/versions/<version> and
+# points <bin dir>/mux at it. `mux update` keeps it up to date from there
+# (docs/contracts.md, "Installed layout"). Nothing runs as root, nothing runs from /tmp.
+#
+# Every line of this file is inside a function except these settings; the last line
+# calls main, so a download cut short anywhere runs nothing.
+
+set -eu
+
+# ---------------------------------------------------------------------------------------
+# Release settings. The release process writes the real values into the copy it publishes.
+#
+# The GitHub repository (owner/name) releases come from; MUX_REPO overrides it.
+MUX_DEFAULT_REPO='OWNER/mux'
+# Trusted minisign public keys (the base64 line of a minisign .pub file), separated by
+# spaces: the current key and the next one, for rotation. SHA256SUMS.minisig must verify
+# with one of them whenever minisign is installed. On purpose there is no environment
+# override: the keys are part of the script you chose to run, so nothing in the
+# environment (a CI variable, a copied snippet) can silently swap the trust root.
+MUX_MINISIGN_KEYS=''
+# ---------------------------------------------------------------------------------------
+
+# shellcheck disable=SC2016 # the help text shows variable names, unexpanded
+usage() {
+    printf '%s\n' \
+        'Install mux into your home directory (no root needed).' \
+        '' \
+        'Usage: sh install.sh [options]      (or: curl -fsSL <url>/install.sh | sh -s -- [options])' \
+        '' \
+        'Options:' \
+        '  --version VERSION   install this version (e.g. 0.2.0) instead of the latest' \
+        '  --no-modify-path    do not edit shell startup files; print the line to add instead' \
+        '  --require-signature fail unless the minisign signature of SHA256SUMS verifies' \
+        '  --dry-run           print the plan (target, URLs, checks, paths, files to edit); change nothing' \
+        '  --uninstall         remove the installed versions, the mux link, the install record' \
+        '                      and the PATH blocks this script added; nothing else' \
+        '  -q, --quiet         print errors only' \
+        '  -v, --verbose       say more, including how to verify a release by hand' \
+        '  -h, --help          show this help' \
+        '' \
+        'Environment:' \
+        '  MUX_VERSION            same as --version' \
+        '  MUX_HOME               where versions live (default: $XDG_DATA_HOME/mux or ~/.local/share/mux)' \
+        '  MUX_INSTALL_DIR        where the mux link goes (default: $XDG_BIN_HOME or ~/.local/bin)' \
+        '  MUX_TARGET             build to install (default: detected), e.g. x86_64-unknown-linux-musl' \
+        '  MUX_REPO               GitHub repository owner/name to install from' \
+        '  MUX_DOWNLOAD_URL       a mirror or static feed (releases.json + v<version>/ folders)' \
+        '  MUX_GITHUB_TOKEN       token sent to github.com only (GITHUB_TOKEN works too)' \
+        '  MUX_NO_MODIFY_PATH=1   same as --no-modify-path' \
+        '  MUX_REQUIRE_SIGNATURE=1  same as --require-signature' \
+        '  MUX_INSTALL_PRINT=target print the detected target and exit' \
+        '  MUX_LOCK_TIMEOUT       seconds to wait for another install or update (default 10)' \
+        '  NO_COLOR               no colours; HTTPS_PROXY, https_proxy, NO_PROXY are honoured' \
+        '' \
+        'Exit status: 0 done, 1 error, 2 usage error, 3 verification failed.'
+}
+
+# ---- talking ----------------------------------------------------------------------------
+
+setup_colours() {
+    c_red='' c_yellow='' c_bold='' c_reset=''
+    if [ -t 2 ] && [ -z "${NO_COLOR:-}" ] && [ "${TERM:-dumb}" != dumb ]; then
+        c_red=$(printf '\033[31m') c_yellow=$(printf '\033[33m')
+        c_bold=$(printf '\033[1m') c_reset=$(printf '\033[0m')
+    fi
+}
+
+say() {
+    [ "$opt_quiet" = 1 ] || printf '%s\n' "$*" >&2
+}
+
+verbose() {
+    [ "$opt_verbose" != 1 ] || printf '%s\n' "$*" >&2
+}
+
+warn() {
+    [ "$opt_quiet" = 1 ] || printf '%swarning:%s %s\n' "$c_yellow" "$c_reset" "$*" >&2
+}
+
+# die CODE MESSAGE [HINT]: one error line (what failed, with its URL), one line on what to do.
+die() {
+    die_code=$1
+    printf '%serror:%s %s\n' "$c_red" "$c_reset" "$2" >&2
+    if [ $# -ge 3 ] && [ -n "$3" ]; then
+        printf '  to fix: %s\n' "$3" >&2
+    fi
+    exit "$die_code"
+}
+
+usage_error() {
+    die 2 "$1" 'run with --help to see the options'
+}
+
+# ---- small helpers ------------------------------------------------------------------------
+
+has() {
+    command -v "$1" >/dev/null 2>&1
+}
+
+# Quote a string for POSIX sh (and fish) single quotes.
+sh_quote() {
+    printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")"
+}
+
+fish_quote() {
+    printf "'%s'" "$(printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e "s/'/\\\\'/g")"
+}
+
+json_escape() {
+    printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g'
+}
+
+json_unescape() {
+    printf '%s' "$1" | sed -e 's/\\"/"/g' -e 's/\\\//\//g' -e 's/\\\\/\\/g'
+}
+
+is_version() {
+    printf '%s\n' "$1" | grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+([-.+]?[0-9A-Za-z.]+)?$' &&
+        [ "${#1}" -le 64 ]
+}
+
+is_sha256() {
+    printf '%s\n' "$1" | grep -Eq '^[0-9a-f]{64}$'
+}
+
+url_host() {
+    url_host_rest=${1#*://}
+    url_host_rest=${url_host_rest%%/*}
+    url_host_rest=${url_host_rest##*@}
+    case $url_host_rest in
+        \[*) url_host_rest=${url_host_rest%%]*}] ;;
+        *) url_host_rest=${url_host_rest%%:*} ;;
+    esac
+    printf '%s' "$url_host_rest" | tr 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' 'abcdefghijklmnopqrstuvwxyz'
+}
+
+is_loopback_url() {
+    case $1 in http://* | https://*) ;; *) return 1 ;; esac
+    case $(url_host "$1") in
+        127.* | localhost | '[::1]') return 0 ;;
+    esac
+    return 1
+}
+
+# https anywhere, plain http only to this machine.
+check_url_scheme() {
+    case $1 in
+        https://*) return 0 ;;
+        http://*) is_loopback_url "$1" && return 0 ;;
+    esac
+    return 1
+}
+
+# Turn a path into an absolute one without resolving symlinks (the link must name the
+# path the user chose, as mux update computes it).
+absolute_path() {
+    case $1 in
+        /*) printf '%s' "$1" ;;
+        *) printf '%s/%s' "$(pwd)" "$1" ;;
+    esac
+}
+
+# A JSON document flattened to one line per scalar: "path<TAB>type<TAB>value", where path
+# joins object keys and array indexes with "/", type is s (string, raw: escapes kept as
+# written) or l (number, true, false, null). Fails on anything that is not valid JSON, so
+# no value is ever read from a broken document. Plain POSIX awk, no jq or python needed.
+json_flatten() {
+    awk '
+    function fail(m) { if (bad == "") bad = m; pos = n + 1 }
+    function skip_ws(   c) {
+        while (pos <= n) {
+            c = substr(s, pos, 1)
+            if (c == " " || c == "\t" || c == "\n" || c == "\r") pos++; else break
+        }
+    }
+    function read_string(   start, c) {
+        pos++; start = pos
+        while (pos <= n) {
+            if (!match(substr(s, pos), /["\\]/)) break
+            pos += RSTART - 1
+            c = substr(s, pos, 1)
+            if (c == "\\") { pos += 2; continue }
+            pos++
+            c = substr(s, start, pos - start - 1)
+            if (index(c, "\n") || index(c, "\t") || index(c, "\r")) { fail("control character in a string"); return "" }
+            return c
+        }
+        fail("unterminated string"); return ""
+    }
+    function read_value(path, depth,   c, key, i, lit) {
+        if (depth > 32) { fail("nested too deeply"); return }
+        skip_ws()
+        c = substr(s, pos, 1)
+        if (c == "{") {
+            pos++; skip_ws()
+            if (substr(s, pos, 1) == "}") { pos++; return }
+            while (pos <= n) {
+                skip_ws()
+                if (substr(s, pos, 1) != "\"") { fail("expected a key"); return }
+                key = read_string()
+                skip_ws()
+                if (substr(s, pos, 1) != ":") { fail("expected a colon"); return }
+                pos++
+                read_value((path == "") ? key : (path "/" key), depth + 1)
+                if (bad != "") return
+                skip_ws(); c = substr(s, pos, 1); pos++
+                if (c == "}") return
+                if (c != ",") { fail("expected , or }"); return }
+            }
+            fail("unterminated object"); return
+        }
+        if (c == "[") {
+            pos++; skip_ws()
+            if (substr(s, pos, 1) == "]") { pos++; return }
+            i = 0
+            while (pos <= n) {
+                read_value((path == "") ? i : (path "/" i), depth + 1)
+                if (bad != "") return
+                i++
+                skip_ws(); c = substr(s, pos, 1); pos++
+                if (c == "]") return
+                if (c != ",") { fail("expected , or ]"); return }
+            }
+            fail("unterminated array"); return
+        }
+        if (c == "\"") {
+            lit = read_string()
+            if (bad == "") print path "\ts\t" lit
+            return
+        }
+        lit = ""
+        while (pos <= n && substr(s, pos, 1) ~ /[-+.0-9A-Za-z]/) { lit = lit substr(s, pos, 1); pos++ }
+        if (lit !~ /^(true|false|null|-?[0-9][0-9.eE+-]*)$/) { fail("unexpected value"); return }
+        print path "\tl\t" lit
+    }
+    { s = s $0 "\n" }
+    END {
+        n = length(s); pos = 1; bad = ""
+        read_value("", 0)
+        skip_ws()
+        if (bad == "" && pos <= n) bad = "trailing data"
+        if (bad != "") exit 1
+    }' "$1"
+}
+
+# json_get FLATFILE PATH: the value at PATH (empty when absent).
+json_get() {
+    awk -F '\t' -v key="$2" '$1 == key { print $3; exit }' "$1"
+}
+
+# json_type FLATFILE PATH: s, l, or empty when absent.
+json_type() {
+    awk -F '\t' -v key="$2" '$1 == key { print $2; exit }' "$1"
+}
+
+# ---- platform -----------------------------------------------------------------------------
+
+published_targets() {
+    printf '%s' 'x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-unknown-linux-musl aarch64-unknown-linux-musl x86_64-apple-darwin aarch64-apple-darwin'
+}
+
+is_published_target() {
+    for is_pt_t in $(published_targets); do
+        [ "$is_pt_t" = "$1" ] && return 0
+    done
+    return 1
+}
+
+# 1 when this x86_64 process runs under Rosetta 2 on Apple silicon.
+rosetta_translated() {
+    if has sysctl; then
+        rosetta_out=$(sysctl -n sysctl.proc_translated 2>/dev/null) || rosetta_out=
+    elif [ -x /usr/sbin/sysctl ]; then
+        rosetta_out=$(/usr/sbin/sysctl -n sysctl.proc_translated 2>/dev/null) || rosetta_out=
+    else
+        rosetta_out=
+    fi
+    [ "$rosetta_out" = 1 ]
+}
+
+# musl or gnu: ask the C library, never guess from files that may be lying around (a glibc
+# system with the musl package installed has /lib/ld-musl-*). musl's ldd names itself in
+# its --version text (on stderr, with a non-zero exit, hence 2>&1 and || true); glibc
+# answers GNU_LIBC_VERSION through getconf or names itself in ldd's text.
+detect_libc() {
+    libc_ldd=
+    if has ldd; then
+        libc_ldd=$(ldd --version 2>&1) || true
+    fi
+    case $libc_ldd in
+        *musl*) printf musl; return 0 ;;
+    esac
+    if has getconf && libc_conf=$(getconf GNU_LIBC_VERSION 2>/dev/null); then
+        case $libc_conf in
+            glibc*) printf gnu; return 0 ;;
+        esac
+    fi
+    case $libc_ldd in
+        *GLIBC* | *'GNU libc'* | *glibc* | *'GNU C Library'*) printf gnu; return 0 ;;
+    esac
+    return 1
+}
+
+detect_target() {
+    if [ -n "${MUX_TARGET:-}" ]; then
+        is_published_target "$MUX_TARGET" ||
+            usage_error "MUX_TARGET=$MUX_TARGET is not a published target (published: $(published_targets | sed 's/ /, /g'))"
+        target=$MUX_TARGET
+        return 0
+    fi
+    dt_os=$(uname -s 2>/dev/null) || dt_os=unknown
+    dt_machine=$(uname -m 2>/dev/null) || dt_machine=unknown
+    case $dt_machine in
+        x86_64 | amd64 | x64) dt_arch=x86_64 ;;
+        aarch64 | arm64 | armv8l) dt_arch=aarch64 ;;
+        *) dt_arch= ;;
+    esac
+    case $dt_os in
+        Linux)
+            [ -n "$dt_arch" ] || unsupported_platform "$dt_os" "$dt_machine"
+            dt_libc=$(detect_libc) || die 1 "could not tell whether this Linux uses glibc or musl (ldd --version and getconf GNU_LIBC_VERSION gave no answer)" \
+                "set MUX_TARGET=$dt_arch-unknown-linux-gnu or MUX_TARGET=$dt_arch-unknown-linux-musl"
+            target=$dt_arch-unknown-linux-$dt_libc
+            ;;
+        Darwin)
+            [ -n "$dt_arch" ] || unsupported_platform "$dt_os" "$dt_machine"
+            if [ "$dt_arch" = x86_64 ] && rosetta_translated; then
+                # An x86_64 shell on Apple silicon: the native build is the right one.
+                say "Rosetta 2 detected: installing the native Apple silicon (arm64) build."
+                dt_arch=aarch64
+            fi
+            target=$dt_arch-apple-darwin
+            ;;
+        *) unsupported_platform "$dt_os" "$dt_machine" ;;
+    esac
+}
+
+unsupported_platform() {
+    die 1 "no mux build for $1 $2; published targets: $(published_targets | sed 's/ /, /g')" \
+        "set MUX_TARGET to one of them if it runs here, or build mux from source"
+}
+
+# ---- tools --------------------------------------------------------------------------------
+
+pick_downloader() {
+    downloader=
+    if has curl; then
+        case $(command -v curl) in
+            /snap/*) verbose "ignoring the snap curl (it cannot write outside its sandbox)" ;;
+            *) downloader=curl ;;
+        esac
+    fi
+    if [ -z "$downloader" ] && has wget; then
+        if wget --version 2>/dev/null | grep -q 'GNU Wget'; then
+            downloader=wget
+        else
+            downloader=busybox-wget
+        fi
+    fi
+    [ -n "$downloader" ] || die 1 "neither curl nor wget was found, so nothing can be downloaded" \
+        "install curl (apt-get install curl, apk add curl, dnf install curl) and run this again"
+}
+
+pick_hasher() {
+    if has sha256sum; then
+        hasher=sha256sum
+    elif has shasum; then
+        hasher=shasum
+    elif has openssl; then
+        hasher=openssl
+    elif has busybox && busybox sha256sum </dev/null >/dev/null 2>&1; then
+        hasher=busybox
+    else
+        die 1 "no SHA-256 tool found (looked for sha256sum, shasum, openssl and busybox), so the download could not be verified" \
+            "install coreutils (sha256sum) or openssl and run this again; mux is never installed unverified"
+    fi
+}
+
+# sha256 of files: "<hex>  <name>" lines, in the order given, whatever the tool.
+hash_files() {
+    case $hasher in
+        sha256sum) sha256sum -- "$@" ;;
+        shasum) shasum -a 256 -- "$@" ;;
+        busybox) busybox sha256sum "$@" ;;
+        openssl) openssl dgst -sha256 -r "$@" | sed 's/^\([0-9a-fA-F]\{64\}\) \*/\1  /' ;;
+    esac
+}
+
+sha256_of() {
+    sha256_of_line=$(hash_files "$1") || return 1
+    sha256_of_hex=${sha256_of_line%% *}
+    sha256_of_hex=$(printf '%s' "$sha256_of_hex" | tr 'A-F' 'a-f')
+    is_sha256 "$sha256_of_hex" || return 1
+    printf '%s' "$sha256_of_hex"
+}
+
+hash_tool_name() {
+    case $hasher in
+        sha256sum) printf 'sha256sum' ;;
+        shasum) printf 'shasum -a 256' ;;
+        busybox) printf 'busybox sha256sum' ;;
+        openssl) printf 'openssl dgst -sha256' ;;
+    esac
+}
+
+# ---- downloads ----------------------------------------------------------------------------
+
+# The GitHub token for a request: only to the configured GitHub web host (github.com
+# unless MUX_GITHUB_URL says otherwise), and only through curl, which drops it when a
+# redirect leads to another host or port (GitHub sends downloads to other hosts). wget
+# would repeat it to wherever it is redirected, so it gets no token.
+token_for() {
+    [ "$downloader" = curl ] || return 0
+    [ "$(url_authority "$1")" = "$(url_authority "$github_url")" ] || return 0
+    printf '%s' "${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}"
+}
+
+url_authority() {
+    ua_rest=${1#*://}
+    ua_rest=${ua_rest%%/*}
+    printf '%s' "${ua_rest##*@}" | tr 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' 'abcdefghijklmnopqrstuvwxyz'
+}
+
+curl_scheme_options() {
+    if is_loopback_url "$1"; then
+        printf '%s\n' --proto =http,https --proto-redir =http,https
+    else
+        printf '%s\n' --proto =https --proto-redir =https --tlsv1.2
+    fi
+}
+
+# download URL FILE: 0 on success; else sets dl_reason. The token is never put on curl's
+# command line (ps would show it).
+download() {
+    dl_url=$1
+    dl_out=$2
+    dl_reason=
+    dl_err="$work_dir/.download-error"
+    check_url_scheme "$dl_url" || {
+        dl_reason="refusing a plain-http URL (https is required outside this machine)"
+        return 1
+    }
+    dl_token=$(token_for "$dl_url")
+    verbose "GET $dl_url"
+    dl_rc=0
+    case $downloader in
+        curl)
+            # shellcheck disable=SC2046 # one option per line, no spaces in them
+            set -- $(curl_scheme_options "$dl_url")
+            if [ -n "$dl_token" ]; then
+                printf 'header = "Authorization: Bearer %s"\n' "$dl_token" |
+                    curl -K - -fsSL --retry 3 --connect-timeout 15 "$@" -o "$dl_out" -- "$dl_url" 2>"$dl_err" || dl_rc=$?
+            else
+                curl -fsSL --retry 3 --connect-timeout 15 "$@" -o "$dl_out" -- "$dl_url" </dev/null 2>"$dl_err" || dl_rc=$?
+            fi
+            ;;
+        wget)
+            set -- -nv --tries=3 --timeout=30
+            is_loopback_url "$dl_url" || set -- "$@" --secure-protocol=TLSv1_2 --https-only
+            wget "$@" -O "$dl_out" -- "$dl_url" </dev/null 2>"$dl_err" || dl_rc=$?
+            ;;
+        busybox-wget)
+            # BusyBox wget has no retry option: three tries here.
+            for dl_try in 1 2 3; do
+                dl_rc=0
+                wget -q -O "$dl_out" "$dl_url" </dev/null 2>"$dl_err" || dl_rc=$?
+                [ "$dl_rc" -ne 0 ] || break
+                [ "$dl_try" = 3 ] || sleep "$dl_try"
+            done
+            ;;
+    esac
+    if [ "$dl_rc" -ne 0 ]; then
+        dl_reason=$(grep -v '^[[:space:]]*$' "$dl_err" 2>/dev/null | tail -n 1) || dl_reason=
+        [ -n "$dl_reason" ] || dl_reason="$downloader exited with status $dl_rc"
+        rm -f "$dl_out" "$dl_err"
+        return 1
+    fi
+    rm -f "$dl_err"
+    return 0
+}
+
+# fetch URL FILE WHAT: download or stop with an error naming the URL.
+fetch() {
+    download "$1" "$2" || die 1 "could not download $3 from $1: $dl_reason" \
+        "check the network and proxy settings (HTTPS_PROXY, NO_PROXY) and that this release exists, then run again"
+}
+
+# ---- where things go ----------------------------------------------------------------------
+
+resolve_paths() {
+    home=${HOME:-}
+    if [ -n "${MUX_HOME:-}" ]; then
+        mux_home=$(absolute_path "$MUX_HOME")
+    elif [ -n "${XDG_DATA_HOME:-}" ]; then
+        mux_home=$(absolute_path "$XDG_DATA_HOME")/mux
+    elif [ -n "$home" ]; then
+        mux_home=$home/.local/share/mux
+    else
+        die 1 "HOME is not set, so there is no default place to install mux" "set MUX_HOME and MUX_INSTALL_DIR"
+    fi
+    if [ -n "${MUX_INSTALL_DIR:-}" ]; then
+        bin_dir=$(absolute_path "$MUX_INSTALL_DIR")
+    elif [ -n "${XDG_BIN_HOME:-}" ]; then
+        bin_dir=$(absolute_path "$XDG_BIN_HOME")
+    elif [ -n "$home" ]; then
+        bin_dir=$home/.local/bin
+    else
+        die 1 "HOME is not set, so there is no default bin directory" "set MUX_INSTALL_DIR"
+    fi
+    mux_home=${mux_home%/}
+    bin_dir=${bin_dir%/}
+    versions_dir=$mux_home/versions
+    link_path=$bin_dir/mux
+    record_path=$mux_home/install.json
+    created_record=$mux_home/.install-sh-created
+}
+
+# mkdir -p that remembers which directories it made, so a failed first install (and
+# --uninstall) can take them away again.
+make_dirs() {
+    md_missing=
+    md_dir=$1
+    while [ ! -d "$md_dir" ] && [ -n "$md_dir" ] && [ "$md_dir" != / ]; do
+        md_missing="$md_dir
+$md_missing"
+        md_dir=${md_dir%/*}
+    done
+    mkdir -p "$1" || die 1 "could not create the directory $1" "check that you own its parent directory"
+    while IFS= read -r md_line; do
+        [ -n "$md_line" ] || continue
+        created="${created}dir	$md_line
+"
+    done <<EOF
+$md_missing
+EOF
+}
+
+note_created() {
+    created="${created}$1	$2
+"
+}
+
+# Append this run's created paths to the record in MUX_HOME (read by --uninstall).
+flush_created() {
+    [ -n "$created" ] || return 0
+    [ -d "$mux_home" ] || return 0
+    printf '%s' "$created" >>"$created_record" || return 0
+    created=
+}
+
+# ---- lock ---------------------------------------------------------------------------------
+
+# The lock is MUX_HOME/.lock held with flock(2) on file descriptor 9 for the whole run,
+# the same lock mux update takes (fcntl.flock in Python).
+take_lock() {
+    lock_path=$mux_home/.lock
+    [ -e "$lock_path" ] || lock_created=1
+    exec 9>>"$lock_path" || die 1 "could not open the lock file $lock_path" "check the permissions of $mux_home"
+    if has flock; then
+        set -- flock -n 9
+    elif has perl; then
+        # shellcheck disable=SC2016 # perl code
+        set -- perl -MFcntl=:flock -e 'open(my $f, ">&=", 9) or exit 2; flock($f, LOCK_EX | LOCK_NB) or exit 1; exit 0'
+    else
+        warn "neither flock nor perl is installed: not locking $lock_path (do not run two installs at once)"
+        return 0
+    fi
+    tl_limit=${MUX_LOCK_TIMEOUT:-10}
+    tl_limit=${tl_limit%%.*}
+    case $tl_limit in '' | *[!0-9]*) tl_limit=10 ;; esac
+    tl_waited=0
+    until "$@"; do
+        if [ "$tl_waited" -ge "$tl_limit" ]; then
+            die 1 "another mux install or update is running (it holds $lock_path)" \
+                "wait for it to finish, then run this again"
+        fi
+        [ "$tl_waited" != 0 ] || say "waiting for another mux install or update to finish..."
+        sleep 1
+        tl_waited=$((tl_waited + 1))
+    done
+}
+
+# ---- clean-up -----------------------------------------------------------------------------
+
+on_exit() {
+    oe_rc=$?
+    trap - EXIT
+    [ -z "$work_dir" ] || rm -rf "$work_dir"
+    [ -z "$partial_dir" ] || rm -rf "$partial_dir"
+    [ -z "$tmp_link" ] || rm -f "$tmp_link"
+    [ -z "$tmp_record" ] || rm -f "$tmp_record"
+    if [ "$oe_rc" -ne 0 ] && [ "$installing" = 1 ]; then
+        # A failed run leaves nothing it created: lock file, empty directories.
+        [ "$lock_created" != 1 ] || rm -f "$lock_path"
+        printf '%s' "$created" | awk -F '\t' '$1 == "dir" { print $2 }' | sort -r |
+            while IFS= read -r oe_dir; do rmdir "$oe_dir" 2>/dev/null || true; done
+    fi
+    exit "$oe_rc"
+}
+
+# Leftovers of a killed run (the names are reserved for staging; we hold the lock).
+remove_garbage() {
+    for rg_path in "$mux_home"/.download-* "$versions_dir"/*.partial-* "$versions_dir"/.trash-* "$mux_home"/.install.json-* "$bin_dir"/.mux.tmp-*; do
+        [ -e "$rg_path" ] || [ -L "$rg_path" ] || continue
+        verbose "removing $rg_path (left by an interrupted run)"
+        rm -rf "$rg_path"
+    done
+}
+
+# ---- the installed state ------------------------------------------------------------------
+
+# Sets active_version from the bin-dir link (the truth), or empty when there is no link.
+# A mux there that this layout does not own is never overwritten.
+read_active() {
+    active_version=
+    if [ -L "$link_path" ]; then
+        ra_target=$(readlink "$link_path") || ra_target=
+        case $ra_target in
+            "$versions_dir"/*/mux)
+                ra_v=${ra_target#"$versions_dir"/}
+                active_version=${ra_v%/mux}
+                case $active_version in */*) active_version= ;; esac
+                ;;
+        esac
+        [ -n "$active_version" ] || die 1 "$link_path is a link to $ra_target, which is not a mux installed in $mux_home" \
+            "remove that link (or set MUX_INSTALL_DIR to another directory) and run this again"
+    elif [ -e "$link_path" ]; then
+        die 1 "$link_path exists and was not installed by this script" \
+            "remove it, or set MUX_INSTALL_DIR to another directory, and run this again"
+    fi
+}
+
+# Flatten install.json (when there is one) into $work_dir/install.flat.
+read_record() {
+    record_flat=$work_dir/install.flat
+    : >"$record_flat"
+    if [ -f "$record_path" ]; then
+        json_flatten "$record_path" >"$record_flat" 2>/dev/null || {
+            warn "$record_path is not valid JSON; it will be rewritten"
+            : >"$record_flat"
+        }
+    fi
+}
+
+# An installed version is intact and is this release's build: the record names the same
+# target and archive, and its files still match its .mux-files list.
+version_intact() {
+    vi_dir=$versions_dir/$1
+    [ -x "$vi_dir/mux" ] && [ -f "$vi_dir/.mux-files" ] || return 1
+    [ "$(json_get "$record_flat" "versions/$1/target")" = "$target" ] || return 1
+    [ "$(json_get "$record_flat" "versions/$1/archive_sha256")" = "$archive_expected" ] || return 1
+    vi_files=$(sha256_of "$vi_dir/.mux-files") || return 1
+    [ "$(json_get "$record_flat" "versions/$1/files_sha256")" = "$vi_files" ] || return 1
+    vi_list=$work_dir/intact.list
+    (cd "$vi_dir" && list_files) >"$vi_list" || return 1
+    cmp -s "$vi_list" "$vi_dir/.mux-files" || return 1
+    files_sha256=$vi_files
+}
+
+# "<sha256>  ./path" for every regular file below the current directory except
+# ./.mux-files, sorted bytewise by path (the .mux-files format of docs/contracts.md).
+list_files() {
+    set -- find . -type f ! -path ./.mux-files -exec
+    case $hasher in
+        sha256sum) "$@" sha256sum {} + ;;
+        shasum) "$@" shasum -a 256 {} + ;;
+        busybox) "$@" busybox sha256sum {} + ;;
+        openssl) "$@" openssl dgst -sha256 -r {} + | sed 's/^\([0-9a-fA-F]\{64\}\) \*/\1  /' ;;
+    esac | LC_ALL=C sort -k 2
+}
+
+# ---- release discovery --------------------------------------------------------------------
+
+# The latest release's version from GitHub's <repo>/releases/latest redirect to
+# .../releases/tag/<tag>: no API call, so no rate limit.
+latest_github_version() {
+    lg_url=$github_url/$repo/releases/latest
+    verbose "GET $lg_url (reading its redirect)"
+    lg_location=
+    case $downloader in
+        curl)
+            # shellcheck disable=SC2046 # one option per line, no spaces in them
+            set -- $(curl_scheme_options "$lg_url")
+            lg_token=$(token_for "$lg_url")
+            if [ -n "$lg_token" ]; then
+                lg_location=$(printf 'header = "Authorization: Bearer %s"\n' "$lg_token" |
+                    curl -K - -fsS --retry 3 --connect-timeout 15 "$@" -o /dev/null -w '%{redirect_url}' -- "$lg_url" 2>/dev/null) || lg_location=
+            else
+                lg_location=$(curl -fsS --retry 3 --connect-timeout 15 "$@" -o /dev/null -w '%{redirect_url}' -- "$lg_url" </dev/null 2>/dev/null) || lg_location=
+            fi
+            ;;
+        wget)
+            lg_location=$(wget --max-redirect=0 -S -O /dev/null --tries=3 --timeout=30 -- "$lg_url" </dev/null 2>&1 |
+                sed -n 's/^[[:space:]]*[Ll]ocation:[[:space:]]*//p' | head -n 1 | tr -d '\r') || lg_location=
+            ;;
+        busybox-wget)
+            lg_location=$(wget -S -O /dev/null "$lg_url" </dev/null 2>&1 |
+                sed -n 's/^[[:space:]]*[Ll]ocation:[[:space:]]*//p' | head -n 1 | tr -d '\r') || lg_location=
+            ;;
+    esac
+    case $lg_location in
+        */releases/tag/v*) ;;
+        '') die 1 "could not find the latest mux release: $lg_url did not answer with a redirect" \
+            "check the network and proxy settings (HTTPS_PROXY, NO_PROXY), or set MUX_VERSION" ;;
+        *) die 1 "$repo has no published release yet ($lg_url leads to $lg_location)" \
+            "set MUX_VERSION, or check MUX_REPO" ;;
+    esac
+    lg_tag=${lg_location%/}
+    lg_tag=${lg_tag##*/}
+    is_version "${lg_tag#v}" || die 1 "the latest release of $repo has an unexpected tag: $lg_tag" "set MUX_VERSION"
+    printf '%s' "${lg_tag#v}"
+}
+
+# Sets version (no "v") and release_url (the folder or GitHub download URL of that tag).
+resolve_release() {
+    if [ -n "$requested_version" ]; then
+        version=$requested_version
+    elif [ -n "$feed_url" ]; then
+        rr_index=$work_dir/releases.json
+        fetch "$feed_url/releases.json" "$rr_index" "the release list"
+        json_flatten "$rr_index" >"$work_dir/releases.flat" 2>/dev/null ||
+            die 3 "the release list $feed_url/releases.json is not valid JSON" "check that MUX_DOWNLOAD_URL points at a mux feed"
+        # {"releases": [{"tag", "prerelease", "draft"}...]} newest first, or a bare list.
+        version=$(awk -F '\t' '
+            { p = $1; sub(/^releases\//, "", p) }
+            p ~ /^[0-9]+\/tag$/ && $2 == "s" { i = p; sub(/\/.*/, "", i); tag[i] = $3; if (!(i in seen)) { seen[i] = 1; order[++count] = i } }
+            p ~ /^[0-9]+\/prerelease$/ && $3 == "true" { i = p; sub(/\/.*/, "", i); pre[i] = 1 }
+            p ~ /^[0-9]+\/draft$/ && $3 == "true" { i = p; sub(/\/.*/, "", i); pre[i] = 1 }
+            END {
+                best = -1
+                for (k = 1; k <= count; k++) { i = order[k] + 0; if (!(order[k] in pre) && (best < 0 || i < best)) best = i }
+                if (best >= 0) { v = tag[best ""]; sub(/^v/, "", v); print v }
+            }' "$work_dir/releases.flat")
+        [ -n "$version" ] || die 1 "the release list $feed_url/releases.json names no stable release" \
+            "set MUX_VERSION to install a pre-release, or check the feed"
+        is_version "$version" || die 3 "the release list $feed_url/releases.json names an invalid version: $version" \
+            "check the feed"
+    else
+        version=$(latest_github_version)
+    fi
+    if [ -n "$feed_url" ]; then
+        release_url=$feed_url/v$version
+    else
+        release_url=$github_url/$repo/releases/download/v$version
+    fi
+}
+
+fetch_release_documents() {
+    manifest=$work_dir/manifest.json
+    fetch "$release_url/manifest.json" "$manifest" "the release manifest"
+    sums=$work_dir/SHA256SUMS
+    fetch "$release_url/SHA256SUMS" "$sums" "the checksum list"
+    sums_sig=$work_dir/SHA256SUMS.minisig
+    if [ "$verify_signature" = 1 ]; then
+        download "$release_url/SHA256SUMS.minisig" "$sums_sig" ||
+            die 3 "could not download the signature $release_url/SHA256SUMS.minisig: $dl_reason" \
+                "every mux release is signed; check the URL or mirror, and try again"
+    fi
+}
+
+# sum_for NAME: the digest SHA256SUMS lists for NAME; exactly one line must name it.
+sum_for() {
+    awk -v name="$1" '
+        (NF == 2) && ($2 == name || $2 == "*" name) { n++; d = tolower($1) }
+        END { if (n == 1) print d; else if (n > 1) print "duplicate" }' "$sums"
+}
+
+verify_signature_of_sums() {
+    if [ "$verify_signature" != 1 ]; then
+        return 0
+    fi
+    for vs_key in $MUX_MINISIGN_KEYS; do
+        if minisign -V -H -q -m "$sums" -x "$sums_sig" -P "$vs_key" </dev/null >/dev/null 2>&1; then
+            # The signed (trusted) comment names the version since mux-release signs it so;
+            # a signature for another version is a replay.
+            vs_comment=$(minisign -V -Q -m "$sums" -x "$sums_sig" -P "$vs_key" </dev/null 2>/dev/null) || vs_comment=
+            case "	$vs_comment	" in
+                *"	version:"*)
+                    case "	$vs_comment	" in
+                        *"	version:$version	"*) ;;
+                        *) die 3 "the signature $release_url/SHA256SUMS.minisig is for another version (trusted comment: $vs_comment)" \
+                            "the mirror is serving mixed releases; do not install from it" ;;
+                    esac
+                    ;;
+            esac
+            signature_status="verified with minisign key ${vs_key%"${vs_key#????????????}"}..."
+            say "Verified the minisign signature of SHA256SUMS."
+            return 0
+        fi
+    done
+    die 3 "the minisign signature $release_url/SHA256SUMS.minisig does not verify with the keys in this script" \
+        "the checksum list was altered or signed by someone else; do not install it, and report it"
+}
+
+verify_documents() {
+    verify_signature_of_sums
+    # manifest.json is listed in SHA256SUMS: it is exactly what was published.
+    vd_expected=$(sum_for manifest.json)
+    is_sha256 "$vd_expected" || die 3 "the checksum list $release_url/SHA256SUMS has no (or more than one) line for manifest.json" \
+        "the release is incomplete or altered; try again later, and report it if it persists"
+    vd_actual=$(sha256_of "$manifest") || die 1 "could not hash $manifest with $(hash_tool_name)" ""
+    [ "$vd_actual" = "$vd_expected" ] || die 3 "manifest.json from $release_url does not match its SHA256SUMS line (expected $vd_expected, got $vd_actual)" \
+        "the download was altered; try again, and report it if it persists"
+    json_flatten "$manifest" >"$work_dir/manifest.flat" 2>/dev/null ||
+        die 3 "the manifest $release_url/manifest.json is not valid JSON" "report it"
+    mf=$work_dir/manifest.flat
+    [ "$(json_get "$mf" schema)" = 1 ] || die 3 "the manifest $release_url/manifest.json has an unsupported schema" \
+        "this installer is too old for the release; download the newest install.sh"
+    vd_version=$(json_get "$mf" version)
+    [ "$vd_version" = "$version" ] || die 3 "the manifest at $release_url says version ${vd_version:-(none)}, expected $version" \
+        "the release is inconsistent; report it"
+    manifest_protocol=$(json_get "$mf" protocol_version)
+    archive_name=mux-$target.tar.gz
+    # The asset for our target: name, size, sha256.
+    vd_index=$(awk -F '\t' -v t="$target" '$1 ~ /^assets\/[0-9]+\/target$/ && $3 == t { i = $1; sub(/^assets\//, "", i); sub(/\/.*/, "", i); print i; exit }' "$mf")
+    if [ -z "$vd_index" ]; then
+        vd_targets=$(awk -F '\t' '$1 ~ /^assets\/[0-9]+\/target$/ { printf "%s%s", sep, $3; sep = ", " }' "$mf")
+        die 1 "release v$version has no build for $target (it has: ${vd_targets:-none})" \
+            "choose another version with MUX_VERSION, or set MUX_TARGET to a build that runs here"
+    fi
+    [ "$(json_get "$mf" "assets/$vd_index/name")" = "$archive_name" ] ||
+        die 3 "the manifest at $release_url names an unexpected file for $target" "report it"
+    asset_sha256=$(json_get "$mf" "assets/$vd_index/sha256")
+    asset_size=$(json_get "$mf" "assets/$vd_index/size")
+    archive_expected=$(sum_for "$archive_name")
+    is_sha256 "$archive_expected" || die 3 "the checksum list $release_url/SHA256SUMS has no (or more than one) line for $archive_name" \
+        "the release is incomplete or altered; report it"
+    [ "$asset_sha256" = "$archive_expected" ] || die 3 "manifest.json and SHA256SUMS at $release_url disagree about $archive_name" \
+        "the release is inconsistent or altered; do not install it, and report it"
+}
+
+verify_archive() {
+    va_actual=$(sha256_of "$archive") || die 1 "could not hash $archive with $(hash_tool_name)" ""
+    [ "$va_actual" = "$archive_expected" ] || die 3 "checksum mismatch for $release_url/$archive_name: expected $archive_expected, got $va_actual" \
+        "the download was corrupted or altered; run this again, and report it if it persists"
+    va_size=$(wc -c <"$archive" | tr -d ' ')
+    [ -z "$asset_size" ] || [ "$va_size" = "$asset_size" ] || die 3 "$release_url/$archive_name is $va_size bytes, the manifest says $asset_size" \
+        "report it"
+    archive_sha256=$va_actual
+    say "Verified $archive_name (SHA-256 $archive_expected, $(hash_tool_name))."
+}
+
+# Every member under mux-<target>/, no absolute paths, no "..", no odd characters.
+check_members() {
+    cm_top=mux-$target
+    cm_list=$work_dir/members
+    tar -tzf "$archive" >"$cm_list" 2>/dev/null || die 3 "$release_url/$archive_name is not a readable .tar.gz archive" \
+        "the archive is malformed; report it"
+    cm_bad=$(awk -v top="$cm_top" '
+        { name = $0; sub(/\/$/, "", name) }
+        name != top && index(name, top "/") != 1 { print; exit }
+        name ~ /(^|\/)\.\.(\/|$)/ || name ~ /\\/ { print; exit }
+        END { if (NR == 0) print "(empty archive)" }' "$cm_list")
+    [ -z "$cm_bad" ] || die 3 "$release_url/$archive_name holds an unexpected member: $cm_bad" \
+        "the archive is malformed; report it"
+}
+
+# Symbolic links in the unpacked build must stay inside it.
+check_links() {
+    (cd "$1" && find . -type l -print) | while IFS= read -r cl_link; do
+        cl_target=$(readlink "$1/$cl_link") || return 1
+        printf '%s\t%s\n' "$cl_link" "$cl_target"
+    done | awk -F '\t' '
+        {
+            if ($2 ~ /^\//) { print $1; exit }
+            n = split($1, parts, "/"); depth = n - 2   # "./a/link": the link sits at depth 1
+            m = split($2, t, "/")
+            for (i = 1; i <= m; i++) {
+                if (t[i] == "..") depth--; else if (t[i] != "." && t[i] != "") depth++
+                if (depth < 0) { print $1; exit }
+            }
+        }'
+}
+
+# Run the new build once, from its staging folder inside MUX_HOME (never from /tmp): it
+# must report the version, target and protocol the manifest promised. This catches a build
+# for the wrong machine that still passed its checksum.
+smoke_test() {
+    st_dir=$1
+    st_out=$work_dir/version.json
+    st_err=$work_dir/version.err
+    set -- "$st_dir/mux" version --json
+    has timeout && set -- timeout 60 "$@"
+    "$@" </dev/null >"$st_out" 2>"$st_err" 9>&- || {
+        st_rc=$?
+        st_why=$(grep -v '^[[:space:]]*$' "$st_err" | tail -n 1) || st_why=
+        die 3 "the build in $release_url/$archive_name does not run here ('mux version --json' exited with status $st_rc${st_why:+: $st_why})" \
+            "set MUX_TARGET to the build for this machine (published: $(published_targets | sed 's/ /, /g'))"
+    }
+    json_flatten "$st_out" >"$work_dir/version.flat" 2>/dev/null ||
+        die 3 "the build in $release_url/$archive_name printed something other than JSON for 'mux version --json'" "report it"
+    st_version=$(json_get "$work_dir/version.flat" version)
+    st_target=$(json_get "$work_dir/version.flat" target)
+    st_protocol=$(json_get "$work_dir/version.flat" protocol_version)
+    build_repo=$(json_get "$work_dir/version.flat" repo)
+    [ "$st_version" = "$version" ] || die 3 "the build in $release_url/$archive_name says it is mux ${st_version:-(nothing)}, but v$version was expected" \
+        "the release is inconsistent; do not install it, and report it"
+    [ "$st_target" = "$target" ] || die 3 "the build in $release_url/$archive_name says it is for ${st_target:-(nothing)}, but $target was expected" \
+        "the release is inconsistent; do not install it, and report it"
+    [ -z "$manifest_protocol" ] || [ "$st_protocol" = "$manifest_protocol" ] ||
+        die 3 "the build in $release_url/$archive_name speaks protocol ${st_protocol:-(none)}, its manifest says $manifest_protocol" "report it"
+}
+
+unpack() {
+    check_members
+    partial_dir=$(mktemp -d "$versions_dir/$version.partial-XXXXXX") ||
+        die 1 "could not create a staging folder in $versions_dir" "check the free space and permissions of $mux_home"
+    tar -xzof "$archive" -C "$partial_dir" ||
+        die 1 "could not unpack $archive_name into $partial_dir" "check the free space in $mux_home and run this again"
+    staged=$partial_dir/mux-$target
+    [ -d "$staged" ] && [ -f "$staged/mux" ] || die 3 "$release_url/$archive_name has no mux-$target/mux executable" "report it"
+    un_escape=$(check_links "$staged") || un_escape="(unreadable link)"
+    [ -z "$un_escape" ] || die 3 "$release_url/$archive_name holds a link that leaves the build folder: $un_escape" "report it"
+    chmod 755 "$staged" "$staged/mux"
+    smoke_test "$staged"
+    (cd "$staged" && list_files) >"$partial_dir/.mux-files" ||
+        die 1 "could not hash the unpacked files in $staged" ""
+    mv "$partial_dir/.mux-files" "$staged/.mux-files"
+    files_sha256=$(sha256_of "$staged/.mux-files")
+}
+
+# Move the staged build to versions/<version>: a rename in the same file system.
+place_version() {
+    pv_final=$versions_dir/$version
+    if [ -e "$pv_final" ] || [ -L "$pv_final" ]; then
+        # Not the active one (or a damaged active one, being repaired): move it aside first,
+        # under a name a later run cleans up, because mv onto a directory moves into it.
+        pv_old=$(mktemp -d "$versions_dir/$version.partial-XXXXXX")
+        mv "$pv_final" "$pv_old/old"
+        mv "$staged" "$pv_final"
+        rm -rf "$pv_old"
+    else
+        mv "$staged" "$pv_final"
+    fi
+    rm -rf "$partial_dir"
+    partial_dir=
+}
+
+# Point <bin>/mux at versions/<version>/mux by renaming a new link over it: at every moment
+# the link names an old or a new complete version.
+switch_link() {
+    sl_target=$versions_dir/$version/mux
+    if [ -d "$link_path" ]; then
+        # mv would move our link *into* that directory instead of replacing it.
+        die 1 "$link_path is a directory" "remove it and run this again"
+    fi
+    tmp_link=$bin_dir/.mux.tmp-$$
+    rm -f "$tmp_link"
+    ln -s "$sl_target" "$tmp_link" || die 1 "could not create a link in $bin_dir" "check that you can write to $bin_dir"
+    mv -f "$tmp_link" "$link_path" || die 1 "could not replace $link_path" "check that you can write to $bin_dir"
+    tmp_link=
+}
+
+# install.json, written to a temporary file and renamed over the old one. The previous
+# version's entry is carried over from the old record (every scalar field of it).
+write_record() {
+    tmp_record=$(mktemp "$mux_home/.install.json-XXXXXX")
+    wr_source=$(json_escape "$source_label")
+    {
+        printf '{\n  "schema": 1,\n'
+        printf '  "bin_dir": "%s",\n' "$(json_escape "$bin_dir")"
+        printf '  "target": "%s",\n' "$target"
+        printf '  "source": "%s",\n' "$wr_source"
+        printf '  "active": "%s",\n' "$version"
+        if [ -n "$previous_version" ]; then
+            printf '  "previous": "%s",\n' "$previous_version"
+        else
+            printf '  "previous": null,\n'
+        fi
+        printf '  "versions": {\n'
+        if [ -n "$previous_version" ]; then
+            printf '    "%s": {' "$previous_version"
+            wr_prev=$(awk -F '\t' -v p="versions/$previous_version/" '
+                index($1, p) == 1 {
+                    k = substr($1, length(p) + 1)
+                    if (k ~ /\//) next
+                    v = ($2 == "s") ? "\"" $3 "\"" : $3
+                    printf "%s\"%s\": %s", sep, k, v; sep = ", "
+                }' "$record_flat")
+            if [ -z "$wr_prev" ]; then
+                # No record of it (install.json lost): what can be told from the disk.
+                wr_files=$(sha256_of "$versions_dir/$previous_version/.mux-files" 2>/dev/null) || wr_files=
+                wr_prev="\"files_sha256\": \"$wr_files\", \"installed_by\": \"install.sh\""
+            fi
+            printf '%s},\n' "$wr_prev"
+        fi
+        printf '    "%s": {"archive_sha256": "%s", "files_sha256": "%s", "target": "%s", "source": "%s", "installed_by": "install.sh"}\n' \
+            "$version" "$archive_sha256" "$files_sha256" "$target" "$wr_source"
+        printf '  }\n}\n'
+    } >"$tmp_record" || die 1 "could not write $tmp_record" "check the free space in $mux_home"
+    mv -f "$tmp_record" "$record_path" || die 1 "could not write $record_path" "check the permissions of $mux_home"
+    tmp_record=
+}
+
+# Keep the active and the previous version; remove the others.
+prune_versions() {
+    for pr_dir in "$versions_dir"/*; do
+        [ -e "$pr_dir" ] || continue
+        pr_name=${pr_dir##*/}
+        [ "$pr_name" = "$version" ] || [ "$pr_name" = "$previous_version" ] && continue
+        verbose "removing old version $pr_name"
+        rm -rf "$pr_dir"
+    done
+}
+
+# ---- PATH ---------------------------------------------------------------------------------
+
+bin_on_path() {
+    case ":${PATH:-}:" in
+        *":$bin_dir:"* | *":$bin_dir/:"*) return 0 ;;
+    esac
+    return 1
+}
+
+# The bin dir as shell text: $HOME stays late-bound when the dir is below it.
+# shellcheck disable=SC2016 # "$HOME" is written out for the startup file to expand
+bin_dir_for_shell() {
+    case $bin_dir in
+        "$home"/*) printf '"$HOME"%s' "$(sh_quote "${bin_dir#"$home"}")" ;;
+        *) sh_quote "$bin_dir" ;;
+    esac
+}
+
+# shellcheck disable=SC2016 # as above
+bin_dir_for_fish() {
+    case $bin_dir in
+        "$home"/*) printf '"$HOME"%s' "$(fish_quote "${bin_dir#"$home"}")" ;;
+        *) fish_quote "$bin_dir" ;;
+    esac
+}
+
+# shellcheck disable=SC2016 # the comment line quotes a command
+sh_block() {
+    bs_dir=$(bin_dir_for_shell)
+    printf '%s\n' '# >>> mux >>>' \
+        '# Added by the mux installer; `sh install.sh --uninstall` removes this block.' \
+        "case \":\${PATH}:\" in *:$bs_dir:*) ;; *) export PATH=$bs_dir\":\${PATH}\" ;; esac" \
+        '# <<< mux <<<'
+}
+
+# shellcheck disable=SC2016 # the comment line quotes a command
+fish_block() {
+    fb_dir=$(bin_dir_for_fish)
+    printf '%s\n' '# >>> mux >>>' \
+        '# Added by the mux installer; `sh install.sh --uninstall` removes this block.' \
+        "if not contains -- $fb_dir \$PATH" \
+        "    set -gx PATH $fb_dir \$PATH" \
+        'end' \
+        '# <<< mux <<<'
+}
+
+# The startup files to edit, as "kind<TAB>path" lines: existing sh/bash files (.profile is
+# created), zsh's .zshrc when it exists or zsh is the login shell, and fish's conf.d file
+# when fish is around. `all` lists every candidate (for --uninstall).
+rc_files() {
+    [ -n "$home" ] || return 0
+    printf 'sh\t%s\n' "$home/.profile"
+    for rf_name in .bashrc .bash_profile .bash_login; do
+        if [ "$1" = all ] || [ -f "$home/$rf_name" ]; then
+            printf 'sh\t%s\n' "$home/$rf_name"
+        fi
+    done
+    rf_zsh=${ZDOTDIR:-$home}/.zshrc
+    case ${SHELL:-} in */zsh) rf_zsh_login=1 ;; *) rf_zsh_login=0 ;; esac
+    if [ "$1" = all ] || [ -f "$rf_zsh" ] || [ "$rf_zsh_login" = 1 ]; then
+        printf 'sh\t%s\n' "$rf_zsh"
+    fi
+    if [ "$1" = all ] && [ -n "${ZDOTDIR:-}" ] && [ "$ZDOTDIR" != "$home" ]; then
+        printf 'sh\t%s\n' "$home/.zshrc"
+    fi
+    rf_fish_dir=${XDG_CONFIG_HOME:-$home/.config}/fish
+    case ${SHELL:-} in */fish) rf_fish_login=1 ;; *) rf_fish_login=0 ;; esac
+    if [ "$1" = all ] || [ -d "$rf_fish_dir" ] || [ "$rf_fish_login" = 1 ] || has fish; then
+        printf 'fish\t%s\n' "$rf_fish_dir/conf.d/mux.fish"
+    fi
+}
+
+# Print the file without our block ($2 = 1: the block was appended to a file that had no
+# final newline, so take back the one added before it).
+strip_block() {
+    awk -v noeol="$2" '
+        $0 == "# >>> mux >>>" { skipping = 1; next }
+        skipping && $0 == "# <<< mux <<<" { skipping = 0; next }
+        skipping { next }
+        { lines[++n] = $0 }
+        END {
+            for (i = 1; i <= n; i++) {
+                if (i < n || !noeol) print lines[i]; else printf "%s", lines[i]
+            }
+        }' "$1"
+}
+
+# How many complete blocks the file has (0 when it has none or an unmatched marker).
+block_state() {
+    bs_open=$(grep -c '^# >>> mux >>>$' "$1" 2>/dev/null) || bs_open=0
+    bs_close=$(grep -c '^# <<< mux <<<$' "$1" 2>/dev/null) || bs_close=0
+    if [ "$bs_open" != "$bs_close" ]; then
+        printf 'broken'
+    else
+        printf '%s' "$bs_open"
+    fi
+}
+
+# Replace a file's content in place (keeps its inode, mode and any symlink to it).
+rewrite_file() {
+    rw_dir=$mux_home
+    [ -d "$rw_dir" ] || rw_dir=${1%/*}
+    rw_tmp=$(mktemp "$rw_dir/.mux-rc-XXXXXX") || return 1
+    if cat >"$rw_tmp" && cat "$rw_tmp" >"$1"; then
+        rm -f "$rw_tmp"
+        return 0
+    fi
+    rm -f "$rw_tmp"
+    return 1
+}
+
+add_block() {
+    ab_kind=$1
+    ab_file=$2
+    if [ "$ab_kind" = fish ]; then ab_block=$(fish_block); else ab_block=$(sh_block); fi
+    if [ -f "$ab_file" ]; then
+        case $(block_state "$ab_file") in
+            broken)
+                warn "$ab_file has an unmatched '# >>> mux >>>' marker; not editing it"
+                return 0
+                ;;
+            0) ;;
+            *)
+                if [ "$(awk '$0 == "# >>> mux >>>" { on = 1 } on { print } $0 == "# <<< mux <<<" { on = 0 }' "$ab_file")" = "$ab_block" ]; then
+                    verbose "$ab_file already adds $bin_dir to PATH"
+                    return 0
+                fi
+                # A block for another bin dir: replace it.
+                { strip_block "$ab_file" 0 && printf '%s\n' "$ab_block"; } | rewrite_file "$ab_file" ||
+                    warn "could not update $ab_file"
+                say "Updated the mux PATH block in $ab_file"
+                edited_files="$edited_files $ab_file"
+                return 0
+                ;;
+        esac
+        if [ -s "$ab_file" ] && [ -n "$(tail -c 1 "$ab_file")" ]; then
+            # No final newline: add one first, and remember to take it back on uninstall.
+            printf '\n' >>"$ab_file"
+            note_created noeol "$ab_file"
+        fi
+        printf '%s\n' "$ab_block" >>"$ab_file" || {
+            warn "could not edit $ab_file"
+            return 0
+        }
+    else
+        make_dirs "${ab_file%/*}"
+        printf '%s\n' "$ab_block" >"$ab_file" || {
+            warn "could not create $ab_file"
+            return 0
+        }
+        note_created file "$ab_file"
+    fi
+    say "Added $bin_dir to PATH in $ab_file"
+    edited_files="$edited_files $ab_file"
+}
+
+setup_path() {
+    edited_files=
+    if bin_on_path; then
+        verbose "$bin_dir is already on PATH"
+        return 0
+    fi
+    if [ "$opt_no_modify_path" = 1 ]; then
+        say "$bin_dir is not on PATH. Add it to your shell startup file:"
+        say "  export PATH=\"$bin_dir:\$PATH\""
+        return 0
+    fi
+    if [ "${GITHUB_ACTIONS:-}" = true ] && [ -n "${GITHUB_PATH:-}" ]; then
+        if ! grep -Fxq "$bin_dir" "$GITHUB_PATH" 2>/dev/null; then
+            printf '%s\n' "$bin_dir" >>"$GITHUB_PATH" && say "Added $bin_dir to \$GITHUB_PATH for the next steps."
+        fi
+    fi
+    [ -n "$home" ] || {
+        warn "HOME is not set: add $bin_dir to PATH yourself"
+        return 0
+    }
+    sp_list=$(rc_files existing)
+    while IFS='	' read -r sp_kind sp_file; do
+        [ -n "$sp_file" ] || continue
+        add_block "$sp_kind" "$sp_file"
+    done <<EOF
+$sp_list
+EOF
+    if [ -n "$edited_files" ]; then
+        say "Open a new terminal (or run: export PATH=\"$bin_dir:\$PATH\") to use mux."
+    fi
+}
+
+# ---- commands -----------------------------------------------------------------------------
+
+configure_source() {
+    github_url=${MUX_GITHUB_URL:-https://github.com}
+    github_url=${github_url%/}
+    check_url_scheme "$github_url" || usage_error "MUX_GITHUB_URL=$github_url must be an https:// URL (plain http:// only for 127.0.0.1 or localhost)"
+    repo=${MUX_REPO:-$MUX_DEFAULT_REPO}
+    feed_url=${MUX_DOWNLOAD_URL:-}
+    feed_url=${feed_url%/}
+    if [ -n "$feed_url" ]; then
+        check_url_scheme "$feed_url" || usage_error "MUX_DOWNLOAD_URL=$feed_url must be an https:// URL (plain http:// only for 127.0.0.1 or localhost)"
+        source_label=$feed_url
+    else
+        case $repo in
+            OWNER/* | '') die 1 "this copy of install.sh names no GitHub repository" "set MUX_REPO=owner/name (or MUX_DOWNLOAD_URL)" ;;
+            */*) ;;
+            *) usage_error "MUX_REPO=$repo is not of the form owner/name" ;;
+        esac
+        source_label=$github_url/$repo
+    fi
+    requested_version=${opt_version:-${MUX_VERSION:-}}
+    requested_version=${requested_version#v}
+    if [ -n "$requested_version" ]; then
+        is_version "$requested_version" || usage_error "'$requested_version' is not a version such as 0.2.0"
+    fi
+}
+
+# Decide how SHA256SUMS is authenticated: with minisign and the embedded keys when both
+# are there; required with MUX_REQUIRE_SIGNATURE=1 (and over BusyBox wget, which cannot
+# promise TLS 1.2 with certificate checks).
+configure_signature() {
+    verify_signature=0
+    signature_status=
+    cs_required=$opt_require_signature
+    [ "${MUX_REQUIRE_SIGNATURE:-0}" = 0 ] || cs_required=1
+    cs_why=
+    if [ -z "$MUX_MINISIGN_KEYS" ]; then
+        cs_why="this copy of install.sh carries no minisign keys"
+    elif ! has minisign; then
+        cs_why="minisign is not installed"
+    fi
+    if [ -z "$cs_why" ]; then
+        verify_signature=1
+        cs_count=0
+        for _ in $MUX_MINISIGN_KEYS; do cs_count=$((cs_count + 1)); done
+        signature_status="minisign with $cs_count trusted key(s)"
+        return 0
+    fi
+    if [ "$cs_required" = 1 ]; then
+        die 3 "a verified signature is required, but $cs_why" \
+            "install minisign (apt-get install minisign, brew install minisign) and use an install.sh from the mux release page"
+    fi
+    if [ "$downloader" = busybox-wget ] && ! is_loopback_url "${feed_url:-$github_url}"; then
+        die 1 "only BusyBox wget is available, which cannot promise TLS 1.2 with certificate checks, and $cs_why" \
+            "install curl (apk add curl) or minisign, then run this again"
+    fi
+    signature_status="not checked ($cs_why; SHA256SUMS is trusted as served over HTTPS)"
+}
+
+print_plan() {
+    say "${c_bold}mux install plan (dry run: nothing will be changed)${c_reset}"
+    say "  target:       $target"
+    say "  source:       $source_label"
+    say "  version:      $version"
+    say "  downloads:    $release_url/manifest.json"
+    say "                $release_url/SHA256SUMS"
+    [ "$verify_signature" != 1 ] || say "                $release_url/SHA256SUMS.minisig"
+    say "                $release_url/mux-$target.tar.gz"
+    say "  checksum:     SHA-256 of the archive must match SHA256SUMS and manifest.json ($(hash_tool_name))"
+    say "  signature:    $signature_status"
+    say "  installs to:  $versions_dir/$version (staged in $versions_dir/$version.partial-*)"
+    say "  link:         $link_path -> $versions_dir/$version/mux"
+    say "  record:       $record_path"
+    if bin_on_path; then
+        say "  PATH:         $bin_dir is already on PATH; no files edited"
+    elif [ "$opt_no_modify_path" = 1 ]; then
+        say "  PATH:         not modified (--no-modify-path); you add $bin_dir yourself"
+    else
+        pp_list=$(rc_files existing)
+        say "  PATH:         a '# >>> mux >>>' block in:"
+        printf '%s\n' "$pp_list" | while IFS='	' read -r _ pp_file; do
+            [ -z "$pp_file" ] || say "                $pp_file"
+        done
+        if [ "${GITHUB_ACTIONS:-}" = true ] && [ -n "${GITHUB_PATH:-}" ]; then
+            say "                \$GITHUB_PATH ($GITHUB_PATH)"
+        fi
+    fi
+}
+
+print_manual_verification() {
+    [ "$opt_verbose" = 1 ] || return 0
+    mv_repo=$build_repo
+    [ -n "$feed_url" ] || mv_repo=${build_repo:-$repo}
+    say "To verify this release by hand:"
+    say "  cd <folder with the release files>"
+    for mv_key in $MUX_MINISIGN_KEYS; do
+        say "  minisign -Vm SHA256SUMS -x SHA256SUMS.minisig -P $mv_key"
+    done
+    say "  sha256sum -c --ignore-missing SHA256SUMS"
+    case $mv_repo in
+        */*) say "  gh attestation verify $archive_name --repo $mv_repo --signer-workflow $mv_repo/.github/workflows/release.yml" ;;
+    esac
+}
+
+cmd_install() {
+    detect_target
+    if [ "${MUX_INSTALL_PRINT:-}" = target ]; then
+        printf '%s\n' "$target"
+        return 0
+    fi
+    configure_source
+    pick_downloader
+    pick_hasher
+    configure_signature
+    verbose "target $target, downloader $downloader, checksums with $(hash_tool_name), signature: $signature_status"
+    if [ "$opt_dry_run" = 1 ]; then
+        # Read-only: a scratch folder for the small documents, removed on exit.
+        work_dir=$(mktemp -d "${TMPDIR:-/tmp}/mux-install-plan.XXXXXX")
+        resolve_release
+        print_plan
+        return 0
+    fi
+
+    installing=1
+    make_dirs "$versions_dir"
+    take_lock
+    remove_garbage
+    work_dir=$(mktemp -d "$mux_home/.download-XXXXXX") ||
+        die 1 "could not create a download folder in $mux_home" "check its free space and permissions"
+    read_active
+    read_record
+    resolve_release
+    say "Release: mux $version for $target from $source_label"
+    fetch_release_documents
+    verify_documents
+
+    archive_sha256=$archive_expected
+    if version_intact "$version"; then
+        if [ "$active_version" = "$version" ]; then
+            say "mux $version is already installed at $link_path; nothing to do."
+            setup_path
+            flush_created
+            return 0
+        fi
+        # The kept previous version is this very build: switch back to it, no download.
+        say "Reusing the kept mux $version in $versions_dir/$version (its files are intact)."
+    else
+        archive=$work_dir/$archive_name
+        fetch "$release_url/$archive_name" "$archive" "the mux archive"
+        verify_archive
+        unpack
+        place_version
+    fi
+
+    if [ "$active_version" != "$version" ]; then
+        previous_version=$active_version
+    else
+        # Repairing the active version: keep the recorded previous one.
+        previous_version=$(json_get "$record_flat" previous)
+        [ "$(json_type "$record_flat" previous)" = s ] && [ -d "$versions_dir/$previous_version" ] || previous_version=
+    fi
+    case $previous_version in */* | .* | '') previous_version= ;; esac
+    make_dirs "$bin_dir"
+    switch_link
+    write_record
+    prune_versions
+    rm -rf "$work_dir"
+    work_dir=
+
+    if [ -n "$active_version" ] && [ "$active_version" != "$version" ]; then
+        say "${c_bold}Switched mux from $active_version to $version${c_reset} ($link_path); $active_version is kept for 'mux update --rollback'."
+    else
+        say "${c_bold}Installed mux $version${c_reset} at $link_path"
+    fi
+    setup_path
+    flush_created
+    print_manual_verification
+}
+
+cmd_uninstall() {
+    # The bin dir the install used, from its record, else the default.
+    if [ -f "$record_path" ]; then
+        un_flat=$(json_flatten "$record_path" 2>/dev/null) || un_flat=
+        un_bin=$(printf '%s\n' "$un_flat" | awk -F '\t' '$1 == "bin_dir" && $2 == "s" { print $3; exit }')
+        if [ -n "$un_bin" ]; then
+            bin_dir=$(json_unescape "$un_bin")
+            link_path=$bin_dir/mux
+        fi
+    fi
+    un_link=
+    if [ -L "$link_path" ]; then
+        case $(readlink "$link_path") in
+            "$versions_dir"/*) un_link=1 ;;
+            *) warn "$link_path points elsewhere; leaving it alone" ;;
+        esac
+    fi
+    un_blocks=$(rc_files all | while IFS='	' read -r _ uf; do
+        [ -f "$uf" ] && grep -q '^# >>> mux >>>$' "$uf" && printf '%s\n' "$uf"
+    done) || true
+    if [ ! -d "$mux_home" ] && [ -z "$un_link" ] && [ -z "$un_blocks" ]; then
+        say "mux is not installed (nothing in $mux_home, no link at $link_path, no PATH blocks)."
+        return 0
+    fi
+    if [ "$opt_dry_run" = 1 ]; then
+        say "${c_bold}mux uninstall plan (dry run: nothing will be changed)${c_reset}"
+        [ ! -d "$versions_dir" ] || say "  remove $versions_dir"
+        [ ! -f "$record_path" ] || say "  remove $record_path"
+        [ -z "$un_link" ] || say "  remove the link $link_path"
+        printf '%s\n' "$un_blocks" | while IFS= read -r uf; do
+            [ -z "$uf" ] || say "  remove the mux PATH block from $uf"
+        done
+        return 0
+    fi
+    if [ -d "$mux_home" ]; then
+        take_lock
+    fi
+    if [ -n "$un_link" ]; then
+        rm -f "$link_path"
+        say "Removed $link_path"
+    fi
+    # Which files and directories install.sh created (to remove them when left empty).
+    un_created=
+    [ ! -f "$created_record" ] || un_created=$(cat "$created_record")
+    printf '%s\n' "$un_blocks" | while IFS= read -r uf; do
+        [ -n "$uf" ] || continue
+        if [ "$(block_state "$uf")" = broken ]; then
+            warn "$uf has an unmatched '# >>> mux >>>' marker; remove the mux lines by hand"
+            continue
+        fi
+        un_noeol=0
+        printf '%s\n' "$un_created" | grep -Fxq "noeol	$uf" && un_noeol=1
+        strip_block "$uf" "$un_noeol" | rewrite_file "$uf" || warn "could not edit $uf"
+        say "Removed the mux PATH block from $uf"
+        if printf '%s\n' "$un_created" | grep -Fxq "file	$uf" && ! grep -q '[^[:space:]]' "$uf"; then
+            rm -f "$uf"
+        fi
+    done
+    rm -rf "$versions_dir" "$record_path" "$mux_home"/.download-* "$mux_home"/.install.json-* "$mux_home"/.mux-rc-* "$created_record"
+    rm -f "$mux_home/.lock"
+    rmdir "$mux_home" 2>/dev/null || warn "$mux_home still holds files this script did not install; left in place"
+    # Directories the installs created, deepest first, when empty.
+    printf '%s\n' "$un_created" | awk -F '\t' '$1 == "dir" { print $2 }' | sort -r |
+        while IFS= read -r ud; do
+            [ "$ud" = "$mux_home" ] || rmdir "$ud" 2>/dev/null || true
+        done
+    say "mux is uninstalled."
+}
+
+parse_args() {
+    opt_quiet=0 opt_verbose=0 opt_dry_run=0 opt_uninstall=0 opt_no_modify_path=0
+    opt_require_signature=0 opt_version=
+    [ "${MUX_NO_MODIFY_PATH:-0}" = 0 ] || opt_no_modify_path=1
+    while [ $# -gt 0 ]; do
+        case $1 in
+            -h | --help) usage; exit 0 ;;
+            -q | --quiet) opt_quiet=1 ;;
+            -v | --verbose) opt_verbose=1 ;;
+            --dry-run) opt_dry_run=1 ;;
+            --uninstall) opt_uninstall=1 ;;
+            --no-modify-path) opt_no_modify_path=1 ;;
+            --require-signature) opt_require_signature=1 ;;
+            --version)
+                [ $# -ge 2 ] || usage_error "--version needs a value, e.g. --version 0.2.0"
+                opt_version=$2
+                shift
+                ;;
+            --version=*) opt_version=${1#--version=} ;;
+            -y | --yes) ;; # never prompts anyway; accepted for muscle memory
+            *) usage_error "unknown option: $1" ;;
+        esac
+        shift
+    done
+}
+
+main() {
+    # Never read standard input: when piped, it is this script. Nothing run below may
+    # read the rest of it either.
+    exec </dev/null
+    umask 022
+    work_dir='' partial_dir='' tmp_link='' tmp_record='' created='' installing=0
+    lock_created=0 lock_path='' build_repo='' c_red='' c_yellow='' c_bold='' c_reset=''
+    opt_quiet=0
+    trap on_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
+    setup_colours
+    parse_args "$@"
+    resolve_paths
+    if [ "$(id -u 2>/dev/null || echo 1)" = 0 ] && [ -n "${SUDO_USER:-}" ]; then
+        warn "running as root through sudo: installing into root's home ($mux_home), not $SUDO_USER's. mux needs no root; run this without sudo."
+    fi
+    if [ "$opt_uninstall" = 1 ]; then
+        cmd_uninstall
+    else
+        cmd_install
+    fi
+}
+
+# The call stands alone in a brace group: a download cut short before the final "}" is a
+# syntax error, so not even "main" without its arguments can run.
+{ main "$@"; }

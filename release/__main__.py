@@ -1,0 +1,6 @@
+"""``python -m release``: the same as the ``mux-release`` command."""
+
+from release.cli import main
+
+if __name__ == "__main__":
+    main()

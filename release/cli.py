@@ -1,0 +1,346 @@
+"""The ``mux-release`` command: thin wrappers over the release modules.
+
+Each command parses its flags, calls one function of :mod:`release.build`,
+:mod:`release.package` (or another module) and prints the result. Imports of the modules
+happen inside the commands so ``mux-release --help`` stays fast. Failures are one line on
+stderr with the exit code of their kind (:mod:`updater.errors`).
+
+Commands are a flat list; add new ones as their own block below, following the same shape.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from updater.errors import MuxError, UsageError
+
+app = typer.Typer(
+    name="mux-release",
+    help="Build, package and sign mux releases.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+DEFAULT_PASSWORD_ENV = "MINISIGN_PASSWORD"
+SECRET_KEY_NAME = "minisign.key"
+PUBLIC_KEY_NAME = "minisign.pub"
+
+
+def _password_from_env(variable: str) -> str | None:
+    return os.environ.get(variable) or None
+
+
+# --- build -------------------------------------------------------------------------------
+
+
+@app.command()
+def build(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write mux-<target>/ into.")] = Path(
+        "dist"
+    ),
+    version: Annotated[
+        str | None, typer.Option("--version", help="Release version (default: the project's).")
+    ] = None,
+    protocol_version: Annotated[
+        int | None,
+        typer.Option("--protocol-version", help="Default: updater.protocol.PROTOCOL_VERSION."),
+    ] = None,
+    repo: Annotated[
+        str, typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to update from.")
+    ] = "",
+    keys: Annotated[
+        list[str] | None,
+        typer.Option("--key", help="Trusted minisign public key (base64 line); at most two."),
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="Default: this machine's target.")
+    ] = None,
+    standin: Annotated[
+        bool, typer.Option("--standin", help="Fast sh + Python stand-in (tests, rehearsal).")
+    ] = False,
+) -> None:
+    """Build mux for this machine with its build info (version, protocol, keys) baked in."""
+    from release import build as builder
+
+    if not keys:
+        raise UsageError("give at least one trusted minisign public key with --key")
+    if version is None:
+        from importlib.metadata import version as dist_version
+
+        version = dist_version("mux")
+    if protocol_version is None:
+        from updater.protocol import PROTOCOL_VERSION
+
+        protocol_version = PROTOCOL_VERSION
+    make = builder.build_standin if standin else builder.build_standalone
+    folder = make(
+        out,
+        version=version,
+        protocol_version=protocol_version,
+        repo=repo,
+        minisign_keys=keys,
+        target=target,
+    )
+    print(folder)
+
+
+# --- package -----------------------------------------------------------------------------
+
+
+@app.command()
+def package(
+    build_dirs: Annotated[list[Path], typer.Argument(help="Built mux-<target>/ folders.")],
+    out: Annotated[Path, typer.Option("--out", help="Empty folder for the release files.")],
+    released_at: Annotated[
+        str | None, typer.Option("--released-at", help="RFC 3339 time (default: now).")
+    ] = None,
+) -> None:
+    """Write mux-<target>.tar.gz, manifest.json and SHA256SUMS from built folders."""
+    from release.package import package_release
+
+    manifest = package_release(build_dirs, out, released_at=released_at)
+    for asset in manifest.assets:
+        print(f"{out / asset.name}  {asset.sha256}")
+    print(f"mux {manifest.version} (protocol {manifest.protocol_version}) packaged in {out}")
+
+
+# --- sign --------------------------------------------------------------------------------
+
+
+@app.command()
+def sign(
+    release_dir: Annotated[Path, typer.Argument(help="A packaged release folder.")],
+    key_file: Annotated[
+        Path | None, typer.Option("--key-file", help="minisign secret key file.")
+    ] = None,
+    key_env: Annotated[
+        str | None,
+        typer.Option("--key-env", help="Environment variable holding the secret key file text."),
+    ] = None,
+    password_env: Annotated[
+        str, typer.Option("--password-env", help="Environment variable holding the password.")
+    ] = DEFAULT_PASSWORD_ENV,
+) -> None:
+    """Sign SHA256SUMS into SHA256SUMS.minisig with a minisign secret key."""
+    from release.package import sign_release
+    from updater.minisign import SecretKey
+
+    if (key_file is None) == (key_env is None):
+        raise UsageError("give exactly one of --key-file and --key-env")
+    if key_file is not None:
+        try:
+            data = key_file.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {key_file}: {exc.strerror}") from None
+    else:
+        assert key_env is not None
+        text = os.environ.get(key_env)
+        if not text:
+            raise UsageError(f"the environment variable {key_env} is not set")
+        data = text.encode("utf-8")
+    key = SecretKey.parse(data, _password_from_env(password_env))
+    path = sign_release(release_dir, key)
+    print(f"{path} signed with minisign key {key.key_id}")
+
+
+# --- keygen ------------------------------------------------------------------------------
+
+
+@app.command()
+def keygen(
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where to write the key pair.")],
+    password_env: Annotated[
+        str, typer.Option("--password-env", help="Environment variable holding the password.")
+    ] = DEFAULT_PASSWORD_ENV,
+    no_password: Annotated[
+        bool, typer.Option("--no-password", help="Store the secret key unencrypted.")
+    ] = False,
+) -> None:
+    """Make a minisign key pair (minisign.key, minisign.pub) for signing releases."""
+    from updater.minisign import PublicKey, generate_keypair
+
+    password = None if no_password else _password_from_env(password_env)
+    if password is None and not no_password:
+        raise UsageError(f"set {password_env} to the key's password, or pass --no-password")
+    secret_path, public_path = out_dir / SECRET_KEY_NAME, out_dir / PUBLIC_KEY_NAME
+    for path in (secret_path, public_path):
+        if path.exists():
+            raise UsageError(f"{path} already exists; not overwriting a key")
+    secret, public_text = generate_keypair(password)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # The secret key is created private (0600) from the start, never widened.
+    fd = os.open(secret_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as stream:
+        stream.write(secret)
+    public_path.write_text(public_text, encoding="utf-8")
+    key = PublicKey.parse(public_text)
+    print(f"secret key: {secret_path} (keep it secret; `mux-release sign --key-file`)")
+    print(f"public key: {public_path} (id {key.key_id})")
+    print(key.to_base64())
+    print("Put the public key line in:")
+    print(f"  - the build's trusted keys: mux-release build --key {key.to_base64()}")
+    print("  - install.sh's embedded key list (next to the current key, for a rotation)")
+
+
+# -----------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    try:
+        app(prog_name="mux-release")
+    except MuxError as exc:
+        print(f"mux-release: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+# =========================================================================================
+# repin, pins, notices, protocol: release/repin.py, pins.py, notices.py, protocol_check.py.
+# Registered at import time like the commands above; main() runs after the module loaded.
+# =========================================================================================
+
+_PinsOption = Annotated[
+    Path | None, typer.Option("--pins", help="pins.toml to use (default: release/pins.toml).")
+]
+
+
+def _pins_path(pins: Path | None) -> Path:
+    from release.pins import DEFAULT_PINS_PATH
+
+    return pins or DEFAULT_PINS_PATH
+
+
+def _notices_path(notices: Path | None) -> Path:
+    from release.pins import DEFAULT_NOTICES_PATH
+
+    return notices or DEFAULT_NOTICES_PATH
+
+
+@app.command("repin")
+def repin_command(
+    name: Annotated[str, typer.Argument(help="The artifact's name in pins.toml.")],
+    tag: Annotated[str | None, typer.Option("--tag", help="Pin this release tag.")] = None,
+    latest: Annotated[bool, typer.Option("--latest", help="Pin the newest release.")] = False,
+    allow_downgrade: Annotated[
+        bool, typer.Option("--allow-downgrade", help="Allow a tag older than the pinned one.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Verify and print the changes; write nothing.")
+    ] = False,
+    source: Annotated[
+        str | None,
+        typer.Option("--source", help="A mirror (feed URL or folder) instead of GitHub."),
+    ] = None,
+    trusted_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--trusted-root", help="Sigstore trusted_root.json (default: Sigstore's own)."
+        ),
+    ] = None,
+    pins: _PinsOption = None,
+    notices: Annotated[
+        Path | None, typer.Option("--notices", help="Notices file (default: the repository's).")
+    ] = None,
+) -> None:
+    """Move a pin to a verified release asset, and regenerate the notices."""
+    from release.repin import repin as run_repin
+
+    result = run_repin(
+        name,
+        tag=tag,
+        latest=latest,
+        pins_path=_pins_path(pins),
+        notices_path=_notices_path(notices),
+        source=source,
+        trusted_root=trusted_root,
+        allow_downgrade=allow_downgrade,
+        dry_run=dry_run,
+        progress=lambda line: print(line, file=sys.stderr),
+    )
+    for line in result.describe():
+        print(line)
+
+
+@app.command("pins")
+def pins_command(
+    check: Annotated[
+        bool, typer.Option("--check", help="Check every pin and the notices; exit 1 on a problem.")
+    ] = False,
+    pins: _PinsOption = None,
+    notices: Annotated[
+        Path | None, typer.Option("--notices", help="Notices file (default: the repository's).")
+    ] = None,
+) -> None:
+    """List the pinned artifacts, or (--check) check them offline for CI."""
+    from release.pins import check_pins, load_pins
+
+    path = _pins_path(pins)
+    if check:
+        problems = check_pins(path, notices_path=_notices_path(notices))
+        for problem in problems:
+            print(f"mux-release: pins: {problem}", file=sys.stderr)
+        if problems:
+            raise typer.Exit(1)
+        print(f"{path}: every pin is complete and the notices name it")
+        return
+    loaded = load_pins(path)
+    for pin in loaded:
+        print(f"{pin.name}  {pin.tag}  {pin.sha256}  {pin.repository}/{pin.asset}")
+    if not loaded:
+        print(f"{path}: no artifact is pinned")
+
+
+@app.command("notices")
+def notices_command(
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit 1 with a diff when the file is stale.")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Notices file (default: THIRD_PARTY_NOTICES.md)."),
+    ] = None,
+    pins: _PinsOption = None,
+) -> None:
+    """Write THIRD_PARTY_NOTICES.md, or (--check) fail when it is stale."""
+    from release.notices import check_notices, generate_notices, write_text_atomically
+
+    path = _notices_path(output)
+    expected = generate_notices(_pins_path(pins))
+    if check:
+        diff = check_notices(path, expected)
+        if diff is not None:
+            sys.stdout.write(diff)
+            print(f"mux-release: error: {path} is stale (run mux-release notices)", file=sys.stderr)
+            raise typer.Exit(1)
+        print(f"{path} is current")
+        return
+    write_text_atomically(path, expected)
+    print(f"wrote {path}")
+
+
+@app.command("protocol")
+def protocol_command(
+    record: Annotated[
+        bool, typer.Option("--record", help="Record the fingerprint after a protocol bump.")
+    ] = False,
+    root: Annotated[
+        Path | None, typer.Option("--root", help="Repository root (default: this checkout).")
+    ] = None,
+) -> None:
+    """Show the protocol version; fail when protocol code changed without a bump."""
+    from release.protocol_check import LOCK_PATH, REPO_ROOT, check_protocol, record_protocol
+
+    if record:
+        state = record_protocol(root or REPO_ROOT)
+        print(
+            f"recorded protocol version {state.protocol_version} "
+            f"(fingerprint {state.fingerprint[:12]}) in {LOCK_PATH}"
+        )
+        return
+    print(check_protocol(root or REPO_ROOT).summary())

@@ -1,0 +1,474 @@
+"""THIRD_PARTY_NOTICES.md: what a mux release ships from others, with every licence text.
+
+A release ships
+
+* the Python distributions in the runtime dependency closure of the ``mux`` distribution
+  (``Requires-Dist`` walked with markers evaluated for this, the build, environment; mux's own
+  extras are not followed), and
+* every pinned artifact of ``release/pins.toml``.
+
+Each distribution must carry a licence file (``License-File`` metadata, or licence-named files
+in its RECORD, which also finds vendored code's licences). One without is an error naming it;
+the only way past it is a reviewed entry in ``release/licenses/overrides.toml`` whose text is
+pinned by sha256, and an override that is no longer needed is an error too.
+
+The output is deterministic (see the notes' determinism checklist): entries sorted by code
+point of the normalised name, each distinct licence text printed once under an identifier
+derived from its sha256 and referenced from every user, LF endings, no timestamps or paths of
+this machine. :func:`render_notices` is pure; the collection functions do the I/O.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from updater.errors import MuxError
+
+from .pins import Pin, load_pins, pin_marker
+
+ROOT_DISTRIBUTION = "mux"
+OVERRIDES_NAME = "overrides.toml"
+TEXT_ID_LENGTH = 12
+MAX_DIFF_LINES = 200
+
+# Files a distribution carries that hold licence terms (LICENSE, LICENSE.txt, LICENSE-MIT,
+# LICENCE.md, COPYING, NOTICE, ...). Source files that merely have such a name are not texts.
+_LICENCE_NAME_RE = re.compile(r"(?:LICEN[CS]E|COPYING|NOTICE)(?:[._-][A-Za-z0-9._-]*)?", re.I)
+_NOT_TEXT_SUFFIXES = frozenset({".py", ".pyc", ".pyi", ".pyd", ".so", ".dll", ".dylib", ".json"})
+_BACKTICK_RUN_RE = re.compile(r"`+")
+
+
+class NoticesError(MuxError):
+    """The notices cannot be generated honestly (a missing licence, a stale override, ...)."""
+
+
+class StaleNoticesError(MuxError):
+    """THIRD_PARTY_NOTICES.md differs from what the current inputs generate."""
+
+
+@dataclass(frozen=True)
+class LicenceText:
+    """One licence file: where it comes from (a stable label) and its normalised text."""
+
+    label: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def text_id(self) -> str:
+        return self.sha256[:TEXT_ID_LENGTH]
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A shipped Python distribution; ``name`` is the normalised (PEP 503) name."""
+
+    name: str
+    version: str
+    licence: str
+    licence_files: tuple[LicenceText, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class PinnedArtifact:
+    """A pinned artifact with its vendored licence text."""
+
+    pin: Pin
+    licence_text: LicenceText
+
+
+def normalise_text(raw: bytes) -> str:
+    """Licence bytes to text: UTF-8 (else Latin-1), no BOM, LF, no trailing blanks."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line.rstrip() for line in text.split("\n")]
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def _normalise_name(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+# --- collection (I/O) -------------------------------------------------------------------
+
+
+def _declared_licence(meta: Any) -> str:
+    expression = meta.get("License-Expression")
+    if expression and expression.strip():
+        return " ".join(expression.split())
+    licence = meta.get("License")
+    short = (licence or "").strip()
+    if short and "\n" not in short and len(short) <= 80 and short.upper() != "UNKNOWN":
+        return short
+    classifiers = sorted(
+        c.removeprefix("License :: ").removeprefix("OSI Approved :: ")
+        for c in meta.get_all("Classifier") or []
+        if c.startswith("License :: ")
+    )
+    if classifiers:
+        return "; ".join(classifiers) + " (classifier)"
+    return "not declared (see the licence text)"
+
+
+def _is_licence_file(path: PurePosixPath) -> bool:
+    return (
+        _LICENCE_NAME_RE.fullmatch(path.name) is not None
+        and path.suffix.lower() not in _NOT_TEXT_SUFFIXES
+    )
+
+
+def distribution_licence_files(dist: metadata.Distribution) -> tuple[LicenceText, ...]:
+    """Every licence file ``dist`` carries, labelled by its path inside site-packages."""
+    files = list(dist.files or [])
+    dist_info = next(
+        (f.parts[0] for f in files if len(f.parts) == 2 and f.name == "METADATA"), None
+    )
+    found: dict[str, bytes] = {}
+    for entry in dist.metadata.get_all("License-File") or []:
+        # Metadata 2.4 puts them under .dist-info/licenses/; older wheels at the top.
+        for relative in (f"licenses/{entry}", entry):
+            path = PurePosixPath(relative)
+            if path.is_absolute() or ".." in path.parts:
+                break
+            located = Path(str(dist.locate_file(f"{dist_info}/{relative}"))) if dist_info else None
+            if located is not None and located.is_file():
+                found[f"{dist_info}/{relative}"] = located.read_bytes()
+                break
+    for package_path in files:
+        posix = PurePosixPath(package_path.as_posix())
+        if ".." in posix.parts or posix.is_absolute() or not _is_licence_file(posix):
+            continue
+        label = posix.as_posix()
+        if label in found:
+            continue
+        located = Path(str(package_path.locate()))
+        if located.is_file():
+            found[label] = located.read_bytes()
+    texts = (LicenceText(label, normalise_text(raw)) for label, raw in found.items())
+    return tuple(sorted((t for t in texts if t.text.strip()), key=lambda t: t.label))
+
+
+def _requirement_closure(root: str) -> list[metadata.Distribution]:
+    """The installed runtime closure of ``root`` (itself excluded), markers evaluated here."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    seen: dict[str, metadata.Distribution] = {}
+    followed: set[tuple[str, str]] = set()
+    pending: list[tuple[str, str, str]] = [(root, "", root)]  # (name, extra, required by)
+    while pending:
+        name, extra, parent = pending.pop()
+        key = _normalise_name(name)
+        if (key, extra) in followed:
+            continue
+        followed.add((key, extra))
+        try:
+            dist = seen.get(key) or metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            raise NoticesError(
+                f"{name} (required by {parent}) is not installed, so its licence is unknown",
+                hint="run uv sync, then mux-release notices",
+            ) from None
+        seen[key] = dist
+        for line in dist.requires or []:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                raise NoticesError(f"{key} declares an unreadable requirement {line!r}") from None
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+                continue
+            for wanted in ("", *sorted(requirement.extras)):
+                pending.append((requirement.name, wanted, key))
+    seen.pop(_normalise_name(root), None)
+    return [seen[key] for key in sorted(seen)]
+
+
+@dataclass(frozen=True)
+class Override:
+    """A reviewed licence text for a distribution that ships none."""
+
+    name: str
+    file: Path
+    sha256: str
+    reason: str
+
+
+def load_overrides(path: Path) -> dict[str, Override]:
+    """``overrides.toml``: ``[distributions.<name>]`` with ``file``, ``sha256`` and ``reason``."""
+    import tomllib
+
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise NoticesError(f"cannot read {path}: {exc}") from None
+    overrides: dict[str, Override] = {}
+    for name, entry in (doc.get("distributions") or {}).items():
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(key), str) and entry.get(key)
+            for key in ("file", "sha256", "reason")
+        ):
+            raise NoticesError(f"{path}: [distributions.{name}] needs file, sha256 and reason")
+        relative = PurePosixPath(entry["file"])
+        if relative.is_absolute() or ".." in relative.parts:
+            raise NoticesError(f"{path}: [distributions.{name}] file must stay in {path.parent}")
+        overrides[_normalise_name(name)] = Override(
+            name=_normalise_name(name),
+            file=path.parent / relative,
+            sha256=entry["sha256"],
+            reason=entry["reason"],
+        )
+    return overrides
+
+
+def _override_text(override: Override, label_root: str) -> LicenceText:
+    try:
+        raw = override.file.read_bytes()
+    except OSError as exc:
+        raise NoticesError(
+            f"the reviewed licence text for {override.name} ({override.file}) cannot be read: "
+            f"{exc.strerror}"
+        ) from None
+    actual = hashlib.sha256(raw).hexdigest()
+    if actual != override.sha256:
+        raise NoticesError(
+            f"the reviewed licence text for {override.name} changed (sha256 {actual[:12]}, "
+            f"reviewed {override.sha256[:12]})",
+            hint="review the new text, then update its sha256 in overrides.toml",
+        )
+    return LicenceText(f"{label_root}/{override.file.name}", normalise_text(raw))
+
+
+def shipped_distributions(
+    root: str = ROOT_DISTRIBUTION, *, overrides: Mapping[str, Override] | None = None
+) -> list[Distribution]:
+    """Every distribution a release of ``root`` ships, each with its licence files."""
+    overrides = dict(overrides or {})
+    result: list[Distribution] = []
+    for dist in _requirement_closure(root):
+        name = _normalise_name(dist.metadata["Name"])
+        files = distribution_licence_files(dist)
+        override = overrides.pop(name, None)
+        if files and override is not None:
+            raise NoticesError(
+                f"{name} {dist.version} now ships its own licence file, so its override is stale",
+                hint=f"remove [distributions.{name}] from overrides.toml",
+            )
+        if not files:
+            if override is None:
+                raise NoticesError(
+                    f"{name} {dist.version} ships no licence file",
+                    hint="add a reviewed text under release/licenses/ and an entry for it in "
+                    "release/licenses/overrides.toml",
+                )
+            files = (_override_text(override, "release/licenses"),)
+        result.append(
+            Distribution(
+                name=name,
+                version=dist.version,
+                licence=_declared_licence(dist.metadata),
+                licence_files=files,
+            )
+        )
+    if overrides:
+        raise NoticesError(
+            "overrides.toml names " + ", ".join(sorted(overrides)) + ", which no release ships",
+            hint="remove the stale override",
+        )
+    return result
+
+
+def pinned_artifacts(pins: Iterable[Pin], pins_dir: Path) -> list[PinnedArtifact]:
+    """The pinned artifacts with their vendored licence texts (paths relative to pins.toml)."""
+    artifacts = []
+    for pin in pins:
+        path = pins_dir / pin.license_file
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise NoticesError(
+                f"{pin.name}: its licence text {path} cannot be read: {exc.strerror}"
+            ) from None
+        label = f"{pins_dir.name}/{PurePosixPath(pin.license_file).as_posix()}"
+        artifacts.append(
+            PinnedArtifact(pin=pin, licence_text=LicenceText(label, normalise_text(raw)))
+        )
+    return artifacts
+
+
+# --- rendering (pure) -------------------------------------------------------------------
+
+
+def _fence(text: str) -> str:
+    longest = max((len(run) for run in _BACKTICK_RUN_RE.findall(text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _text_link(text: LicenceText) -> str:
+    return f"[licence {text.text_id}](#licence-{text.text_id})"
+
+
+def _inline_code(value: str) -> str:
+    fence = "``" if "`" in value else "`"
+    return f"{fence}{value}{fence}" if fence == "`" else f"{fence} {value} {fence}"
+
+
+def render_notices(distributions: Iterable[Distribution], pins: Iterable[PinnedArtifact]) -> str:
+    """THIRD_PARTY_NOTICES.md for these inputs; the same inputs in any order give the same bytes."""
+    dists = sorted(distributions, key=lambda d: (d.name, d.version))
+    artifacts = sorted(pins, key=lambda a: a.pin.name)
+    users: dict[str, list[str]] = {}
+    texts: dict[str, LicenceText] = {}
+
+    def register(text: LicenceText, user: str) -> None:
+        known = texts.setdefault(text.text_id, text)
+        if known.text != text.text:
+            raise NoticesError(
+                f"two different licence texts share the identifier {text.text_id}"
+                f" ({known.label}, {text.label})"
+            )
+        users.setdefault(text.text_id, []).append(user)
+
+    out = [
+        "# Third-party notices",
+        "",
+        "<!-- Generated by `mux-release notices` from release/pins.toml and the runtime "
+        "dependencies of the mux distribution. Do not edit: `mux-release notices --check` "
+        "fails when this file is stale. -->",
+        "",
+        "A mux release includes the third-party software listed below. Each distinct licence "
+        'text is printed once, under "Licence texts", and referenced by its identifier.',
+        "",
+        "## Pinned artifacts",
+        "",
+    ]
+    if not artifacts:
+        out += ["None.", ""]
+    for artifact in artifacts:
+        pin, text = artifact.pin, artifact.licence_text
+        register(text, f"{pin.name} {pin.tag}")
+        source = f", from <{pin.license_url}>" if pin.license_url else ""
+        out += [
+            f"### {pin.name} {pin.tag}",
+            "",
+            pin_marker(pin.name, str(pin.tag), str(pin.sha256)),
+            "",
+            f"- Repository: <https://github.com/{pin.repository}>",
+            f"- Asset: {_inline_code(pin.asset)} (<{pin.url}>)",
+            f"- SHA-256: `{pin.sha256}`",
+            f"- Licence: {pin.license}",
+            f"- Licence text: {_text_link(text)} ({_inline_code(text.label)}{source})",
+            "",
+        ]
+    out += ["## Python distributions", ""]
+    if not dists:
+        out += ["None.", ""]
+    for dist in dists:
+        out += [f"### {dist.name} {dist.version}", "", f"- Licence: {dist.licence}"]
+        out.append("- Licence files:")
+        for text in sorted(dist.licence_files, key=lambda t: t.label):
+            register(text, f"{dist.name} {dist.version}")
+            out.append(f"  - {_inline_code(text.label)}: {_text_link(text)}")
+        out.append("")
+    out += ["## Licence texts", ""]
+    for text_id in sorted(texts):
+        text = texts[text_id]
+        fence = _fence(text.text)
+        used_by = ", ".join(sorted(set(users[text_id])))
+        out += [
+            f"### Licence {text_id}",
+            "",
+            f"Used by: {used_by}.",
+            "",
+            f"{fence}text",
+            text.text.rstrip("\n"),
+            fence,
+            "",
+        ]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+# --- files (I/O) ------------------------------------------------------------------------
+
+
+def generate_notices(
+    pins_path: Path,
+    *,
+    distributions: Sequence[Distribution] | None = None,
+    pins: Sequence[Pin] | None = None,
+) -> str:
+    """Render the notices for ``pins_path`` (or ``pins``, e.g. a repin's new pins).
+
+    Entries not pinned yet are left out: a release cannot ship them (``pins --check`` fails).
+    """
+    if pins is None:
+        pins = load_pins(pins_path)
+    pins = [pin for pin in pins if pin.is_pinned]
+    if distributions is None:
+        overrides = load_overrides(pins_path.parent / "licenses" / OVERRIDES_NAME)
+        distributions = shipped_distributions(overrides=overrides)
+    return render_notices(distributions, pinned_artifacts(pins, pins_path.parent))
+
+
+def notices_diff(current: str | None, expected: str, *, name: str) -> str:
+    """A unified diff from ``current`` to ``expected``, capped at :data:`MAX_DIFF_LINES`."""
+    lines = list(
+        difflib.unified_diff(
+            (current or "").splitlines(keepends=True),
+            expected.splitlines(keepends=True),
+            fromfile=f"{name} (committed)",
+            tofile=f"{name} (generated)",
+        )
+    )
+    if len(lines) > MAX_DIFF_LINES:
+        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more lines)\n"]
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def check_notices(path: Path, expected: str) -> str | None:
+    """None when ``path`` holds exactly ``expected``, else the diff that would fix it."""
+    try:
+        current: str | None = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        current = None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NoticesError(f"cannot read {path}: {exc}") from None
+    if current == expected:
+        return None
+    return notices_diff(current, expected, name=path.name)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8, LF) to ``path`` via a temp file in the same folder + rename."""
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o644  # a committed file, readable by all like the rest of the checkout
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,327 @@
+"""Package built folders into a release, sign it, and index a static feed.
+
+:func:`package_release` turns ``mux-<target>/`` build folders into the release layout of
+docs/contracts.md: one deterministic ``mux-<target>.tar.gz`` per build, ``manifest.json`` and
+``SHA256SUMS``. :func:`sign_release` adds ``SHA256SUMS.minisig``; :func:`rehash_sums`
+recomputes ``SHA256SUMS`` after a file (the Sigstore bundle) was added;
+:func:`write_feed_index` writes a static feed's ``releases.json``.
+
+Determinism: the same build folders give the same archive bytes (sorted members, mtime 0 or
+``SOURCE_DATE_EPOCH``, owner 0/0 with empty names, modes 0755/0644, gzip without name or
+timestamp), so anyone can rebuild and compare.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from updater.buildinfo import BuildInfo
+from updater.errors import MuxError, ParseError, UsageError
+from updater.minisign import SecretKey
+from updater.models import (
+    FEED_INDEX_NAME,
+    MANIFEST_NAME,
+    SUMS_NAME,
+    SUMS_SIGNATURE_NAME,
+    FeedRelease,
+    Manifest,
+    ManifestAsset,
+    archive_name,
+    format_releases_json,
+    format_sha256sums,
+    parse_manifest,
+    parse_releases_json,
+    parse_tag,
+    tag_for,
+)
+
+from .build import BUILD_INFO_NAME, build_folder_name
+
+_CHUNK = 1 << 20
+_NOT_SUMMED = frozenset({SUMS_NAME, SUMS_SIGNATURE_NAME})
+
+
+class PackageError(MuxError):
+    """Build folders cannot be packaged into a release."""
+
+
+def source_date_epoch() -> int:
+    """``SOURCE_DATE_EPOCH`` (reproducible-builds.org) when set, else 0."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if not raw:
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise UsageError(f"SOURCE_DATE_EPOCH={raw[:30]!r} is not an integer") from None
+    if value < 0:
+        raise UsageError("SOURCE_DATE_EPOCH must not be negative")
+    return value
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_build_info(build_dir: Path) -> BuildInfo:
+    """The build info baked into a build folder: exactly one ``updater/_build_info.json``."""
+    found = sorted(
+        path
+        for path in Path(build_dir).rglob(BUILD_INFO_NAME)
+        if path.parent.name == "updater" and path.is_file()
+    )
+    if len(found) != 1:
+        raise PackageError(
+            f"{build_dir} holds {len(found)} updater/{BUILD_INFO_NAME} files, expected exactly one"
+        )
+    try:
+        info = BuildInfo.from_json(json.loads(found[0].read_bytes()))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise ParseError(f"{found[0]} is not valid build info ({exc})") from None
+    if info.development:
+        raise PackageError(f"{build_dir} is a development build; build it with mux-release build")
+    return info
+
+
+def _walk(root: Path) -> Iterator[Path]:
+    """Every path below ``root``, depth first, in bytewise-sorted order at each level."""
+    for entry in sorted(root.iterdir(), key=lambda p: os.fsencode(p.name)):
+        yield entry
+        if entry.is_dir() and not entry.is_symlink():
+            yield from _walk(entry)
+
+
+def _tar_info(name: str, mode: int, mtime: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.mode = mode
+    info.mtime = mtime
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    return info
+
+
+def _link_stays_inside(root: Path, link: Path) -> bool:
+    target = os.readlink(link)
+    if os.path.isabs(target):
+        return False
+    resolved = os.path.normpath(os.path.join(os.path.dirname(link), target))
+    return resolved == str(root) or resolved.startswith(str(root) + os.sep)
+
+
+def write_archive(build_dir: Path, target: str, destination: Path) -> None:
+    """A deterministic ``.tar.gz`` of ``build_dir`` with every member under ``mux-<target>/``."""
+    root = Path(build_dir).resolve()
+    top = build_folder_name(target)
+    mtime = source_date_epoch()
+    with (
+        open(destination, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        directory = _tar_info(top, 0o755, mtime)
+        directory.type = tarfile.DIRTYPE
+        tar.addfile(directory)
+        for path in _walk(root):
+            name = f"{top}/{path.relative_to(root).as_posix()}"
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                if not _link_stays_inside(root, path):
+                    raise PackageError(f"{path} is a symlink that leaves the build folder")
+                info = _tar_info(name, 0o777, mtime)
+                info.type = tarfile.SYMTYPE
+                info.linkname = os.readlink(path)
+                tar.addfile(info)
+            elif stat.S_ISDIR(st.st_mode):
+                info = _tar_info(name, 0o755, mtime)
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif stat.S_ISREG(st.st_mode):
+                info = _tar_info(name, 0o755 if st.st_mode & 0o111 else 0o644, mtime)
+                info.size = st.st_size
+                with open(path, "rb") as stream:
+                    tar.addfile(info, stream)
+            else:
+                raise PackageError(f"{path} is not a regular file, folder or symlink")
+
+
+def _now_rfc3339() -> str:
+    epoch = source_date_epoch() or int(time.time())
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _write_json(path: Path, doc: object) -> None:
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _summed_files(release_dir: Path) -> dict[str, str]:
+    return {
+        path.name: sha256_file(path)
+        for path in sorted(Path(release_dir).iterdir())
+        if path.is_file() and path.name not in _NOT_SUMMED
+    }
+
+
+def rehash_sums(release_dir: Path) -> Path:
+    """Rewrite ``SHA256SUMS`` over every file of the release (after adding one).
+
+    A ``SHA256SUMS.minisig`` made for the old sums no longer holds: it is removed, sign again.
+    """
+    release_dir = Path(release_dir)
+    sums = release_dir / SUMS_NAME
+    _atomic_write(sums, format_sha256sums(_summed_files(release_dir)))
+    (release_dir / SUMS_SIGNATURE_NAME).unlink(missing_ok=True)
+    return sums
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+        os.chmod(temp, 0o644)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def package_release(
+    build_dirs: Sequence[Path],
+    out_dir: Path,
+    *,
+    released_at: str | None = None,
+    extra_files: Sequence[Path] = (),
+) -> Manifest:
+    """Write a release (archives, ``manifest.json``, ``SHA256SUMS``) into an empty ``out_dir``.
+
+    Every build must agree on version and protocol version; each target appears once.
+    ``extra_files`` are copied in and covered by ``SHA256SUMS``. On failure ``out_dir`` is
+    left as it was (removed when this call created it).
+    """
+    if not build_dirs:
+        raise UsageError("no build folders to package")
+    infos = [(Path(d), read_build_info(Path(d))) for d in build_dirs]
+    for build_dir, _ in infos:
+        if not (build_dir / "mux").is_file():
+            raise PackageError(f"{build_dir} has no mux executable at its top")
+    first = infos[0][1]
+    for build_dir, info in infos[1:]:
+        if (info.version, info.protocol_version) != (first.version, first.protocol_version):
+            raise PackageError(
+                f"{build_dir} is mux {info.version} protocol {info.protocol_version}, "
+                f"but {infos[0][0]} is mux {first.version} protocol {first.protocol_version}"
+            )
+    targets = [info.target for _, info in infos]
+    duplicates = sorted({t for t in targets if targets.count(t) > 1})
+    if duplicates:
+        raise PackageError(f"more than one build for {', '.join(duplicates)}")
+    extras = [Path(f) for f in extra_files]
+    reserved = {archive_name(t) for t in targets} | {MANIFEST_NAME, *_NOT_SUMMED}
+    for extra in extras:
+        if not extra.is_file():
+            raise UsageError(f"{extra} is not a file")
+        if extra.name in reserved:
+            raise UsageError(f"{extra.name} would overwrite a file the release writes itself")
+
+    out_dir = Path(out_dir)
+    created = not out_dir.exists()
+    if not created and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise UsageError(f"{out_dir} is not an empty folder")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        assets = []
+        for build_dir, info in sorted(infos, key=lambda item: item[1].target):
+            archive = out_dir / archive_name(info.target)
+            write_archive(build_dir, info.target, archive)
+            assets.append(
+                ManifestAsset(
+                    name=archive.name,
+                    target=info.target,
+                    size=archive.stat().st_size,
+                    sha256=sha256_file(archive),
+                )
+            )
+        for extra in extras:
+            shutil.copyfile(extra, out_dir / extra.name)
+        manifest = Manifest(
+            name="mux",
+            version=first.version,
+            protocol_version=first.protocol_version,
+            released_at=released_at or _now_rfc3339(),
+            assets=tuple(assets),
+        )
+        _write_json(out_dir / MANIFEST_NAME, manifest.to_json())
+        rehash_sums(out_dir)
+    except BaseException:
+        if created:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        else:
+            for leftover in out_dir.iterdir():
+                shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+        raise
+    return manifest
+
+
+def trusted_comment_for(version: str, timestamp: int) -> str:
+    """The signed comment of ``SHA256SUMS.minisig``: minisign's default fields plus the version."""
+    return f"timestamp:{timestamp}\tfile:{SUMS_NAME}\thashed\tversion:{version}"
+
+
+def sign_release(release_dir: Path, secret_key: SecretKey) -> Path:
+    """Sign a release's ``SHA256SUMS`` into ``SHA256SUMS.minisig`` (returned)."""
+    release_dir = Path(release_dir)
+    try:
+        manifest = parse_manifest((release_dir / MANIFEST_NAME).read_bytes())
+        sums = (release_dir / SUMS_NAME).read_bytes()
+    except FileNotFoundError as exc:
+        raise UsageError(f"{release_dir} is not a packaged release (no {exc.filename})") from None
+    timestamp = source_date_epoch() or int(time.time())
+    signature = secret_key.sign(sums, trusted_comment_for(manifest.version, timestamp))
+    path = release_dir / SUMS_SIGNATURE_NAME
+    _atomic_write(path, signature)
+    return path
+
+
+def write_feed_index(feed_dir: Path, *, prerelease: Mapping[str, bool] | None = None) -> Path:
+    """Write ``releases.json`` from the ``v<version>/`` folders (with a manifest) in a feed.
+
+    A release's prerelease flag comes from ``prerelease`` (by tag), else the existing
+    ``releases.json``, else its version (``1.0.0rc1`` is a prerelease).
+    """
+    feed_dir = Path(feed_dir)
+    index = feed_dir / FEED_INDEX_NAME
+    known: dict[str, bool] = {}
+    if index.is_file():
+        known = {r.tag: r.prerelease for r in parse_releases_json(index.read_bytes())}
+    known.update(prerelease or {})
+    releases = []
+    for folder in sorted(feed_dir.iterdir()):
+        if not (folder.is_dir() and (folder / MANIFEST_NAME).is_file()):
+            continue
+        try:
+            version = parse_tag(folder.name)
+        except ParseError:
+            continue
+        flag = known.get(folder.name, version.is_prerelease)
+        releases.append(FeedRelease(tag=folder.name, prerelease=flag))
+    _atomic_write(index, format_releases_json(releases))
+    return index
+
+
+def release_dir_for(feed_dir: Path, version: str) -> Path:
+    return Path(feed_dir) / tag_for(version)

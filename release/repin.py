@@ -1,0 +1,497 @@
+"""``mux-release repin NAME --tag T | --latest``: move a pin to a verified release asset.
+
+The steps (``../shared/notes/repin-and-notices.md`` §3.3), each failing closed:
+
+1. read ``pins.toml``; the entry must exist and be well formed;
+2. resolve the release: ``--tag``, or the newest release (GitHub's ``/releases/latest``
+   redirect, or a mirror's ``releases.json``); a tag must keep the entry's tag prefix;
+3. refuse a downgrade unless ``allow_downgrade``;
+4. read the release (GitHub API): not a draft, the asset is listed, its size is within the
+   cap, its ``digest``; whether it publishes ``SHA256SUMS``;
+5. stream the asset while hashing it, with a size cap (the bytes are not kept: the pin is the
+   digest, and ``mux-release build`` downloads and checks the artifact itself);
+6. every available digest must agree: the computed one, the API ``digest`` and the release's
+   ``SHA256SUMS`` line (mandatory on a mirror, which has no API);
+7. the artifact's build-provenance attestation must verify for the entry's identity, at
+   ``refs/tags/<tag>`` (the updater's own verifier, :mod:`updater.attestation`);
+8. rewrite the entry's ``tag``, ``url``, ``sha256`` and ``size`` with tomlkit (comments and
+   order kept, nothing else touched), regenerate the notices, and write both files together:
+   both are staged as temp files next to their targets, then renamed; if anything fails,
+   neither changes.
+
+``dry_run`` stops before step 8's writes and reports the diffs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
+from updater.models import SUMS_NAME, is_sha256, parse_sha256sums
+
+from .notices import Distribution, generate_notices
+from .pins import (
+    ARTIFACTS_KEY,
+    DEFAULT_NOTICES_PATH,
+    DEFAULT_PINS_PATH,
+    Pin,
+    PinsError,
+    load_document,
+    parse_tag_version,
+    read_pins,
+)
+
+if TYPE_CHECKING:
+    from updater.attestation import AttestationReport
+    from updater.sources import FeedSource, GitHubSource
+
+CHUNK_SIZE = 64 * 1024
+MAX_DIFF_LINES = 120
+
+
+class RepinRefused(MuxError):
+    """The repin would be a downgrade or another change the policy does not allow."""
+
+
+@dataclass(frozen=True)
+class RepinResult:
+    """What a repin found and did; ``changed`` is False when the pin already was this."""
+
+    name: str
+    old_tag: str | None
+    old_sha256: str | None
+    tag: str
+    url: str
+    sha256: str
+    size: int
+    digests: tuple[str, ...]  # which sources agreed on the sha256
+    attestation: AttestationReport
+    pins_diff: str
+    notices_diff: str
+    changed: bool
+    written: bool
+
+    def describe(self) -> list[str]:
+        """Human-readable lines for the CLI, ending with a ready commit message."""
+        attested = f"{self.attestation.signer_workflow}@{self.attestation.signer_ref}"
+        lines = [
+            f"{self.name}: {self.tag} sha256 {self.sha256} ({self.size} bytes)",
+            "  digests agree: " + ", ".join(self.digests),
+            f"  attested by {self.attestation.repository} {attested}",
+        ]
+        if not self.changed:
+            lines.append(f"{self.name} is already pinned to {self.tag}; nothing to change")
+            return lines
+        if not self.written:
+            lines += ["dry run: nothing written; this would change:", self.pins_diff.rstrip("\n")]
+            if self.notices_diff:
+                lines.append(self.notices_diff.rstrip("\n"))
+            return lines
+        old = f"{self.old_tag} " if self.old_tag else ""
+        lines.append(
+            f"commit: repin {self.name}: {old}-> {self.tag}, sha256 {self.sha256[:12]}, "
+            f"attested by {self.attestation.repository}"
+        )
+        return lines
+
+
+# --- pure helpers -----------------------------------------------------------------------
+
+
+def _diff(before: str, after: str, name: str) -> str:
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=f"{name} (before)",
+            tofile=f"{name} (after)",
+        )
+    )
+    if len(lines) > MAX_DIFF_LINES:
+        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more lines)\n"]
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def check_not_downgrade(pin: Pin, new_tag: str, *, allow_downgrade: bool) -> None:
+    """Refuse a tag older than the pinned one, or one of another tag family (prefix)."""
+    new_prefix, new_version = parse_tag_version(new_tag)
+    if pin.tag is None:
+        return
+    old_prefix, old_version = parse_tag_version(pin.tag)
+    if new_prefix != old_prefix:
+        raise RepinRefused(
+            f"{pin.name}: tag {new_tag} does not start like the pinned {pin.tag} "
+            f"({old_prefix or 'no prefix'})"
+        )
+    if new_version < old_version and not allow_downgrade:
+        raise RepinRefused(
+            f"{pin.name}: {new_tag} is older than the pinned {pin.tag}; refusing a downgrade",
+            hint="pass --allow-downgrade if that is what you want",
+        )
+
+
+def agree_on_digest(computed: str, others: Sequence[tuple[str, str | None]]) -> list[str]:
+    """Every available digest must equal the computed one; returns the sources that agreed."""
+    agreed = ["computed"]
+    for source, digest in others:
+        if digest is None:
+            continue
+        if digest != computed:
+            raise VerificationError(
+                f"digest mismatch: {source} says sha256 {digest}, the download hashes to {computed}"
+            )
+        agreed.append(source)
+    return agreed
+
+
+def rewrite_pin(document_text: str, name: str, fields: dict[str, Any]) -> str:
+    """``document_text`` with only ``fields`` of ``[artifacts.<name>]`` replaced (tomlkit)."""
+    import tomlkit
+
+    document = tomlkit.parse(document_text)
+    entry = document[ARTIFACTS_KEY][name]
+    for key, value in fields.items():
+        entry[key] = value
+    return tomlkit.dumps(document)
+
+
+# --- network (I/O) ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Release:
+    tag: str
+    api_digest: str | None
+    api_size: int | None
+    publishes_sums: bool
+    assets: frozenset[str]
+
+
+def _open_source(
+    pin: Pin, mirror: str | None, github_url: str | None, api_url: str | None
+) -> GitHubSource | FeedSource:
+    from updater.sources import FeedSource, GitHubSource
+
+    if mirror:
+        return FeedSource(mirror)
+    return GitHubSource(pin.repository, web_url=github_url, api_url=api_url)
+
+
+def _latest_tag(source: GitHubSource | FeedSource) -> str:
+    from updater.sources import GitHubSource
+
+    if not isinstance(source, GitHubSource):
+        return source.latest_tag(include_pre=False)
+    # As the updater does: read the /releases/latest redirect, off the rate-limited API. The
+    # updater's own parser accepts only mux's vX.Y.Z tags; a pin's tags may carry a prefix.
+    url = f"{source.web}/{source.repo}/releases/latest"
+    with source.client.stream(url, follow_redirects=False) as response:
+        location = response.headers.get("location", "")
+        status = response.status_code
+    _, found, tag = location.rstrip("/").rpartition("/releases/tag/")
+    if status not in (301, 302, 303, 307, 308) or not found or not tag:
+        raise NetworkError(f"{source.location} has no published release ({url} did not redirect)")
+    return unquote(tag)
+
+
+def _release_info(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> _Release:
+    from updater.sources import GitHubSource
+
+    if not isinstance(source, GitHubSource):
+        # A mirror has no API: no asset list and no digest field, so SHA256SUMS is mandatory.
+        return _Release(tag, None, None, True, frozenset())
+    url = f"{source.api}/repos/{source.repo}/releases/tags/{quote(tag, safe='')}"
+    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
+    try:
+        doc = json.loads(source.client.get(url, headers=headers).content)
+    except ValueError:
+        raise NetworkError(f"{url} answered something that is not JSON") from None
+    if not isinstance(doc, dict):
+        raise NetworkError(f"{url} did not answer a release object")
+    if doc.get("draft"):
+        raise RepinRefused(f"{pin.name}: release {tag} is a draft; pin a published release")
+    assets = {a.get("name"): a for a in doc.get("assets") or [] if isinstance(a, dict)}
+    asset = assets.get(pin.asset)
+    if asset is None:
+        raise NetworkError(f"release {tag} of {pin.repository} has no asset {pin.asset}")
+    digest = asset.get("digest")
+    api_digest = None
+    if isinstance(digest, str) and digest.startswith("sha256:"):
+        api_digest = digest.removeprefix("sha256:").lower()
+        if not is_sha256(api_digest):
+            raise VerificationError(f"GitHub's digest for {pin.asset} is malformed: {digest[:80]}")
+    size = asset.get("size")
+    api_size = size if isinstance(size, int) and not isinstance(size, bool) else None
+    if api_size is not None and api_size > pin.max_bytes:
+        raise RepinRefused(
+            f"{pin.name}: {pin.asset} is {api_size} bytes, more than max_bytes ({pin.max_bytes})"
+        )
+    names = frozenset(str(n) for n in assets)
+    return _Release(tag, api_digest, api_size, SUMS_NAME in names, names)
+
+
+def _hash_stream(chunks: Any, limit: int, what: str) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise VerificationError(f"{what} is larger than {limit} bytes; refusing it")
+        digest.update(chunk)
+    return digest.hexdigest(), size
+
+
+def _download_and_hash(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> tuple[str, int]:
+    """Stream the asset through sha256 with a size cap; nothing is written to disk.
+
+    A private downloader: switch to the shared ``updater.download`` once it exists.
+    """
+    import httpx
+
+    url = source.file_url(tag, pin.asset)
+    client = getattr(source, "client", None)
+    if client is None:  # a mirror folder on this machine
+        try:
+            with open(url, "rb") as handle:
+                return _hash_stream(iter(lambda: handle.read(CHUNK_SIZE), b""), pin.max_bytes, url)
+        except OSError as exc:
+            raise NetworkError(f"cannot read {url}: {exc.strerror}") from None
+    with client.stream(url) as response:
+        try:
+            return _hash_stream(response.iter_bytes(CHUNK_SIZE), pin.max_bytes, url)
+        except httpx.HTTPError as exc:
+            # A body shorter than its Content-Length, a reset or a stall: never a pin.
+            raise NetworkError(f"download of {url} failed: {exc or type(exc).__name__}") from None
+
+
+def _sums_digest(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> str:
+    raw = source.fetch(tag, SUMS_NAME)
+    try:
+        sums = parse_sha256sums(raw)
+    except ParseError as exc:
+        raise VerificationError(f"release {tag}: {exc.message}") from None
+    if pin.asset not in sums:
+        raise VerificationError(f"release {tag}: {SUMS_NAME} does not list {pin.asset}")
+    return sums[pin.asset]
+
+
+def _attestation_bundles(
+    source: GitHubSource | FeedSource, tag: str, pin: Pin, sha256: str
+) -> bytes:
+    if pin.attestation_asset:
+        return source.fetch(tag, pin.attestation_asset, max_size=16 * 1024 * 1024)
+    from updater.sources import GitHubSource
+
+    if not isinstance(source, GitHubSource):
+        raise VerificationError(
+            f"{pin.name}: a mirror has no attestations API",
+            hint="set attestation_asset in pins.toml to the release's bundle file",
+        )
+    try:
+        bundles = source.attestation_bundles(sha256)
+    except NetworkError as exc:
+        if "HTTP 404" not in exc.message:
+            raise
+        bundles = []
+    if not bundles:
+        raise VerificationError(
+            f"{pin.name}: {pin.asset} of {tag} is not attested (no attestation for sha256 {sha256})"
+        )
+    return b"\n".join(bundles)
+
+
+# --- writing (I/O) ----------------------------------------------------------------------
+
+
+def write_together(changes: Sequence[tuple[Path, str]]) -> None:
+    """Replace every file with its new text, or none of them.
+
+    Each new text is staged in a temp file next to its target (same filesystem, so the rename
+    is atomic), then all are renamed. If a rename fails, the files already replaced get their
+    old bytes back; temp files never stay behind.
+    """
+    originals: list[tuple[Path, bytes | None, int]] = []
+    for path, _ in changes:
+        try:
+            originals.append((path, path.read_bytes(), path.stat().st_mode & 0o777))
+        except FileNotFoundError:
+            originals.append((path, None, 0o644))
+    staged: list[tuple[Path, str]] = []
+    try:
+        for (path, text), (_, _, mode) in zip(changes, originals, strict=True):
+            staged.append((path, _stage(path, text.encode("utf-8"), mode)))
+        done: list[int] = []
+        try:
+            for index, (path, temporary) in enumerate(staged):
+                os.replace(temporary, path)
+                done.append(index)
+        except BaseException:
+            for index in reversed(done):
+                path, old, mode = originals[index]
+                if old is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    os.replace(_stage(path, old, mode), path)
+            raise
+    finally:
+        for _, temporary in staged:
+            Path(temporary).unlink(missing_ok=True)
+
+
+def _stage(path: Path, data: bytes, mode: int) -> str:
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return temporary
+
+
+# --- the command ------------------------------------------------------------------------
+
+
+def repin(
+    name: str,
+    *,
+    tag: str | None = None,
+    latest: bool = False,
+    pins_path: Path = DEFAULT_PINS_PATH,
+    notices_path: Path = DEFAULT_NOTICES_PATH,
+    source: str | None = None,
+    github_url: str | None = None,
+    api_url: str | None = None,
+    trusted_root: Path | None = None,
+    allow_downgrade: bool = False,
+    dry_run: bool = False,
+    distributions: Sequence[Distribution] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RepinResult:
+    """Move pin ``name`` to ``tag`` (or the latest release) after verifying the asset.
+
+    ``source`` is a mirror (feed URL or folder) instead of GitHub; ``github_url`` and
+    ``api_url`` replace GitHub's bases (GitHub Enterprise, tests), else ``MUX_GITHUB_URL`` /
+    ``MUX_GITHUB_API_URL`` apply as in the updater. ``trusted_root`` is the Sigstore trusted
+    root (default: ``MUX_SIGSTORE_TRUSTED_ROOT``, else Sigstore's production root).
+    ``distributions`` replaces the installed ones in the regenerated notices (tests).
+    """
+    from updater.attestation import AttestationIdentity, verify_attestation
+
+    say = progress or (lambda _message: None)
+    if (tag is None) == (not latest):
+        raise UsageError("give exactly one of --tag TAG and --latest")
+
+    say(f"[1/7] read {pins_path.name}")
+    original = pins_path.read_text(encoding="utf-8") if pins_path.is_file() else None
+    if original is None:
+        raise PinsError(f"{pins_path} does not exist")
+    pins, problems = read_pins(load_document(pins_path), base_dir=pins_path.parent)
+    if problems:
+        raise PinsError(f"{pins_path}: {problems[0]}", hint="fix pins.toml first (pins --check)")
+    pin = next((p for p in pins if p.name == name), None)
+    if pin is None:
+        raise PinsError(f"{pins_path} has no artifact named {name!r}")
+
+    artifact_source = _open_source(pin, source, github_url, api_url)
+    try:
+        say("[2/7] resolve the release")
+        new_tag = tag if tag is not None else _latest_tag(artifact_source)
+        try:
+            check_not_downgrade(pin, new_tag, allow_downgrade=allow_downgrade)
+        except ParseError as exc:
+            raise UsageError(f"{pin.name}: {exc.message}") from None
+        release = _release_info(artifact_source, new_tag, pin)
+
+        say(f"[3/7] download {pin.asset} of {new_tag}")
+        computed, size = _download_and_hash(artifact_source, new_tag, pin)
+        if release.api_size is not None and size != release.api_size:
+            raise VerificationError(
+                f"{pin.asset}: downloaded {size} bytes, the release lists {release.api_size}"
+            )
+
+        say("[4/7] cross-check digests")
+        sums = _sums_digest(artifact_source, new_tag, pin) if release.publishes_sums else None
+        agreed = agree_on_digest(
+            computed, [("GitHub's asset digest", release.api_digest), (SUMS_NAME, sums)]
+        )
+        if pin.tag == new_tag and pin.sha256 is not None and pin.sha256 != computed:
+            raise VerificationError(
+                f"{pin.name}: {pin.asset} of {new_tag} changed since it was pinned "
+                f"(pinned {pin.sha256}, now {computed})"
+            )
+
+        say("[5/7] verify the attestation")
+        bundle = _attestation_bundles(artifact_source, new_tag, pin, computed)
+        identity = AttestationIdentity(
+            repository=pin.identity.repository,
+            signer_workflow=pin.identity.signer_workflow,
+            ref=f"refs/tags/{new_tag}",
+        )
+        report = verify_attestation(bundle, computed, identity, trusted_root=trusted_root)
+        url = _canonical_url(artifact_source, pin, new_tag)
+    finally:
+        artifact_source.close()
+
+    say("[6/7] plan the writes")
+    fields: dict[str, Any] = {"tag": new_tag, "url": url, "sha256": computed, "size": size}
+    updated = rewrite_pin(original, name, fields)
+    new_pins, problems = read_pins(load_document_text(updated), base_dir=pins_path.parent)
+    if problems:  # the rewrite must round-trip into a valid file, or nothing is written
+        raise PinsError(f"the rewritten pins.toml is invalid: {problems[0]}")
+    notices = generate_notices(pins_path, pins=new_pins, distributions=distributions)
+    try:
+        current_notices = notices_path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        current_notices = ""
+    pins_diff = _diff(original, updated, pins_path.name)
+    notices_diff = _diff(current_notices, notices, notices_path.name)
+    changed = bool(pins_diff or notices_diff)
+
+    written = False
+    if changed and not dry_run:
+        say("[7/7] write pins.toml and the notices")
+        write_together([(pins_path, updated), (notices_path, notices)])
+        written = True
+    return RepinResult(
+        name=name,
+        old_tag=pin.tag,
+        old_sha256=pin.sha256,
+        tag=new_tag,
+        url=url,
+        sha256=computed,
+        size=size,
+        digests=tuple(agreed),
+        attestation=report,
+        pins_diff=pins_diff,
+        notices_diff=notices_diff,
+        changed=changed,
+        written=written,
+    )
+
+
+def _canonical_url(source: GitHubSource | FeedSource, pin: Pin, tag: str) -> str:
+    """The asset's GitHub download URL, whichever source it was fetched from: the pin names
+    the artifact (the sha256 fixes its bytes), not the mirror that happened to serve it."""
+    from updater.sources import GITHUB_WEB, GitHubSource
+
+    web = source.web if isinstance(source, GitHubSource) else GITHUB_WEB
+    return f"{web}/{pin.repository}/releases/download/{quote(tag)}/{quote(pin.asset)}"
+
+
+def load_document_text(text: str) -> Any:
+    import tomlkit
+
+    return tomlkit.parse(text)

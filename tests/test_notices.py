@@ -1,0 +1,370 @@
+"""release/notices.py: deterministic THIRD_PARTY_NOTICES.md from distributions and pins."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from release.notices import (
+    Distribution,
+    LicenceText,
+    NoticesError,
+    PinnedArtifact,
+    check_notices,
+    generate_notices,
+    load_overrides,
+    normalise_text,
+    render_notices,
+    shipped_distributions,
+)
+from release.pins import DEFAULT_NOTICES_PATH, DEFAULT_PINS_PATH, Pin, PinIdentity, check_pins
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MIT = "MIT License\n\nCopyright (c) 2020 Someone\n\nPermission is hereby granted...\n"
+APACHE = "Apache License\nVersion 2.0, January 2004\n"
+
+
+def run_release(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from release.cli import main; main()", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+# --- fake installed distributions ---------------------------------------------------------
+
+
+def make_dist(
+    site: Path,
+    name: str,
+    version: str = "1.0",
+    *,
+    requires: tuple[str, ...] = (),
+    headers: tuple[str, ...] = ("License-Expression: MIT",),
+    files: dict[str, str] | None = None,
+) -> None:
+    """An installed distribution: ``files`` maps paths (relative to site) to their text."""
+    dist_info = f"{name.replace('-', '_')}-{version}.dist-info"
+    lines = ["Metadata-Version: 2.4", f"Name: {name}", f"Version: {version}", *headers]
+    lines += [f"Requires-Dist: {requirement}" for requirement in requires]
+    all_files = {f"{dist_info}/METADATA": "\n".join(lines) + "\n\n", **(files or {})}
+    for relative, text in all_files.items():
+        path = site / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    record = "".join(f"{relative},,\n" for relative in [*all_files, f"{dist_info}/RECORD"])
+    (site / dist_info / "RECORD").write_text(record)
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "site"
+    folder.mkdir()
+    monkeypatch.syspath_prepend(str(folder))
+    return folder
+
+
+def pin(name: str = "libfoo", *, tag: str = "v1.2.3", sha: str = "ab" * 32) -> Pin:
+    return Pin(
+        name=name,
+        repository=f"acme/{name}",
+        asset=f"{name}.tar.gz",
+        license="MIT",
+        license_file=f"licenses/{name}.txt",
+        identity=PinIdentity(f"acme/{name}", ".github/workflows/release.yml"),
+        tag=tag,
+        url=f"https://github.com/acme/{name}/releases/download/{tag}/{name}.tar.gz",
+        sha256=sha,
+        size=10,
+    )
+
+
+# --- the collection of installed distributions --------------------------------------------
+
+
+def test_the_runtime_closure_follows_requirements_markers_and_requested_extras(site: Path) -> None:
+    make_dist(
+        site,
+        "zz-root",
+        requires=(
+            "zz-a>=1",
+            "zz-b[fast]",
+            'zz-never; sys_platform == "no-such-platform"',
+            'zz-dev; extra == "dev"',
+        ),
+        files={"zz_root-1.0.dist-info/licenses/LICENSE": MIT},
+    )
+    make_dist(site, "zz-a", files={"zz_a-1.0.dist-info/licenses/LICENSE": MIT})
+    make_dist(
+        site,
+        "zz-b",
+        "2.0",
+        requires=('zz-c; extra == "fast"', 'zz-d; extra == "slow"'),
+        files={"zz_b-2.0.dist-info/licenses/LICENSE": APACHE},
+    )
+    make_dist(site, "zz-c", files={"zz_c-1.0.dist-info/licenses/LICENSE": MIT})
+    dists = shipped_distributions("zz-root")
+    # The root itself is first-party; zz-never (marker), zz-dev (root's extra) and zz-d (an
+    # extra nobody asked for) are not shipped, and are not even installed here.
+    assert [(d.name, d.version) for d in dists] == [
+        ("zz-a", "1.0"),
+        ("zz-b", "2.0"),
+        ("zz-c", "1.0"),
+    ]
+
+
+def test_licence_files_are_found_where_each_metadata_version_puts_them(site: Path) -> None:
+    make_dist(site, "zz-root", requires=("zz-new", "zz-old", "zz-vendoring"))
+    make_dist(
+        site,
+        "zz-new",
+        headers=(
+            "License-Expression: Apache-2.0 OR MIT",
+            "License-File: LICENSE",
+            "License-File: NOTICE",
+        ),
+        files={
+            "zz_new-1.0.dist-info/licenses/LICENSE": APACHE,
+            "zz_new-1.0.dist-info/licenses/NOTICE": "zz-new notice\n",
+        },
+    )
+    make_dist(
+        site,
+        "zz-old",
+        headers=("License: BSD", "Classifier: License :: OSI Approved :: BSD License"),
+        files={"zz_old-1.0.dist-info/LICENSE.txt": "BSD text\n"},
+    )
+    make_dist(
+        site,
+        "zz-vendoring",
+        headers=("Classifier: License :: OSI Approved :: MIT License",),
+        files={
+            "zz_vendoring-1.0.dist-info/licenses/LICENSE": MIT,
+            "zz_vendoring/_vendor/thing/LICENSE": "vendored thing's licence\n",
+            "zz_vendoring/licenses.py": "# not a licence text\n",
+        },
+    )
+    found = {d.name: d for d in shipped_distributions("zz-root")}
+    assert [t.label for t in found["zz-new"].licence_files] == [
+        "zz_new-1.0.dist-info/licenses/LICENSE",
+        "zz_new-1.0.dist-info/licenses/NOTICE",
+    ]
+    assert found["zz-new"].licence == "Apache-2.0 OR MIT"
+    assert [t.label for t in found["zz-old"].licence_files] == ["zz_old-1.0.dist-info/LICENSE.txt"]
+    assert found["zz-old"].licence == "BSD"
+    assert [t.label for t in found["zz-vendoring"].licence_files] == [
+        "zz_vendoring-1.0.dist-info/licenses/LICENSE",
+        "zz_vendoring/_vendor/thing/LICENSE",
+    ]
+    assert found["zz-vendoring"].licence == "MIT License (classifier)"
+
+
+def test_a_distribution_without_a_licence_file_is_an_error_naming_it(site: Path) -> None:
+    make_dist(site, "zz-root", requires=("zz-fine", "zz-bare"))
+    make_dist(site, "zz-fine", files={"zz_fine-1.0.dist-info/licenses/LICENSE": MIT})
+    make_dist(site, "zz-bare", "3.1", headers=("License: MIT",))
+    with pytest.raises(NoticesError) as caught:
+        shipped_distributions("zz-root")
+    assert caught.value.message == "zz-bare 3.1 ships no licence file"
+    assert "overrides.toml" in str(caught.value.hint)
+
+
+def test_a_missing_requirement_is_an_error_naming_it(site: Path) -> None:
+    make_dist(site, "zz-root", requires=("zz-not-installed>=1",))
+    with pytest.raises(
+        NoticesError, match=r"zz-not-installed \(required by zz-root\) is not installed"
+    ):
+        shipped_distributions("zz-root")
+
+
+def write_override(folder: Path, name: str, text: str, *, sha: str | None = None) -> Path:
+    (folder / f"{name}.txt").write_text(text)
+    digest = sha or hashlib.sha256(text.encode()).hexdigest()
+    path = folder / "overrides.toml"
+    path.write_text(
+        f'[distributions.{name}]\nfile = "{name}.txt"\nsha256 = "{digest}"\n'
+        'reason = "the wheel ships no licence file; text from its repository at a commit"\n'
+    )
+    return path
+
+
+def test_a_reviewed_override_supplies_a_missing_licence(site: Path, tmp_path: Path) -> None:
+    make_dist(site, "zz-root", requires=("zz-bare",))
+    make_dist(site, "zz-bare", headers=("License: MIT",))
+    overrides = load_overrides(write_override(tmp_path, "zz-bare", MIT))
+    (dist,) = shipped_distributions("zz-root", overrides=overrides)
+    assert dist.licence_files == (
+        LicenceText("release/licenses/zz-bare.txt", normalise_text(MIT.encode())),
+    )
+
+
+def test_an_override_whose_text_changed_since_review_fails(site: Path, tmp_path: Path) -> None:
+    make_dist(site, "zz-root", requires=("zz-bare",))
+    make_dist(site, "zz-bare")
+    overrides = load_overrides(write_override(tmp_path, "zz-bare", MIT, sha="00" * 32))
+    with pytest.raises(NoticesError, match="reviewed licence text for zz-bare changed"):
+        shipped_distributions("zz-root", overrides=overrides)
+
+
+def test_an_override_no_longer_needed_fails(site: Path, tmp_path: Path) -> None:
+    make_dist(site, "zz-root", requires=("zz-fine",))
+    make_dist(site, "zz-fine", files={"zz_fine-1.0.dist-info/licenses/LICENSE": MIT})
+    overrides = load_overrides(write_override(tmp_path, "zz-fine", MIT))
+    with pytest.raises(NoticesError, match=r"zz-fine 1.0 now ships its own licence file"):
+        shipped_distributions("zz-root", overrides=overrides)
+    stale = load_overrides(write_override(tmp_path, "zz-gone", MIT))
+    with pytest.raises(NoticesError, match=r"overrides.toml names zz-gone, which no release ships"):
+        shipped_distributions("zz-root", overrides=stale)
+
+
+# --- rendering ------------------------------------------------------------------------------
+
+
+def sample_inputs() -> tuple[list[Distribution], list[PinnedArtifact]]:
+    mit = LicenceText("a-1.0.dist-info/licenses/LICENSE", normalise_text(MIT.encode()))
+    dists = [
+        Distribution("beta", "2.0", "MIT", (LicenceText("beta-2.0.dist-info/LICENSE", mit.text),)),
+        Distribution(
+            "alpha",
+            "1.0",
+            "Apache-2.0 OR MIT",
+            (
+                LicenceText("alpha-1.0.dist-info/licenses/LICENSE.MIT", mit.text),
+                LicenceText("alpha-1.0.dist-info/licenses/LICENSE.APACHE", APACHE),
+            ),
+        ),
+        Distribution(
+            "Zulu", "0.1", "BSD-3-Clause", (LicenceText("z/LICENSE", "has ``` fences\n"),)
+        ),
+        Distribution("gamma", "1.0", "MIT", (mit,)),
+    ]
+    pins = [
+        PinnedArtifact(
+            pin("libzed", sha="cd" * 32), LicenceText("release/licenses/libzed.txt", APACHE)
+        ),
+        PinnedArtifact(pin("libfoo"), LicenceText("release/licenses/libfoo.txt", mit.text)),
+    ]
+    return dists, pins
+
+
+def test_notices_from_shuffled_inputs_are_identical() -> None:
+    dists, pins = sample_inputs()
+    expected = render_notices(dists, pins)
+    shuffler = random.Random(1234)
+    for _ in range(20):
+        shuffled_dists = [
+            Distribution(
+                d.name,
+                d.version,
+                d.licence,
+                tuple(shuffler.sample(d.licence_files, len(d.licence_files))),
+            )
+            for d in shuffler.sample(dists, len(dists))
+        ]
+        assert render_notices(shuffled_dists, shuffler.sample(pins, len(pins))) == expected
+
+
+def test_each_licence_text_is_printed_once_and_referenced_by_every_user() -> None:
+    dists, pins = sample_inputs()
+    text = render_notices(dists, pins)
+    mit_id = hashlib.sha256(normalise_text(MIT.encode()).encode()).hexdigest()[:12]
+    assert text.count("Permission is hereby granted") == 1
+    assert text.count(f"](#licence-{mit_id})") == 4  # alpha, beta, gamma and libfoo
+    assert "Used by: alpha 1.0, beta 2.0, gamma 1.0, libfoo v1.2.3." in text
+    assert text.count(f"### Licence {mit_id}") == 1
+
+
+def test_entries_are_sorted_by_code_point_and_the_output_is_plain_lf() -> None:
+    dists, pins = sample_inputs()
+    text = render_notices(dists, pins)
+    headings = [
+        line for line in text.splitlines() if line.startswith("### ") and "Licence " not in line
+    ]
+    # Code point order: "Zulu" (upper case) sorts before the lower-case names.
+    assert headings == [
+        "### libfoo v1.2.3",
+        "### libzed v1.2.3",
+        "### Zulu 0.1",
+        "### alpha 1.0",
+        "### beta 2.0",
+        "### gamma 1.0",
+    ]
+    assert "\r" not in text and text.endswith("\n") and not text.endswith("\n\n")
+    assert "<!-- pin: libfoo tag=v1.2.3 sha256=" + "ab" * 32 + " -->" in text
+    # A text holding a code fence is printed inside a longer one.
+    assert "````text\nhas ``` fences\n````" in text
+
+
+def test_licence_texts_are_normalised_before_deduplication() -> None:
+    assert normalise_text(b"\xef\xbb\xbfMIT  \r\nline two\r\n\r\n") == "MIT\nline two\n"
+    assert normalise_text(b"caf\xe9\n") == "caf\u00e9\n"  # Latin-1, not a crash
+    crlf = LicenceText("x", normalise_text(MIT.replace("\n", "\r\n").encode()))
+    assert crlf.text_id == LicenceText("y", normalise_text(MIT.encode())).text_id
+
+
+def test_generated_notices_are_reproducible_from_the_installed_distributions() -> None:
+    first = shipped_distributions()
+    assert shipped_distributions() == first
+    names = [d.name for d in first]
+    assert names == sorted(names)
+    assert "mux" not in names and {"httpx", "sigstore", "tomlkit"} <= set(names)
+
+
+# --- the committed file and the CLI ---------------------------------------------------------
+
+
+def test_the_committed_notices_are_current() -> None:
+    # What CI's `mux-release notices --check` enforces: regenerate after changing dependencies.
+    assert check_notices(DEFAULT_NOTICES_PATH, generate_notices(DEFAULT_PINS_PATH)) is None
+    assert check_pins(DEFAULT_PINS_PATH, notices_path=DEFAULT_NOTICES_PATH) == []
+
+
+def test_notices_check_exits_non_zero_with_a_diff_when_stale(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from release.cli import app
+
+    pins = tmp_path / "release" / "pins.toml"
+    pins.parent.mkdir()
+    pins.write_text("schema = 1\n")
+    output = tmp_path / "THIRD_PARTY_NOTICES.md"
+    options = ["--pins", str(pins), "--output", str(output)]
+    runner = CliRunner()
+    written = runner.invoke(app, ["notices", *options])
+    assert written.exit_code == 0, written.output
+    assert runner.invoke(app, ["notices", "--check", *options]).exit_code == 0
+
+    current = output.read_text()
+    output.write_text(current.replace("### httpx ", "### httpx-renamed ", 1))
+    stale = run_release("notices", "--check", *options)  # a real process, as CI runs it
+    assert stale.returncode == 1
+    assert "-### httpx-renamed " in stale.stdout and "+### httpx " in stale.stdout
+    assert stale.stdout.startswith("--- THIRD_PARTY_NOTICES.md (committed)")
+    assert stale.stderr.strip().endswith("is stale (run mux-release notices)")
+    assert "### httpx-renamed" in output.read_text()  # --check never writes
+
+    output.unlink()
+    assert runner.invoke(app, ["notices", "--check", *options]).exit_code == 1
+    assert not output.exists()
+
+
+def test_notices_refuse_a_pin_whose_licence_text_is_missing(tmp_path: Path) -> None:
+    pins = tmp_path / "release" / "pins.toml"
+    pins.parent.mkdir()
+    pins.write_text("schema = 1\n")
+    dists, _ = sample_inputs()
+    with pytest.raises(NoticesError, match=r"libfoo: its licence text .*libfoo.txt cannot be read"):
+        generate_notices(pins, pins=[pin("libfoo")], distributions=dists)
+    (pins.parent / "licenses").mkdir()
+    (pins.parent / "licenses" / "libfoo.txt").write_text(MIT)
+    text = generate_notices(pins, pins=[pin("libfoo")], distributions=dists)
+    assert "(`release/licenses/libfoo.txt`)" in text

@@ -1,0 +1,206 @@
+"""release/protocol_check.py: a protocol change without a PROTOCOL_VERSION bump fails."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from release.protocol_check import (
+    LOCK_PATH,
+    PROTOCOL_BEARING_FILES,
+    VERSION_FILE,
+    ProtocolError,
+    check_protocol,
+    file_fingerprint,
+    protocol_state,
+    read_sources,
+    record_protocol,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUMP_HINT = "bump PROTOCOL_VERSION and run mux-release protocol --record"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of the protocol-bearing files with a freshly recorded lock (no git)."""
+    root = tmp_path / "checkout"
+    for relative in PROTOCOL_BEARING_FILES:
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_ROOT / relative, root / relative)
+    (root / LOCK_PATH).parent.mkdir(parents=True, exist_ok=True)
+    record_protocol(root)
+    return root
+
+
+def edit(root: Path, old: str, new: str, *, path: str = VERSION_FILE) -> None:
+    target = root / path
+    text = target.read_text()
+    assert old in text, old
+    target.write_text(text.replace(old, new, 1))
+
+
+def bump(root: Path) -> int:
+    target = root / VERSION_FILE
+    text = target.read_text()
+    current = int(re.search(r"^PROTOCOL_VERSION = (\d+)$", text, re.M).group(1))  # type: ignore[union-attr]
+    target.write_text(
+        text.replace(f"PROTOCOL_VERSION = {current}", f"PROTOCOL_VERSION = {current + 1}")
+    )
+    return current + 1
+
+
+CHANGE = ('STATUS_PATH = "/api/status"', 'STATUS_PATH = "/api/v2/status"')
+
+
+def test_the_repository_lock_is_current() -> None:
+    # What CI's `mux-release protocol` enforces on every change to updater/protocol.py.
+    report = check_protocol(REPO_ROOT)
+    from updater.protocol import PROTOCOL_VERSION
+
+    assert report.current.protocol_version == PROTOCOL_VERSION
+    assert report.summary().startswith(f"protocol version {PROTOCOL_VERSION} (fingerprint ")
+
+
+def test_an_unchanged_copy_passes(tree: Path) -> None:
+    assert check_protocol(tree).release_tag is None  # no git here: the lock is the reference
+
+
+def test_a_change_without_a_bump_fails_and_cannot_be_recorded(tree: Path) -> None:
+    lock_before = (tree / LOCK_PATH).read_bytes()
+    edit(tree, *CHANGE)
+    with pytest.raises(ProtocolError) as caught:
+        check_protocol(tree)
+    assert caught.value.message == (
+        f"updater/protocol.py changed since {LOCK_PATH} was recorded but PROTOCOL_VERSION is "
+        f"still 1: {BUMP_HINT}"
+    )
+    with pytest.raises(ProtocolError, match=r"^refusing to record: updater/protocol.py changed"):
+        record_protocol(tree)
+    assert (tree / LOCK_PATH).read_bytes() == lock_before
+
+
+def test_a_change_with_a_bump_passes_once_recorded(tree: Path) -> None:
+    edit(tree, *CHANGE)
+    version = bump(tree)
+    with pytest.raises(ProtocolError, match=f"PROTOCOL_VERSION is {version} but .* records 1: run"):
+        check_protocol(tree)
+    state = record_protocol(tree)
+    assert state.protocol_version == version
+    assert json.loads((tree / LOCK_PATH).read_text())["protocol_version"] == version
+    assert check_protocol(tree).current == state
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('SERVICE_NAME = "mux"\n', 'SERVICE_NAME = "mux"  # the service name\n# a comment\n'),
+        ('    """The bytes a server answered', '    """Reworded: the bytes a server answered'),
+        (
+            "def to_json(self) -> dict[str, Any]:",
+            "def to_json(\n        self,\n    ) -> dict[str, Any]:",
+        ),
+    ],
+    ids=["comment", "docstring", "formatting"],
+)
+def test_comments_docstrings_and_layout_do_not_count(tree: Path, old: str, new: str) -> None:
+    before = file_fingerprint((tree / VERSION_FILE).read_text(), path=VERSION_FILE)
+    edit(tree, old, new)
+    assert file_fingerprint((tree / VERSION_FILE).read_text(), path=VERSION_FILE) == before
+    check_protocol(tree)
+
+
+def test_a_version_going_back_fails(tree: Path) -> None:
+    bump(tree)
+    record_protocol(tree)
+    edit(tree, "PROTOCOL_VERSION = 2", "PROTOCOL_VERSION = 1")
+    with pytest.raises(ProtocolError, match="PROTOCOL_VERSION went back from 2 to 1"):
+        check_protocol(tree)
+
+
+def test_a_missing_or_broken_lock_says_how_to_record(tree: Path) -> None:
+    (tree / LOCK_PATH).write_text("{not json")
+    with pytest.raises(ProtocolError, match="is not valid JSON"):
+        check_protocol(tree)
+    (tree / LOCK_PATH).unlink()
+    with pytest.raises(ProtocolError) as caught:
+        check_protocol(tree)
+    assert caught.value.hint == "run mux-release protocol --record"
+
+
+def test_a_version_that_is_not_a_literal_is_refused(tree: Path) -> None:
+    edit(tree, "PROTOCOL_VERSION = 1", "PROTOCOL_VERSION = 1 + 0")
+    with pytest.raises(ProtocolError, match="must be assigned an integer literal"):
+        check_protocol(tree)
+
+
+def git(root: Path, *args: str) -> None:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    subprocess.run(
+        ["git", "-C", str(root), "-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false", *args],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=30,
+    )
+
+
+def test_the_last_release_tag_is_checked_even_when_the_lock_was_hand_edited(tree: Path) -> None:
+    git(tree, "init", "-q", "-b", "main")
+    git(tree, "add", ".")
+    git(tree, "commit", "-q", "-m", "release")
+    git(tree, "tag", "v0.1.0")
+    assert check_protocol(tree).summary().endswith("unchanged since v0.1.0)")
+
+    # Someone changes the protocol and rewrites the lock by hand instead of bumping.
+    edit(tree, *CHANGE)
+    (tree / LOCK_PATH).unlink()
+    with pytest.raises(ProtocolError, match=r"^refusing to record: .* since release v0.1.0"):
+        record_protocol(tree)  # with no lock to compare, only the tag catches it
+    hand_written = protocol_state(read_sources(tree))
+    (tree / LOCK_PATH).write_text(hand_written.to_json())
+    with pytest.raises(ProtocolError) as caught:
+        check_protocol(tree)
+    assert caught.value.message == (
+        f"updater/protocol.py changed since release v0.1.0 but PROTOCOL_VERSION is still 1: "
+        f"{BUMP_HINT}"
+    )
+
+    bump(tree)
+    record_protocol(tree)
+    assert check_protocol(tree).current.protocol_version == 2
+
+
+def test_the_command_prints_one_line_and_exits_1(tree: Path) -> None:
+    command = [
+        sys.executable,
+        "-c",
+        "from release.cli import main; main()",
+        "protocol",
+        "--root",
+        str(tree),
+    ]
+    passing = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert passing.returncode == 0, passing.stderr
+    assert passing.stdout.startswith("protocol version 1 (fingerprint ")
+
+    edit(tree, *CHANGE)
+    failing = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert failing.returncode == 1
+    assert failing.stderr.count("\n") == 1 and BUMP_HINT in failing.stderr
+    assert "Traceback" not in failing.stderr

@@ -1,0 +1,314 @@
+"""release.build: stand-in and PyInstaller builds report exactly the build info baked in."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from release.build import (
+    BuildError,
+    build_standalone,
+    build_standin,
+    make_build_info,
+    write_build_info,
+)
+from release.package import package_release
+from tests.support.releases import KeyPair, make_keypair
+from updater._targets import TARGETS, detect_target
+from updater.buildinfo import BuildInfo
+from updater.errors import ParseError, UsageError
+
+HOST = detect_target()
+OTHER = next(t for t in TARGETS if t != HOST)
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[KeyPair, KeyPair]:
+    base = tmp_path_factory.mktemp("keys")
+    return make_keypair(base, name="current"), make_keypair(base, name="next")
+
+
+def expected_info(
+    version: str, protocol: int, target: str, repo: str, keys: list[str]
+) -> dict[str, object]:
+    return {
+        "version": version,
+        "protocol_version": protocol,
+        "target": target,
+        "repo": repo,
+        "development": False,
+        "trust": {
+            "minisign_keys": keys,
+            "oidc_issuer": "https://token.actions.githubusercontent.com",
+            "signer_workflow": ".github/workflows/release.yml",
+        },
+    }
+
+
+def run_mux(
+    executable: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(executable), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env if env is not None else {"PATH": os.environ["PATH"], "HOME": str(cwd or "/")},
+        timeout=120,
+    )
+
+
+def install_by_hand(archive: Path, home: Path, version: str) -> Path:
+    """Unpack like install.sh: versions/<version>/ holds the top folder's content; bin/mux links it."""
+    version_dir = home / "versions" / version
+    version_dir.mkdir(parents=True)
+    with tarfile.open(archive) as tar:
+        top = tar.getnames()[0]
+        for member in tar.getmembers():
+            if member.name == top:
+                continue
+            member.name = member.name.removeprefix(f"{top}/")
+            tar.extract(member, version_dir, filter="data")
+    bin_dir = home / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mux").symlink_to(version_dir / "mux")
+    return bin_dir / "mux"
+
+
+def test_standin_layout(tmp_path: Path, keys: tuple[KeyPair, KeyPair]) -> None:
+    current, _ = keys
+    folder = build_standin(
+        tmp_path,
+        version="0.2.0",
+        protocol_version=4,
+        repo="o/r",
+        minisign_keys=[current.public_key],
+        target=HOST,
+    )
+    assert folder == tmp_path / f"mux-{HOST}"
+    launcher = folder / "mux"
+    assert os.access(launcher, os.X_OK)
+    assert launcher.read_text().startswith("#!/bin/sh\n")
+    assert (folder / "lib" / "mux_entry.py").is_file()
+    package = folder / "lib" / "updater"
+    assert (package / "__main__.py").is_file() and (package / "buildinfo.py").is_file()
+    assert not list(folder.rglob("__pycache__")) and not list(folder.rglob("*.pyc"))
+    baked = json.loads((package / "_build_info.json").read_text())
+    assert baked == expected_info("0.2.0", 4, HOST, "o/r", [current.public_key])
+    check = subprocess.run(["sh", "-n", str(launcher)], capture_output=True)
+    assert check.returncode == 0
+
+
+def test_write_build_info_round_trips(tmp_path: Path, keys: tuple[KeyPair, KeyPair]) -> None:
+    info = make_build_info(
+        version="1.0.0rc1",
+        protocol_version=9,
+        target=OTHER,
+        repo="owner/name",
+        minisign_keys=[k.public_key for k in keys],
+    )
+    path = write_build_info(tmp_path, info)
+    assert path == tmp_path / "_build_info.json"
+    assert BuildInfo.from_json(json.loads(path.read_text())) == info
+    assert path.read_text().endswith("}\n")
+
+
+def test_build_settings_are_validated_before_anything_is_written(
+    tmp_path: Path, keys: tuple[KeyPair, KeyPair]
+) -> None:
+    good: dict[str, Any] = {"version": "0.2.0", "protocol_version": 1, "repo": "", "target": HOST}
+    current, following = keys
+    with pytest.raises(UsageError, match="not a published target"):
+        build_standin(
+            tmp_path, **{**good, "target": "sparc-sun-solaris"}, minisign_keys=[current.public_key]
+        )
+    with pytest.raises(ParseError, match="not a valid version"):
+        build_standin(tmp_path, **{**good, "version": "banana"}, minisign_keys=[current.public_key])
+    with pytest.raises(ParseError, match="not a minisign public key"):
+        build_standin(tmp_path, **good, minisign_keys=["RWnotakey"])
+    with pytest.raises(UsageError, match="at most 2"):
+        build_standin(
+            tmp_path,
+            **good,
+            minisign_keys=[current.public_key, following.public_key, current.public_key],
+        )
+    assert list(tmp_path.iterdir()) == []
+
+    build_standin(tmp_path, **good, minisign_keys=[current.public_key])
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with pytest.raises(BuildError, match="already exists"):
+        build_standin(tmp_path, **good, minisign_keys=[current.public_key])
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_public_key_files_are_accepted_and_stored_as_their_base64_line(
+    tmp_path: Path, keys: tuple[KeyPair, KeyPair]
+) -> None:
+    current, _ = keys
+    folder = build_standin(
+        tmp_path,
+        version="0.2.0",
+        protocol_version=1,
+        repo="",
+        minisign_keys=[current.public_key_path.read_text()],
+        target=HOST,
+    )
+    baked = json.loads((folder / "lib" / "updater" / "_build_info.json").read_text())
+    assert baked["trust"]["minisign_keys"] == [current.public_key]
+
+
+def test_packaged_standin_installed_by_hand_reports_its_build_info(
+    tmp_path: Path, keys: tuple[KeyPair, KeyPair]
+) -> None:
+    current, following = keys
+    folder = build_standin(
+        tmp_path / "build",
+        version="0.3.1",
+        protocol_version=6,
+        repo="owner/mux",
+        minisign_keys=[current.public_key, following.public_key],
+    )
+    package_release([folder], tmp_path / "rel", released_at="2024-01-01T00:00:00Z")
+    mux = install_by_hand(tmp_path / "rel" / f"mux-{HOST}.tar.gz", tmp_path / "home", "0.3.1")
+
+    expected = expected_info(
+        "0.3.1", 6, HOST, "owner/mux", [current.public_key, following.public_key]
+    )
+    # Through the bin symlink, from an unrelated working directory, in a minimal environment.
+    result = run_mux(mux, "version", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == expected
+    # Through PATH, under busybox sh and dash too (the launcher is plain POSIX sh).
+    for shell in ("dash", "busybox sh"):
+        by_path = subprocess.run(
+            [*shell.split(), "-c", "mux version --json"],
+            capture_output=True,
+            text=True,
+            env={"PATH": f"{mux.parent}:/usr/bin:/bin"},
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert by_path.returncode == 0, (shell, by_path.stderr)
+        assert json.loads(by_path.stdout) == expected
+    # Running it wrote nothing into the installed folder (its file list is re-checked later).
+    assert not list((tmp_path / "home" / "versions").rglob("__pycache__"))
+
+
+def test_launcher_without_readlink_f_follows_relative_links(
+    tmp_path: Path, keys: tuple[KeyPair, KeyPair]
+) -> None:
+    current, _ = keys
+    folder = build_standin(
+        tmp_path / "build",
+        version="0.2.0",
+        protocol_version=1,
+        repo="",
+        minisign_keys=[current.public_key],
+    )
+    # A readlink without -f (old macOS): the fallback walks the chain of links itself.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    real_readlink = shutil.which("readlink")
+    assert real_readlink
+    (tools / "readlink").write_text(
+        f'#!/bin/sh\ncase "$1" in -f) exit 1 ;; esac\nexec {real_readlink} "$@"\n'
+    )
+    (tools / "readlink").chmod(0o755)
+    chain = tmp_path / "chain"
+    chain.mkdir()
+    (chain / "hop").symlink_to(os.path.relpath(folder / "mux", chain))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mux").symlink_to("../chain/hop")
+    env = {"PATH": f"{bin_dir}:{tools}:/usr/bin:/bin"}
+    result = run_mux(bin_dir / "mux", "version", "--json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["version"] == "0.2.0"
+
+
+def test_lying_standin_reports_what_it_was_told(
+    tmp_path: Path, keys: tuple[KeyPair, KeyPair]
+) -> None:
+    current, _ = keys
+    folder = build_standin(
+        tmp_path,
+        version="0.2.0",
+        protocol_version=1,
+        repo="",
+        minisign_keys=[current.public_key],
+        target=HOST,
+        report_version="9.9.9",
+        report_target=OTHER,
+    )
+    assert folder.name == f"mux-{HOST}"
+    result = run_mux(folder / "mux", "version", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    reported = json.loads(result.stdout)
+    assert (reported["version"], reported["target"]) == ("9.9.9", OTHER)
+
+
+def test_standalone_refuses_cross_builds(tmp_path: Path, keys: tuple[KeyPair, KeyPair]) -> None:
+    with pytest.raises(UsageError, match="no cross-compiling"):
+        build_standalone(
+            tmp_path,
+            version="0.2.0",
+            protocol_version=1,
+            repo="",
+            minisign_keys=[keys[0].public_key],
+            target=OTHER,
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_real_standalone_build_reports_its_build_info(
+    tmp_path: Path, keys: tuple[KeyPair, KeyPair], capsys: pytest.CaptureFixture[str]
+) -> None:
+    current, following = keys
+    started = time.monotonic()
+    folder = build_standalone(
+        tmp_path / "dist",
+        version="0.4.0",
+        protocol_version=5,
+        repo="owner/mux",
+        minisign_keys=[current.public_key, following.public_key],
+    )
+    build_seconds = time.monotonic() - started
+    assert folder == tmp_path / "dist" / f"mux-{HOST}"
+    assert os.access(folder / "mux", os.X_OK)
+    assert not list(folder.rglob("*.py")), "a standalone build ships no Python sources to run"
+
+    # Packaged and installed like a release, run with no Python anywhere on PATH.
+    package_release([folder], tmp_path / "rel", released_at="2024-01-01T00:00:00Z")
+    mux = install_by_hand(tmp_path / "rel" / f"mux-{HOST}.tar.gz", tmp_path / "home", "0.4.0")
+    env = {"PATH": "/nonexistent", "HOME": str(tmp_path)}
+    result = run_mux(mux, "version", "--json", cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == expected_info(
+        "0.4.0", 5, HOST, "owner/mux", [current.public_key, following.public_key]
+    )
+
+    def best_of(command: list[str], runs: int = 5) -> float:
+        times = []
+        for _ in range(runs):
+            begin = time.monotonic()
+            subprocess.run(command, capture_output=True, env=env, check=True, timeout=60)
+            times.append(time.monotonic() - begin)
+        return min(times)
+
+    mux_seconds = best_of([str(mux), "version", "--json"])
+    python_seconds = best_of([sys.executable, "-c", "pass"])
+    with capsys.disabled():
+        print(
+            f"\nstandalone build: {build_seconds:.1f} s; `mux version --json`: {mux_seconds * 1000:.0f} ms;"
+            f" `python -c pass`: {python_seconds * 1000:.0f} ms"
+        )

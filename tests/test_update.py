@@ -1,0 +1,246 @@
+"""``mux update`` end to end: real installs in temporary HOMEs, real processes, loopback feeds."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.installs import Install, bootstrap, republish, snapshot
+from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
+from updater._targets import detect_target
+
+TARGET = detect_target()
+
+
+@pytest.fixture
+def feed(tmp_path: Path) -> Feed:
+    return make_feed(tmp_path / "f", versions=["0.1.0", "0.2.0"], protocols={"0.2.0": 2})
+
+
+@pytest.fixture
+def served(feed: Feed):
+    with serve_directory(feed.path) as url:
+        yield url
+
+
+@pytest.fixture
+def installed(tmp_path: Path, sandbox_env, feed: Feed, served: str) -> Install:
+    return bootstrap(tmp_path, sandbox_env, source=served, version="0.1.0",
+                     public_key=feed.keypair.public_key)
+
+
+def assert_untouched(install: Install, before: dict[str, str]) -> None:
+    after = snapshot(install.home, install.bin_dir)
+    after.pop(str(install.home / ".lock"), None)
+    before = {k: v for k, v in before.items() if k != str(install.home / ".lock")}
+    assert after == before
+    assert install.reported_version()["version"] == "0.1.0"
+
+
+def test_update_switches_atomically_and_keeps_previous(installed: Install) -> None:
+    assert installed.active() == "0.1.0"
+    assert installed.reported_version()["protocol_version"] == 1
+    result = installed.run("update", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["action"] == "updated"
+    assert (report["from_version"], report["to_version"]) == ("0.1.0", "0.2.0")
+    layers = {layer["layer"]: layer["status"] for layer in report["verification"]}
+    assert layers == {"signature": "ok", "manifest": "ok", "digest": "ok",
+                      "attestation": "skipped", "archive": "ok", "smoke-test": "ok"}
+    assert installed.active() == "0.2.0"
+    assert installed.reported_version()["version"] == "0.2.0"
+    assert sorted(p.name for p in (installed.home / "versions").iterdir()) == ["0.1.0", "0.2.0"]
+    record = json.loads((installed.home / "install.json").read_text())
+    assert record["active"] == "0.2.0" and record["previous"] == "0.1.0"
+    assert set(record["versions"]) == {"0.1.0", "0.2.0"}
+    # Nothing left behind.
+    leftovers = [p.name for p in installed.home.rglob("*") if ".partial-" in p.name
+                 or p.name.startswith((".download-", ".trash-"))]
+    assert leftovers == []
+
+    again = installed.run("update")
+    assert again.returncode == 0 and "already installed" in again.stdout
+
+
+def test_rollback_checks_files_then_switches(installed: Install) -> None:
+    assert installed.run("update").returncode == 0
+    result = installed.run("update", "--rollback")
+    assert result.returncode == 0, result.stderr
+    assert installed.active() == "0.1.0"
+    assert installed.reported_version()["version"] == "0.1.0"
+    # Roll forward again, tamper with the kept 0.1.0, and rollback must refuse.
+    assert installed.run("update", "--rollback").returncode == 0
+    assert installed.active() == "0.2.0"
+    victim = next(p for p in (installed.home / "versions" / "0.1.0").rglob("*.py"))
+    victim.write_text(victim.read_text() + "\n# tampered\n")
+    refused = installed.run("update", "--rollback")
+    assert refused.returncode == 3
+    assert "changed since they were installed" in refused.stderr
+    assert installed.active() == "0.2.0"
+
+
+def test_dry_run_changes_nothing(installed: Install) -> None:
+    before = snapshot(installed.home, installed.bin_dir)
+    result = installed.run("update", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "would update mux 0.1.0 → 0.2.0" in result.stdout
+    assert "nothing was changed" in result.stdout
+    assert_untouched(installed, before)
+
+
+def _fails_and_leaves_everything(install: Install, *args: str, code: int, text: str) -> None:
+    before = snapshot(install.home, install.bin_dir)
+    result = install.run("update", *args)
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert text in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("mux: ")] == lines[-1:], result.stderr
+    assert "Traceback" not in result.stderr
+    assert_untouched(install, before)
+
+
+def test_tampered_archive(installed: Install, feed: Feed) -> None:
+    archive = feed.releases["0.2.0"] / f"mux-{TARGET}.tar.gz"
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    archive.write_bytes(bytes(data))
+    _fails_and_leaves_everything(installed, code=3, text="verification failed (digest)")
+
+
+def test_tampered_sums(installed: Install, feed: Feed) -> None:
+    sums = feed.releases["0.2.0"] / "SHA256SUMS"
+    sums.write_text(sums.read_text().replace("manifest.json", "manifest.json ", 1).strip() + "\n")
+    _fails_and_leaves_everything(installed, code=3, text="verification failed (signature)")
+
+
+def test_missing_signature(installed: Install, feed: Feed) -> None:
+    (feed.releases["0.2.0"] / "SHA256SUMS.minisig").unlink()
+    _fails_and_leaves_everything(installed, code=3, text="has no SHA256SUMS.minisig")
+
+
+def test_untrusted_key(installed: Install, feed: Feed, tmp_path: Path) -> None:
+    other = make_keypair(tmp_path / "other")
+    republish(feed.releases["0.2.0"], other.secret_key())
+    _fails_and_leaves_everything(installed, code=3, text="untrusted minisign key")
+
+
+def test_oversized_download(installed: Install, feed: Feed) -> None:
+    archive = feed.releases["0.2.0"] / f"mux-{TARGET}.tar.gz"
+    archive.write_bytes(archive.read_bytes() + b"\0" * 4096)
+    _fails_and_leaves_everything(installed, code=3, text="larger than the")
+
+
+def _tarball(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for info, data in members:
+            archive.addfile(info, io.BytesIO(data) if data is not None else None)
+    return buffer.getvalue()
+
+
+def _file(name: str, data: bytes, mode: int = 0o755) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = len(data), mode
+    return info, data
+
+
+@pytest.mark.parametrize("attack", ["dotdot", "symlink", "absolute", "no-executable"])
+def test_unsafe_archive(installed: Install, feed: Feed, attack: str, tmp_path: Path) -> None:
+    top = f"mux-{TARGET}"
+    members = [_file(f"{top}/mux", b"#!/bin/sh\necho pwned\n")]
+    if attack == "dotdot":
+        members.append(_file(f"{top}/../../evil", b"x"))
+    elif attack == "symlink":
+        link = tarfile.TarInfo(f"{top}/escape")
+        link.type, link.linkname = tarfile.SYMTYPE, "../../../../etc"
+        members.append((link, None))
+    elif attack == "absolute":
+        members.append(_file("/tmp/evil", b"x"))
+    else:
+        members = [_file(f"{top}/not-mux", b"x")]
+    republish(feed.releases["0.2.0"], feed.keypair.secret_key(), archive=_tarball(members))
+    _fails_and_leaves_everything(installed, code=3, text="verification failed (archive)")
+    assert not (tmp_path / "evil").exists()
+
+
+@pytest.mark.parametrize("lie", ["version", "target"])
+def test_build_that_lies_about_itself(
+    installed: Install, feed: Feed, lie: str, tmp_path: Path
+) -> None:
+    """A build whose checksum is published but which is not what the manifest says it is."""
+    from release.build import build_standin
+
+    settings = {"report_version": "9.9.9"} if lie == "version" else {
+        "report_target": "aarch64-apple-darwin"}
+    folder = build_standin(tmp_path / "lying", version="0.2.0", protocol_version=2, repo="",
+                           minisign_keys=[feed.keypair.public_key], target=TARGET, **settings)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(folder, arcname=f"mux-{TARGET}")
+    republish(feed.releases["0.2.0"], feed.keypair.secret_key(), archive=buffer.getvalue())
+    _fails_and_leaves_everything(installed, code=3, text="verification failed (smoke-test)")
+
+
+def test_downgrade_needs_explicit_version_and_flag(installed: Install) -> None:
+    assert installed.run("update").returncode == 0
+    before = snapshot(installed.home, installed.bin_dir)
+    refused = installed.run("update", "--version", "0.1.0")
+    assert refused.returncode == 1 and "not downgrading" in refused.stderr
+    assert snapshot(installed.home, installed.bin_dir).keys() - {str(installed.home / ".lock")} <= before.keys()
+    allowed = installed.run("update", "--version", "0.1.0", "--allow-downgrade")
+    assert allowed.returncode == 0, allowed.stderr
+    assert installed.active() == "0.1.0"
+
+
+def test_plain_http_mirror_is_refused(installed: Install) -> None:
+    _fails_and_leaves_everything(
+        installed, "--source", "http://mirror.example.com/feed", code=1, text="only https://"
+    )
+
+
+def test_feed_without_trusted_key_fails_closed(tmp_path: Path, sandbox_env, served: str) -> None:
+    env = {**sandbox_env, "MUX_INSTALL_DIR": str(tmp_path / "bin"), "MUX_UPDATE_SOURCE": served}
+    from tests.conftest import run_mux
+
+    result = run_mux(["update", "--home", str(tmp_path / "h")], env)
+    assert result.returncode == 3
+    assert "no trusted minisign key" in result.stderr and "--trust-key" in result.stderr
+    assert not (tmp_path / "bin" / "mux").exists()
+    assert not (tmp_path / "h" / "versions").exists()
+
+
+def test_full_disk(installed: Install) -> None:
+    import resource
+    import signal
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, 16 * 1024))
+
+    before = snapshot(installed.home, installed.bin_dir)
+    from tests.conftest import run_mux
+
+    result = run_mux(["update"], installed.env, executable=[str(installed.mux)],
+                     preexec_fn=small_files)
+    assert result.returncode == 1, result.stderr
+    assert "File too large" in result.stderr
+    assert_untouched(installed, before)
+
+
+def test_package_manager_install_is_refused(installed: Install, tmp_path: Path) -> None:
+    import shutil
+
+    cellar = tmp_path / "homebrew" / "Cellar" / "mux" / "0.1.0"
+    shutil.copytree(installed.home / "versions" / "0.1.0", cellar)
+    env = {k: v for k, v in installed.env.items() if k != "MUX_HOME"}
+    from tests.conftest import run_mux
+
+    result = run_mux(["update"], env, executable=[str(cellar / "mux")])
+    assert result.returncode == 1
+    assert "managed by Homebrew" in result.stderr and "brew upgrade mux" in result.stderr

