@@ -369,19 +369,22 @@ pick_downloader() {
         "install curl (apt-get install curl, apk add curl, dnf install curl) and run this again"
 }
 
+# Any of these computes the same SHA-256; when several are there the fastest goes first
+# (OpenSSL's is several times faster than coreutils' sha256sum without SHA extensions, and
+# macOS's shasum is Perl). A tool is used only after it hashed the empty input correctly.
 pick_hasher() {
-    if has sha256sum; then
-        hasher=sha256sum
-    elif has shasum; then
-        hasher=shasum
-    elif has openssl; then
-        hasher=openssl
-    elif has busybox && busybox sha256sum </dev/null >/dev/null 2>&1; then
-        hasher=busybox
-    else
-        die 1 "no SHA-256 tool found (looked for sha256sum, shasum, openssl and busybox), so the download could not be verified" \
-            "install coreutils (sha256sum) or openssl and run this again; mux is never installed unverified"
-    fi
+    hasher=
+    for ph_tool in openssl sha256sum shasum busybox; do
+        has "$ph_tool" || continue
+        hasher=$ph_tool
+        ph_empty=$(hash_files /dev/null 2>/dev/null) || ph_empty=
+        case $ph_empty in
+            e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855*) return 0 ;;
+        esac
+        hasher=
+    done
+    die 1 "no SHA-256 tool found (looked for sha256sum, shasum, openssl and busybox), so the download could not be verified" \
+        "install coreutils (sha256sum) or openssl and run this again; mux is never installed unverified"
 }
 
 # sha256 of files: "<hex>  <name>" lines, in the order given, whatever the tool.
@@ -390,8 +393,13 @@ hash_files() {
         sha256sum) sha256sum -- "$@" ;;
         shasum) shasum -a 256 -- "$@" ;;
         busybox) busybox sha256sum "$@" ;;
-        openssl) openssl dgst -sha256 -r "$@" | sed 's/^\([0-9a-fA-F]\{64\}\) \*/\1  /' ;;
+        openssl) openssl dgst -sha256 "$@" | openssl_to_sums ;;
     esac
+}
+
+# "SHA2-256(name)= hex" (OpenSSL 3), "SHA256(name)= hex" (OpenSSL 1, LibreSSL) -> "hex  name".
+openssl_to_sums() {
+    sed -n 's/^[^(]*(\(.*\))= *\([0-9a-fA-F]\{64\}\)$/\2  \1/p'
 }
 
 sha256_of() {
@@ -437,35 +445,40 @@ curl_scheme_options() {
     fi
 }
 
-# download URL FILE: 0 on success; else sets dl_reason. The token is never put on curl's
-# command line (ps would show it).
-download() {
+# download_start URL FILE: start a download. curl and GNU wget run in the background
+# (dl_pid); BusyBox wget, which needs a retry loop here, runs to the end (dl_rc). The token
+# is never put on curl's command line (ps would show it).
+download_start() {
     dl_url=$1
     dl_out=$2
+    dl_err=$2.err
+    dl_pid=
+    dl_rc=0
     dl_reason=
-    dl_err="$work_dir/.download-error"
     check_url_scheme "$dl_url" || {
+        dl_rc=1
         dl_reason="refusing a plain-http URL (https is required outside this machine)"
-        return 1
+        return 0
     }
     dl_token=$(token_for "$dl_url")
     verbose "GET $dl_url"
-    dl_rc=0
     case $downloader in
         curl)
             # shellcheck disable=SC2046 # one option per line, no spaces in them
             set -- $(curl_scheme_options "$dl_url")
             if [ -n "$dl_token" ]; then
                 printf 'header = "Authorization: Bearer %s"\n' "$dl_token" |
-                    curl -K - -fsSL --retry 3 --connect-timeout 15 "$@" -o "$dl_out" -- "$dl_url" 2>"$dl_err" || dl_rc=$?
+                    curl -K - -fsSL --retry 3 --connect-timeout 15 "$@" -o "$dl_out" -- "$dl_url" 2>"$dl_err" 9>&- &
             else
-                curl -fsSL --retry 3 --connect-timeout 15 "$@" -o "$dl_out" -- "$dl_url" </dev/null 2>"$dl_err" || dl_rc=$?
+                curl -fsSL --retry 3 --connect-timeout 15 "$@" -o "$dl_out" -- "$dl_url" </dev/null 2>"$dl_err" 9>&- &
             fi
+            dl_pid=$!
             ;;
         wget)
             set -- -nv --tries=3 --timeout=30
             is_loopback_url "$dl_url" || set -- "$@" --secure-protocol=TLSv1_2 --https-only
-            wget "$@" -O "$dl_out" -- "$dl_url" </dev/null 2>"$dl_err" || dl_rc=$?
+            wget "$@" -O "$dl_out" -- "$dl_url" </dev/null 2>"$dl_err" 9>&- &
+            dl_pid=$!
             ;;
         busybox-wget)
             # BusyBox wget has no retry option: three tries here.
@@ -477,14 +490,32 @@ download() {
             done
             ;;
     esac
-    if [ "$dl_rc" -ne 0 ]; then
-        dl_reason=$(grep -v '^[[:space:]]*$' "$dl_err" 2>/dev/null | tail -n 1) || dl_reason=
-        [ -n "$dl_reason" ] || dl_reason="$downloader exited with status $dl_rc"
-        rm -f "$dl_out" "$dl_err"
+}
+
+# download_finish PID RC FILE: wait for a started download; 0 when FILE arrived, else
+# sets dl_reason (from the tool's last error line).
+download_finish() {
+    df_rc=$2
+    if [ -n "$1" ]; then
+        df_rc=0
+        wait "$1" || df_rc=$?
+    fi
+    if [ "$df_rc" -ne 0 ]; then
+        if [ -z "$dl_reason" ]; then
+            dl_reason=$(grep -v '^[[:space:]]*$' "$3.err" 2>/dev/null | tail -n 1) || dl_reason=
+            [ -n "$dl_reason" ] || dl_reason="$downloader exited with status $df_rc"
+        fi
+        rm -f "$3" "$3.err"
         return 1
     fi
-    rm -f "$dl_err"
+    rm -f "$3.err"
     return 0
+}
+
+# download URL FILE: 0 on success; else sets dl_reason.
+download() {
+    download_start "$1" "$2"
+    download_finish "$dl_pid" "$dl_rc" "$2"
 }
 
 # fetch URL FILE WHAT: download or stop with an error naming the URL.
@@ -526,26 +557,16 @@ resolve_paths() {
 # mkdir -p that remembers which directories it made, so a failed first install (and
 # --uninstall) can take them away again.
 make_dirs() {
-    md_missing=
     md_dir=$1
-    while [ ! -d "$md_dir" ] && [ -n "$md_dir" ] && [ "$md_dir" != / ]; do
-        md_missing="$md_dir
-$md_missing"
+    while [ -n "$md_dir" ] && [ ! -d "$md_dir" ]; do
+        created="${created}dir	$md_dir$nl"
         md_dir=${md_dir%/*}
     done
     mkdir -p "$1" || die 1 "could not create the directory $1" "check that you own its parent directory"
-    while IFS= read -r md_line; do
-        [ -n "$md_line" ] || continue
-        created="${created}dir	$md_line
-"
-    done <<EOF
-$md_missing
-EOF
 }
 
 note_created() {
-    created="${created}$1	$2
-"
+    created="${created}$1	$2$nl"
 }
 
 # Append this run's created paths to the record in MUX_HOME (read by --uninstall).
@@ -593,6 +614,10 @@ take_lock() {
 on_exit() {
     oe_rc=$?
     trap - EXIT
+    if [ -n "$prefetch_pid" ]; then
+        kill "$prefetch_pid" 2>/dev/null || true
+        wait "$prefetch_pid" 2>/dev/null || true
+    fi
     [ -z "$work_dir" ] || rm -rf "$work_dir"
     [ -z "$partial_dir" ] || rm -rf "$partial_dir"
     [ -z "$tmp_link" ] || rm -f "$tmp_link"
@@ -673,7 +698,7 @@ list_files() {
         sha256sum) "$@" sha256sum {} + ;;
         shasum) "$@" shasum -a 256 {} + ;;
         busybox) "$@" busybox sha256sum {} + ;;
-        openssl) "$@" openssl dgst -sha256 -r {} + | sed 's/^\([0-9a-fA-F]\{64\}\) \*/\1  /' ;;
+        openssl) "$@" openssl dgst -sha256 {} + | openssl_to_sums ;;
     esac | LC_ALL=C sort -k 2
 }
 
@@ -848,21 +873,6 @@ verify_archive() {
     say "Verified $archive_name (SHA-256 $archive_expected, $(hash_tool_name))."
 }
 
-# Every member under mux-<target>/, no absolute paths, no "..", no odd characters.
-check_members() {
-    cm_top=mux-$target
-    cm_list=$work_dir/members
-    tar -tzf "$archive" >"$cm_list" 2>/dev/null || die 3 "$release_url/$archive_name is not a readable .tar.gz archive" \
-        "the archive is malformed; report it"
-    cm_bad=$(awk -v top="$cm_top" '
-        { name = $0; sub(/\/$/, "", name) }
-        name != top && index(name, top "/") != 1 { print; exit }
-        name ~ /(^|\/)\.\.(\/|$)/ || name ~ /\\/ { print; exit }
-        END { if (NR == 0) print "(empty archive)" }' "$cm_list")
-    [ -z "$cm_bad" ] || die 3 "$release_url/$archive_name holds an unexpected member: $cm_bad" \
-        "the archive is malformed; report it"
-}
-
 # Symbolic links in the unpacked build must stay inside it.
 check_links() {
     (cd "$1" && find . -type l -print) | while IFS= read -r cl_link; do
@@ -909,14 +919,22 @@ smoke_test() {
         die 3 "the build in $release_url/$archive_name speaks protocol ${st_protocol:-(none)}, its manifest says $manifest_protocol" "report it"
 }
 
+# The archive is unpacked only after its checksum (and the signature of the checksums)
+# verified. tar keeps members inside the staging folder (GNU tar and bsdtar refuse "..",
+# BusyBox strips it, all strip a leading "/"); what arrives must be exactly mux-<target>/
+# with links that stay inside it. A listing pass before unpacking would add nothing: a
+# release that passed verification is run by the smoke test anyway.
 unpack() {
-    check_members
     partial_dir=$(mktemp -d "$versions_dir/$version.partial-XXXXXX") ||
         die 1 "could not create a staging folder in $versions_dir" "check the free space and permissions of $mux_home"
     tar -xzof "$archive" -C "$partial_dir" ||
         die 1 "could not unpack $archive_name into $partial_dir" "check the free space in $mux_home and run this again"
     staged=$partial_dir/mux-$target
-    [ -d "$staged" ] && [ -f "$staged/mux" ] || die 3 "$release_url/$archive_name has no mux-$target/mux executable" "report it"
+    un_top=$(cd "$partial_dir" && printf '%s\n' * .*) || un_top=
+    [ "$un_top" = "mux-$target$nl.$nl.." ] || [ "$un_top" = "mux-$target$nl.*" ] ||
+        die 3 "$release_url/$archive_name holds more than the folder mux-$target/" "the archive is malformed; report it"
+    [ -d "$staged" ] && [ ! -L "$staged" ] && [ -f "$staged/mux" ] ||
+        die 3 "$release_url/$archive_name has no mux-$target/mux executable" "report it"
     un_escape=$(check_links "$staged") || un_escape="(unreadable link)"
     [ -z "$un_escape" ] || die 3 "$release_url/$archive_name holds a link that leaves the build folder: $un_escape" "report it"
     chmod 755 "$staged" "$staged/mux"
@@ -1188,12 +1206,15 @@ setup_path() {
         return 0
     }
     sp_list=$(rc_files existing)
-    while IFS='	' read -r sp_kind sp_file; do
-        [ -n "$sp_file" ] || continue
-        add_block "$sp_kind" "$sp_file"
-    done <<EOF
-$sp_list
-EOF
+    set -f
+    sp_ifs=$IFS
+    IFS=$nl
+    for sp_line in $sp_list; do
+        IFS=$sp_ifs
+        add_block "${sp_line%%	*}" "${sp_line#*	}"
+    done
+    IFS=$sp_ifs
+    set +f
     if [ -n "$edited_files" ]; then
         say "Open a new terminal (or run: export PATH=\"$bin_dir:\$PATH\") to use mux."
     fi
@@ -1332,6 +1353,13 @@ cmd_install() {
     read_record
     resolve_release
     say "Release: mux $version for $target from $source_label"
+    archive=$work_dir/mux-$target.tar.gz
+    if [ "$active_version" != "$version" ] && [ ! -d "$versions_dir/$version" ]; then
+        # Fetch the archive while the small documents are fetched and verified; it is
+        # only used once they vouch for it.
+        download_start "$release_url/mux-$target.tar.gz" "$archive"
+        prefetch_pid=$dl_pid prefetch_rc=$dl_rc prefetch_reason=$dl_reason prefetch=1
+    fi
     fetch_release_documents
     verify_documents
 
@@ -1346,8 +1374,15 @@ cmd_install() {
         # The kept previous version is this very build: switch back to it, no download.
         say "Reusing the kept mux $version in $versions_dir/$version (its files are intact)."
     else
-        archive=$work_dir/$archive_name
-        fetch "$release_url/$archive_name" "$archive" "the mux archive"
+        if [ "$prefetch" = 1 ]; then
+            dl_reason=$prefetch_reason
+            download_finish "$prefetch_pid" "$prefetch_rc" "$archive" ||
+                die 1 "could not download the mux archive from $release_url/$archive_name: $dl_reason" \
+                    "check the network and proxy settings (HTTPS_PROXY, NO_PROXY) and that this release exists, then run again"
+            prefetch_pid=
+        else
+            fetch "$release_url/$archive_name" "$archive" "the mux archive"
+        fi
         verify_archive
         unpack
         place_version
@@ -1478,6 +1513,9 @@ main() {
     # read the rest of it either.
     exec </dev/null
     umask 022
+    nl=$(printf '\n_')
+    nl=${nl%_}
+    prefetch=0 prefetch_pid='' prefetch_rc=0 prefetch_reason=''
     work_dir='' partial_dir='' tmp_link='' tmp_record='' created='' installing=0
     lock_created=0 lock_path='' build_repo='' c_red='' c_yellow='' c_bold='' c_reset=''
     opt_quiet=0

@@ -31,7 +31,20 @@ from updater.models import parse_version
 
 PACKAGE_DIR = Path(updater.__file__).resolve().parent
 BUILD_INFO_NAME = BUILD_INFO_FILE.name
-ENTRY_POINT = "updater.__main__:main"
+DEV_ONLY_MODULES = (
+    "PyInstaller",
+    "_distutils_hack",
+    "_pytest",
+    "hypothesis",
+    "mypy",
+    "mypyc",
+    "pkg_resources",
+    "pytest",
+    "respx",
+    # setuptools' PyInstaller runtime hook imports it at every start (~0.5 s); mux never uses it.
+    "setuptools",
+    "tkinter",
+)
 
 
 class BuildError(MuxError):
@@ -121,7 +134,8 @@ if [ -z "$self" ]; then
 fi
 here=$(cd -P -- "$(dirname -- "$self")" && pwd -P) || exit 1
 # -B: never write __pycache__ into the installed folder (its file list is checked later).
-exec {python} -E -B "$here/lib/mux_entry.py" "$@"
+# MUX_STANDIN_LAUNCHER tells the entry point how it was invoked (as argv[0] of a frozen build).
+MUX_STANDIN_LAUNCHER=$0 exec {python} -E -B "$here/lib/mux_entry.py" "$@"
 """
 
 _STANDIN_ENTRY = """\
@@ -130,6 +144,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Behave like a standalone (frozen) build: argv[0] is the command the user ran, so that
+# `mux server restart` and friends re-run <bin>/mux, which mux update switches.
+sys.frozen = True
+sys.argv[0] = os.environ.pop("MUX_STANDIN_LAUNCHER", sys.argv[0])
 
 from updater.__main__ import main
 
@@ -238,7 +256,6 @@ def build_standalone(
             "-m",
             "PyInstaller",
             "--noconfirm",
-            "--clean",
             "--onedir",
             "--console",
             "--log-level=WARN",
@@ -252,6 +269,9 @@ def build_standalone(
             # sigstore reads its trust roots from package data at run time.
             "--collect-data=sigstore",
             f"--add-data={info_file}{os.pathsep}updater",
+            # Development tools reachable through optional plugin imports (pydantic's mypy
+            # plugin, hypothesis entry points) are never part of mux, nor is setuptools.
+            *(f"--exclude-module={name}" for name in DEV_ONLY_MODULES),
             str(entry),
         ]
         env = {**os.environ, "PYTHONHASHSEED": "0"}

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from updater.errors import MuxError, UsageError
+from updater.errors import EXIT_ERROR, MuxError, UsageError
 
 app = typer.Typer(
     name="mux-release",
@@ -198,6 +198,10 @@ def main() -> None:
     except MuxError as exc:
         print(f"mux-release: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # disk full, permissions, a file where a folder should be
+        detail = f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc)
+        print(f"mux-release: error: {detail}", file=sys.stderr)
+        sys.exit(EXIT_ERROR)
 
 
 # =========================================================================================

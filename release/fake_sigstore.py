@@ -444,7 +444,9 @@ class FakeSigstore:
         workflow in another repository, as GitHub's certificates do. ``with_tlog_entry=False`` mints what
         GitHub's private Sigstore instance produces: no transparency-log entry (and, here, no
         timestamp either). ``signed_at`` defaults to now; the certificate is valid for ten
-        minutes around it and the log's integrated time is exactly ``signed_at``.
+        minutes around it and the log's integrated time is exactly ``signed_at``. ``commit``,
+        the source commit the certificate records, defaults to a stand-in derived from
+        ``repository`` and ``ref``.
         """
         when = (signed_at or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
         issued = when - ISSUANCE_LEAD

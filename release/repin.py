@@ -250,27 +250,48 @@ def _hash_stream(chunks: Any, limit: int, what: str) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def _download_and_hash(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> tuple[str, int]:
-    """Stream the asset through sha256 with a size cap; nothing is written to disk.
+def _download_and_hash(
+    source: GitHubSource | FeedSource,
+    tag: str,
+    pin: Pin,
+    expected_size: int | None,
+    *,
+    quiet: bool,
+) -> tuple[str, int]:
+    """Fetch the asset and hash it; the bytes are not kept (the pin is their digest).
 
-    A private downloader: switch to the shared ``updater.download`` once it exists.
+    With a known size (GitHub's API lists it; a mirror folder is capped by ``max_bytes``) this
+    is the updater's own downloader: resumed with Range, never past the size, retried. A mirror
+    URL lists no sizes, so its body is streamed through sha256 here, capped by ``max_bytes``.
     """
+    from updater.download import download, make_progress
+
+    location = source.file_url(tag, pin.asset)
+    client = getattr(source, "client", None)
+    remote = location.startswith(("http://", "https://"))
+    if expected_size is not None or not remote:
+        with tempfile.TemporaryDirectory(prefix="mux-repin-") as scratch:
+            fetched = download(
+                location,
+                Path(scratch),
+                expected_size=expected_size if expected_size is not None else pin.max_bytes,
+                client=client,
+                label=f"{pin.asset} {tag}",
+                progress=make_progress(f"{pin.asset} {tag}", quiet=quiet),
+            )
+            return fetched.sha256, fetched.size
+
     import httpx
 
-    url = source.file_url(tag, pin.asset)
-    client = getattr(source, "client", None)
-    if client is None:  # a mirror folder on this machine
+    assert client is not None
+    with client.stream(location) as response:
         try:
-            with open(url, "rb") as handle:
-                return _hash_stream(iter(lambda: handle.read(CHUNK_SIZE), b""), pin.max_bytes, url)
-        except OSError as exc:
-            raise NetworkError(f"cannot read {url}: {exc.strerror}") from None
-    with client.stream(url) as response:
-        try:
-            return _hash_stream(response.iter_bytes(CHUNK_SIZE), pin.max_bytes, url)
+            return _hash_stream(response.iter_bytes(CHUNK_SIZE), pin.max_bytes, location)
         except httpx.HTTPError as exc:
             # A body shorter than its Content-Length, a reset or a stall: never a pin.
-            raise NetworkError(f"download of {url} failed: {exc or type(exc).__name__}") from None
+            raise NetworkError(
+                f"download of {location} failed: {exc or type(exc).__name__}"
+            ) from None
 
 
 def _sums_digest(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> str:
@@ -299,7 +320,7 @@ def _attestation_bundles(
     try:
         bundles = source.attestation_bundles(sha256)
     except NetworkError as exc:
-        if "HTTP 404" not in exc.message:
+        if exc.status != 404:
             raise
         bundles = []
     if not bundles:
@@ -416,7 +437,9 @@ def repin(
         release = _release_info(artifact_source, new_tag, pin)
 
         say(f"[3/7] download {pin.asset} of {new_tag}")
-        computed, size = _download_and_hash(artifact_source, new_tag, pin)
+        computed, size = _download_and_hash(
+            artifact_source, new_tag, pin, release.api_size, quiet=progress is None
+        )
         if release.api_size is not None and size != release.api_size:
             raise VerificationError(
                 f"{pin.asset}: downloaded {size} bytes, the release lists {release.api_size}"

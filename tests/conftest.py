@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -33,9 +35,14 @@ _LEAKY = (
 
 
 @pytest.fixture
-def sandbox_env(tmp_path: Path) -> dict[str, str]:
-    """A process environment whose HOME, XDG dirs and runtime dir live under tmp_path."""
+def sandbox_env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A process environment whose HOME and XDG dirs live under tmp_path.
+
+    The runtime dir (where servers put their sockets) is short, under /tmp, because a Unix
+    socket path must fit in about 104 bytes; servers left in it are stopped at the end.
+    """
     home = tmp_path / "home"
+    runtime = Path(tempfile.mkdtemp(prefix="mux-run-", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
     dirs = {
         "HOME": home,
@@ -43,17 +50,23 @@ def sandbox_env(tmp_path: Path) -> dict[str, str]:
         "XDG_DATA_HOME": home / ".local" / "share",
         "XDG_CONFIG_HOME": home / ".config",
         "XDG_STATE_HOME": home / ".local" / "state",
-        "XDG_RUNTIME_DIR": tmp_path / "run",
+        "XDG_RUNTIME_DIR": runtime,
     }
     for path in dirs.values():
         path.mkdir(parents=True, exist_ok=True)
-    (tmp_path / "run").chmod(0o700)
+    runtime.chmod(0o700)
     env.update({k: str(v) for k, v in dirs.items()})
     env["MUX_HTTP_BACKOFF"] = "0.05"
     env["MUX_HTTP_TIMEOUT"] = "5"
     env["NO_COLOR"] = "1"
     env.pop("PYTHONPATH", None)
-    return env
+    try:
+        yield env
+    finally:
+        from tests.support.servers import stop_servers_in
+
+        stop_servers_in(runtime / "mux")
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def run_mux(

@@ -74,14 +74,14 @@ def _sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _verify(
     fake: FakeSigstore,
-    bundle: bytes,
+    bundle: bytes | list[bytes],
     digests: str | list[str] = ARCHIVE_SHA,
     identity: AttestationIdentity = IDENTITY,
 ) -> AttestationReport:
     return verify_attestation(bundle, digests, identity, trusted_root=fake.trusted_root_path)
 
 
-def _rejected(fake: FakeSigstore, bundle: bytes, **kwargs: Any) -> str:
+def _rejected(fake: FakeSigstore, bundle: bytes | list[bytes], **kwargs: Any) -> str:
     with pytest.raises(VerificationError) as caught:
         _verify(fake, bundle, **kwargs)
     message = caught.value.message
@@ -168,6 +168,25 @@ def test_trusted_root_from_the_environment(
     assert report.trust_root == f"file:{fake.trusted_root_path}"
 
 
+def test_trusted_root_wrapped_in_a_client_trust_config(
+    fake: FakeSigstore, good_bundle: bytes, tmp_path: Path
+) -> None:
+    config = tmp_path / "trust_config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mediaType": "application/vnd.dev.sigstore.clienttrustconfig.v0.1+json",
+                "trustedRoot": json.loads(fake.trusted_root_path.read_text()),
+                "signingConfig": {
+                    "mediaType": "application/vnd.dev.sigstore.signingconfig.v0.2+json"
+                },
+            }
+        )
+    )
+    report = verify_attestation(good_bundle, ARCHIVE_SHA, IDENTITY, trusted_root=config)
+    assert report.trust_root == f"file:{config}"
+
+
 def test_json_lines_succeed_when_one_bundle_verifies(
     fake: FakeSigstore, good_bundle: bytes
 ) -> None:
@@ -185,6 +204,19 @@ def test_json_lines_succeed_when_one_bundle_verifies(
     assert message.startswith("attestation: none of the 2 bundles verified")
     assert "line 1: bundle is not valid JSON" in message
     assert "line 2: source repository is https://github.com/someone/else" in message
+
+
+def test_a_sequence_of_bundles_succeeds_when_one_verifies(
+    fake: FakeSigstore, good_bundle: bytes
+) -> None:
+    other = fake.attest(SUBJECTS, repository="someone/else", ref=TAG_REF, signed_at=SIGNED_AT)
+    # Pretty-printed bundles from separate sources: never joined into (broken) JSON lines.
+    assert _verify(fake, [b"{truncated", other, good_bundle]).signer_ref == TAG_REF
+
+    message = _rejected(fake, [b"{truncated", other])
+    assert message.startswith("attestation: none of the 2 bundles verified (bundle 1: bundle is")
+    assert "bundle 2: source repository is https://github.com/someone/else" in message
+    assert "no bundle to verify" in _rejected(fake, [])
 
 
 # -- wrong identities and statements: each names its check ----------------------------------------
@@ -255,6 +287,21 @@ def test_wrong_attestation_is_rejected_naming_the_check(fake: FakeSigstore, case
     bundle = fake.attest(subjects, **mint)
 
     assert expected in _rejected(fake, bundle)
+
+
+def test_signer_chosen_text_cannot_break_the_error_line(fake: FakeSigstore) -> None:
+    # Anyone can sign with Sigstore; what a statement says is the signer's choice.
+    bundle = fake.attest(
+        SUBJECTS,
+        repository=REPO,
+        ref=TAG_REF,
+        signed_at=SIGNED_AT,
+        predicate_type="https://evil.example/\n\x1b[2Jmux: verified OK" + "x" * 1000,
+    )
+    message = _rejected(fake, bundle)
+    assert "\x1b" not in message and "\\x1b[2J" in message and "\\n" in message
+    assert message.startswith("attestation: predicate type is https://evil.example/")
+    assert len(message) < 500
 
 
 def test_bundle_from_an_untrusted_instance(untrusted: FakeSigstore, fake: FakeSigstore) -> None:
@@ -523,6 +570,7 @@ def test_failed_online_refresh_warns_and_falls_back_to_the_shipped_root(
 def test_hanging_online_refresh_is_abandoned_after_the_timeout(
     good_bundle: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from sigstore.errors import TUFError
     from sigstore.models import ClientTrustConfig
 
     real_production = ClientTrustConfig.production
@@ -530,7 +578,10 @@ def test_hanging_online_refresh_is_abandoned_after_the_timeout(
 
     def production(offline: bool = False) -> ClientTrustConfig:
         if not offline:
-            release.wait(60)  # a TUF server that never answers
+            # A TUF server that never answers. Once released (at teardown) the abandoned
+            # thread must not touch the cache: HOME may already point back at the real one.
+            release.wait(60)
+            raise TUFError("released by the test")
         return real_production(offline=True)
 
     monkeypatch.setattr(ClientTrustConfig, "production", staticmethod(production))

@@ -245,6 +245,7 @@ def test_failed_refresh_falls_back_to_the_shipped_root_and_still_verifies(
 
 
 def test_hanging_refresh_falls_back_within_the_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sigstore.errors import TUFError
     from sigstore.models import ClientTrustConfig
 
     real_production = ClientTrustConfig.production
@@ -252,7 +253,10 @@ def test_hanging_refresh_falls_back_within_the_timeout(monkeypatch: pytest.Monke
 
     def production(offline: bool = False) -> ClientTrustConfig:
         if not offline:
+            # A TUF server that never answers. Once released (at teardown) the abandoned
+            # thread must not touch the cache: HOME may already point back at the real one.
             release.wait(60)
+            raise TUFError("released by the test")
         return real_production(offline=True)
 
     monkeypatch.setattr(ClientTrustConfig, "production", staticmethod(production))

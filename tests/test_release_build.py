@@ -270,6 +270,7 @@ def test_standalone_refuses_cross_builds(tmp_path: Path, keys: tuple[KeyPair, Ke
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # ~1.5 min of CPU; much longer on a busy 2-core machine
 def test_real_standalone_build_reports_its_build_info(
     tmp_path: Path, keys: tuple[KeyPair, KeyPair], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -286,6 +287,8 @@ def test_real_standalone_build_reports_its_build_info(
     assert folder == tmp_path / "dist" / f"mux-{HOST}"
     assert os.access(folder / "mux", os.X_OK)
     assert not list(folder.rglob("*.py")), "a standalone build ships no Python sources to run"
+    shipped = {p.name for p in (folder / "_internal").iterdir()}
+    assert not shipped & {"mypy", "hypothesis", "pytest", "_pytest", "PyInstaller", "setuptools"}
 
     # Packaged and installed like a release, run with no Python anywhere on PATH.
     package_release([folder], tmp_path / "rel", released_at="2024-01-01T00:00:00Z")

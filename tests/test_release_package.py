@@ -27,6 +27,7 @@ from release.package import (
 )
 from tests.support.releases import (
     KeyPair,
+    flip_byte,
     make_feed,
     make_keypair,
     make_release,
@@ -521,3 +522,32 @@ def test_cli_keygen_with_password_makes_a_key_minisign_can_use(tmp_path: Path) -
         ["minisign", "-Vm", message, "-p", keys / "minisign.pub"], capture_output=True
     )
     assert check.returncode == 0
+
+
+@pytest.mark.parametrize("victim", ["archive", "SHA256SUMS", "SHA256SUMS.minisig"])
+def test_real_tools_refuse_a_flipped_byte(tmp_path: Path, keypair: KeyPair, victim: str) -> None:
+    release = make_release(tmp_path / "feed", "0.2.0", protocol_version=1, keypair=keypair)
+    name = f"mux-{HOST}.tar.gz" if victim == "archive" else victim
+    flip_byte(release / name, position=-3 if victim == "SHA256SUMS.minisig" else -1)
+    sums = subprocess.run(
+        ["sha256sum", "-c", "--quiet", "SHA256SUMS"], cwd=release, capture_output=True
+    )
+    signature = subprocess.run(
+        ["minisign", "-Vm", "SHA256SUMS", "-p", str(keypair.public_key_path)],
+        cwd=release,
+        capture_output=True,
+    )
+    if victim == "archive":
+        assert sums.returncode != 0 and signature.returncode == 0
+    else:
+        assert signature.returncode != 0
+
+
+def test_cli_filesystem_errors_are_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "keys"
+    blocker.write_text("a file where the key folder should be")
+    result = mux_release("keygen", "--out-dir", blocker, "--no-password")
+    assert result.returncode == 1
+    assert result.stderr.startswith("mux-release: error: ")
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert blocker.read_text() == "a file where the key folder should be"

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
 import stat
@@ -35,7 +34,6 @@ from tests.support.servers import (
     start_fake_server,
     start_mux_server,
     start_mux_server_url,
-    stop_all,
     write_fake_mux,
 )
 from updater import buildinfo, server_daemon
@@ -242,11 +240,12 @@ def test_hung_servers_cost_one_timeout_not_one_each(mux_runtime_dir):
     assert elapsed < 1.5 * timeout
 
 
-def test_a_dripping_server_is_cut_at_the_deadline(mux_runtime_dir):
-    start_fake_server("drip", mux_runtime_dir / "drip.sock")
+@pytest.mark.parametrize("kind", ["drip", "drip-until-close"])
+def test_a_dripping_server_is_cut_at_the_deadline(mux_runtime_dir, kind):
+    start_fake_server(kind, mux_runtime_dir / "drip.sock")
     began = time.monotonic()
     report = query_server(str(mux_runtime_dir / "drip.sock"), timeout=0.5)
-    assert report.state == "hung"
+    assert (report.state, report.detail) == ("hung", "no answer within 0.5s")
     assert time.monotonic() - began < 1.0
 
 
@@ -323,6 +322,7 @@ def test_tcp_server_refuses_browser_requests(mux_runtime_dir):
 
     assert ask("POST", {"Origin": "https://evil.example"}) == 403
     assert ask("GET", {"Host": f"evil.example:{address.port}"}) == 403
+    assert ask("GET", {"Host": "localhost"}) == 200
     assert query_server(url).state == "live"  # still serving
 
 
@@ -338,19 +338,16 @@ def test_serve_creates_a_private_socket_in_a_private_dir(mux_runtime_dir):
     assert stat.S_IMODE(info.st_mode) == 0o600
 
 
-def test_serve_tightens_a_loose_runtime_dir_but_no_other_dir(mux_runtime_dir, tmp_path):
+def test_serve_tightens_a_loose_runtime_dir_but_no_other_dir(mux_runtime_dir):
     mux_runtime_dir.chmod(0o755)
     start_mux_server(mux_runtime_dir, "default")
     assert stat.S_IMODE(mux_runtime_dir.stat().st_mode) == 0o700
-    shared = Path(tempfile.mkdtemp(dir="/tmp", prefix="mux-shared-"))
-    try:
-        shared.chmod(0o755)
-        start_mux_server(shared, "custom")
-        assert stat.S_IMODE(shared.stat().st_mode) == 0o755
-        assert stat.S_IMODE(os.lstat(shared / "custom.sock").st_mode) == 0o600
-    finally:
-        stop_all()
-        shutil.rmtree(shared)
+    shared = mux_runtime_dir.parent / "shared"  # removed with the fixture's directory
+    shared.mkdir()
+    shared.chmod(0o755)
+    start_mux_server(shared, "custom")
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o755
+    assert stat.S_IMODE(os.lstat(shared / "custom.sock").st_mode) == 0o600
 
 
 def test_unknown_endpoints_get_404(mux_runtime_dir):

@@ -30,8 +30,9 @@ def served(feed: Feed):
 
 @pytest.fixture
 def installed(tmp_path: Path, sandbox_env, feed: Feed, served: str) -> Install:
-    return bootstrap(tmp_path, sandbox_env, source=served, version="0.1.0",
-                     public_key=feed.keypair.public_key)
+    return bootstrap(
+        tmp_path, sandbox_env, source=served, version="0.1.0", public_key=feed.keypair.public_key
+    )
 
 
 def assert_untouched(install: Install, before: dict[str, str]) -> None:
@@ -51,8 +52,14 @@ def test_update_switches_atomically_and_keeps_previous(installed: Install) -> No
     assert report["action"] == "updated"
     assert (report["from_version"], report["to_version"]) == ("0.1.0", "0.2.0")
     layers = {layer["layer"]: layer["status"] for layer in report["verification"]}
-    assert layers == {"signature": "ok", "manifest": "ok", "digest": "ok",
-                      "attestation": "skipped", "archive": "ok", "smoke-test": "ok"}
+    assert layers == {
+        "signature": "ok",
+        "manifest": "ok",
+        "digest": "ok",
+        "attestation": "skipped",
+        "archive": "ok",
+        "smoke-test": "ok",
+    }
     assert installed.active() == "0.2.0"
     assert installed.reported_version()["version"] == "0.2.0"
     assert sorted(p.name for p in (installed.home / "versions").iterdir()) == ["0.1.0", "0.2.0"]
@@ -60,8 +67,11 @@ def test_update_switches_atomically_and_keeps_previous(installed: Install) -> No
     assert record["active"] == "0.2.0" and record["previous"] == "0.1.0"
     assert set(record["versions"]) == {"0.1.0", "0.2.0"}
     # Nothing left behind.
-    leftovers = [p.name for p in installed.home.rglob("*") if ".partial-" in p.name
-                 or p.name.startswith((".download-", ".trash-"))]
+    leftovers = [
+        p.name
+        for p in installed.home.rglob("*")
+        if ".partial-" in p.name or p.name.startswith((".download-", ".trash-"))
+    ]
     assert leftovers == []
 
     again = installed.run("update")
@@ -176,10 +186,20 @@ def test_build_that_lies_about_itself(
     """A build whose checksum is published but which is not what the manifest says it is."""
     from release.build import build_standin
 
-    settings = {"report_version": "9.9.9"} if lie == "version" else {
-        "report_target": "aarch64-apple-darwin"}
-    folder = build_standin(tmp_path / "lying", version="0.2.0", protocol_version=2, repo="",
-                           minisign_keys=[feed.keypair.public_key], target=TARGET, **settings)
+    settings = (
+        {"report_version": "9.9.9"}
+        if lie == "version"
+        else {"report_target": "aarch64-apple-darwin"}
+    )
+    folder = build_standin(
+        tmp_path / "lying",
+        version="0.2.0",
+        protocol_version=2,
+        repo="",
+        minisign_keys=[feed.keypair.public_key],
+        target=TARGET,
+        **settings,
+    )
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
         archive.add(folder, arcname=f"mux-{TARGET}")
@@ -192,7 +212,10 @@ def test_downgrade_needs_explicit_version_and_flag(installed: Install) -> None:
     before = snapshot(installed.home, installed.bin_dir)
     refused = installed.run("update", "--version", "0.1.0")
     assert refused.returncode == 1 and "not downgrading" in refused.stderr
-    assert snapshot(installed.home, installed.bin_dir).keys() - {str(installed.home / ".lock")} <= before.keys()
+    assert (
+        snapshot(installed.home, installed.bin_dir).keys() - {str(installed.home / ".lock")}
+        <= before.keys()
+    )
     allowed = installed.run("update", "--version", "0.1.0", "--allow-downgrade")
     assert allowed.returncode == 0, allowed.stderr
     assert installed.active() == "0.1.0"
@@ -226,8 +249,9 @@ def test_full_disk(installed: Install) -> None:
     before = snapshot(installed.home, installed.bin_dir)
     from tests.conftest import run_mux
 
-    result = run_mux(["update"], installed.env, executable=[str(installed.mux)],
-                     preexec_fn=small_files)
+    result = run_mux(
+        ["update"], installed.env, executable=[str(installed.mux)], preexec_fn=small_files
+    )
     assert result.returncode == 1, result.stderr
     assert "File too large" in result.stderr
     assert_untouched(installed, before)
@@ -244,3 +268,141 @@ def test_package_manager_install_is_refused(installed: Install, tmp_path: Path) 
     result = run_mux(["update"], env, executable=[str(cellar / "mux")])
     assert result.returncode == 1
     assert "managed by Homebrew" in result.stderr and "brew upgrade mux" in result.stderr
+
+
+def _status(install: Install) -> dict[str, object]:
+    result = install.run("server", "status", "--json")
+    assert result.returncode == 0, result.stderr
+    servers = json.loads(result.stdout)["servers"]
+    live = [s for s in servers if s["state"] == "live"]
+    assert len(live) == 1, servers
+    return live[0]["status"]
+
+
+def test_a_running_server_survives_the_update(installed: Install) -> None:
+    started = installed.run("server", "start")
+    assert started.returncode == 0, started.stderr
+    before = _status(installed)
+    assert before["protocol_version"] == 1 and before["version"] == "0.1.0"
+
+    result = installed.run("update")
+    assert result.returncode == 20, result.stderr  # a live server needs a restart
+    assert "It keeps running" in result.stdout
+    command = next(
+        line.strip()
+        for line in result.stdout.splitlines()
+        if line.strip().startswith("mux server restart")
+    )
+    after = _status(installed)
+    assert after["pid"] == before["pid"] and after["protocol_version"] == 1
+
+    check = installed.run("update", "--check", "--json")
+    assert check.returncode == 20  # up to date, but the server speaks protocol 1
+    assert json.loads(check.stdout)["servers"][0]["restart_command"] == command
+
+    # The printed command works, run by the new mux against the old server.
+    args = command.split()[1:]
+    restarted = installed.run(*args)
+    assert restarted.returncode == 0, restarted.stderr
+    new = _status(installed)
+    assert new["pid"] != before["pid"]
+    assert (new["version"], new["protocol_version"]) == ("0.2.0", 2)
+    assert installed.run("update", "--check").returncode == 0
+
+
+def test_read_only_bin_dir(installed: Install) -> None:
+    import shutil
+    import subprocess
+
+    unshare = shutil.which("unshare")
+    probe = subprocess.run([unshare or "unshare", "-m", "true"], capture_output=True, check=False)
+    if unshare is None or probe.returncode != 0:
+        pytest.skip("needs a private mount namespace (unshare -m) for a read-only bind mount")
+    before = snapshot(installed.home, installed.bin_dir)
+    bin_dir = str(installed.bin_dir)
+    script = (
+        f'mount --bind "{bin_dir}" "{bin_dir}" && mount -o remount,bind,ro "{bin_dir}" '
+        f'&& exec "{installed.mux}" update'
+    )
+    result = subprocess.run(
+        [unshare, "-m", "sh", "-c", script],
+        env=installed.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "read-only file system" in result.stderr
+    assert_untouched(installed, before)
+
+
+def test_concurrent_updates_end_with_one_valid_install(installed: Install) -> None:
+    import subprocess
+
+    processes = [
+        subprocess.Popen(
+            [str(installed.mux), "update"],
+            env=installed.env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        for _ in range(4)
+    ]
+    outcomes = [(p.wait(180), p.stderr.read() if p.stderr else "") for p in processes]
+    for code, stderr in outcomes:
+        assert code == 0 or (code == 1 and "another mux update is running" in stderr), stderr
+    assert any(code == 0 for code, _ in outcomes)
+    assert installed.active() == "0.2.0"
+    assert installed.reported_version()["version"] == "0.2.0"
+    record = json.loads((installed.home / "install.json").read_text())
+    assert record["active"] == "0.2.0"
+    assert sorted(p.name for p in (installed.home / "versions").iterdir()) == ["0.1.0", "0.2.0"]
+
+
+@pytest.mark.slow
+def test_kill_9_at_any_moment_leaves_a_runnable_mux(installed: Install) -> None:
+    """50 updates killed at random moments; after each, mux runs at the old or new version."""
+    import random
+    import signal
+    import subprocess
+    import time
+
+    rng = random.Random(20261130)
+    # How long one update takes here, to spread the kills over its whole duration.
+    started = time.monotonic()
+    assert installed.run("update", "--version", "0.2.0").returncode == 0
+    duration = time.monotonic() - started
+    outcomes = {"0.1.0": 0, "0.2.0": 0}
+    for run in range(50):
+        wanted = "0.1.0" if installed.active() == "0.2.0" else "0.2.0"
+        process = subprocess.Popen(
+            [str(installed.mux), "update", "--version", wanted, "--allow-downgrade"],
+            env=installed.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            process.wait(timeout=rng.uniform(0, duration * 1.1))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        version = installed.reported_version()["version"]
+        assert version in outcomes, f"run {run}: mux reports {version}"
+        outcomes[str(version)] += 1
+        target = Path(os.readlink(installed.mux))
+        assert target.is_file(), f"run {run}: the link points at {target}, which is gone"
+    # The next run cleans up whatever the killed ones left.
+    assert installed.run("update", "--version", "0.2.0", "--allow-downgrade").returncode == 0
+    leftovers = [
+        p.name
+        for p in installed.home.rglob("*")
+        if ".partial-" in p.name or p.name.startswith((".download-", ".trash-"))
+    ]
+    leftovers += [p.name for p in installed.bin_dir.iterdir() if p.name != "mux"]
+    assert leftovers == []
+    assert sorted(p.name for p in (installed.home / "versions").iterdir()) == ["0.1.0", "0.2.0"]

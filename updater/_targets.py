@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
-import subprocess
 
 from .errors import MuxError
 
@@ -53,11 +51,15 @@ def _running_on_musl() -> bool:
     try:
         return not os.confstr("CS_GNU_LIBC_VERSION")
     except (ValueError, OSError):
+        import platform
+
         libc, _ = platform.libc_ver()
         return libc != "glibc"
 
 
 def _running_under_rosetta() -> bool:
+    import subprocess
+
     try:
         out = subprocess.run(
             ["sysctl", "-in", "sysctl.proc_translated"],
@@ -81,8 +83,8 @@ def detect_target() -> str:
                 hint="published targets: " + ", ".join(TARGETS),
             )
         return override
-    system = platform.system()
-    machine = platform.machine()
+    uname = os.uname()
+    system, machine = uname.sysname, uname.machine
     if system == "Linux":
         return target_for(system, machine, musl=_running_on_musl())
     if system == "Darwin":

@@ -162,7 +162,7 @@ def _warn_on_stderr(message: str) -> None:
 
 
 def verify_attestation(
-    bundle: bytes,
+    bundle: bytes | Sequence[bytes],
     subject_sha256: str | Collection[str],
     identity: AttestationIdentity,
     *,
@@ -173,15 +173,16 @@ def verify_attestation(
 ) -> AttestationReport:
     """Verify that ``bundle`` attests every digest in ``subject_sha256`` as built by ``identity``.
 
-    ``bundle`` is one JSON Sigstore bundle, or JSON lines with one bundle each (any one that
-    verifies suffices). The trust root is ``trusted_root``, else ``$MUX_SIGSTORE_TRUSTED_ROOT``,
+    ``bundle`` is one JSON Sigstore bundle, or JSON lines with one bundle each, or a sequence
+    of either (one per source, e.g. the release asset and the attestations API); any one bundle
+    that verifies suffices. The trust root is ``trusted_root``, else ``$MUX_SIGSTORE_TRUSTED_ROOT``,
     else Sigstore's production root: refreshed online within ``refresh_timeout`` seconds, or,
     when ``offline`` or when that fails (with a ``warn``), the copy cached by or shipped with
     sigstore. Raises :class:`VerificationError` on any failure, and nothing else.
     """
     digests = _expected_digests(subject_sha256)
     _check_identity(identity)
-    candidates = _split_bundles(bundle)
+    candidates = _candidates(bundle)
     verifier, trust_description = _load_verifier(trusted_root, offline, refresh_timeout, warn)
 
     failures: list[str] = []
@@ -226,6 +227,36 @@ def _check_identity(identity: AttestationIdentity) -> None:
         raise VerificationError("attestation: no signer workflow or issuer to check against")
 
 
+@dataclass(frozen=True)
+class _Unparsable:
+    """A candidate that is not even JSON; it fails with ``reason`` in its turn."""
+
+    reason: str
+
+
+def _candidates(bundle: bytes | Sequence[bytes]) -> list[tuple[str, Any]]:
+    if isinstance(bundle, bytes | bytearray | memoryview):
+        return _split_bundles(bytes(bundle))
+    if not bundle:
+        raise VerificationError("attestation: no bundle to verify")
+    candidates: list[tuple[str, Any]] = []
+    for number, raw in enumerate(bundle, start=1):
+        try:
+            documents = _split_bundles(raw)
+        except VerificationError as exc:
+            documents = [("bundle", _Unparsable(_strip_prefix(exc.message)))]
+        label = f"bundle {number}"
+        candidates.extend(
+            (label if inner == "bundle" else f"{label} {inner}", document)
+            for inner, document in documents
+        )
+    if len(candidates) > MAX_BUNDLES:
+        raise VerificationError(
+            f"attestation: {len(candidates)} bundles, more than the {MAX_BUNDLES} allowed"
+        )
+    return candidates
+
+
 def _split_bundles(raw: bytes) -> list[tuple[str, Any]]:
     """The bundle documents in ``raw``: one JSON document, or JSON lines."""
     if len(raw) > MAX_BUNDLE_BYTES:
@@ -252,7 +283,7 @@ def _split_bundles(raw: bytes) -> list[tuple[str, Any]]:
             lines.append((f"line {number}", json.loads(line)))
             parsed_any = True
         except (ValueError, RecursionError):
-            lines.append((f"line {number}", _NOT_JSON))
+            lines.append((f"line {number}", _Unparsable("bundle is not valid JSON")))
     # Only JSON lines when some line is JSON of its own: a truncated pretty-printed bundle is
     # reported as one JSON error, not as a complaint about every line.
     if not parsed_any or len(lines) < 2:
@@ -262,9 +293,6 @@ def _split_bundles(raw: bytes) -> list[tuple[str, Any]]:
             f"attestation: {len(lines)} bundles in one file, more than the {MAX_BUNDLES} allowed"
         )
     return lines
-
-
-_NOT_JSON = object()
 
 
 # -- trust root ----------------------------------------------------------------------------------
@@ -381,8 +409,8 @@ def _verify_one(
     verifier: Verifier,
     trust_description: str,
 ) -> AttestationReport:
-    if document is _NOT_JSON:
-        raise VerificationError("attestation: bundle is not valid JSON")
+    if isinstance(document, _Unparsable):
+        raise VerificationError(f"attestation: {document.reason}")
     if not isinstance(document, dict):
         raise VerificationError("attestation: bundle is not a JSON object")
     media_type = document.get("mediaType")
@@ -455,7 +483,7 @@ def _check_statement(
     """The checks sigstore-python leaves to its caller, on the verified DSSE payload."""
     if payload_type != IN_TOTO_PAYLOAD_TYPE:
         raise VerificationError(
-            f"attestation: payload type is {payload_type}, expected {IN_TOTO_PAYLOAD_TYPE}"
+            f"attestation: payload type is {_shown(payload_type)}, expected {IN_TOTO_PAYLOAD_TYPE}"
         )
     try:
         statement = json.loads(payload)
@@ -466,12 +494,12 @@ def _check_statement(
     statement_type = statement.get("_type")
     if statement_type != IN_TOTO_STATEMENT_V1:
         raise VerificationError(
-            f"attestation: statement type is {statement_type}, expected {IN_TOTO_STATEMENT_V1}"
+            f"attestation: statement type is {_shown(statement_type)}, expected {IN_TOTO_STATEMENT_V1}"
         )
     predicate_type = statement.get("predicateType")
     if predicate_type != SLSA_PROVENANCE_V1:
         raise VerificationError(
-            f"attestation: predicate type is {predicate_type}, expected {SLSA_PROVENANCE_V1}"
+            f"attestation: predicate type is {_shown(predicate_type)}, expected {SLSA_PROVENANCE_V1}"
         )
 
     listed: dict[str, str] = {}  # sha256 -> subject name
@@ -485,7 +513,9 @@ def _check_statement(
             listed.setdefault(sha256.lower(), str(subject.get("name", "")))
     for digest in digests:
         if digest not in listed:
-            names = ", ".join(name or "?" for name in list(listed.values())[:_MAX_LISTED_SUBJECTS])
+            names = ", ".join(
+                _shown(name or "?") for name in list(listed.values())[:_MAX_LISTED_SUBJECTS]
+            )
             more = "" if len(listed) <= _MAX_LISTED_SUBJECTS else ", ..."
             raise VerificationError(
                 f"attestation: subject digest mismatch: no subject has sha256 {digest} "
@@ -539,7 +569,7 @@ class _IdentityPolicy:
         issuer = _required(extensions, _OID_ISSUER_V2, "OIDC issuer", identity.issuer)
         if issuer != identity.issuer:
             raise VerificationError(
-                f"attestation: OIDC issuer is {issuer}, expected {identity.issuer}"
+                f"attestation: OIDC issuer is {_shown(issuer)}, expected {identity.issuer}"
             )
 
         repository_uri = _required(
@@ -547,7 +577,7 @@ class _IdentityPolicy:
         )
         if _canonical_uri(repository_uri) != _canonical_uri(identity.repository_uri):
             raise VerificationError(
-                f"attestation: source repository is {repository_uri}, "
+                f"attestation: source repository is {_shown(repository_uri)}, "
                 f"expected {identity.repository_uri}"
             )
 
@@ -557,21 +587,22 @@ class _IdentityPolicy:
         )
         if signer_uri is None or build_signer != signer_uri:
             raise VerificationError(
-                f"attestation: certificate's build signer URI {build_signer} differs from "
-                f"its subject alternative name {signer_uri}"
+                f"attestation: certificate's build signer URI {_shown(build_signer)} differs "
+                f"from its subject alternative name {_shown(signer_uri)}"
             )
         self._check_signer(signer_uri)
 
         source_ref = extensions.get(_OID_SOURCE_REPOSITORY_REF)
         if identity.ref is not None and source_ref != identity.ref:
             raise VerificationError(
-                f"attestation: source ref is {source_ref or 'missing'}, expected {identity.ref}"
+                f"attestation: source ref is {_shown(source_ref or 'missing')}, "
+                f"expected {identity.ref}"
             )
 
         runner = extensions.get(_OID_RUNNER_ENVIRONMENT)
         if identity.require_github_hosted_runner and runner != GITHUB_HOSTED:
             raise VerificationError(
-                f"attestation: runner environment is {runner or 'missing'}, "
+                f"attestation: runner environment is {_shown(runner or 'missing')}, "
                 f"expected {GITHUB_HOSTED}"
             )
 
@@ -604,7 +635,7 @@ class _IdentityPolicy:
             found_uri = found_canonical[len(prefix) :]
             expected_uri = expected_canonical[len(prefix) :]
         raise VerificationError(
-            f"attestation: signer workflow is {found_uri}@{found_ref}, "
+            f"attestation: signer workflow is {_shown(f'{found_uri}@{found_ref}')}, "
             f"expected {expected_uri}@{expected_ref or '<any ref>'}"
         )
 
@@ -676,7 +707,15 @@ def _get(document: Mapping[str, Any], *keys: str) -> Any:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    return _shown(" ".join(str(exc).split()) or type(exc).__name__)
+
+
+def _shown(value: object) -> str:
+    """``value`` safe for one terminal line: control characters escaped, length capped.
+
+    Statement fields are whatever the signer wrote, and anyone can sign with Sigstore.
+    """
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 3] + "..."
 
 

@@ -2,8 +2,8 @@
 
 A release build carries ``_build_info.json`` next to this module, written by
 ``mux-release build``. A development checkout has no such file: it reads its version from
-the package metadata, its protocol from :mod:`updater.protocol`, and says it is a
-development build. This module is on the fast path of ``mux version``: stdlib only.
+``updater.__version__`` (the single source hatchling writes into the package metadata), its
+protocol from :mod:`updater.protocol`, and says it is a development build. This module is on the fast path of ``mux version``: stdlib only.
 """
 
 from __future__ import annotations
@@ -74,16 +74,11 @@ class BuildInfo:
 
 
 def _development_build() -> BuildInfo:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        dist_version = version("mux")
-    except PackageNotFoundError:
-        dist_version = "0.0.0"
+    from . import __version__
     from ._targets import detect_target_or_empty
 
     return BuildInfo(
-        version=dist_version,
+        version=__version__,
         protocol_version=PROTOCOL_VERSION,
         target=detect_target_or_empty(),
         repo="",

@@ -39,6 +39,10 @@ class ParseError(MuxError):
 class NetworkError(MuxError):
     """A request failed: offline, DNS, TLS, proxy, HTTP status, timeout."""
 
+    def __init__(self, message: str, *, hint: str | None = None, status: int | None = None):
+        super().__init__(message, hint=hint)
+        self.status = status  # the HTTP status, when the server answered one
+
 
 class RateLimitError(NetworkError):
     pass

@@ -134,6 +134,7 @@ def _rate_limit_error(url: str, response: httpx.Response) -> RateLimitError:
     return RateLimitError(
         f"GitHub rate limit reached for {url}; it resets {when}",
         hint="set MUX_GITHUB_TOKEN (or GITHUB_TOKEN) to a token to raise the limit",
+        status=response.status_code,
     )
 
 
@@ -149,14 +150,16 @@ def _is_rate_limited(response: httpx.Response) -> bool:
 def status_error(url: str, response: httpx.Response) -> NetworkError:
     if _is_rate_limited(response):
         return _rate_limit_error(url, response)
-    if response.status_code == 404:
-        return NetworkError(f"{url} was not found (HTTP 404)")
-    if response.status_code in (401, 403):
+    status = response.status_code
+    if status == 404:
+        return NetworkError(f"{url} was not found (HTTP 404)", status=status)
+    if status in (401, 403):
         return NetworkError(
-            f"{url} refused access (HTTP {response.status_code})",
+            f"{url} refused access (HTTP {status})",
             hint="check MUX_GITHUB_TOKEN / GITHUB_TOKEN",
+            status=status,
         )
-    return NetworkError(f"{url} answered HTTP {response.status_code}")
+    return NetworkError(f"{url} answered HTTP {status}", status=status)
 
 
 @dataclass(frozen=True)

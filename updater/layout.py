@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .cache import atomic_write
 from .errors import InstallError, UsageError
 
 RECORD_NAME = "install.json"
@@ -105,8 +106,6 @@ def read_record(layout: Layout) -> dict[str, Any]:
 
 
 def write_record(layout: Layout, record: dict[str, Any]) -> None:
-    from .cache import atomic_write
-
     atomic_write(layout.record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
 
 
@@ -178,6 +177,16 @@ def running_install_home(module_file: str | None = None) -> Path | None:
     for parent in here.parents:
         if parent.name == "versions" and (parent.parent / RECORD_NAME).exists():
             return parent.parent
+    return None
+
+
+def running_version(layout: Layout, module_file: str | None = None) -> str | None:
+    """The version folder of ``layout`` that the running mux was started from, if any."""
+    here = Path(module_file or __file__).resolve()
+    versions = layout.versions.resolve()
+    for parent in here.parents:
+        if parent.parent == versions:
+            return parent.name
     return None
 
 

@@ -274,6 +274,8 @@ def http_request(
                 if watchdog.fired:
                     raise TimeoutError(f"no complete answer within {timeout:g}s") from exc
                 raise
+            if watchdog.fired:  # a body read until close ends quietly when the watchdog cuts it
+                raise TimeoutError(f"no complete answer within {timeout:g}s")
         return response.status, body
     finally:
         connection.close()

@@ -205,12 +205,87 @@ class GitHubSource:
         return digests
 
     def attestation_bundles(self, sha256: str) -> list[bytes]:
-        doc = self._api_json(f"/repos/{self.repo}/attestations/sha256:{sha256}")
-        bundles = []
-        for entry in (doc or {}).get("attestations") or []:
-            if isinstance(entry, dict) and isinstance(entry.get("bundle"), dict):
-                bundles.append(json.dumps(entry["bundle"]).encode())
+        """The SLSA provenance bundles GitHub lists for ``sha256``, one JSON line each.
+
+        An item carries its bundle inline (``{"bundle": {...}}``) or, since 2026-07-16, as
+        ``"bundle": null`` (or no ``bundle`` at all) plus a ``bundle_url``: a pre-signed blob
+        of snappy-compressed JSON (notes §1.4), fetched by :meth:`_download_bundle`. An item
+        that cannot be read is skipped when another one can; when none can, this raises a
+        :class:`NetworkError` naming the URL that failed.
+        """
+        from urllib.parse import urlencode
+
+        provenance = "https://slsa.dev/provenance/v1"
+        path = f"/repos/{self.repo}/attestations/sha256:{sha256}"
+        query = urlencode({"predicate_type": provenance})
+        doc = self._api_json(f"{path}?{query}")
+        entries = doc.get("attestations", []) if isinstance(doc, dict) else None
+        if not isinstance(entries, list):
+            raise NetworkError(f"{self.api}{path} did not answer a list of attestations")
+        bundles: list[bytes] = []
+        failures: list[str] = []
+        for entry in entries[:30]:  # the API's default page; the verifier takes at most 32
+            if not isinstance(entry, dict):
+                failures.append(f"{self.api}{path} listed an attestation that is not an object")
+                continue
+            kind = entry.get("predicate_type")
+            if isinstance(kind, str) and kind != provenance:
+                continue  # e.g. GitHub's immutable-release attestation, if the filter is ignored
+            try:
+                if isinstance(entry.get("bundle"), dict):
+                    bundles.append(json.dumps(entry["bundle"]).encode())
+                elif isinstance(entry.get("bundle_url"), str):
+                    bundles.append(self._download_bundle(entry["bundle_url"]))
+                else:
+                    raise NetworkError(
+                        f"{self.api}{path} listed an attestation with neither a bundle "
+                        "nor a bundle_url"
+                    )
+            except NetworkError as exc:
+                failures.append(exc.message)
+        if failures and not bundles:
+            more = f" (and {len(failures) - 1} more failed)" if len(failures) > 1 else ""
+            raise NetworkError(failures[0] + more)
         return bundles
+
+    @staticmethod
+    def _download_bundle(url: str, *, max_size: int = 16 * 1024 * 1024) -> bytes:
+        """One ``bundle_url`` blob as a one-line JSON bundle.
+
+        The blob lives on another host (Azure storage for github.com), so it is fetched by a
+        client of its own: no GitHub token, only that URL's host (HTTPS, or loopback HTTP),
+        at most ``max_size`` bytes. It is snappy (block or framed) or plain JSON, and it
+        decompresses to at most ``max_size`` bytes. Errors name the URL without its query,
+        which carries the pre-signed access signature.
+        """
+        from urllib.parse import urlsplit
+
+        import httpx
+
+        from . import snappy
+
+        try:
+            shown = urlsplit(url)._replace(query="", fragment="").geturl()
+            policy = HostPolicy(allowed_hosts=frozenset({url_origin(url)}))
+            with HttpClient(policy=policy, token=None) as client:
+                blob = client.get(url, max_size=max_size).content
+            stored_plain = blob.lstrip()[:1] == b"{"  # an uncompressed blob is JSON as it is
+            text = blob if stored_plain else snappy.decompress(blob, max_size=max_size)
+        except (NetworkError, ParseError) as exc:
+            message = exc.message.replace(url, shown)
+            raise NetworkError(
+                f"cannot read the attestation bundle at {shown}: {message}"
+            ) from None
+        except (ValueError, httpx.InvalidURL):  # what urlsplit and httpx say of a broken URL
+            raise NetworkError(f"GitHub listed a malformed bundle_url {url[:200]!r}") from None
+        try:
+            document = json.loads(text)
+        except (ValueError, RecursionError):
+            raise NetworkError(f"the attestation bundle at {shown} is not valid JSON") from None
+        if not isinstance(document, dict):
+            raise NetworkError(f"the attestation bundle at {shown} is not a JSON object")
+        # One line: the verifier reads several bundles joined by newlines as JSON lines.
+        return json.dumps(document).encode()
 
 
 class FeedSource:

@@ -17,7 +17,14 @@ from . import buildinfo, models
 from .buildinfo import BuildInfo
 from .errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, NetworkError
 from .http import is_loopback_host
-from .layout import Layout, ensure_writable, read_record, resolve_layout, verify_files
+from .layout import (
+    Layout,
+    ensure_writable,
+    read_record,
+    resolve_layout,
+    running_version,
+    verify_files,
+)
 from .verify import LAYER_ARCHIVE, LAYER_SMOKE_TEST, TrustPolicy, VerificationLog
 
 
@@ -219,7 +226,6 @@ def _update(layout: Layout, build: BuildInfo, options: UpdateOptions) -> UpdateR
         _install(layout, source, _Verified(tag, sums, manifest, asset, policy), result)
     finally:
         source.close()
-    result.action = "updated"
     result.servers = _server_verdicts(manifest.protocol_version)
     return result
 
@@ -254,6 +260,9 @@ def _install(layout: Layout, source: Any, verified: _Verified, result: UpdateRes
     log = result.verification
     with install_lock(layout):
         remove_leftovers(layout)
+        if layout.active_version() == manifest.version:
+            result.action = "up-to-date"  # a concurrent update got here first
+            return
         api_digests: dict[str, str] = {}
         if source.kind == "github":
             try:
@@ -311,10 +320,13 @@ def _install(layout: Layout, source: Any, verified: _Verified, result: UpdateRes
             "installed_by": "mux update",
         }
         switch_link(layout, manifest.version)
+        result.action = "updated"
         keep = [manifest.version]
         if previous and previous != manifest.version:
             keep.append(previous)
-        result.removed_versions = prune_versions(layout, keep)
+        # Never delete the files this very process runs from; the next update prunes them.
+        running = running_version(layout)
+        result.removed_versions = prune_versions(layout, [*keep, *([running] if running else [])])
         record.update(
             {
                 "schema": 1,

@@ -14,7 +14,6 @@ Every failure raises :class:`VerificationError` naming the layer.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,15 +219,10 @@ def verify_release_attestation(
         return
     from .attestation import verify_attestation
 
-    trusted_root = policy.trusted_root
-    if trusted_root is None and os.environ.get("MUX_SIGSTORE_TRUSTED_ROOT"):
-        trusted_root = Path(os.environ["MUX_SIGSTORE_TRUSTED_ROOT"])
     try:
+        # The trust root: policy.trusted_root, else MUX_SIGSTORE_TRUSTED_ROOT, else Sigstore's.
         report = verify_attestation(
-            b"\n".join(bundles) if len(bundles) > 1 else bundles[0],
-            sha256,
-            policy.identity(tag),
-            trusted_root=trusted_root,
+            bundles, sha256, policy.identity(tag), trusted_root=policy.trusted_root
         )
     except VerificationError as exc:
         raise _fail(LAYER_ATTESTATION, exc.message.removeprefix("attestation: ")) from None

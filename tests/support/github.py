@@ -244,7 +244,7 @@ def serve_github(fake: FakeGitHub) -> Iterator[FakeGitHub]:
         for role in ("web", "api"):
             server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake, role))
             server.daemon_threads = True
-            threading.Thread(target=server.serve_forever, daemon=True).start()
+            threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
             servers.append(server)
             url = f"http://127.0.0.1:{server.server_address[1]}"
             if role == "web":

@@ -73,8 +73,13 @@ def snapshot(*roots: Path) -> dict[str, str]:
     return state
 
 
-def republish(release_dir: Path, secret_key: SecretKey, *, archive: bytes | None = None,
-              target: str | None = None) -> None:
+def republish(
+    release_dir: Path,
+    secret_key: SecretKey,
+    *,
+    archive: bytes | None = None,
+    target: str | None = None,
+) -> None:
     """Replace a release's archive and re-issue manifest.json, SHA256SUMS and the signature.
 
     This is what a compromised build would publish: every digest and the signature are

@@ -30,6 +30,9 @@ What you get:
   ``release.package.rehash_sums`` and then :func:`sign_release_dir`).
 * :func:`make_feed` makes a whole feed of several releases with one key pair.
 * :func:`serve_directory` serves a folder over real HTTP on 127.0.0.1.
+* :func:`flip_byte` corrupts one byte of a file in place (tamper tests).
+* :func:`sign_release_dir` (re)signs a release, e.g. with another key pair after
+  ``make_release(..., sign=False)`` for "signed by an untrusted key" cases.
 
 Build info baked into each build trusts ``keypair.public_key`` (unless ``build`` overrides
 ``minisign_keys``), targets default to this machine's target, and ``repo`` to ``""``.
@@ -179,6 +182,13 @@ def make_feed(
         feed.path.mkdir(parents=True, exist_ok=True)
         write_feed_index(feed.path)
     return feed
+
+
+def flip_byte(path: Path, position: int = -1) -> None:
+    """Invert one byte of ``path`` in place (default: the last one)."""
+    data = bytearray(Path(path).read_bytes())
+    data[position] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

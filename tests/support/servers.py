@@ -39,6 +39,7 @@ from updater.servers import query_server, runtime_dir
 FakeKind = Literal[
     "hung",  # listens, never accepts: the connection succeeds, no answer ever comes
     "drip",  # answers a valid status line one byte at a time, slower than any timeout
+    "drip-until-close",  # the same without Content-Length: the body ends when the socket does
     "garbage",  # HTTP 200 with an HTML body
     "not-http",  # answers bytes that are not HTTP at all
     "http-error",  # HTTP 500
@@ -214,9 +215,10 @@ class FakeServer:
     def _answer(self, connection: socket.socket) -> None:
         with contextlib.suppress(OSError):
             request = self._read_request(connection)
-            if self.kind == "drip":
+            if self.kind in ("drip", "drip-until-close"):
                 body = b'{"service": "mux", "protocol_version": 1, "version": "0.0.1"}'
-                answer = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+                length = b"Content-Length: %d\r\n" % len(body) if self.kind == "drip" else b""
+                answer = b"HTTP/1.0 200 OK\r\n" + length + b"\r\n" + body
                 for byte in answer:
                     if self._closed.wait(0.1):  # a slow sender, not test synchronisation
                         break

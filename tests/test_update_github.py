@@ -1,0 +1,206 @@
+"""``mux update`` from a loopback GitHub impersonator, with Sigstore attestations.
+
+The attestations come from a throwaway Sigstore instance (release.fake_sigstore) whose
+trusted root mux is pointed at with MUX_SIGSTORE_TRUSTED_ROOT; everything else (signature,
+digests, GitHub's asset digest, the attestation policy) is the production path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from release.fake_sigstore import FakeSigstore
+from tests.support.github import FakeGitHub, github_env, serve_github
+from tests.support.installs import Install, bootstrap, republish, snapshot
+from tests.support.releases import KeyPair, make_keypair, make_release
+from updater import models
+
+REPO = "acme/mux"
+
+
+@pytest.fixture(scope="module")
+def sigstore(tmp_path_factory: pytest.TempPathFactory) -> FakeSigstore:
+    return FakeSigstore.create(tmp_path_factory.mktemp("sigstore"))
+
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+    return make_keypair(tmp_path_factory.mktemp("keys"))
+
+
+def attest(release_dir: Path, keypair: KeyPair, sigstore: FakeSigstore, **overrides) -> None:
+    """Attest a release's archives and manifest the way the release workflow does."""
+    manifest = models.parse_manifest((release_dir / "manifest.json").read_bytes())
+    subjects = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in release_dir.iterdir()
+        if p.name.endswith(".tar.gz") or p.name == "manifest.json"
+    }
+    subjects.update(overrides.pop("subjects", {}))
+    settings = {"repository": REPO, "ref": f"refs/tags/v{manifest.version}", **overrides}
+    bundle = sigstore.attest(subjects, **settings)
+    (release_dir / models.attestation_name(manifest.version)).write_bytes(bundle)
+    republish(release_dir, keypair.secret_key())
+
+
+@pytest.fixture
+def github(tmp_path: Path, keypair: KeyPair, sigstore: FakeSigstore):
+    root = tmp_path / "releases"
+    for version, protocol in (("0.1.0", 1), ("0.2.0", 2)):
+        release = make_release(root, version, protocol_version=protocol, keypair=keypair, repo=REPO)
+        attest(release, keypair, sigstore)
+    with serve_github(FakeGitHub(root=root, repo=REPO)) as fake:
+        yield fake
+
+
+@pytest.fixture
+def installed(tmp_path: Path, sandbox_env, github: FakeGitHub, sigstore, keypair) -> Install:
+    env = {
+        **sandbox_env,
+        **github_env(github),
+        "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+    }
+    return bootstrap(tmp_path, env, source="github", version="0.1.0", public_key=keypair.public_key)
+
+
+def test_github_update_verifies_every_layer(installed: Install, github: FakeGitHub) -> None:
+    result = installed.run("update", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    layers = {layer["layer"]: layer for layer in report["verification"]}
+    assert [layer["status"] for layer in report["verification"]] == ["ok"] * 6
+    assert "GitHub's asset digest" in layers["digest"]["detail"]
+    assert ".github/workflows/release.yml@refs/tags/v0.2.0" in layers["attestation"]["detail"]
+    assert installed.active() == "0.2.0"
+    # The check and the download went around the API; only digests used it.
+    api = [r.path for r in github.requests_to("api") if not r.path.startswith("/_dl/")]
+    assert api == ["/repos/acme/mux/releases/tags/v0.2.0"] or all(
+        "/releases/tags/" in p for p in api
+    )
+
+
+def test_attestation_from_the_api_when_the_release_has_none(
+    installed: Install, github: FakeGitHub
+) -> None:
+    release = github.root / "v0.2.0"
+    bundle_path = release / "mux-0.2.0.sigstore.json"
+    archive = next(release.glob("*.tar.gz"))
+    github.attestations[hashlib.sha256(archive.read_bytes()).hexdigest()] = bundle_path.read_bytes()
+    bundle_path.unlink()
+    from tests.support.installs import republish as reissue
+    from updater.minisign import SecretKey  # noqa: F401  (re-sign below)
+
+    result = installed.run("update", "--json")
+    # SHA256SUMS still lists the removed bundle, which is fine: only fetched files are checked.
+    assert result.returncode == 0, result.stderr
+    detail = {x["layer"]: x["detail"] for x in json.loads(result.stdout)["verification"]}
+    assert "attestations API" in detail["attestation"]
+    del reissue
+
+
+BAD_ATTESTATIONS = {
+    "another repository": ({"repository": "evil/mux"}, "repository"),
+    "another workflow": ({"signer_workflow": ".github/workflows/other.yml"}, "workflow"),
+    "another tag": ({"ref": "refs/tags/v9.9.9"}, "refs/tags/v0.2.0"),
+    "self-hosted runner": ({"runner_environment": "self-hosted"}, "runner"),
+    "another digest": ({"subjects": {"x": "00" * 32}}, "sha256"),
+    "no log entry": ({"with_tlog_entry": False}, "attestation"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ATTESTATIONS))
+def test_bad_attestation_is_refused(
+    case: str, installed: Install, github: FakeGitHub, keypair: KeyPair, sigstore: FakeSigstore
+) -> None:
+    overrides, word = BAD_ATTESTATIONS[case]
+    release = github.root / "v0.2.0"
+    if case == "another digest":
+        # Attest only something else: the archive's digest is then not a subject.
+        manifest = models.parse_manifest((release / "manifest.json").read_bytes())
+        bundle = sigstore.attest(
+            {"x": "00" * 32}, repository=REPO, ref=f"refs/tags/v{manifest.version}"
+        )
+        (release / "mux-0.2.0.sigstore.json").write_bytes(bundle)
+        republish(release, keypair.secret_key())
+    else:
+        attest(release, keypair, sigstore, **overrides)
+    before = snapshot(installed.home, installed.bin_dir)
+    result = installed.run("update")
+    assert result.returncode == 3, result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith("mux: verification failed (attestation)") and word in error, error
+    after = snapshot(installed.home, installed.bin_dir)
+    assert {k: v for k, v in after.items() if not k.endswith(".lock")} == {
+        k: v for k, v in before.items() if not k.endswith(".lock")
+    }
+    assert installed.active() == "0.1.0"
+
+
+def test_attestation_from_an_untrusted_sigstore(
+    installed: Install, github: FakeGitHub, keypair: KeyPair, tmp_path: Path
+) -> None:
+    stranger = FakeSigstore.create(tmp_path / "stranger")
+    attest(github.root / "v0.2.0", keypair, stranger)
+    result = installed.run("update")
+    assert result.returncode == 3 and "verification failed (attestation)" in result.stderr
+    assert installed.active() == "0.1.0"
+
+
+def test_missing_attestation_fails_closed_unless_skipped_loudly(
+    installed: Install, github: FakeGitHub, keypair: KeyPair
+) -> None:
+    release = github.root / "v0.2.0"
+    (release / "mux-0.2.0.sigstore.json").unlink()
+    republish(release, keypair.secret_key())
+    refused = installed.run("update")
+    assert refused.returncode == 3 and "no attestation" in refused.stderr
+    assert installed.active() == "0.1.0"
+    skipped = installed.run("update", "--insecure-skip-attestation")
+    assert skipped.returncode == 0, skipped.stderr
+    assert "WARNING: --insecure-skip-attestation" in skipped.stderr
+    assert "attestation: SKIPPED" in skipped.stdout
+    assert installed.active() == "0.2.0"
+
+
+def test_truncated_download_is_retried_then_refused(installed: Install, github: FakeGitHub) -> None:
+    archive = next((github.root / "v0.2.0").glob("*.tar.gz")).name
+    github.truncate[archive] = 1000
+    github.lie_length = True
+    before = snapshot(installed.home, installed.bin_dir)
+    result = installed.run("update")
+    assert result.returncode == 1, result.stderr
+    assert "download of" in result.stderr
+    after = snapshot(installed.home, installed.bin_dir)
+    assert {k for k in after if not k.endswith(".lock")} == {
+        k for k in before if not k.endswith(".lock")
+    }
+    assert installed.active() == "0.1.0"
+
+
+def test_redirect_to_a_foreign_host_is_refused(installed: Install, github: FakeGitHub) -> None:
+    foreign = FakeGitHub(root=github.root)
+    with serve_github(foreign):
+        github.foreign_download_url = foreign.api_url.replace("127.0.0.1", "localhost") + "/_dl"
+        result = installed.run("update")
+    assert result.returncode == 1 and "not an allowed release host" in result.stderr
+    assert foreign.requests == []
+    assert installed.active() == "0.1.0"
+
+
+def test_api_digest_disagreement_is_refused(installed: Install, github: FakeGitHub) -> None:
+    original = github.release_doc
+
+    def lying(tag: str):
+        doc = original(tag)
+        for asset in doc["assets"]:
+            asset["digest"] = "sha256:" + "11" * 32
+        return doc
+
+    github.release_doc = lying  # type: ignore[method-assign]
+    result = installed.run("update")
+    assert result.returncode == 3 and "GitHub's asset digest" in result.stderr
+    assert installed.active() == "0.1.0"
