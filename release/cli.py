@@ -348,3 +348,71 @@ def protocol_command(
         )
         return
     print(check_protocol(root or REPO_ROOT).summary())
+
+
+# --- verify ------------------------------------------------------------------------------
+
+
+@app.command("verify")
+def verify_command(
+    location: Annotated[str, typer.Argument(help="A release folder, or a tag (vX.Y.Z) on GitHub.")],
+    keys: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--key",
+            envvar="MUX_MINISIGN_PUBLIC_KEY",
+            help="Trusted minisign public key (base64 line).",
+        ),
+    ] = None,
+    repo: Annotated[
+        str,
+        typer.Option(
+            "--repo",
+            envvar=["MUX_REPO", "GITHUB_REPOSITORY"],
+            help="owner/name whose release workflow must have built it.",
+        ),
+    ] = "",
+    tag: Annotated[str | None, typer.Option("--tag", help="The tag of a release folder.")] = None,
+    insecure_skip_attestation: Annotated[
+        bool, typer.Option("--insecure-skip-attestation", help="INSECURE: skip layer 3.")
+    ] = False,
+) -> None:
+    """Run exactly the verification `mux update` runs, and print each layer's result."""
+    from release.verify_release import verify_release
+
+    try:
+        result = verify_release(
+            location,
+            keys=keys or [],
+            repo=repo,
+            tag=tag,
+            skip_attestation=insecure_skip_attestation,
+        )
+    except MuxError as exc:
+        print(f"mux-release: {exc}", file=sys.stderr)
+        raise typer.Exit(exc.exit_code) from None
+    print(f"verified {result.location} ({result.tag})")
+    for layer in result.log.layers:
+        mark = "ok" if layer.status == "ok" else "SKIPPED"
+        print(f"  {layer.layer}: {mark}: {layer.detail}")
+
+
+# --- rehearse ----------------------------------------------------------------------------
+
+
+@app.command("rehearse")
+def rehearse_command(
+    standin: Annotated[
+        bool,
+        typer.Option("--standin", help="Use fast stand-in builds instead of PyInstaller."),
+    ] = False,
+    keep: Annotated[bool, typer.Option("--keep", help="Keep the work folder.")] = False,
+) -> None:
+    """Rehearse a whole release offline: build, sign, attest, serve, install, update, restart."""
+    from release.rehearse import rehearse
+
+    try:
+        rehearse(standin=standin, keep=keep)
+    except MuxError as exc:
+        print(f"mux-release: rehearsal failed: {exc}", file=sys.stderr)
+        raise typer.Exit(exc.exit_code) from None

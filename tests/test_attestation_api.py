@@ -132,7 +132,7 @@ def snappy_block(doc: Any) -> bytes:
     return encode_literals(json.dumps(doc, indent=2).encode())
 
 
-def listing(*items: dict[str, Any]) -> dict[str, Any]:
+def listing(*items: Any) -> dict[str, Any]:
     return {"attestations": list(items)}
 
 

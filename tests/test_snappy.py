@@ -324,3 +324,20 @@ def test_copies_match_a_byte_by_byte_reference(head: bytes, copies: list[tuple[i
             body += copy2(length, offset) if offset % 2 else copy4(length, offset)
     block = varint(len(expected)) + body
     assert snappy.decompress(block, max_size=1 << 16) == bytes(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0), st.integers(min_value=0, max_value=255), st.booleans())
+def test_corrupting_one_byte_of_a_valid_input_only_raises_snappy_error(
+    where: int, value: int, as_stream: bool
+) -> None:
+    block = varint(2 + 6 + 4 + 70) + literal(b"ab") + copy1(6, 2) + copy4(4, 5)
+    block += literal(bytes(range(61))) + copy2(9, 40)
+    data = framed(chunk(0x00, snappy.masked_crc32c(b"").to_bytes(4, "little") + block))
+    data = data if as_stream else block
+    corrupt = bytearray(data)
+    corrupt[where % len(corrupt)] = value
+    try:
+        snappy.decompress(bytes(corrupt), max_size=4096)
+    except SnappyError:
+        pass

@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 import json
 import os
+import shlex
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from tests.support.installs import Install, bootstrap, republish, snapshot
-from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
+from tests.support.releases import Feed, make_feed, make_keypair, serve_directory
 from updater._targets import detect_target
 
 TARGET = detect_target()
@@ -301,7 +302,7 @@ def test_a_running_server_survives_the_update(installed: Install) -> None:
     assert json.loads(check.stdout)["servers"][0]["restart_command"] == command
 
     # The printed command works, run by the new mux against the old server.
-    args = command.split()[1:]
+    args = shlex.split(command)[1:]
     restarted = installed.run(*args)
     assert restarted.returncode == 0, restarted.stderr
     new = _status(installed)

@@ -1,0 +1,316 @@
+"""``mux-release rehearse``: a whole release, offline, on this machine, in one command.
+
+Build mux twice (the second release with a higher version and a bumped protocol), package
+both into a local static feed, sign them with a throwaway minisign key, attest them with a
+throwaway Sigstore instance, serve the feed on loopback, install the older release with
+``install.sh`` into a temporary HOME, start a mux server from it, run the installed
+``mux update --check`` and ``mux update``, show that the server kept its pid and that mux
+printed the restart command, run that command, show the new server's status line, and clean
+up. Every step says what it did and how long it took; the first failing step stops the
+rehearsal with its error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import http.server
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from updater.errors import MuxError
+
+REHEARSAL_REPO = "mux-rehearsal/mux"
+INSTALL_SH = Path(__file__).resolve().parent.parent / "install.sh"
+KEYS_LINE = "MUX_MINISIGN_KEYS=''"
+
+
+class RehearsalError(MuxError):
+    pass
+
+
+@dataclass
+class Rehearsal:
+    workdir: Path
+    standin: bool
+    say: Callable[[str], None]
+    old_version: str = "1.0.0"
+    new_version: str = "1.1.0"
+    old_protocol: int = 1
+    steps: list[tuple[str, float]] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    feed_url: str = ""
+
+    @property
+    def new_protocol(self) -> int:
+        return self.old_protocol + 1
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.workdir / "home" / ".local" / "bin"
+
+    @property
+    def mux(self) -> Path:
+        return self.bin_dir / "mux"
+
+    def step(self, title: str, action: Callable[[], list[str]]) -> None:
+        number = len(self.steps) + 1
+        started = time.monotonic()
+        try:
+            details = action()
+        except MuxError as exc:
+            raise RehearsalError(f"step {number} ({title}) failed: {exc}") from None
+        except (OSError, subprocess.SubprocessError, ValueError, KeyError) as exc:
+            raise RehearsalError(f"step {number} ({title}) failed: {exc}") from None
+        elapsed = time.monotonic() - started
+        self.steps.append((title, elapsed))
+        self.say(f"[{number:2d}] {title} ({elapsed:.1f} s)")
+        for line in details:
+            self.say(f"       {line}")
+
+    def run_mux(
+        self, *args: str, expect: int | tuple[int, ...] = 0
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [str(self.mux), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        allowed = (expect,) if isinstance(expect, int) else expect
+        if result.returncode not in allowed:
+            detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [""]
+            raise RehearsalError(
+                f"`mux {' '.join(args)}` exited {result.returncode}, expected "
+                f"{' or '.join(map(str, allowed))}: {detail[0]}"
+            )
+        return result
+
+    def live_server(self) -> dict[str, Any]:
+        result = self.run_mux("server", "status", "--json")
+        live = [s for s in json.loads(result.stdout)["servers"] if s["state"] == "live"]
+        if len(live) != 1:
+            raise RehearsalError(f"expected one live server, found {len(live)}")
+        return dict(live[0]["status"])
+
+
+@contextlib.contextmanager
+def _serve(directory: Path) -> Iterator[str]:
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory))
+    )
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _status_line(status: dict[str, Any]) -> str:
+    return (
+        f"status line: mux {status['version']}, protocol {status['protocol_version']}, "
+        f"pid {status['pid']}, started {status['started_at']}"
+    )
+
+
+def rehearse(
+    *, standin: bool = False, keep: bool = False, say: Callable[[str], None] = print
+) -> Rehearsal:
+    """Run the rehearsal; raises :class:`RehearsalError` at the first failing step."""
+    workdir = Path(tempfile.mkdtemp(prefix="mux-rehearsal-"))
+    # Unix socket paths are short: keep the runtime dir directly under /tmp.
+    runtime = Path(
+        tempfile.mkdtemp(prefix="mux-rr-", dir="/tmp" if Path("/tmp").is_dir() else None)
+    )
+    runtime.chmod(0o700)
+    r = Rehearsal(workdir=workdir, standin=standin, say=say)
+    say(f"rehearsing a release of mux {r.old_version} → {r.new_version} in {workdir}")
+    try:
+        _run_steps(r, runtime)
+    finally:
+        _cleanup(r, runtime, keep)
+    total = sum(seconds for _, seconds in r.steps)
+    say(f"rehearsal passed: {len(r.steps)} steps in {total:.1f} s")
+    return r
+
+
+def _run_steps(r: Rehearsal, runtime: Path) -> None:
+    from release.build import build_standalone, build_standin
+    from release.fake_sigstore import FakeSigstore
+    from release.package import package_release, rehash_sums, sign_release, write_feed_index
+    from updater.minisign import PublicKey, SecretKey, generate_keypair
+
+    keys: dict[str, Any] = {}
+    builds: dict[str, Path] = {}
+    feed = r.workdir / "feed"
+
+    def make_key() -> list[str]:
+        secret, public_text = generate_keypair(None)
+        keys["secret"] = SecretKey.parse(secret, None)
+        keys["public"] = PublicKey.parse(public_text).to_base64()
+        return [f"throwaway minisign key {PublicKey.parse(public_text).key_id}"]
+
+    def build() -> list[str]:
+        lines = []
+        for version, protocol in ((r.old_version, r.old_protocol), (r.new_version, r.new_protocol)):
+            out = r.workdir / "builds" / version
+            builder = build_standin if r.standin else build_standalone
+            folder = builder(
+                out,
+                version=version,
+                protocol_version=protocol,
+                repo=REHEARSAL_REPO,
+                minisign_keys=[keys["public"]],
+            )
+            builds[version] = folder
+            kind = "stand-in" if r.standin else "standalone (PyInstaller one-folder)"
+            lines.append(f"mux {version} (protocol {protocol}): {kind} build in {folder}")
+        return lines
+
+    def sigstore() -> list[str]:
+        keys["sigstore"] = FakeSigstore.create(r.workdir / "sigstore")
+        return [f"trusted root: {keys['sigstore'].trusted_root_path}"]
+
+    def package_attest_sign() -> list[str]:
+        lines = []
+        for version in (r.old_version, r.new_version):
+            release_dir = feed / f"v{version}"
+            manifest = package_release([builds[version]], release_dir)
+            subjects = {
+                p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in release_dir.iterdir()
+                if p.name.endswith(".tar.gz") or p.name == "manifest.json"
+            }
+            bundle = keys["sigstore"].attest(
+                subjects, repository=REHEARSAL_REPO, ref=f"refs/tags/v{version}"
+            )
+            (release_dir / f"mux-{version}.sigstore.json").write_bytes(bundle)
+            rehash_sums(release_dir)
+            sign_release(release_dir, keys["secret"])
+            lines.append(f"v{version}: {', '.join(sorted(p.name for p in release_dir.iterdir()))}")
+            lines.append(
+                f"  protocol {manifest.protocol_version}; attested as "
+                f"{REHEARSAL_REPO} .github/workflows/release.yml@refs/tags/v{version}"
+            )
+        write_feed_index(feed)
+        return lines
+
+    def install() -> list[str]:
+        script = r.workdir / "install.sh"
+        text = INSTALL_SH.read_text(encoding="utf-8")
+        if KEYS_LINE not in text:
+            raise RehearsalError(f"install.sh has no `{KEYS_LINE}` line to embed the key in")
+        script.write_text(text.replace(KEYS_LINE, f"MUX_MINISIGN_KEYS='{keys['public']}'", 1))
+        result = subprocess.run(
+            ["sh", str(script)],
+            env={**r.env, "MUX_VERSION": r.old_version},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise RehearsalError(
+                f"install.sh exited {result.returncode}: "
+                f"{(result.stderr.strip().splitlines() or [''])[-1]}"
+            )
+        reported = json.loads(r.run_mux("version", "--json").stdout)
+        return [
+            f"install.sh installed {r.mux} -> {os.readlink(r.mux)}",
+            f"mux version --json: {reported['version']}, protocol {reported['protocol_version']}",
+        ]
+
+    def start_server() -> list[str]:
+        r.run_mux("server", "start")
+        keys["server"] = r.live_server()
+        return [_status_line(keys["server"])]
+
+    def check() -> list[str]:
+        return r.run_mux("update", "--check", expect=10).stdout.strip().splitlines()
+
+    def update() -> list[str]:
+        result = r.run_mux("update", expect=20)
+        lines = result.stdout.strip().splitlines()
+        commands = [ln.strip() for ln in lines if ln.strip().startswith("mux server restart")]
+        if len(commands) != 1:
+            raise RehearsalError("mux update did not print one restart command")
+        keys["restart"] = commands[0]
+        return lines
+
+    def server_survived() -> list[str]:
+        now = r.live_server()
+        before = keys["server"]
+        if now["pid"] != before["pid"] or now["protocol_version"] != r.old_protocol:
+            raise RehearsalError(f"the server changed: {before} -> {now}")
+        return [
+            f"still running with its old pid {now['pid']} and protocol {r.old_protocol}",
+            f"mux printed: {keys['restart']}",
+        ]
+
+    def restart() -> list[str]:
+        args = shlex.split(keys["restart"])[1:]
+        r.run_mux(*args)
+        now = r.live_server()
+        if now["protocol_version"] != r.new_protocol or now["pid"] == keys["server"]["pid"]:
+            raise RehearsalError(f"the restarted server answers {now}")
+        return [f"ran: {keys['restart']}", _status_line(now)]
+
+    r.step("make a throwaway minisign key", make_key)
+    r.step("build mux twice (the second with a higher version and protocol)", build)
+    r.step("create a throwaway Sigstore instance", sigstore)
+    r.step("package, attest and sign both releases into a static feed", package_attest_sign)
+    with _serve(feed) as url:
+        r.feed_url = url
+        home = r.workdir / "home"
+        home.mkdir()
+        r.env = {
+            **{
+                k: v for k, v in os.environ.items() if not k.startswith(("MUX_", "GITHUB_", "XDG_"))
+            },
+            "HOME": str(home),
+            "XDG_RUNTIME_DIR": str(runtime),
+            "MUX_DOWNLOAD_URL": url,
+            "MUX_UPDATE_SOURCE": url,
+            "MUX_NO_MODIFY_PATH": "1",
+            "MUX_SIGSTORE_TRUSTED_ROOT": str(keys["sigstore"].trusted_root_path),
+            "NO_COLOR": "1",
+        }
+        r.say(f"       serving the feed at {url}")
+        r.step(f"install mux {r.old_version} with install.sh into a temporary HOME", install)
+        r.step("start a mux server from it", start_server)
+        r.step("mux update --check (expect exit 10: update available)", check)
+        r.step("mux update (expect exit 20: a server needs a restart)", update)
+        r.step("the server is untouched", server_survived)
+        r.step("run the restart command mux printed", restart)
+
+
+def _cleanup(r: Rehearsal, runtime: Path, keep: bool) -> None:
+    if r.mux.exists() and r.env:
+        with contextlib.suppress(Exception):
+            r.run_mux("server", "stop", expect=(0, 1))
+    shutil.rmtree(runtime, ignore_errors=True)
+    if keep:
+        r.say(f"kept {r.workdir}")
+    else:
+        shutil.rmtree(r.workdir, ignore_errors=True)

@@ -1,0 +1,69 @@
+"""``mux-release verify``: the updater's verification layers, run on a release folder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.installs import republish
+from tests.support.releases import make_feed, make_keypair
+
+
+def verify(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "release", "verify", str(folder), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_verify_reports_every_layer_and_catches_one_flipped_byte(tmp_path: Path) -> None:
+    feed = make_feed(tmp_path, versions=["0.3.0"])
+    release = feed.releases["0.3.0"]
+    key = feed.keypair.public_key
+    ok = verify(release, "--key", key, "--insecure-skip-attestation")
+    assert ok.returncode == 0, ok.stderr
+    for layer in (
+        "signature: ok",
+        "manifest: ok",
+        "digest: ok",
+        "attestation: SKIPPED",
+        "archive: ok",
+        "smoke-test: ok",
+    ):
+        assert layer in ok.stdout, ok.stdout
+
+    # Without a key or an attestation, verification fails closed.
+    assert verify(release, "--insecure-skip-attestation").returncode == 3
+    assert verify(release, "--key", key).returncode == 3
+
+    other = make_keypair(tmp_path / "other")
+    assert verify(release, "--key", other.public_key, "--insecure-skip-attestation").returncode == 3
+
+    archive = next(release.glob("*.tar.gz"))
+    data = bytearray(archive.read_bytes())
+    data[100] ^= 0x40
+    archive.write_bytes(bytes(data))
+    flipped = verify(release, "--key", key, "--insecure-skip-attestation")
+    assert flipped.returncode == 3
+    assert "verification failed (digest)" in flipped.stderr
+    lines = flipped.stderr.strip().splitlines()
+    assert [line for line in lines if line.startswith("mux-release:")] == lines[-1:]
+
+
+def test_verify_catches_a_consistently_republished_bad_archive(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    feed = make_feed(tmp_path, versions=["0.3.0"])
+    release = feed.releases["0.3.0"]
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        info = tarfile.TarInfo("../escape")
+        archive.addfile(info, io.BytesIO(b""))
+    republish(release, feed.keypair.secret_key(), archive=buffer.getvalue())
+    result = verify(release, "--key", feed.keypair.public_key, "--insecure-skip-attestation")
+    assert result.returncode == 3 and "verification failed (archive)" in result.stderr
