@@ -53,7 +53,8 @@ usage() {
         '  MUX_TARGET             build to install (default: detected), e.g. x86_64-unknown-linux-musl' \
         '  MUX_REPO               GitHub repository owner/name to install from' \
         '  MUX_DOWNLOAD_URL       a mirror or static feed (releases.json + v<version>/ folders)' \
-        '  MUX_GITHUB_TOKEN       token sent to github.com only (GITHUB_TOKEN works too)' \
+        '  MUX_GITHUB_URL         GitHub web address (default https://github.com)' \
+        '  MUX_GITHUB_TOKEN       token sent to the GitHub host only, via curl (GITHUB_TOKEN works too)' \
         '  MUX_NO_MODIFY_PATH=1   same as --no-modify-path' \
         '  MUX_REQUIRE_SIGNATURE=1  same as --require-signature' \
         '  MUX_INSTALL_PRINT=target print the detected target and exit' \

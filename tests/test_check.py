@@ -249,3 +249,125 @@ def test_corrupt_cache_is_ignored(tmp_path: Path, sandbox_env) -> None:
 def test_max_age_usage_error(sandbox_env) -> None:
     result = run_mux(["update", "--check", "--max-age", "soon"], sandbox_env)
     assert result.returncode == 2 and "--max-age" in result.stderr
+
+
+def test_live_servers_and_their_protocols(tmp_path: Path, sandbox_env) -> None:
+    from tests.support.servers import make_stale_socket, start_fake_server, start_mux_server
+
+    feed = tmp_path / "feed"
+    write_release(feed, HERE_VERSION)
+    write_feed(feed, [(f"v{HERE_VERSION}", False)])
+    runtime = Path(sandbox_env["XDG_RUNTIME_DIR"]) / "mux"
+    runtime.mkdir(mode=0o700)
+    _, same = start_mux_server(runtime, "same")
+    _, older = start_mux_server(runtime, "older", protocol_version=PROTOCOL_VERSION - 1 or 99)
+    start_fake_server("hung", runtime / "hung.sock")
+    start_fake_server("garbage", runtime / "garbage.sock")
+    make_stale_socket(runtime / "stale.sock")
+    env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
+
+    result, doc = check(env)
+    assert result.returncode == 20, result.stderr  # up to date, one server needs a restart
+    by_address = {s["address"]: s for s in doc["servers"]}
+    assert by_address[str(same)]["restart_needed"] is False
+    assert by_address[str(older)]["restart_needed"] is True
+    assert by_address[str(older)]["restart_command"] == f"mux server restart --socket {older}"
+    states = {Path(a).name: s["state"] for a, s in by_address.items()}
+    assert states == {
+        "same.sock": "live",
+        "older.sock": "live",
+        "hung.sock": "hung",
+        "garbage.sock": "garbage",
+        "stale.sock": "stale",
+    }
+    text = run_mux(["update", "--check"], env)
+    assert text.returncode == 20
+    assert f"restart it with: mux server restart --socket {older}" in text.stdout
+    assert "skipped:" in text.stdout and "stale" in text.stdout
+
+
+def _self_signed_https(directory: Path):
+    """A real HTTPS server on 127.0.0.1 with a certificate nobody trusts."""
+    import datetime
+    import functools
+    import http.server
+    import ssl
+    import threading
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    import ipaddress
+
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .sign(key, hashes.SHA256())
+    )
+    (directory / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    return server
+
+
+def test_tls_failure_names_ssl_cert_file_and_trusting_the_ca_works(
+    tmp_path: Path, sandbox_env
+) -> None:
+    feed = tmp_path / "feed"
+    write_release(feed, "9.0.0")
+    write_feed(feed, [("v9.0.0", False)])
+    server = _self_signed_https(feed)
+    try:
+        url = f"https://127.0.0.1:{server.server_address[1]}"
+        result, _ = check(sandbox_env, "--source", url)
+        assert result.returncode == 1
+        assert "TLS failure" in result.stderr and "SSL_CERT_FILE" in result.stderr
+        trusted = {**sandbox_env, "SSL_CERT_FILE": str(feed / "cert.pem")}
+        result, doc = check(trusted, "--source", url)
+        assert result.returncode == 10, result.stderr
+        assert doc["latest"]["version"] == "9.0.0"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_proxy_from_the_environment(github: FakeGitHub, sandbox_env) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    write_release(github.root, "9.0.0")
+    env = {
+        **sandbox_env,
+        **github_env(github),
+        "ALL_PROXY": f"http://127.0.0.1:{dead}",
+        "HTTP_PROXY": f"http://127.0.0.1:{dead}",
+        "NO_PROXY": "",
+    }
+    result, _ = check(env)
+    assert result.returncode == 1
+    assert "proxy" in result.stderr.lower() and "HTTPS_PROXY" in result.stderr

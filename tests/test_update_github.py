@@ -204,3 +204,32 @@ def test_api_digest_disagreement_is_refused(installed: Install, github: FakeGitH
     result = installed.run("update")
     assert result.returncode == 3 and "GitHub's asset digest" in result.stderr
     assert installed.active() == "0.1.0"
+
+
+def test_dropped_connection_resumes_with_range(installed: Install, github: FakeGitHub) -> None:
+    archive = next((github.root / "v0.2.0").glob("*.tar.gz")).name
+    github.truncate[archive] = 4096
+    github.lie_length = True
+    github.truncate_once = True
+    result = installed.run("update")
+    assert result.returncode == 0, result.stderr
+    ranges = [
+        r.headers.get("Range") for r in github.requests_to("api") if f"v0.2.0/{archive}" in r.path
+    ]
+    assert ranges == [None, "bytes=4096-"]
+    assert installed.active() == "0.2.0"
+
+
+def test_stalled_download_times_out(installed: Install, github: FakeGitHub) -> None:
+    archive = next((github.root / "v0.2.0").glob("*.tar.gz")).name
+    github.hang.add(archive)
+    env = {**installed.env, "MUX_HTTP_TIMEOUT": "1", "MUX_HTTP_RETRIES": "1"}
+    stalled = Install(installed.home, installed.bin_dir, env)
+    before = snapshot(installed.home, installed.bin_dir)
+    result = stalled.run("update", timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "download of" in result.stderr and "ReadTimeout" in result.stderr
+    after = snapshot(installed.home, installed.bin_dir)
+    assert {k for k in after if not k.endswith(".lock")} == {
+        k for k in before if not k.endswith(".lock")
+    }

@@ -135,7 +135,7 @@ def _fetch_http(
                     out.truncate()
                     digest = hashlib.sha256()
                     done = 0
-                for block in response.iter_bytes(CHUNK):
+                for block in response.iter_bytes():
                     if done + len(block) > expected_size:
                         raise _too_large(label, expected_size)
                     out.write(block)

@@ -98,12 +98,27 @@ def _env_float(name: str, default: float) -> float:
         return default
 
 
+def _proxy_for(url: str) -> str | None:
+    """The proxy the environment gives for ``url`` (what httpx's trust_env uses), if any."""
+    import urllib.request
+
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+        return None
+    return proxy
+
+
 def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
     text = str(exc) or exc.__class__.__name__
     lowered = text.lower()
-    if isinstance(exc, httpx.ProxyError) or "proxy" in lowered:
+    proxy = _proxy_for(url)
+    if isinstance(exc, httpx.ProxyError) or "proxy" in lowered or (
+        proxy and isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+    ):
         return NetworkError(
-            f"cannot reach {url} through the proxy: {text}",
+            f"cannot reach {url} through the proxy {proxy or ''}: {text}".replace("  ", " "),
             hint="check HTTPS_PROXY / HTTP_PROXY / NO_PROXY",
         )
     if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
@@ -249,6 +264,8 @@ class HttpClient:
                     raise NetworkError(f"too many redirects starting at {url}")
             except NetworkError:
                 raise
+            except (httpx.InvalidURL, ValueError) as exc:
+                raise NetworkError(f"invalid URL {current[:200]!r}: {exc}") from None
             except httpx.HTTPError as exc:
                 attempt += 1
                 if attempt > self.retries:

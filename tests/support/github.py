@@ -50,6 +50,7 @@ class FakeGitHub:
     foreign_download_url: str | None = None  # redirect downloads there instead
     truncate: dict[str, int] = field(default_factory=dict)  # file name -> bytes sent
     lie_length: bool = False  # with truncate: announce the full length anyway
+    truncate_once: bool = False  # with truncate: only the first response is cut short
     hang: set[str] = field(default_factory=set)  # file names whose download stalls
     fail_5xx: int = 0  # answer this many 503s before behaving
     api_digests: bool = True
@@ -215,6 +216,8 @@ def _handler(fake: FakeGitHub, role: str) -> type[BaseHTTPRequestHandler]:
                 fake._release_hang.wait(30)
                 return
             limit = fake.truncate.get(name)
+            if limit is not None and fake.truncate_once:
+                del fake.truncate[name]
             body = data[start:]
             status = 206 if start else 200
             headers = {"Content-Type": "application/octet-stream"}
