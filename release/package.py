@@ -130,7 +130,7 @@ def write_archive(build_dir: Path, target: str, destination: Path) -> None:
     mtime = source_date_epoch()
     with (
         open(destination, "wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=9) as gz,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
         directory = _tar_info(top, 0o755, mtime)

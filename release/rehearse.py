@@ -155,9 +155,20 @@ def rehearse(
 
 
 def _run_steps(r: Rehearsal, runtime: Path) -> None:
-    from release.build import build_standalone, build_standin
+    from release.build import (
+        build_standalone,
+        build_standin,
+        make_build_info,
+        write_build_info,
+    )
     from release.fake_sigstore import FakeSigstore
-    from release.package import package_release, rehash_sums, sign_release, write_feed_index
+    from release.package import (
+        package_release,
+        read_build_info,
+        rehash_sums,
+        sign_release,
+        write_feed_index,
+    )
     from updater.minisign import PublicKey, SecretKey, generate_keypair
 
     keys: dict[str, Any] = {}
@@ -171,21 +182,53 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         return [f"throwaway minisign key {PublicKey.parse(public_text).key_id}"]
 
     def build() -> list[str]:
-        lines = []
-        for version, protocol in ((r.old_version, r.old_protocol), (r.new_version, r.new_protocol)):
-            out = r.workdir / "builds" / version
-            builder = build_standin if r.standin else build_standalone
-            folder = builder(
-                out,
-                version=version,
-                protocol_version=protocol,
+        key = [keys["public"]]
+        old = r.workdir / "builds" / r.old_version
+        new = r.workdir / "builds" / r.new_version
+        if r.standin:
+            builds[r.old_version] = build_standin(
+                old,
+                version=r.old_version,
+                protocol_version=r.old_protocol,
                 repo=REHEARSAL_REPO,
-                minisign_keys=[keys["public"]],
+                minisign_keys=key,
             )
-            builds[version] = folder
-            kind = "stand-in" if r.standin else "standalone (PyInstaller one-folder)"
-            lines.append(f"mux {version} (protocol {protocol}): {kind} build in {folder}")
-        return lines
+            builds[r.new_version] = build_standin(
+                new,
+                version=r.new_version,
+                protocol_version=r.new_protocol,
+                repo=REHEARSAL_REPO,
+                minisign_keys=key,
+            )
+            kind = "stand-in builds"
+        else:
+            # One PyInstaller build; the second release is the same binary with the next
+            # version's build info baked in, which is all a version and protocol bump changes.
+            folder = build_standalone(
+                old,
+                version=r.old_version,
+                protocol_version=r.old_protocol,
+                repo=REHEARSAL_REPO,
+                minisign_keys=key,
+            )
+            builds[r.old_version] = folder
+            builds[r.new_version] = new / folder.name
+            shutil.copytree(folder, builds[r.new_version], symlinks=True)
+            (package_dir,) = {p.parent for p in builds[r.new_version].rglob("_build_info.json")}
+            info = make_build_info(
+                version=r.new_version,
+                protocol_version=r.new_protocol,
+                target=read_build_info(folder).target,
+                repo=REHEARSAL_REPO,
+                minisign_keys=key,
+            )
+            write_build_info(package_dir, info)
+            kind = "a standalone PyInstaller one-folder build"
+        return [
+            f"{kind}: mux {r.old_version} (protocol {r.old_protocol}) and "
+            f"mux {r.new_version} (protocol {r.new_protocol})",
+            *(f"{version}: {folder}" for version, folder in builds.items()),
+        ]
 
     def sigstore() -> list[str]:
         keys["sigstore"] = FakeSigstore.create(r.workdir / "sigstore")

@@ -75,7 +75,8 @@ def remove_leftovers(layout: Layout) -> list[str]:
     candidates: list[Path] = []
     for directory, markers in (
         (layout.versions, (PARTIAL_MARK, TRASH_PREFIX)),
-        (layout.home, (DOWNLOAD_PREFIX,)),
+        # install.sh's temporary record and startup-file copies are named likewise.
+        (layout.home, (DOWNLOAD_PREFIX, ".install.json-", ".mux-rc-")),
         (layout.bin_dir, (LINK_TEMP_PREFIX,)),
     ):
         try:

@@ -75,7 +75,10 @@ class Layout:
             return None
         if not target.is_absolute():
             target = self.bin_dir / target
-        if target.name != "mux" or target.parent.parent != self.versions:
+        if target.name != "mux":
+            return None
+        # Compare resolved paths: MUX_HOME (or the link) may go through a symlink.
+        if target.parent.parent.resolve() != self.versions.resolve():
             return None
         return target.parent.name
 
