@@ -1,8 +1,9 @@
-"""Entry point of ``mux``, with the fast paths that must not pay for typer or httpx.
+"""Entry point of ``mux``, with the fast paths that must not pay for typer.
 
-``mux version`` and ``mux update --check --max-age D`` (what a sidebar calls every few
-minutes) are answered here with the stdlib alone when they can be; anything else, and any
-cache miss, goes to the typer CLI in :mod:`updater.cli`.
+``mux version`` and ``mux update --check`` (what a sidebar calls every few minutes, usually
+with ``--max-age``) are answered here without the CLI framework: ``mux version`` and a cached
+check with the stdlib alone, an uncached check with the HTTP stack but no typer. Anything else
+(help, usage errors, every other command) goes to the typer CLI in :mod:`updater.cli`.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ _CHECK_VALUE_FLAGS = {"--max-age", "--source", "--version"}
 _CHECK_BARE_FLAGS = {"--check", "--json", "--pre"}
 
 
-def _parse_cached_check(args: list[str]) -> dict[str, object] | None:
-    """The flags of a ``update --check --max-age`` call, or None if it is anything else."""
+def _parse_check(args: list[str]) -> dict[str, object] | None:
+    """The flags of an ``update --check`` call, or None if it is anything else."""
     flags: dict[str, object] = {}
     position = 0
     while position < len(args):
@@ -32,7 +33,7 @@ def _parse_cached_check(args: list[str]) -> dict[str, object] | None:
         else:
             return None
         position += 1
-    if "--check" not in flags or "--max-age" not in flags:
+    if "--check" not in flags:
         return None
     return flags
 
@@ -43,11 +44,11 @@ def _fast_path(args: list[str]) -> int | None:
 
         return print_version(as_json=len(args) == 2)
     if args[:1] == ["update"]:
-        flags = _parse_cached_check(args[1:])
+        flags = _parse_check(args[1:])
         if flags is not None:
-            from .cli_fast import answer_cached_check
+            from .cli_fast import answer_check
 
-            return answer_cached_check(flags)
+            return answer_check(flags)
     return None
 
 

@@ -19,15 +19,17 @@ def print_version(*, as_json: bool) -> int:
     return 0
 
 
-def answer_cached_check(flags: dict[str, object]) -> int | None:
-    """Answer from the cache, or None to let the full CLI go to the network."""
+def answer_check(flags: dict[str, object]) -> int | None:
+    """``mux update --check``: the cache when fresh enough, else the source; None = full CLI."""
     from .cache import parse_duration
-    from .check import CheckOptions, _raise_cached_failure, cached_report
+    from .check import CheckOptions, check
 
-    try:
-        max_age = parse_duration(str(flags["--max-age"]))
-    except ValueError:
-        return None  # the full CLI reports the usage error
+    max_age = None
+    if "--max-age" in flags:
+        try:
+            max_age = parse_duration(str(flags["--max-age"]))
+        except ValueError:
+            return None  # the full CLI reports the usage error
     version = flags.get("--version")
     options = CheckOptions(
         source=str(flags["--source"]) if "--source" in flags else None,
@@ -37,14 +39,13 @@ def answer_cached_check(flags: dict[str, object]) -> int | None:
     )
     as_json = bool(flags.get("--json"))
     try:
-        report = cached_report(options)
-        if report is None:
-            return None
-        _raise_cached_failure(report.answer)
+        report = check(options)
     except MuxError as exc:
         from .cli_text import report_error
 
         return report_error(exc, as_json=as_json)
+    except KeyboardInterrupt:
+        return 130
     from .report import render_check, to_json_line
 
     print(to_json_line(report.to_json()) if as_json else render_check(report))

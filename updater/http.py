@@ -105,7 +105,8 @@ def _proxy_for(url: str) -> str | None:
     parts = urlsplit(url)
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or urllib.request.proxy_bypass_environment(parts.hostname or "", proxies):
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    if not proxy or bypass(parts.hostname or "", proxies):
         return None
     return proxy
 
@@ -114,8 +115,10 @@ def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
     text = str(exc) or exc.__class__.__name__
     lowered = text.lower()
     proxy = _proxy_for(url)
-    if isinstance(exc, httpx.ProxyError) or "proxy" in lowered or (
-        proxy and isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+    if (
+        isinstance(exc, httpx.ProxyError)
+        or "proxy" in lowered
+        or (proxy and isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)))
     ):
         return NetworkError(
             f"cannot reach {url} through the proxy {proxy or ''}: {text}".replace("  ", " "),
@@ -197,8 +200,10 @@ class HttpClient:
         token: str | None = None,
         timeout: float | None = None,
         retries: int | None = None,
+        plain_loopback_only: bool = False,
     ) -> None:
         self.policy = policy or HostPolicy()
+        self.plain_loopback_only = plain_loopback_only
         self.token = token or None
         self.retries = retries if retries is not None else int(_env_float("MUX_HTTP_RETRIES", 3))
         self._backoff = _env_float("MUX_HTTP_BACKOFF", 0.5)
@@ -206,6 +211,9 @@ class HttpClient:
         self._client = httpx.Client(
             follow_redirects=False,
             trust_env=True,
+            # A client whose policy admits only plain-http loopback origins never speaks TLS:
+            # skip loading the CA bundle (tens of milliseconds) for such a client.
+            verify=not plain_loopback_only,
             timeout=httpx.Timeout(connect_timeout, read=connect_timeout),
             headers={"User-Agent": USER_AGENT},
         )
@@ -248,6 +256,10 @@ class HttpClient:
             try:
                 for _hop in range(MAX_REDIRECTS + 1):
                     self.policy.check(current, redirected_from=redirected_from)
+                    if self.plain_loopback_only and not current.startswith("http://"):
+                        raise NetworkError(
+                            f"refusing {current}: this client speaks plain http only"
+                        )
                     request = self._client.build_request(
                         "GET", current, headers=self._headers(current, headers, use_token)
                     )

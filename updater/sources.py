@@ -302,7 +302,11 @@ class FeedSource:
             check_url_scheme(location)
             self.policy = HostPolicy(allowed_hosts=frozenset({url_origin(location)}))
             # A feed is not GitHub: it never sees a GitHub token.
-            self.client = HttpClient(policy=self.policy, token=None)
+            self.client = HttpClient(
+                policy=self.policy,
+                token=None,
+                plain_loopback_only=parts.scheme == "http",  # check_url_scheme: loopback only
+            )
         elif parts.scheme in ("", "file"):
             path = Path(parts.path if parts.scheme == "file" else location).expanduser()
             if not path.is_dir():
