@@ -370,7 +370,7 @@ def test_an_item_with_nothing_to_read_names_the_api_url(
 @pytest.mark.parametrize("url", ["https://[broken/x", "https://bad\x00host/x", "https://h:99999/"])
 def test_a_malformed_bundle_url_is_one_error(api: Server, source: GitHubSource, url: str) -> None:
     api.json(LISTING, listing({"bundle": None, "bundle_url": url}))
-    with pytest.raises(NetworkError, match="malformed bundle_url|invalid URL"):
+    with pytest.raises(NetworkError, match=r"malformed bundle_url|invalid URL"):
         source.attestation_bundles(DIGEST)
 
 
