@@ -28,8 +28,9 @@ def median_seconds(command: list[str], env: dict[str, str], runs: int) -> float:
     samples = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                       check=False)
+        subprocess.run(
+            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+        )
         samples.append(time.perf_counter() - started)
     return statistics.median(samples)
 
@@ -46,8 +47,13 @@ def main() -> None:
         tmp = Path(scratch)
         feed = make_feed(tmp, versions=["0.1.0", "9.0.0"])
         env = {k: v for k, v in os.environ.items() if not k.startswith(("MUX_", "GITHUB_"))}
-        env.update({"HOME": str(tmp / "home"), "XDG_CACHE_HOME": str(tmp / "cache"),
-                    "XDG_RUNTIME_DIR": str(tmp / "run")})
+        env.update(
+            {
+                "HOME": str(tmp / "home"),
+                "XDG_CACHE_HOME": str(tmp / "cache"),
+                "XDG_RUNTIME_DIR": str(tmp / "run"),
+            }
+        )
         (tmp / "run").mkdir(mode=0o700)
         with serve_directory(feed.path) as url:
             env["MUX_UPDATE_SOURCE"] = url
@@ -65,14 +71,19 @@ def main() -> None:
                 ),
             }
     baseline = results["python -c pass"]
-    limits = {"mux version": 6, "mux version --json": 6,
-              "mux update --check --max-age 1h (cached)": 6,
-              "mux update --check (loopback feed, uncached)": 10}
+    limits = {
+        "mux version": 6,
+        "mux version --json": 6,
+        "mux update --check --max-age 1h (cached)": 6,
+        "mux update --check (loopback feed, uncached)": 10,
+    }
     print(f"{'command':48} {'median':>9} {'ratio':>7} {'target':>7}")
     for name, seconds in results.items():
         limit = limits.get(name)
-        print(f"{name:48} {seconds * 1000:7.1f}ms {seconds / baseline:6.2f}x "
-              f"{('<' + str(limit) + 'x') if limit else '':>7}")
+        print(
+            f"{name:48} {seconds * 1000:7.1f}ms {seconds / baseline:6.2f}x "
+            f"{('<' + str(limit) + 'x') if limit else '':>7}"
+        )
     print(json.dumps({k: round(v / baseline, 2) for k, v in results.items()}))
 
 

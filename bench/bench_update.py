@@ -35,8 +35,14 @@ def make_feed_with_payload(tmp: Path, mib: int):
     feed = tmp / "feed"
     make_release(feed, "0.1.0", protocol_version=1, keypair=keypair)
     target = detect_target()
-    build = build_standin(tmp / "builds", version="0.2.0", protocol_version=1, repo="",
-                          minisign_keys=[keypair.public_key], target=target)
+    build = build_standin(
+        tmp / "builds",
+        version="0.2.0",
+        protocol_version=1,
+        repo="",
+        minisign_keys=[keypair.public_key],
+        target=target,
+    )
     with (build / "payload.bin").open("wb") as out:  # incompressible, like real binaries
         for _ in range(mib):
             out.write(os.urandom(1 << 20))
@@ -48,8 +54,9 @@ def make_feed_with_payload(tmp: Path, mib: int):
 
 def timed(command: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(command, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
+    subprocess.run(
+        command, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     return time.perf_counter() - started
 
 
@@ -58,9 +65,23 @@ def fresh_install(tmp: Path, env: dict[str, str], url: str, key: str) -> dict[st
     shutil.rmtree(home, ignore_errors=True)
     shutil.rmtree(bin_dir, ignore_errors=True)
     install_env = {**env, "MUX_INSTALL_DIR": str(bin_dir), "MUX_UPDATE_SOURCE": url}
-    subprocess.run([sys.executable, "-m", "updater", "update", "--home", str(home), "--version",
-                    "0.1.0", "--trust-key", key], env=install_env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "updater",
+            "update",
+            "--home",
+            str(home),
+            "--version",
+            "0.1.0",
+            "--trust-key",
+            key,
+        ],
+        env=install_env,
+        check=True,
+        capture_output=True,
+    )
     return install_env
 
 
@@ -80,8 +101,9 @@ def bare_tools(tmp: Path, url: str, target: str, env: dict[str, str]) -> float:
 
 
 def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
-    result = subprocess.run(["/usr/bin/time", "-f", "%M", *command], env=env, check=True,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", *command], env=env, check=True, capture_output=True, text=True
+    )
     return int(result.stderr.strip().splitlines()[-1])
 
 
@@ -96,8 +118,13 @@ def main() -> None:
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("MUX_", "GITHUB_"))}
     with tempfile.TemporaryDirectory(prefix="mux-bench-") as scratch:
         tmp = Path(scratch)
-        base_env.update({"HOME": str(tmp / "home"), "XDG_CACHE_HOME": str(tmp / "cache"),
-                         "XDG_RUNTIME_DIR": str(tmp / "run")})
+        base_env.update(
+            {
+                "HOME": str(tmp / "home"),
+                "XDG_CACHE_HOME": str(tmp / "cache"),
+                "XDG_RUNTIME_DIR": str(tmp / "run"),
+            }
+        )
         (tmp / "run").mkdir(mode=0o700)
         feed, keypair, target = make_feed_with_payload(tmp / "f", args.mib)
         with serve_directory(feed) as url:
