@@ -115,7 +115,11 @@ def main() -> None:
     args = parser.parse_args()
     from tests.support.releases import serve_directory
 
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("MUX_", "GITHUB_"))}
+    base_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MUX_", "GITHUB_")) and k != "PYTHONDONTWRITEBYTECODE"
+    }
     with tempfile.TemporaryDirectory(prefix="mux-bench-") as scratch:
         tmp = Path(scratch)
         base_env.update(
