@@ -56,10 +56,17 @@ def main() -> None:
         instance = FakeSigstore.create(tmp / "sigstore")
         digest = hashlib.sha256(b"mux").hexdigest()
         bundle = tmp / "bundle.json"
-        bundle.write_bytes(instance.attest({"mux.tar.gz": digest}, repository="acme/mux",
-                                           ref="refs/tags/v1.0.0"))
-        verify = [sys.executable, "-c", VERIFY, str(bundle), digest,
-                  str(instance.trusted_root_path)]
+        bundle.write_bytes(
+            instance.attest({"mux.tar.gz": digest}, repository="acme/mux", ref="refs/tags/v1.0.0")
+        )
+        verify = [
+            sys.executable,
+            "-c",
+            VERIFY,
+            str(bundle),
+            digest,
+            str(instance.trusted_root_path),
+        ]
         subprocess.run(verify, env=env, check=True)  # warm the bytecode cache
         results = {
             "python -c pass": median([sys.executable, "-c", "pass"], env, args.runs),
