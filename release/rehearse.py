@@ -13,18 +13,15 @@ rehearsal with its error.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
-import http.server
 import json
 import os
 import shlex
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,24 +105,6 @@ class Rehearsal:
         return dict(live[0]["status"])
 
 
-@contextlib.contextmanager
-def _serve(directory: Path) -> Iterator[str]:
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory))
-    )
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def _status_line(status: dict[str, Any]) -> str:
     return (
         f"status line: mux {status['version']}, protocol {status['protocol_version']}, "
@@ -169,6 +148,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         sign_release,
         write_feed_index,
     )
+    from release.serve import serve_directory
     from updater.minisign import PublicKey, SecretKey, generate_keypair
 
     keys: dict[str, Any] = {}
@@ -323,7 +303,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
     r.step("build mux twice (the second with a higher version and protocol)", build)
     r.step("create a throwaway Sigstore instance", sigstore)
     r.step("package, attest and sign both releases into a static feed", package_attest_sign)
-    with _serve(feed) as url:
+    with serve_directory(feed) as url:
         r.feed_url = url
         home = r.workdir / "home"
         home.mkdir()

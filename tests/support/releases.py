@@ -40,18 +40,15 @@ Build info baked into each build trusts ``keypair.public_key`` (unless ``build``
 
 from __future__ import annotations
 
-import functools
-import http.server
 import tempfile
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from release.build import build_standin
 from release.package import package_release, sign_release, write_feed_index
+from release.serve import serve_directory as serve_directory  # re-exported for tests
 from updater._targets import detect_target
 from updater.minisign import PublicKey, SecretKey, generate_keypair
 from updater.models import tag_for
@@ -189,24 +186,3 @@ def flip_byte(path: Path, position: int = -1) -> None:
     data = bytearray(Path(path).read_bytes())
     data[position] ^= 0xFF
     Path(path).write_bytes(bytes(data))
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@contextmanager
-def serve_directory(path: Path) -> Iterator[str]:
-    """Serve ``path`` over HTTP on 127.0.0.1 (a free port); yields ``http://127.0.0.1:<port>``."""
-    handler = functools.partial(_QuietHandler, directory=str(path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="serve_directory", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
