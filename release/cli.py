@@ -416,3 +416,33 @@ def rehearse_command(
     except MuxError as exc:
         print(f"mux-release: rehearsal failed: {exc}", file=sys.stderr)
         raise typer.Exit(exc.exit_code) from None
+
+
+# --- install-sh --------------------------------------------------------------------------
+
+
+@app.command("install-sh")
+def install_sh_command(
+    out: Annotated[Path, typer.Option("--out", help="Where to write the published copy.")],
+    keys: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--key",
+            envvar="MUX_MINISIGN_PUBLIC_KEY",
+            help="Trusted minisign public key (base64 line); one or two.",
+        ),
+    ] = None,
+    repo: Annotated[
+        str | None,
+        typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to install from."),
+    ] = None,
+) -> None:
+    """Write the install.sh a release publishes: this one with the repo and keys filled in."""
+    from release.install_script import write_install_script
+
+    try:
+        written = write_install_script(out, keys=keys or [], repo=repo)
+    except MuxError as exc:
+        print(f"mux-release: {exc}", file=sys.stderr)
+        raise typer.Exit(exc.exit_code) from None
+    print(f"wrote {written} (repo {repo or 'unchanged'}, {len(keys or [])} trusted key(s))")

@@ -29,8 +29,6 @@ from typing import Any
 from updater.errors import MuxError
 
 REHEARSAL_REPO = "mux-rehearsal/mux"
-INSTALL_SH = Path(__file__).resolve().parent.parent / "install.sh"
-KEYS_LINE = "MUX_MINISIGN_KEYS=''"
 
 
 class RehearsalError(MuxError):
@@ -112,6 +110,18 @@ def _status_line(status: dict[str, Any]) -> str:
     )
 
 
+def _standalone_build_unavailable() -> str | None:
+    """Why PyInstaller cannot build here, if it cannot (it needs objdump on Linux)."""
+    import importlib.util
+    import sys
+
+    if importlib.util.find_spec("PyInstaller") is None:
+        return "PyInstaller is not installed (it is a development dependency: uv sync)"
+    if sys.platform.startswith("linux") and shutil.which("objdump") is None:
+        return "PyInstaller needs objdump (Debian: apt-get install binutils)"
+    return None
+
+
 def rehearse(
     *, standin: bool = False, keep: bool = False, say: Callable[[str], None] = print
 ) -> Rehearsal:
@@ -122,6 +132,11 @@ def rehearse(
         tempfile.mkdtemp(prefix="mux-rr-", dir="/tmp" if Path("/tmp").is_dir() else None)
     )
     runtime.chmod(0o700)
+    if not standin:
+        reason = _standalone_build_unavailable()
+        if reason:
+            say(f"note: using stand-in builds instead of standalone ones: {reason}")
+            standin = True
     r = Rehearsal(workdir=workdir, standin=standin, say=say)
     say(f"rehearsing a release of mux {r.old_version} → {r.new_version} in {workdir}")
     try:
@@ -141,6 +156,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         write_build_info,
     )
     from release.fake_sigstore import FakeSigstore
+    from release.install_script import write_install_script
     from release.package import (
         package_release,
         read_build_info,
@@ -239,11 +255,9 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         return lines
 
     def install() -> list[str]:
-        script = r.workdir / "install.sh"
-        text = INSTALL_SH.read_text(encoding="utf-8")
-        if KEYS_LINE not in text:
-            raise RehearsalError(f"install.sh has no `{KEYS_LINE}` line to embed the key in")
-        script.write_text(text.replace(KEYS_LINE, f"MUX_MINISIGN_KEYS='{keys['public']}'", 1))
+        script = write_install_script(
+            r.workdir / "install.sh", keys=[keys["public"]], repo=REHEARSAL_REPO
+        )
         result = subprocess.run(
             ["sh", str(script)],
             env={**r.env, "MUX_VERSION": r.old_version},

@@ -18,6 +18,7 @@ STATUS_PATH = "/api/status"
 # The shutdown request must keep working across every protocol version: it is how a new
 # client restarts an old server (the restart command mux prints relies on it).
 SHUTDOWN_PATH = "/api/shutdown"
+SHUTDOWN_ACCEPTED = 202  # answered before the server stops
 
 
 class StatusLineError(ValueError):

@@ -45,7 +45,13 @@ from urllib.parse import urlsplit
 
 from . import buildinfo
 from .errors import MuxError, UsageError
-from .protocol import SERVICE_NAME, SHUTDOWN_PATH, STATUS_PATH
+from .protocol import (
+    SERVICE_NAME,
+    SHUTDOWN_ACCEPTED,
+    SHUTDOWN_PATH,
+    STATUS_PATH,
+    StatusLine,
+)
 from .servers import (
     DEFAULT_TIMEOUT,
     ServerAddress,
@@ -93,13 +99,14 @@ def status_fields(
 ) -> dict[str, Any]:
     """The status line this process serves. ``status_override`` is for tests only."""
     info = buildinfo.current()
-    fields: dict[str, Any] = {
-        "service": SERVICE_NAME,
-        "protocol_version": info.protocol_version,
-        "version": info.version,
-        "pid": os.getpid(),
-        "started_at": started_at,
-    }
+    # The wire shape is protocol.StatusLine's, so `mux-release protocol` fingerprints it.
+    fields = StatusLine(
+        service=SERVICE_NAME,
+        protocol_version=info.protocol_version,
+        version=info.version,
+        pid=os.getpid(),
+        started_at=started_at,
+    ).to_json()
     fields.update(status_override or {})
     return fields
 
@@ -215,7 +222,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self._browser_refused():
             return
         if self._route() == SHUTDOWN_PATH:
-            self._send_json(202, {"shutting_down": True})
+            self._send_json(SHUTDOWN_ACCEPTED, {"shutting_down": True})
             self._control.stopper.request("shutdown request")
         else:
             self._send_json(404, {"error": f"no such endpoint: {self._route()}"})

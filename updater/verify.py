@@ -97,7 +97,8 @@ def verify_sums(
             raise _fail(
                 LAYER_SIGNATURE,
                 "no trusted minisign key to check SHA256SUMS.minisig with",
-                hint="pass --trust-key KEY with the mirror's public key",
+                hint="give the mirror's public key: mux update --trust-key KEY "
+                "(mux-release verify --key KEY)",
             )
         log.skipped(LAYER_SIGNATURE, "this build trusts no minisign key")
     else:

@@ -1,0 +1,54 @@
+"""The published ``install.sh``: the repository's script with the release settings filled in.
+
+``install.sh`` on the main branch carries placeholders (``MUX_DEFAULT_REPO`` and an empty
+``MUX_MINISIGN_KEYS``); the release workflow publishes a copy with the repository and the
+trusted minisign public keys written in, so that the one-liner from a release checks the
+signature with keys that are part of the script the user chose to run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from updater.buildinfo import MAX_TRUSTED_KEYS
+from updater.errors import ParseError, UsageError
+
+INSTALL_SH = Path(__file__).resolve().parent.parent / "install.sh"
+_KEYS_LINE = re.compile(r"^MUX_MINISIGN_KEYS='[^'\n]*'$", re.MULTILINE)
+_REPO_LINE = re.compile(r"^MUX_DEFAULT_REPO='[^'\n]*'$", re.MULTILINE)
+_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
+
+
+def render_install_script(
+    *, keys: Sequence[str], repo: str | None, source: Path = INSTALL_SH
+) -> str:
+    """``install.sh`` trusting ``keys`` (base64 public key lines) and defaulting to ``repo``."""
+    from updater.minisign import PublicKey
+
+    if not keys or len(keys) > MAX_TRUSTED_KEYS:
+        raise UsageError(f"give one or two trusted minisign public keys, not {len(keys)}")
+    try:
+        normalised = [PublicKey.parse(key).to_base64() for key in keys]
+    except ParseError as exc:
+        raise UsageError(f"--key: {exc.message}") from None
+    text = source.read_text(encoding="utf-8")
+    text, count = _KEYS_LINE.subn(f"MUX_MINISIGN_KEYS='{' '.join(normalised)}'", text)
+    if count != 1:
+        raise UsageError(f"{source} has no single MUX_MINISIGN_KEYS='…' line")
+    if repo is not None:
+        if not _REPO.fullmatch(repo):
+            raise UsageError(f"--repo {repo!r} is not owner/name")
+        text, count = _REPO_LINE.subn(f"MUX_DEFAULT_REPO='{repo}'", text)
+        if count != 1:
+            raise UsageError(f"{source} has no single MUX_DEFAULT_REPO='…' line")
+    return text
+
+
+def write_install_script(dest: Path, *, keys: Sequence[str], repo: str | None) -> Path:
+    text = render_install_script(keys=keys, repo=repo)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(text, encoding="utf-8")
+    dest.chmod(0o755)
+    return dest
