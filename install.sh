@@ -132,23 +132,59 @@ is_sha256() {
     printf '%s\n' "$1" | grep -Eq '^[0-9a-f]{64}$'
 }
 
-url_host() {
-    url_host_rest=${1#*://}
-    url_host_rest=${url_host_rest%%/*}
-    url_host_rest=${url_host_rest##*@}
-    case $url_host_rest in
-        \[*) url_host_rest=${url_host_rest%%]*}] ;;
-        *) url_host_rest=${url_host_rest%%:*} ;;
-    esac
-    printf '%s' "$url_host_rest" | tr 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' 'abcdefghijklmnopqrstuvwxyz'
+# The authority of a URL (user info, host, port), lower-cased: what follows "scheme://" up
+# to the first "/", "?" or "#", as curl and wget read it.
+url_authority() {
+    ua_rest=${1#*://}
+    ua_rest=${ua_rest%%[/?#]*}
+    printf '%s' "$ua_rest" | tr 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' 'abcdefghijklmnopqrstuvwxyz'
 }
 
+# The host of a URL without brackets, lower-cased (for matching NO_PROXY).
+url_host() {
+    uh_auth=$(url_authority "$1")
+    uh_auth=${uh_auth##*@}
+    case $uh_auth in
+        \[*) uh_auth=${uh_auth#\[} && uh_auth=${uh_auth%%]*} ;;
+        *) uh_auth=${uh_auth%%:*} ;;
+    esac
+    printf '%s' "$uh_auth"
+}
+
+# Loopback is exactly localhost, a dotted quad 127.d.d.d (each part a decimal 0-255) or
+# [::1], with at most a numeric port: no user info ("http://127.0.0.1@example.com" goes to
+# example.com), and nothing that only starts like one ("127.0.0.1.example.com", "127.1",
+# "localhost.example.com"), which name other machines or leave the answer to a resolver.
 is_loopback_url() {
     case $1 in http://* | https://*) ;; *) return 1 ;; esac
-    case $(url_host "$1") in
-        127.* | localhost | '[::1]') return 0 ;;
+    il_auth=$(url_authority "$1")
+    case $il_auth in
+        '[::1]' | '[::1]:'*) il_host='[::1]' ;;
+        *) il_host=${il_auth%%:*} ;;
     esac
-    return 1
+    il_port=${il_auth#"$il_host"}
+    case $il_port in
+        '') ;;
+        : | :*[!0-9]*) return 1 ;;
+        :*) ;;
+        *) return 1 ;;
+    esac
+    case $il_host in
+        localhost | '[::1]') return 0 ;;
+        127.*) ;;
+        *) return 1 ;;
+    esac
+    il_rest=${il_host#127.}.
+    il_parts=0
+    while [ -n "$il_rest" ]; do
+        il_part=${il_rest%%.*}
+        il_rest=${il_rest#*.}
+        # No leading zeros: resolvers read 010 as octal, and 0999 as a host name.
+        case $il_part in '' | *[!0-9]* | 0?* | ????*) return 1 ;; esac
+        [ "$il_part" -le 255 ] || return 1
+        il_parts=$((il_parts + 1))
+    done
+    [ "$il_parts" = 3 ]
 }
 
 # https anywhere, plain http only to this machine.

@@ -8,10 +8,23 @@ at its top and ``updater/_build_info.json`` somewhere below (see docs/contracts.
   process so nothing of it is imported here.
 * :func:`build_standin`: a fast stand-in for tests and the release rehearsal: a POSIX ``sh``
   launcher that runs a copy of the ``updater`` package with a given Python.
+
+Both ship every pinned artifact of ``release/pins.toml`` (``pins_path``) as
+``vendor/<name>/<asset>`` inside the build folder, so it ends up in ``mux-<target>.tar.gz``.
+The build never downloads: the release engineer or the release workflow puts each pinned
+asset, under its asset name, into one folder and passes it as ``artifacts_dir``
+(``mux-release build --artifacts DIR``), e.g. with
+``gh release download <tag> --repo <repository> --pattern <asset> --dir DIR`` or
+``curl -fLo DIR/<asset> <url>`` using the pin's own fields. Every file is checked against its
+pin (size, then a streamed sha256) before anything is written, and hashed again while it is
+copied in, so a file that changes in between still fails closed. A missing file is a
+:class:`BuildError`, a size or digest mismatch a :class:`~updater.errors.VerificationError`
+(exit 3); either way no build folder is left behind. With no pins this is a no-op.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -21,13 +34,18 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 import updater
 from updater.buildinfo import BUILD_INFO_FILE, MAX_TRUSTED_KEYS, BuildInfo, TrustSettings
-from updater.errors import MuxError, UsageError
+from updater.errors import MuxError, UsageError, VerificationError
 from updater.minisign import PublicKey
 from updater.models import parse_version
+
+if TYPE_CHECKING:
+    from .pins import Pin
 
 PACKAGE_DIR = Path(updater.__file__).resolve().parent
 BUILD_INFO_NAME = BUILD_INFO_FILE.name
@@ -45,6 +63,9 @@ DEV_ONLY_MODULES = (
     "setuptools",
     "tkinter",
 )
+# Where pinned artifacts go inside a build folder: vendor/<pin name>/<asset>.
+VENDOR_DIR_NAME = "vendor"
+_CHUNK = 1 << 20
 
 
 class BuildError(MuxError):
@@ -117,6 +138,113 @@ def _copy_updater_package(destination: Path) -> None:
     )
 
 
+# --- pinned artifacts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    """A pinned artifact's file in the artifacts folder, checked against its pin."""
+
+    pin: Pin
+    source: Path
+
+    @property
+    def destination(self) -> PurePosixPath:
+        """Its place inside the build folder (and so inside ``mux-<target>/``)."""
+        return PurePosixPath(VENDOR_DIR_NAME, self.pin.name, self.pin.asset)
+
+
+def _check_against_pin(pin: Pin, *, size: int, sha256: str | None, where: Path) -> None:
+    if pin.size is not None and size != pin.size:
+        raise VerificationError(
+            f"{pin.name} {pin.tag}: {where} is {size} bytes, the pin says {pin.size}",
+            hint="use the asset the pin names, or repin it",
+        )
+    if sha256 is not None and sha256 != pin.sha256:
+        raise VerificationError(
+            f"{pin.name} {pin.tag}: {where} has sha256 {sha256}, the pin says {pin.sha256}",
+            hint="use the asset the pin names, or repin it",
+        )
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_pinned_artifacts(pins_path: Path | None, artifacts_dir: Path | None) -> list[PinnedFile]:
+    """Find and check every pinned artifact of ``pins_path`` in ``artifacts_dir`` (offline).
+
+    No ``pins_path``, or a pins.toml without entries, needs no artifacts. An entry that was
+    never pinned cannot be shipped, so it fails the build, as it fails ``pins --check``.
+    """
+    if pins_path is None:
+        return []
+    from .pins import PinsError, load_pins
+
+    pins = load_pins(Path(pins_path))
+    if not pins:
+        return []
+    for pin in pins:
+        if not pin.is_pinned:
+            raise PinsError(
+                f"{pin.name} is not pinned yet, so the build cannot ship it",
+                hint=f"run mux-release repin {pin.name} --tag <tag>",
+            )
+    by_asset: dict[str, str] = {}
+    for pin in pins:
+        other = by_asset.setdefault(pin.asset, pin.name)
+        if other != pin.name:
+            raise PinsError(f"{other} and {pin.name} both pin an asset named {pin.asset}")
+    if artifacts_dir is None:
+        raise UsageError(
+            f"{pins_path} pins {', '.join(pin.name for pin in pins)}; give the folder holding "
+            f"{', '.join(pin.asset for pin in pins)} with --artifacts"
+        )
+    folder = Path(artifacts_dir)
+    if not folder.is_dir():
+        raise UsageError(f"the artifacts folder {folder} does not exist")
+    found = []
+    for pin in pins:
+        source = folder / pin.asset
+        if not source.is_file():
+            raise BuildError(
+                f"{pin.name} {pin.tag}: {source} is missing (the pin wants sha256 {pin.sha256})",
+                hint=f"download {pin.url} into {folder}",
+            )
+        # The size first: a wrong file usually fails here without reading it.
+        size = source.stat().st_size
+        _check_against_pin(pin, size=size, sha256=None, where=source)
+        _check_against_pin(pin, size=size, sha256=_sha256_of(source), where=source)
+        found.append(PinnedFile(pin=pin, source=source))
+    return found
+
+
+def vendor_pinned_artifacts(files: Sequence[PinnedFile], build_folder: Path) -> None:
+    """Copy checked artifacts into ``build_folder``, hashing what is written.
+
+    The hash of the copy is what ships, so it is checked again: a file replaced after
+    :func:`check_pinned_artifacts` fails here rather than slipping into the release. The caller
+    removes the build folder on failure.
+    """
+    for item in files:
+        destination = Path(build_folder, *item.destination.parts)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        size = 0
+        with open(item.source, "rb") as source, open(destination, "xb") as copy:
+            while chunk := source.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+                copy.write(chunk)
+        # Fixed mode: the archive's modes must not depend on how the file was downloaded.
+        destination.chmod(0o644)
+        _check_against_pin(item.pin, size=size, sha256=digest.hexdigest(), where=item.source)
+
+
 _LAUNCHER = """\
 #!/bin/sh
 # mux stand-in launcher (mux-release build --standin): runs the updater package next to it.
@@ -166,11 +294,14 @@ def build_standin(
     python: str = sys.executable,
     report_version: str | None = None,
     report_target: str | None = None,
+    pins_path: Path | None = None,
+    artifacts_dir: Path | None = None,
 ) -> Path:
     """A stand-in build in ``out_dir/mux-<target>/`` (returned): ``mux`` + ``lib/``.
 
     ``report_version``/``report_target`` bake a build info that disagrees with the declared
-    version/target, to test that consumers catch a lying build.
+    version/target, to test that consumers catch a lying build. ``pins_path`` and
+    ``artifacts_dir``: the pinned artifacts to ship under ``vendor/`` (module docstring).
     """
     target = _resolve_target(target)
     declared = make_build_info(
@@ -188,8 +319,10 @@ def build_standin(
         development=False,
         trust=declared.trust,
     )
+    pinned = check_pinned_artifacts(pins_path, artifacts_dir)
     folder = _fresh_output_folder(out_dir, target)
     try:
+        vendor_pinned_artifacts(pinned, folder)
         lib = folder / "lib"
         _copy_updater_package(lib / "updater")
         write_build_info(lib / "updater", baked)
@@ -220,10 +353,14 @@ def build_standalone(
     repo: str,
     minisign_keys: Sequence[str],
     target: str | None = None,
+    pins_path: Path | None = None,
+    artifacts_dir: Path | None = None,
 ) -> Path:
     """A PyInstaller one-folder build of ``mux`` in ``out_dir/mux-<target>/`` (returned).
 
     Only the running machine's target can be built (PyInstaller does not cross-compile).
+    ``pins_path`` and ``artifacts_dir``: the pinned artifacts to ship under ``vendor/``
+    (module docstring); they are checked before PyInstaller runs.
     """
     from updater._targets import detect_target
 
@@ -243,6 +380,7 @@ def build_standalone(
             "PyInstaller is not installed",
             hint="it is a development dependency: run `uv sync` and use `uv run mux-release`",
         )
+    pinned = check_pinned_artifacts(pins_path, artifacts_dir)
     folder = _fresh_output_folder(out_dir, target)
     with tempfile.TemporaryDirectory(prefix="mux-build-") as scratch_name:
         scratch = Path(scratch_name)
@@ -282,6 +420,8 @@ def build_standalone(
         built = scratch / "dist" / "mux"
         if not (built / "mux").is_file():
             raise BuildError("PyInstaller finished but produced no mux executable")
+        # Into the scratch build, so the output folder only ever appears complete.
+        vendor_pinned_artifacts(pinned, built)
         try:
             shutil.move(str(built), str(folder))
         except BaseException:

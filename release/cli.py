@@ -65,9 +65,28 @@ def build(
     standin: Annotated[
         bool, typer.Option("--standin", help="Fast sh + Python stand-in (tests, rehearsal).")
     ] = False,
+    pins: Annotated[
+        Path | None,
+        typer.Option(
+            "--pins", help="pins.toml of the artifacts to ship (default: release/pins.toml)."
+        ),
+    ] = None,
+    artifacts: Annotated[
+        Path | None,
+        typer.Option(
+            "--artifacts",
+            help="Folder holding each pinned asset under its asset name (never downloaded); "
+            "each is checked against its pin and shipped as vendor/<name>/<asset>.",
+        ),
+    ] = None,
 ) -> None:
-    """Build mux for this machine with its build info (version, protocol, keys) baked in."""
+    """Build mux for this machine with its build info (version, protocol, keys) baked in.
+
+    Every artifact pinned in pins.toml ships inside the build, after its size and sha256 were
+    checked against the pin (exit 3 on a mismatch, nothing written).
+    """
     from release import build as builder
+    from release.pins import DEFAULT_PINS_PATH
 
     if not keys:
         raise UsageError("give at least one trusted minisign public key with --key")
@@ -87,6 +106,8 @@ def build(
         repo=repo,
         minisign_keys=keys,
         target=target,
+        pins_path=pins or DEFAULT_PINS_PATH,
+        artifacts_dir=artifacts,
     )
     print(folder)
 

@@ -5,7 +5,16 @@ A release ships
 * the Python distributions in the runtime dependency closure of the ``mux`` distribution
   (``Requires-Dist`` walked with markers evaluated for this, the build, environment; mux's own
   extras are not followed), and
-* every pinned artifact of ``release/pins.toml``.
+* every pinned artifact of ``release/pins.toml``, and
+* what the standalone (PyInstaller) build carries besides Python distributions: the CPython
+  interpreter and standard library (licence text: ``LICENSE.txt`` in the running
+  interpreter's standard library folder) and PyInstaller's bootloader, the ``mux``
+  executable itself (licence text: ``COPYING.txt`` of the installed PyInstaller
+  distribution). The build is made with the interpreter that runs ``mux-release``, so that
+  is the one described. PyInstaller is a development dependency: without it the notices
+  cannot be generated (an error naming it, never a release without the bootloader's
+  licence); run ``uv sync``. Stand-in builds are never published, so they need no notices
+  of their own.
 
 Each distribution must carry a licence file (``License-File`` metadata, or licence-named files
 in its RECORD, which also finds vendored code's licences). One without is an error naming it;
@@ -23,7 +32,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+import platform
 import re
+import sysconfig
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +50,13 @@ ROOT_DISTRIBUTION = "mux"
 OVERRIDES_NAME = "overrides.toml"
 TEXT_ID_LENGTH = 12
 MAX_DIFF_LINES = 200
+
+# The standalone build's runtime components (see the module docstring).
+CPYTHON_LICENCE = "PSF-2.0"
+CPYTHON_LICENCE_FILE = "LICENSE.txt"
+PYINSTALLER_DISTRIBUTION = "pyinstaller"
+BOOTLOADER_LICENCE = "GPL-2.0-or-later WITH Bootloader-exception"
+BOOTLOADER_LICENCE_FILE = "COPYING.txt"
 
 # Files a distribution carries that hold licence terms (LICENSE, LICENSE.txt, LICENSE-MIT,
 # LICENCE.md, COPYING, NOTICE, ...). Source files that merely have such a name are not texts.
@@ -86,6 +104,18 @@ class PinnedArtifact:
     """A pinned artifact with its vendored licence text."""
 
     pin: Pin
+    licence_text: LicenceText
+
+
+@dataclass(frozen=True)
+class RuntimeComponent:
+    """Something the standalone build ships that is no Python distribution (the interpreter,
+    the bootloader); ``role`` says in one line what it is in the build."""
+
+    name: str
+    version: str
+    licence: str
+    role: str
     licence_text: LicenceText
 
 
@@ -313,6 +343,79 @@ def pinned_artifacts(pins: Iterable[Pin], pins_dir: Path) -> list[PinnedArtifact
     return artifacts
 
 
+def cpython_component(stdlib_dir: Path | None = None) -> RuntimeComponent:
+    """The interpreter the standalone build freezes: this one, with its ``LICENSE.txt``.
+
+    The version is ``major.minor``: the patch level is not locked by the project, and the
+    licence text, which is, is compared byte for byte by ``notices --check`` anyway.
+    """
+    if platform.python_implementation() != "CPython":
+        raise NoticesError(
+            f"the standalone build needs CPython, not {platform.python_implementation()}"
+        )
+    folder = Path(stdlib_dir) if stdlib_dir is not None else Path(sysconfig.get_path("stdlib"))
+    path = folder / CPYTHON_LICENCE_FILE
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise NoticesError(
+            f"CPython's licence text {path} cannot be read: {exc.strerror}",
+            hint="run mux-release with a Python whose standard library carries LICENSE.txt "
+            "(python.org, uv and pyenv builds do)",
+        ) from None
+    text = LicenceText(f"{folder.name}/{CPYTHON_LICENCE_FILE}", normalise_text(raw))
+    if not text.text.strip():
+        raise NoticesError(f"CPython's licence text {path} is empty")
+    major, minor = platform.python_version_tuple()[:2]
+    return RuntimeComponent(
+        name="CPython",
+        version=f"{major}.{minor}",
+        licence=CPYTHON_LICENCE,
+        role="the Python interpreter and standard library, frozen into the build",
+        licence_text=text,
+    )
+
+
+def pyinstaller_bootloader_component(
+    distribution: str = PYINSTALLER_DISTRIBUTION,
+) -> RuntimeComponent:
+    """PyInstaller's bootloader (the build's ``mux`` executable), with PyInstaller's COPYING.txt."""
+    try:
+        dist = metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        raise NoticesError(
+            f"PyInstaller ({distribution}) is not installed, so the licence of the standalone "
+            "build's bootloader is unknown",
+            hint="it is a development dependency: run uv sync, then mux-release notices",
+        ) from None
+    name = _normalise_name(dist.metadata["Name"])
+    text = next(
+        (
+            found
+            for found in distribution_licence_files(dist)
+            if PurePosixPath(found.label).name == BOOTLOADER_LICENCE_FILE
+        ),
+        None,
+    )
+    if text is None:
+        raise NoticesError(
+            f"{name} {dist.version} carries no {BOOTLOADER_LICENCE_FILE} (the licence text of "
+            "its bootloader)"
+        )
+    return RuntimeComponent(
+        name="PyInstaller bootloader",
+        version=dist.version,
+        licence=BOOTLOADER_LICENCE,
+        role="the build's mux executable, which loads the interpreter and starts mux",
+        licence_text=text,
+    )
+
+
+def standalone_components() -> list[RuntimeComponent]:
+    """What the standalone build ships besides Python distributions, from this environment."""
+    return [cpython_component(), pyinstaller_bootloader_component()]
+
+
 # --- rendering (pure) -------------------------------------------------------------------
 
 
@@ -330,10 +433,15 @@ def _inline_code(value: str) -> str:
     return f"{fence}{value}{fence}" if fence == "`" else f"{fence} {value} {fence}"
 
 
-def render_notices(distributions: Iterable[Distribution], pins: Iterable[PinnedArtifact]) -> str:
+def render_notices(
+    distributions: Iterable[Distribution],
+    pins: Iterable[PinnedArtifact],
+    components: Iterable[RuntimeComponent] = (),
+) -> str:
     """THIRD_PARTY_NOTICES.md for these inputs; the same inputs in any order give the same bytes."""
     dists = sorted(distributions, key=lambda d: (d.name, d.version))
     artifacts = sorted(pins, key=lambda a: a.pin.name)
+    runtime = sorted(components, key=lambda c: (c.name, c.version))
     users: dict[str, list[str]] = {}
     texts: dict[str, LicenceText] = {}
 
@@ -349,9 +457,9 @@ def render_notices(distributions: Iterable[Distribution], pins: Iterable[PinnedA
     out = [
         "# Third-party notices",
         "",
-        "<!-- Generated by `mux-release notices` from release/pins.toml and the runtime "
-        "dependencies of the mux distribution. Do not edit: `mux-release notices --check` "
-        "fails when this file is stale. -->",
+        "<!-- Generated by `mux-release notices` from release/pins.toml, the runtime "
+        "dependencies of the mux distribution and the runtime of its standalone build. Do not "
+        "edit: `mux-release notices --check` fails when this file is stale. -->",
         "",
         "A mux release includes the third-party software listed below. Each distinct licence "
         'text is printed once, under "Licence texts", and referenced by its identifier.',
@@ -375,6 +483,25 @@ def render_notices(distributions: Iterable[Distribution], pins: Iterable[PinnedA
             f"- SHA-256: `{pin.sha256}`",
             f"- Licence: {pin.license}",
             f"- Licence text: {_text_link(text)} ({_inline_code(text.label)}{source})",
+            "",
+        ]
+    out += [
+        "## Standalone build runtime",
+        "",
+        "Besides the Python distributions below, the standalone build carries:",
+        "",
+    ]
+    if not runtime:
+        out += ["None.", ""]
+    for component in runtime:
+        text = component.licence_text
+        register(text, f"{component.name} {component.version}")
+        out += [
+            f"### {component.name} {component.version}",
+            "",
+            f"- Part: {component.role}",
+            f"- Licence: {component.licence}",
+            f"- Licence text: {_text_link(text)} ({_inline_code(text.label)})",
             "",
         ]
     out += ["## Python distributions", ""]
@@ -413,10 +540,13 @@ def generate_notices(
     *,
     distributions: Sequence[Distribution] | None = None,
     pins: Sequence[Pin] | None = None,
+    components: Sequence[RuntimeComponent] | None = None,
 ) -> str:
     """Render the notices for ``pins_path`` (or ``pins``, e.g. a repin's new pins).
 
     Entries not pinned yet are left out: a release cannot ship them (``pins --check`` fails).
+    ``distributions`` and ``components`` default to what this environment's standalone build
+    ships (:func:`shipped_distributions`, :func:`standalone_components`).
     """
     if pins is None:
         pins = load_pins(pins_path)
@@ -424,7 +554,9 @@ def generate_notices(
     if distributions is None:
         overrides = load_overrides(pins_path.parent / "licenses" / OVERRIDES_NAME)
         distributions = shipped_distributions(overrides=overrides)
-    return render_notices(distributions, pinned_artifacts(pins, pins_path.parent))
+    if components is None:
+        components = standalone_components()
+    return render_notices(distributions, pinned_artifacts(pins, pins_path.parent), components)
 
 
 def notices_diff(current: str | None, expected: str, *, name: str) -> str:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import platform
 import random
 import subprocess
 import sys
+import sysconfig
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -15,12 +18,16 @@ from release.notices import (
     LicenceText,
     NoticesError,
     PinnedArtifact,
+    RuntimeComponent,
     check_notices,
+    cpython_component,
     generate_notices,
     load_overrides,
     normalise_text,
+    pyinstaller_bootloader_component,
     render_notices,
     shipped_distributions,
+    standalone_components,
 )
 from release.pins import DEFAULT_NOTICES_PATH, DEFAULT_PINS_PATH, Pin, PinIdentity, check_pins
 
@@ -256,9 +263,29 @@ def sample_inputs() -> tuple[list[Distribution], list[PinnedArtifact]]:
     return dists, pins
 
 
+def sample_components() -> list[RuntimeComponent]:
+    return [
+        RuntimeComponent(
+            "PyInstaller bootloader",
+            "6.0",
+            "GPL-2.0-or-later WITH Bootloader-exception",
+            "the executable",
+            LicenceText("pyinstaller-6.0.dist-info/licenses/COPYING.txt", "GPL and exception\n"),
+        ),
+        RuntimeComponent(
+            "CPython",
+            "3.11",
+            "PSF-2.0",
+            "the interpreter",
+            LicenceText("python3.11/LICENSE.txt", normalise_text(MIT.encode())),
+        ),
+    ]
+
+
 def test_notices_from_shuffled_inputs_are_identical() -> None:
     dists, pins = sample_inputs()
-    expected = render_notices(dists, pins)
+    components = sample_components()
+    expected = render_notices(dists, pins, components)
     shuffler = random.Random(1234)
     for _ in range(20):
         shuffled_dists = [
@@ -270,7 +297,14 @@ def test_notices_from_shuffled_inputs_are_identical() -> None:
             )
             for d in shuffler.sample(dists, len(dists))
         ]
-        assert render_notices(shuffled_dists, shuffler.sample(pins, len(pins))) == expected
+        assert (
+            render_notices(
+                shuffled_dists,
+                shuffler.sample(pins, len(pins)),
+                shuffler.sample(components, len(components)),
+            )
+            == expected
+        )
 
 
 def test_each_licence_text_is_printed_once_and_referenced_by_every_user() -> None:
@@ -368,3 +402,84 @@ def test_notices_refuse_a_pin_whose_licence_text_is_missing(tmp_path: Path) -> N
     (pins.parent / "licenses" / "libfoo.txt").write_text(MIT)
     text = generate_notices(pins, pins=[pin("libfoo")], distributions=dists)
     assert "(`release/licenses/libfoo.txt`)" in text
+
+
+# --- the standalone build's runtime: CPython and PyInstaller's bootloader -------------------
+
+
+def test_the_runtime_components_are_listed_once_with_their_texts() -> None:
+    dists, pins = sample_inputs()
+    text = render_notices(dists, pins, sample_components())
+    headings = [line for line in text.splitlines() if line.startswith("### ")]
+    assert headings.index("### CPython 3.11") < headings.index("### PyInstaller bootloader 6.0")
+    assert headings.index("### libzed v1.2.3") < headings.index("### CPython 3.11")
+    assert headings.index("### PyInstaller bootloader 6.0") < headings.index("### Zulu 0.1")
+    assert "- Licence: GPL-2.0-or-later WITH Bootloader-exception" in text
+    # CPython's text is the MIT sample here: printed once, used by it and the others.
+    assert text.count("Permission is hereby granted") == 1
+    assert "Used by: CPython 3.11, alpha 1.0, beta 2.0, gamma 1.0, libfoo v1.2.3." in text
+    assert text.count("GPL and exception") == 1
+
+
+def test_the_standalone_runtime_comes_from_this_interpreter_and_pyinstaller() -> None:
+    cpython, bootloader = standalone_components()
+    licence_file = Path(sysconfig.get_path("stdlib")) / "LICENSE.txt"
+    assert cpython.name == "CPython"
+    assert cpython.version == ".".join(platform.python_version_tuple()[:2])
+    assert cpython.licence == "PSF-2.0"
+    assert cpython.licence_text.text == normalise_text(licence_file.read_bytes())
+    assert "PYTHON SOFTWARE FOUNDATION LICENSE VERSION 2" in cpython.licence_text.text
+
+    pyinstaller = metadata.distribution("pyinstaller")
+    copying = next(f for f in pyinstaller.files or [] if f.name == "COPYING.txt")
+    assert bootloader.name == "PyInstaller bootloader"
+    assert bootloader.version == pyinstaller.version
+    assert bootloader.licence == "GPL-2.0-or-later WITH Bootloader-exception"
+    assert bootloader.licence_text.label == copying.as_posix()
+    assert bootloader.licence_text.text == normalise_text(Path(str(copying.locate())).read_bytes())
+    assert "Bootloader Exception" in bootloader.licence_text.text
+
+
+def test_the_committed_notices_cover_cpython_and_the_bootloader() -> None:
+    committed = DEFAULT_NOTICES_PATH.read_text(encoding="utf-8")
+    for component in standalone_components():
+        assert f"### {component.name} {component.version}\n" in committed
+        assert f"- Licence: {component.licence}\n" in committed
+        assert f"### Licence {component.licence_text.text_id}\n" in committed
+    assert generate_notices(DEFAULT_PINS_PATH, components=[]) != committed
+
+
+def test_a_missing_cpython_licence_text_is_an_error_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(NoticesError) as caught:
+        cpython_component(tmp_path)
+    assert caught.value.message.startswith(
+        f"CPython's licence text {tmp_path / 'LICENSE.txt'} cannot be read"
+    )
+    (tmp_path / "LICENSE.txt").write_text("\n \n")
+    with pytest.raises(NoticesError, match=r"LICENSE\.txt is empty"):
+        cpython_component(tmp_path)
+
+
+def test_pyinstaller_missing_or_without_its_licence_is_an_error_naming_it(site: Path) -> None:
+    with pytest.raises(NoticesError) as caught:
+        pyinstaller_bootloader_component("zz-no-pyinstaller")
+    assert caught.value.message.startswith("PyInstaller (zz-no-pyinstaller) is not installed")
+    assert "uv sync" in str(caught.value.hint)
+
+    make_dist(
+        site,
+        "zz-pyinstaller",
+        "6.1",
+        files={"zz_pyinstaller-6.1.dist-info/licenses/LICENSE": MIT},
+    )
+    with pytest.raises(NoticesError, match=r"zz-pyinstaller 6.1 carries no COPYING.txt"):
+        pyinstaller_bootloader_component("zz-pyinstaller")
+    make_dist(
+        site,
+        "zz-pyinstaller-ok",
+        "6.2",
+        headers=("License-File: COPYING.txt",),
+        files={"zz_pyinstaller_ok-6.2.dist-info/licenses/COPYING.txt": "GPL text\r\n"},
+    )
+    found = pyinstaller_bootloader_component("zz-pyinstaller-ok")
+    assert (found.version, found.licence_text.text) == ("6.2", "GPL text\n")

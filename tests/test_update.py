@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.installs import Install, bootstrap, republish, snapshot
-from tests.support.releases import Feed, make_feed, make_keypair, serve_directory
+from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
 from updater._targets import detect_target
 
 TARGET = detect_target()
@@ -266,9 +266,11 @@ def test_package_manager_install_is_refused(installed: Install, tmp_path: Path) 
     env = {k: v for k, v in installed.env.items() if k != "MUX_HOME"}
     from tests.conftest import run_mux
 
+    before = snapshot(installed.home, installed.bin_dir, cellar)
     result = run_mux(["update"], env, executable=[str(cellar / "mux")])
     assert result.returncode == 1
     assert "managed by Homebrew" in result.stderr and "brew upgrade mux" in result.stderr
+    assert snapshot(installed.home, installed.bin_dir, cellar) == before
 
 
 def _status(install: Install) -> dict[str, object]:
@@ -377,6 +379,7 @@ def test_kill_9_at_any_moment_leaves_a_runnable_mux(installed: Install) -> None:
     assert installed.run("update", "--version", "0.2.0").returncode == 0
     duration = time.monotonic() - started
     outcomes = {"0.1.0": 0, "0.2.0": 0}
+    killed = 0
     for run in range(50):
         wanted = "0.1.0" if installed.active() == "0.2.0" else "0.2.0"
         process = subprocess.Popen(
@@ -392,12 +395,14 @@ def test_kill_9_at_any_moment_leaves_a_runnable_mux(installed: Install) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+            killed += 1
         version = installed.reported_version()["version"]
         assert version in outcomes, f"run {run}: mux reports {version}"
         outcomes[str(version)] += 1
         target = Path(os.readlink(installed.mux))
         assert target.is_file(), f"run {run}: the link points at {target}, which is gone"
-    # The next run cleans up whatever the killed ones left.
+    assert killed >= 25, f"only {killed} of 50 runs were killed mid-way"
+    # The next run cleans up whatever the killed ones left (also when it has nothing to do).
     assert installed.run("update", "--version", "0.2.0", "--allow-downgrade").returncode == 0
     leftovers = [
         p.name
@@ -407,3 +412,79 @@ def test_kill_9_at_any_moment_leaves_a_runnable_mux(installed: Install) -> None:
     leftovers += [p.name for p in installed.bin_dir.iterdir() if p.name != "mux"]
     assert leftovers == []
     assert sorted(p.name for p in (installed.home / "versions").iterdir()) == ["0.1.0", "0.2.0"]
+
+
+def test_a_run_with_nothing_to_install_still_tidies(installed: Install) -> None:
+    assert installed.run("update").returncode == 0
+    leftovers = [
+        installed.home / ".download-abc123",
+        installed.home / "versions" / "0.3.0.partial-abc123",
+        installed.home / "versions" / ".trash-abc123",
+        installed.bin_dir / ".mux.tmp-1-2",
+    ]
+    for path in leftovers:
+        if "partial" in path.name or "trash" in path.name:
+            path.mkdir()
+            (path / "junk").write_text("x")
+        else:
+            path.write_text("x")
+    result = installed.run("update")
+    assert result.returncode == 0 and "already installed" in result.stdout
+    assert [p for p in leftovers if p.exists() or p.is_symlink()] == []
+
+
+def test_rollback_without_a_recorded_file_list_is_refused(installed: Install) -> None:
+    assert installed.run("update").returncode == 0
+    record_path = installed.home / "install.json"
+    record = json.loads(record_path.read_text())
+    del record["versions"]["0.1.0"]
+    record_path.write_text(json.dumps(record))
+    result = installed.run("update", "--rollback")
+    assert result.returncode == 3 and "no file list on record" in result.stderr
+    assert installed.active() == "0.2.0"
+
+
+def test_release_without_a_build_for_this_target(installed: Install, feed: Feed) -> None:
+    make_release(
+        feed.path,
+        "0.3.0",
+        protocol_version=1,
+        keypair=feed.keypair,
+        targets=[
+            "aarch64-apple-darwin"
+            if TARGET != "aarch64-apple-darwin"
+            else "x86_64-unknown-linux-gnu"
+        ],
+    )
+    before = snapshot(installed.home, installed.bin_dir)
+    result = installed.run("update")
+    assert result.returncode == 1
+    assert f"has no build for {TARGET}" in result.stderr and "it has:" in result.stderr
+    assert_untouched(installed, before)
+
+
+def test_read_only_versions_folder(installed: Install) -> None:
+    import shutil
+    import subprocess
+
+    unshare = shutil.which("unshare")
+    probe = subprocess.run([unshare or "unshare", "-m", "true"], capture_output=True, check=False)
+    if unshare is None or probe.returncode != 0:
+        pytest.skip("needs a private mount namespace (unshare -m) for a read-only bind mount")
+    before = snapshot(installed.home, installed.bin_dir)
+    versions = str(installed.home / "versions")
+    script = (
+        f'mount --bind "{versions}" "{versions}" && mount -o remount,bind,ro "{versions}" '
+        f'&& exec "{installed.mux}" update'
+    )
+    result = subprocess.run(
+        [unshare, "-m", "sh", "-c", script],
+        env=installed.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "read-only file system" in result.stderr and "Traceback" not in result.stderr
+    assert_untouched(installed, before)

@@ -22,6 +22,15 @@ from updater import models
 REPO = "acme/mux"
 
 
+def assert_unchanged(install: Install, before: dict[str, str]) -> None:
+    """The install is byte for byte as it was (the lock file aside) and still runs 0.1.0."""
+    after = snapshot(install.home, install.bin_dir)
+    assert {k: v for k, v in after.items() if not k.endswith("/.lock")} == {
+        k: v for k, v in before.items() if not k.endswith("/.lock")
+    }
+    assert install.active() == "0.1.0"
+
+
 @pytest.fixture(scope="module")
 def sigstore(tmp_path_factory: pytest.TempPathFactory) -> FakeSigstore:
     return FakeSigstore.create(tmp_path_factory.mktemp("sigstore"))
@@ -108,7 +117,7 @@ BAD_ATTESTATIONS = {
     "another tag": ({"ref": "refs/tags/v9.9.9"}, "refs/tags/v0.2.0"),
     "self-hosted runner": ({"runner_environment": "self-hosted"}, "runner"),
     "another digest": ({"subjects": {"x": "00" * 32}}, "sha256"),
-    "no log entry": ({"with_tlog_entry": False}, "attestation"),
+    "no log entry": ({"with_tlog_entry": False}, "transparency-log entry"),
 }
 
 
@@ -133,11 +142,7 @@ def test_bad_attestation_is_refused(
     assert result.returncode == 3, result.stderr
     error = result.stderr.strip().splitlines()[-1]
     assert error.startswith("mux: verification failed (attestation)") and word in error, error
-    after = snapshot(installed.home, installed.bin_dir)
-    assert {k: v for k, v in after.items() if not k.endswith(".lock")} == {
-        k: v for k, v in before.items() if not k.endswith(".lock")
-    }
-    assert installed.active() == "0.1.0"
+    assert_unchanged(installed, before)
 
 
 def test_attestation_from_an_untrusted_sigstore(
@@ -145,9 +150,10 @@ def test_attestation_from_an_untrusted_sigstore(
 ) -> None:
     stranger = FakeSigstore.create(tmp_path / "stranger")
     attest(github.root / "v0.2.0", keypair, stranger)
+    before = snapshot(installed.home, installed.bin_dir)
     result = installed.run("update")
     assert result.returncode == 3 and "verification failed (attestation)" in result.stderr
-    assert installed.active() == "0.1.0"
+    assert_unchanged(installed, before)
 
 
 def test_missing_attestation_fails_closed_unless_skipped_loudly(
@@ -156,9 +162,10 @@ def test_missing_attestation_fails_closed_unless_skipped_loudly(
     release = github.root / "v0.2.0"
     (release / "mux-0.2.0.sigstore.json").unlink()
     republish(release, keypair.secret_key())
+    before = snapshot(installed.home, installed.bin_dir)
     refused = installed.run("update")
     assert refused.returncode == 3 and "no attestation" in refused.stderr
-    assert installed.active() == "0.1.0"
+    assert_unchanged(installed, before)
     skipped = installed.run("update", "--insecure-skip-attestation")
     assert skipped.returncode == 0, skipped.stderr
     assert "WARNING: --insecure-skip-attestation" in skipped.stderr
@@ -174,21 +181,18 @@ def test_truncated_download_is_retried_then_refused(installed: Install, github: 
     result = installed.run("update")
     assert result.returncode == 1, result.stderr
     assert "download of" in result.stderr
-    after = snapshot(installed.home, installed.bin_dir)
-    assert {k for k in after if not k.endswith(".lock")} == {
-        k for k in before if not k.endswith(".lock")
-    }
-    assert installed.active() == "0.1.0"
+    assert_unchanged(installed, before)
 
 
 def test_redirect_to_a_foreign_host_is_refused(installed: Install, github: FakeGitHub) -> None:
     foreign = FakeGitHub(root=github.root)
+    before = snapshot(installed.home, installed.bin_dir)
     with serve_github(foreign):
         github.foreign_download_url = foreign.api_url.replace("127.0.0.1", "localhost") + "/_dl"
         result = installed.run("update")
     assert result.returncode == 1 and "not an allowed release host" in result.stderr
     assert foreign.requests == []
-    assert installed.active() == "0.1.0"
+    assert_unchanged(installed, before)
 
 
 def test_api_digest_disagreement_is_refused(installed: Install, github: FakeGitHub) -> None:
@@ -201,9 +205,10 @@ def test_api_digest_disagreement_is_refused(installed: Install, github: FakeGitH
         return doc
 
     github.release_doc = lying  # type: ignore[method-assign]
+    before = snapshot(installed.home, installed.bin_dir)
     result = installed.run("update")
     assert result.returncode == 3 and "GitHub's asset digest" in result.stderr
-    assert installed.active() == "0.1.0"
+    assert_unchanged(installed, before)
 
 
 def test_dropped_connection_resumes_with_range(installed: Install, github: FakeGitHub) -> None:
@@ -229,7 +234,4 @@ def test_stalled_download_times_out(installed: Install, github: FakeGitHub) -> N
     result = stalled.run("update", timeout=60)
     assert result.returncode == 1, result.stderr
     assert "download of" in result.stderr and "ReadTimeout" in result.stderr
-    after = snapshot(installed.home, installed.bin_dir)
-    assert {k for k in after if not k.endswith(".lock")} == {
-        k for k in before if not k.endswith(".lock")
-    }
+    assert_unchanged(installed, before)

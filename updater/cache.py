@@ -75,7 +75,7 @@ def load(
     """The cached answer for ``key`` and when it was made, if younger than ``max_age`` s."""
     try:
         doc = json.loads(check_cache_path().read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("schema") != CACHE_SCHEMA or doc.get("key") != key:
         return None

@@ -150,6 +150,7 @@ def _fetch_http(
                     f"{exc.__class__.__name__}",
                     hint="check the network, then retry",
                 ) from None
+            client.back_off(failures)
             continue
         if done < expected_size:
             failures += 1
@@ -158,6 +159,7 @@ def _fetch_http(
                     f"download of {url} stopped at {done} of {expected_size} bytes",
                     hint="retry; if it persists the release file is truncated on the server",
                 )
+            client.back_off(failures)
             continue
         return done, digest
 

@@ -170,7 +170,11 @@ def status_error(url: str, response: httpx.Response) -> NetworkError:
         return _rate_limit_error(url, response)
     status = response.status_code
     if status == 404:
-        return NetworkError(f"{url} was not found (HTTP 404)", status=status)
+        return NetworkError(
+            f"{url} was not found (HTTP 404)",
+            hint="check the repository (MUX_REPO), the source (--source) and --version",
+            status=status,
+        )
     if status in (401, 403):
         return NetworkError(
             f"{url} refused access (HTTP {status})",
@@ -220,6 +224,10 @@ class HttpClient:
 
     def close(self) -> None:
         self._client.close()
+
+    def back_off(self, attempt: int) -> None:
+        """Wait before retry number ``attempt`` (exponential backoff)."""
+        time.sleep(self._backoff * 2 ** (attempt - 1))
 
     def __enter__(self) -> HttpClient:
         return self
@@ -282,7 +290,7 @@ class HttpClient:
                 attempt += 1
                 if attempt > self.retries:
                     raise _describe_transport_error(current, exc) from None
-                time.sleep(self._backoff * 2 ** (attempt - 1))
+                self.back_off(attempt)
                 continue
             status = response.status_code
             if status == 401 and use_token and "Authorization" in response.request.headers:
@@ -292,7 +300,7 @@ class HttpClient:
             if status >= 500 and attempt < self.retries:
                 response.close()
                 attempt += 1
-                time.sleep(self._backoff * 2 ** (attempt - 1))
+                self.back_off(attempt)
                 continue
             if status >= 400:
                 try:

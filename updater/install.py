@@ -69,21 +69,28 @@ def install_lock(layout: Layout, *, wait: float | None = None) -> Iterator[None]
         os.close(fd)
 
 
+def _is_leftover(name: str, markers: tuple[str, ...]) -> bool:
+    # "<version>.partial-XXXX" carries its mark inside the name; the others are prefixes.
+    return any(name.startswith(m) or (m == PARTIAL_MARK and m in name) for m in markers)
+
+
 def remove_leftovers(layout: Layout) -> list[str]:
     """Delete what killed runs left behind (call with the lock held)."""
     removed = []
     candidates: list[Path] = []
+    probe = ".mux-write-probe-"
     for directory, markers in (
-        (layout.versions, (PARTIAL_MARK, TRASH_PREFIX)),
-        # install.sh's temporary record and startup-file copies are named likewise.
-        (layout.home, (DOWNLOAD_PREFIX, ".install.json-", ".mux-rc-")),
-        (layout.bin_dir, (LINK_TEMP_PREFIX,)),
+        (layout.versions, (PARTIAL_MARK, TRASH_PREFIX, probe)),
+        # install.sh's temporary record and startup-file copies are named likewise, and so
+        # is the record's own temporary file (cache.atomic_write).
+        (layout.home, (DOWNLOAD_PREFIX, ".install.json-", ".install.json.", ".mux-rc-", probe)),
+        (layout.bin_dir, (LINK_TEMP_PREFIX, probe)),
     ):
         try:
             entries = list(directory.iterdir())
         except OSError:
             continue
-        candidates += [p for p in entries if any(m in p.name for m in markers)]
+        candidates += [p for p in entries if _is_leftover(p.name, markers)]
     for path in candidates:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
@@ -117,15 +124,11 @@ def _checked_members(archive: tarfile.TarFile, top: str) -> list[tarfile.TarInfo
         if not (member.isfile() or member.isdir() or member.issym()):
             raise _archive_error(f"member {name!r} is not a file, folder or symlink")
         if member.issym():
+            # Relative targets without "..", so every link (and every chain of links) stays
+            # at or below its own folder, whatever else the archive holds.
             target = PurePosixPath(member.linkname)
-            resolved = PurePosixPath(*parts[:-1]) / target
-            depth = 0
-            for part in resolved.parts:
-                depth += -1 if part == ".." else (0 if part == "." else 1)
-                if depth < 1:
-                    raise _archive_error(f"symlink {name!r} -> {member.linkname} leaves the folder")
-            if target.is_absolute():
-                raise _archive_error(f"symlink {name!r} -> {member.linkname} is absolute")
+            if target.is_absolute() or ".." in target.parts:
+                raise _archive_error(f"symlink {name!r} -> {member.linkname} leaves its folder")
         total += max(member.size, 0)
         if total > MAX_UNPACKED_BYTES:
             raise _archive_error(f"unpacks to more than {MAX_UNPACKED_BYTES} bytes")
@@ -214,7 +217,7 @@ def smoke_test(folder: Path, expected: Expected) -> None:
     try:
         doc = json.loads(result.stdout)
         reported = Expected(str(doc["version"]), int(doc["protocol_version"]), str(doc["target"]))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise VerificationError(
             f"verification failed (smoke-test): the new mux exited {result.returncode} without "
             "a valid `version --json` (wrong architecture or a broken build?)"

@@ -101,7 +101,7 @@ def read_record(layout: Layout) -> dict[str, Any]:
     """``install.json``; a missing or unreadable record is an empty one (the link rules)."""
     try:
         doc = json.loads(layout.record_path.read_bytes())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {"schema": RECORD_SCHEMA, "versions": {}}
     if not isinstance(doc, dict) or not isinstance(doc.get("versions"), dict):
         return {"schema": RECORD_SCHEMA, "versions": {}}

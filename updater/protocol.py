@@ -53,7 +53,7 @@ def parse_status_line(raw: bytes) -> StatusLine:
     """Parse a ``GET /api/status`` body; unknown fields are kept in ``extra`` and ignored."""
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise StatusLineError(f"not JSON ({exc.__class__.__name__})", "garbage") from None
     if not isinstance(doc, dict):
         raise StatusLineError("not a JSON object", "garbage")

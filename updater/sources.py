@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
 from . import models
-from .errors import NetworkError, ParseError, UsageError
+from .errors import NetworkError, ParseError, UsageError, VerificationError
 from .http import Fetched, HostPolicy, HttpClient, check_url_scheme, url_origin
 
 GITHUB_WEB = "https://github.com"
@@ -74,7 +74,7 @@ class _Conditional:
         try:
             doc = json.loads(self._path(url).read_bytes())
             return str(doc["etag"]), str(doc["body"]).encode()
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
 
     def store(self, url: str, etag: str, body: bytes) -> None:
@@ -155,7 +155,7 @@ class GitHubSource:
                 self._conditional.store(url, etag, body)
         try:
             return json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise NetworkError(f"{url} answered something that is not JSON") from None
 
     def _latest_from_api(self) -> str:
@@ -200,7 +200,11 @@ class GitHubSource:
             if isinstance(digest, str) and digest.startswith("sha256:"):
                 value = digest.removeprefix("sha256:").lower()
                 if not models.is_sha256(value):
-                    raise NetworkError(f"GitHub gave a malformed digest for {asset.get('name')}")
+                    # Fail closed: a digest GitHub publishes must be usable, never skipped.
+                    raise VerificationError(
+                        f"verification failed (digest): GitHub gave a malformed digest "
+                        f"for {str(asset.get('name'))[:80]}"
+                    )
                 digests[str(asset.get("name"))] = value
         return digests
 

@@ -183,6 +183,7 @@ def _update(layout: Layout, build: BuildInfo, options: UpdateOptions) -> UpdateR
             new_protocol=manifest.protocol_version,
         )
         if installed is not None and Version(installed) == Version(manifest.version):
+            _tidy(layout)
             result.servers = _server_verdicts(manifest.protocol_version)
             return result
         downgrade = installed is not None and Version(manifest.version) < Version(installed)
@@ -221,8 +222,8 @@ def _update(layout: Layout, build: BuildInfo, options: UpdateOptions) -> UpdateR
             _say(
                 options, "WARNING: --insecure-skip-attestation: not checking who built this release"
             )
-        ensure_writable(layout.home)
-        ensure_writable(layout.bin_dir)
+        for directory in (layout.home, layout.versions, layout.bin_dir):
+            ensure_writable(directory)
         _install(layout, source, _Verified(tag, sums, manifest, asset, policy), result)
     finally:
         source.close()
@@ -296,12 +297,15 @@ def _install(layout: Layout, source: Any, verified: _Verified, result: UpdateRes
                 api_bundles=lambda: source.attestation_bundles(fetched.sha256),
                 source_kind=source.kind,
             )
-            staging = stage_version(
-                layout,
-                fetched.path,
-                top=f"mux-{asset.target}",
-                expected=Expected(manifest.version, manifest.protocol_version, result.target),
-            )
+            try:
+                staging = stage_version(
+                    layout,
+                    fetched.path,
+                    top=f"mux-{asset.target}",
+                    expected=Expected(manifest.version, manifest.protocol_version, result.target),
+                )
+            except OSError as exc:
+                raise _write_error(layout.versions, exc) from None
         finally:
             fetched.path.unlink(missing_ok=True)
         log.ok(LAYER_ARCHIVE, "members confined to the version folder; mux executable present")
@@ -309,24 +313,27 @@ def _install(layout: Layout, source: Any, verified: _Verified, result: UpdateRes
             LAYER_SMOKE_TEST, f"`mux version --json` reports {manifest.version} for {result.target}"
         )
         previous = layout.active_version()
-        final = place_version(layout, staging, manifest.version)
-        record = read_record(layout)
-        versions = record.setdefault("versions", {})
-        versions[manifest.version] = {
-            "archive_sha256": fetched.sha256,
-            "files_sha256": files_sha256(final),
-            "target": result.target,
-            "source": source.location,
-            "installed_by": "mux update",
-        }
-        switch_link(layout, manifest.version)
+        try:
+            final = place_version(layout, staging, manifest.version)
+            record = read_record(layout)
+            versions = record.setdefault("versions", {})
+            versions[manifest.version] = {
+                "archive_sha256": fetched.sha256,
+                "files_sha256": files_sha256(final),
+                "target": result.target,
+                "source": source.location,
+                "installed_by": "mux update",
+            }
+            # Recorded before the link moves: a kill -9 after the switch still leaves the new
+            # version's file list on record for --rollback to check against.
+            write_record(layout, record)
+            switch_link(layout, manifest.version)
+        except OSError as exc:
+            raise _write_error(layout.home, exc) from None
         result.action = "updated"
         keep = [manifest.version]
         if previous and previous != manifest.version:
             keep.append(previous)
-        # Never delete the files this very process runs from; the next update prunes them.
-        running = running_version(layout)
-        result.removed_versions = prune_versions(layout, [*keep, *([running] if running else [])])
         record.update(
             {
                 "schema": 1,
@@ -338,7 +345,39 @@ def _install(layout: Layout, source: Any, verified: _Verified, result: UpdateRes
                 "versions": {v: d for v, d in versions.items() if v in keep},
             }
         )
-        write_record(layout, record)
+        try:
+            # Never delete the files this very process runs from; the next update prunes them.
+            running = running_version(layout)
+            result.removed_versions = prune_versions(
+                layout, [*keep, *([running] if running else [])]
+            )
+            write_record(layout, record)
+        except OSError as exc:
+            raise InstallError(
+                f"mux {manifest.version} is installed and active, but tidying {layout.home} "
+                f"failed: {exc.strerror or exc}",
+                hint="run mux update again to finish",
+            ) from None
+
+
+def _write_error(directory: Path, exc: OSError) -> InstallError:
+    return InstallError(
+        f"cannot write {directory}: {exc.strerror or exc}; the installed mux is unchanged",
+        hint="free some disk space or fix the permissions, then retry",
+    )
+
+
+def _tidy(layout: Layout) -> None:
+    """Remove what killed runs left, when nothing else is running (best effort)."""
+    from .install import install_lock, remove_leftovers
+
+    if not layout.home.is_dir():
+        return
+    try:
+        with install_lock(layout, wait=0):
+            remove_leftovers(layout)
+    except (InstallError, OSError):
+        pass  # another update holds the lock (it tidies), or the home is not writable
 
 
 def rollback(layout: Layout, options: UpdateOptions) -> UpdateResult:
@@ -363,6 +402,14 @@ def rollback(layout: Layout, options: UpdateOptions) -> UpdateResult:
             )
         entry = record.get("versions", {}).get(previous, {})
         expected_list = entry.get("files_sha256") if isinstance(entry, dict) else None
+        if not isinstance(expected_list, str):
+            from .errors import VerificationError
+
+            raise VerificationError(
+                f"verification failed (rollback): {previous} has no file list on record "
+                f"in {layout.record_path}",
+                hint=f"reinstall it with: mux update --version {previous} --allow-downgrade",
+            )
         problem = verify_files(layout.version_dir(previous), expected_list)
         if problem:
             from .errors import VerificationError
@@ -377,9 +424,12 @@ def rollback(layout: Layout, options: UpdateOptions) -> UpdateResult:
             layout.version_dir(previous),
             Expected(previous, protocol, target or str(record.get("target", ""))),
         )
-        switch_link(layout, previous)
-        record.update({"active": previous, "previous": active})
-        write_record(layout, record)
+        try:
+            switch_link(layout, previous)
+            record.update({"active": previous, "previous": active})
+            write_record(layout, record)
+        except OSError as exc:
+            raise _write_error(layout.bin_dir, exc) from None
     result = UpdateResult(
         action="rolled-back",
         layout=layout,
@@ -406,7 +456,7 @@ def _probe_protocol(folder: Path) -> int:
             check=False,
         ).stdout
         return int(json.loads(out)["protocol_version"])
-    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError, RecursionError):
         from .errors import VerificationError
 
         raise VerificationError(

@@ -1,0 +1,146 @@
+"""Unit-level checks of pure pieces: targets, package-manager trees, parsers' worst inputs,
+the token policy across a redirect, and what the cached check imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import respx
+
+from updater import cache
+from updater._targets import TARGETS, UnsupportedPlatform, detect_target, target_for
+from updater.layout import package_manager_for
+from updater.protocol import StatusLineError, parse_status_line
+
+
+@pytest.mark.parametrize(
+    ("system", "machine", "musl", "rosetta", "expected"),
+    [
+        ("Linux", "x86_64", False, False, "x86_64-unknown-linux-gnu"),
+        ("Linux", "amd64", True, False, "x86_64-unknown-linux-musl"),
+        ("Linux", "aarch64", False, False, "aarch64-unknown-linux-gnu"),
+        ("Linux", "arm64", True, False, "aarch64-unknown-linux-musl"),
+        ("Darwin", "arm64", False, False, "aarch64-apple-darwin"),
+        ("Darwin", "x86_64", False, False, "x86_64-apple-darwin"),
+        ("Darwin", "x86_64", False, True, "aarch64-apple-darwin"),  # Rosetta 2
+    ],
+)
+def test_target_for(system: str, machine: str, musl: bool, rosetta: bool, expected: str) -> None:
+    assert target_for(system, machine, musl=musl, rosetta=rosetta) == expected
+
+
+@pytest.mark.parametrize(("system", "machine"), [("Linux", "riscv64"), ("FreeBSD", "x86_64")])
+def test_unsupported_platform_lists_the_targets(system: str, machine: str) -> None:
+    with pytest.raises(UnsupportedPlatform) as caught:
+        target_for(system, machine)
+    assert all(target in str(caught.value) for target in TARGETS)
+
+
+def test_mux_target_overrides_and_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MUX_TARGET", "aarch64-unknown-linux-musl")
+    assert detect_target() == "aarch64-unknown-linux-musl"
+    monkeypatch.setenv("MUX_TARGET", "sparc-sun-solaris")
+    with pytest.raises(UnsupportedPlatform, match="not a published target"):
+        detect_target()
+
+
+def test_the_running_libc_is_asked_not_a_file() -> None:
+    import os
+
+    monkey_free = detect_target.__module__
+    assert monkey_free == "updater._targets"
+    if sys.platform.startswith("linux"):
+        glibc = bool(os.confstr("CS_GNU_LIBC_VERSION"))
+        assert detect_target().endswith("-gnu" if glibc else "-musl")
+
+
+@pytest.mark.parametrize(
+    ("path", "command"),
+    [
+        ("/opt/homebrew/Cellar/mux/0.1.0/bin/mux", "brew upgrade mux"),
+        ("/nix/store/abc-mux-0.1.0/bin/mux", "nix profile upgrade mux"),
+        ("/home/u/.local/share/pipx/venvs/mux/bin/mux", "pipx upgrade mux"),
+        ("/home/u/.local/share/uv/tools/mux/bin/mux", "uv tool upgrade mux"),
+        ("/usr/lib/python3/site-packages/updater/cli.py", "pip install --upgrade mux"),
+        ("/home/u/.cargo/bin/mux", "cargo install mux"),
+    ],
+)
+def test_package_manager_trees(path: str, command: str) -> None:
+    found = package_manager_for(Path(path))
+    assert found is not None and command in found[1]
+
+
+def test_our_own_layout_is_not_a_package_manager() -> None:
+    assert package_manager_for(Path("/home/u/.local/share/mux/versions/0.1.0/mux")) is None
+
+
+def test_deeply_nested_json_is_garbage_not_a_crash(tmp_path: Path, monkeypatch) -> None:
+    deep = b"[" * 100_000
+    with pytest.raises(StatusLineError) as caught:
+        parse_status_line(deep)
+    assert caught.value.kind == "garbage"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache.check_cache_path().parent.mkdir(parents=True)
+    cache.check_cache_path().write_bytes(deep)
+    assert cache.load({"k": 1}, 3600) is None
+
+
+@respx.mock
+def test_the_token_never_follows_a_redirect_to_the_download_host() -> None:
+    from updater.sources import GitHubSource
+
+    download = "https://github.com/acme/mux/releases/download/v1.0.0/manifest.json"
+    blob = "https://objects.githubusercontent.com/github-production-release-asset/1/manifest"
+    first = respx.get(download).mock(return_value=httpx.Response(302, headers={"Location": blob}))
+    second = respx.get(blob).mock(return_value=httpx.Response(200, content=b"{}"))
+    source = GitHubSource(
+        "acme/mux", web_url="https://github.com", api_url="https://api.github.com", token="secret"
+    )
+    try:
+        assert source.fetch("v1.0.0", "manifest.json") == b"{}"
+    finally:
+        source.close()
+    assert first.calls.last.request.headers["Authorization"] == "Bearer secret"
+    assert "Authorization" not in second.calls.last.request.headers
+
+
+def test_a_cached_check_imports_neither_typer_nor_httpx(tmp_path: Path, sandbox_env) -> None:
+    from tests.test_check import write_feed, write_release
+
+    feed = tmp_path / "feed"
+    write_release(feed, "9.0.0")
+    write_feed(feed, [("v9.0.0", False)])
+    env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
+    command = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "updater",
+        "update",
+        "--check",
+        "--max-age",
+        "1h",
+        "--json",
+    ]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert first.returncode == 10
+    assert json.loads(first.stdout)["cached"] is False
+    second = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert json.loads(second.stdout)["cached"] is True
+    imported = {line.split("|")[-1].strip() for line in second.stderr.splitlines()}
+    assert not {"typer", "httpx", "rich", "click", "sigstore"} & imported
+    version = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "updater", "version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    imported = {line.split("|")[-1].strip() for line in version.stderr.splitlines()}
+    assert not {"typer", "httpx", "rich", "packaging", "platformdirs"} & imported
