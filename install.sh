@@ -59,7 +59,8 @@ usage() {
         '  MUX_REQUIRE_SIGNATURE=1  same as --require-signature' \
         '  MUX_INSTALL_PRINT=target print the detected target and exit' \
         '  MUX_LOCK_TIMEOUT       seconds to wait for another install or update (default 10)' \
-        '  NO_COLOR               no colours; HTTPS_PROXY, https_proxy, NO_PROXY are honoured' \
+        '  NO_COLOR               no colours' \
+        '  HTTPS_PROXY, HTTP_PROXY, NO_PROXY  proxies, for curl and wget alike (lower-case names too)' \
         '' \
         'Exit status: 0 done, 1 error, 2 usage error, 3 verification failed.'
 }
@@ -457,38 +458,238 @@ hash_tool_name() {
 }
 
 # ---- downloads ----------------------------------------------------------------------------
+#
+# No download tool follows a redirect by itself. GNU and BusyBox wget follow https to plain
+# http (--https-only applies to recursive downloads only), and curl's --proto-redir cannot
+# say "plain http, but only to this machine". So a download is a chain of single requests,
+# at most max_redirects hops, and each hop's URL must pass check_url_scheme before it is
+# requested. BusyBox wget has no option not to follow: its hops are checked from its -S
+# output afterwards, and what it fetched is thrown away when one was refused.
+
+max_redirects=5
+
+# curl reads https_proxy and no_proxy in either case but http_proxy only in lower case;
+# GNU and BusyBox wget read lower case only. The lower-case names get the upper-case values
+# when only those are set, so every tool sees the same proxies; a lower-case one that is
+# set always wins. (curl skips HTTP_PROXY because a CGI request can set it; nothing here
+# runs as CGI.)
+proxy_from_environment() {
+    if [ -z "${https_proxy+set}" ] && [ -n "${HTTPS_PROXY:-}" ]; then
+        https_proxy=$HTTPS_PROXY
+        export https_proxy
+    fi
+    if [ -z "${http_proxy+set}" ] && [ -n "${HTTP_PROXY:-}" ]; then
+        http_proxy=$HTTP_PROXY
+        export http_proxy
+    fi
+    if [ -z "${no_proxy+set}" ] && [ -n "${NO_PROXY:-}" ]; then
+        no_proxy=$NO_PROXY
+        export no_proxy
+    fi
+}
+
+# BusyBox wget ignores no_proxy, so it is matched here: an entry names a host and its
+# subdomains (".example.com" and "*.example.com" too), "*" every host.
+proxy_bypassed() {
+    pb_host=$(url_host "$1")
+    pb_rest=$(printf '%s' "${no_proxy:-}" | tr -d ' \t' | tr 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' 'abcdefghijklmnopqrstuvwxyz'),
+    while [ -n "$pb_rest" ]; do
+        pb_entry=${pb_rest%%,*}
+        pb_rest=${pb_rest#*,}
+        case $pb_entry in
+            '') ;;
+            \*) return 0 ;;
+            *)
+                pb_entry=${pb_entry#\*}
+                pb_entry=${pb_entry#.}
+                case $pb_host in "$pb_entry" | *."$pb_entry") return 0 ;; esac
+                ;;
+        esac
+    done
+    return 1
+}
 
 # The GitHub token for a request: only to the configured GitHub web host (github.com
-# unless MUX_GITHUB_URL says otherwise), and only through curl, which drops it when a
-# redirect leads to another host or port (GitHub sends downloads to other hosts). wget
-# would repeat it to wherever it is redirected, so it gets no token.
+# unless MUX_GITHUB_URL says otherwise), decided hop by hop (GitHub sends downloads to
+# other hosts, which never see it), and only through curl, which reads it from standard
+# input: wget would need it on its command line, where ps shows it.
 token_for() {
     [ "$downloader" = curl ] || return 0
     [ "$(url_authority "$1")" = "$(url_authority "$github_url")" ] || return 0
     printf '%s' "${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}"
 }
 
-url_authority() {
-    ua_rest=${1#*://}
-    ua_rest=${ua_rest%%/*}
-    printf '%s' "${ua_rest##*@}" | tr 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' 'abcdefghijklmnopqrstuvwxyz'
-}
-
 curl_scheme_options() {
     if is_loopback_url "$1"; then
-        printf '%s\n' --proto =http,https --proto-redir =http,https
+        printf '%s\n' --proto =http,https
     else
-        printf '%s\n' --proto =https --proto-redir =https --tlsv1.2
+        printf '%s\n' --proto =https --tlsv1.2
     fi
 }
 
-# download_start URL FILE: start a download. curl and GNU wget run in the background
-# (dl_pid); BusyBox wget, which needs a retry loop here, runs to the end (dl_rc). The token
-# is never put on curl's command line (ps would show it).
+# resolve_location URL LOCATION: the absolute URL a Location header sent for URL names.
+resolve_location() {
+    rl_scheme=${1%%://*}
+    case $2 in
+        *://*) printf '%s' "$2" ;;
+        //*) printf '%s:%s' "$rl_scheme" "$2" ;;
+        /*)
+            rl_auth=${1#*://}
+            printf '%s://%s%s' "$rl_scheme" "${rl_auth%%[/?#]*}" "$2"
+            ;;
+        *)
+            rl_path=${1#*://}
+            rl_path=${rl_path%%[?#]*}
+            case $rl_path in
+                */*) printf '%s://%s/%s' "$rl_scheme" "${rl_path%/*}" "$2" ;;
+                *) printf '%s://%s/%s' "$rl_scheme" "$rl_path" "$2" ;;
+            esac
+            ;;
+    esac
+}
+
+# A download tool runs in the background and is waited for, so that when a background
+# download is cancelled (TERM, see download_start) the trap can stop the tool: a shell
+# runs its traps only after a foreground command ends, but `wait` is interrupted.
+wait_tool() {
+    tool_pid=$!
+    wait "$tool_pid"
+}
+
+# request URL FILE: one GET of URL into FILE; a redirect is not followed. 0 with next_url
+# set to the redirect's absolute target (empty for a final answer; followed_url is the
+# first hop BusyBox wget followed itself), else non-zero with the reason as the last line
+# on standard error.
+request() {
+    next_url=
+    followed_url=
+    case $downloader in
+        curl) request_curl "$1" "$2" ;;
+        wget) request_wget "$1" "$2" ;;
+        busybox-wget) request_busybox "$1" "$2" ;;
+    esac
+}
+
+request_curl() {
+    rc_url=$1
+    rc_out=$2
+    rc_token=$(token_for "$rc_url")
+    # shellcheck disable=SC2046 # one option per line, no spaces in them
+    set -- -fsS --retry 3 --connect-timeout 15 $(curl_scheme_options "$rc_url") \
+        -o "$rc_out" -w '%{http_code} %{redirect_url}' -- "$rc_url"
+    rc_status=0
+    if [ -n "$rc_token" ]; then
+        # Read from standard input (-K -), never put on the command line.
+        printf 'header = "Authorization: Bearer %s"\n' "$rc_token" | curl -K - "$@" >"$rc_out.code" &
+    else
+        curl "$@" </dev/null >"$rc_out.code" &
+    fi
+    wait_tool || rc_status=$?
+    rc_answer=$(cat "$rc_out.code" 2>/dev/null) || rc_answer=
+    rm -f "$rc_out.code"
+    [ "$rc_status" = 0 ] || return "$rc_status"
+    case $rc_answer in
+        3[0-9][0-9]' '?*) next_url=${rc_answer#* } ;;
+        2[0-9][0-9]' '*) ;;
+        *)
+            printf 'the server answered HTTP %s without a usable redirect\n' "${rc_answer%% *}" >&2
+            return 1
+            ;;
+    esac
+}
+
+request_wget() {
+    rw_url=$1
+    rw_out=$2
+    set -- -nv -S --max-redirect=0 --tries=3 --timeout=30
+    is_loopback_url "$rw_url" || set -- "$@" --secure-protocol=TLSv1_2 --https-only
+    rw_status=0
+    wget "$@" -O "$rw_out" -- "$rw_url" </dev/null 2>"$rw_out.log" &
+    wait_tool || rw_status=$?
+    if [ "$rw_status" = 8 ]; then
+        # Exit status 8 is any error answer; a redirect is one when it names a Location
+        # ("-S" prints the headers, indented).
+        rw_code=$(sed -n 's/^ *HTTP\/[0-9.]* \([0-9][0-9][0-9]\).*/\1/p' "$rw_out.log" | tail -n 1)
+        rw_location=$(sed -n 's/^ *[Ll]ocation: *//p' "$rw_out.log" | tail -n 1 | tr -d '\r')
+        case $rw_code in
+            30[12378])
+                if [ -n "$rw_location" ]; then
+                    next_url=$(resolve_location "$rw_url" "$rw_location")
+                    rw_status=0
+                fi
+                ;;
+        esac
+    fi
+    [ "$rw_status" = 0 ] || grep -v '^ ' "$rw_out.log" >&2
+    rm -f "$rw_out.log"
+    return "$rw_status"
+}
+
+request_busybox() {
+    rb_url=$1
+    rb_out=$2
+    set -- -q -S -O "$rb_out"
+    if proxy_bypassed "$rb_url"; then set -- -Y off "$@"; fi
+    # BusyBox wget has no retry option: three tries here.
+    for rb_try in 1 2 3; do
+        rb_status=0
+        wget "$@" "$rb_url" </dev/null 2>"$rb_out.log" &
+        wait_tool || rb_status=$?
+        [ "$rb_status" -ne 0 ] || break
+        [ "$rb_try" = 3 ] || sleep "$rb_try"
+    done
+    # The redirects it followed, checked now: a refused one voids the download.
+    rb_hop=$rb_url
+    rb_refused=
+    sed -n 's/^ *[Ll]ocation: *//p' "$rb_out.log" | tr -d '\r' >"$rb_out.hops"
+    while IFS= read -r rb_location; do
+        rb_hop=$(resolve_location "$rb_hop" "$rb_location")
+        [ -n "$followed_url" ] || followed_url=$rb_hop
+        check_url_scheme "$rb_hop" || {
+            rb_refused=$rb_hop
+            break
+        }
+    done <"$rb_out.hops"
+    rm -f "$rb_out.hops"
+    if [ -n "$rb_refused" ]; then
+        rm -f "$rb_out" "$rb_out.log"
+        printf 'refused the redirect to %s: plain http only to this machine (BusyBox wget followed it before it could be checked; nothing it fetched is used)\n' "$rb_refused" >&2
+        return 1
+    fi
+    [ "$rb_status" = 0 ] || grep -v '^ ' "$rb_out.log" >&2
+    rm -f "$rb_out.log"
+    return "$rb_status"
+}
+
+# fetch_hops URL FILE: URL into FILE, its redirects followed here, each checked first. Runs
+# as a background job: the reason for a failure is the last line on standard error, and a
+# TERM stops the running download tool too.
+fetch_hops() {
+    tool_pid=
+    trap '[ -z "$tool_pid" ] || kill "$tool_pid" 2>/dev/null; exit 143' TERM
+    fh_url=$1
+    fh_hops=0
+    while :; do
+        request "$fh_url" "$2" || return 1
+        [ -n "$next_url" ] || return 0
+        if ! check_url_scheme "$next_url"; then
+            printf 'refused the redirect from %s to %s: plain http only to this machine, https everywhere else\n' "$fh_url" "$next_url" >&2
+            return 1
+        fi
+        fh_hops=$((fh_hops + 1))
+        if [ "$fh_hops" -gt "$max_redirects" ]; then
+            printf 'more than %s redirects\n' "$max_redirects" >&2
+            return 1
+        fi
+        fh_url=$next_url
+    done
+}
+
+# download_start URL FILE: start a download in the background (dl_pid), or refuse its URL
+# (dl_rc, dl_reason).
 download_start() {
     dl_url=$1
     dl_out=$2
-    dl_err=$2.err
     dl_pid=
     dl_rc=0
     dl_reason=
@@ -497,40 +698,13 @@ download_start() {
         dl_reason="refusing a plain-http URL (https is required outside this machine)"
         return 0
     }
-    dl_token=$(token_for "$dl_url")
     verbose "GET $dl_url"
-    case $downloader in
-        curl)
-            # shellcheck disable=SC2046 # one option per line, no spaces in them
-            set -- $(curl_scheme_options "$dl_url")
-            if [ -n "$dl_token" ]; then
-                printf 'header = "Authorization: Bearer %s"\n' "$dl_token" |
-                    curl -K - -fsSL --retry 3 --connect-timeout 15 "$@" -o "$dl_out" -- "$dl_url" 2>"$dl_err" 9>&- &
-            else
-                curl -fsSL --retry 3 --connect-timeout 15 "$@" -o "$dl_out" -- "$dl_url" </dev/null 2>"$dl_err" 9>&- &
-            fi
-            dl_pid=$!
-            ;;
-        wget)
-            set -- -nv --tries=3 --timeout=30
-            is_loopback_url "$dl_url" || set -- "$@" --secure-protocol=TLSv1_2 --https-only
-            wget "$@" -O "$dl_out" -- "$dl_url" </dev/null 2>"$dl_err" 9>&- &
-            dl_pid=$!
-            ;;
-        busybox-wget)
-            # BusyBox wget has no retry option: three tries here.
-            for dl_try in 1 2 3; do
-                dl_rc=0
-                wget -q -O "$dl_out" "$dl_url" </dev/null 2>"$dl_err" || dl_rc=$?
-                [ "$dl_rc" -ne 0 ] || break
-                [ "$dl_try" = 3 ] || sleep "$dl_try"
-            done
-            ;;
-    esac
+    fetch_hops "$dl_url" "$dl_out" </dev/null 2>"$dl_out.err" 9>&- &
+    dl_pid=$!
 }
 
 # download_finish PID RC FILE: wait for a started download; 0 when FILE arrived, else
-# sets dl_reason (from the tool's last error line).
+# sets dl_reason (from the last line of its error output).
 download_finish() {
     df_rc=$2
     if [ -n "$1" ]; then
@@ -742,35 +916,22 @@ list_files() {
 # ---- release discovery --------------------------------------------------------------------
 
 # The latest release's version from GitHub's <repo>/releases/latest redirect to
-# .../releases/tag/<tag>: no API call, so no rate limit.
+# .../releases/tag/<tag>: no API call, so no rate limit. One request, with the same TLS
+# options and checks as every download; the redirect is read, not followed.
 latest_github_version() {
     lg_url=$github_url/$repo/releases/latest
     verbose "GET $lg_url (reading its redirect)"
-    lg_location=
-    case $downloader in
-        curl)
-            # shellcheck disable=SC2046 # one option per line, no spaces in them
-            set -- $(curl_scheme_options "$lg_url")
-            lg_token=$(token_for "$lg_url")
-            if [ -n "$lg_token" ]; then
-                lg_location=$(printf 'header = "Authorization: Bearer %s"\n' "$lg_token" |
-                    curl -K - -fsS --retry 3 --connect-timeout 15 "$@" -o /dev/null -w '%{redirect_url}' -- "$lg_url" 2>/dev/null) || lg_location=
-            else
-                lg_location=$(curl -fsS --retry 3 --connect-timeout 15 "$@" -o /dev/null -w '%{redirect_url}' -- "$lg_url" </dev/null 2>/dev/null) || lg_location=
-            fi
-            ;;
-        wget)
-            lg_location=$(wget --max-redirect=0 -S -O /dev/null --tries=3 --timeout=30 -- "$lg_url" </dev/null 2>&1 |
-                sed -n 's/^[[:space:]]*[Ll]ocation:[[:space:]]*//p' | head -n 1 | tr -d '\r') || lg_location=
-            ;;
-        busybox-wget)
-            lg_location=$(wget -S -O /dev/null "$lg_url" </dev/null 2>&1 |
-                sed -n 's/^[[:space:]]*[Ll]ocation:[[:space:]]*//p' | head -n 1 | tr -d '\r') || lg_location=
-            ;;
-    esac
+    lg_why=
+    if request "$lg_url" "$work_dir/latest.html" </dev/null 2>"$work_dir/latest.err" 9>&-; then
+        lg_location=${next_url:-$followed_url}
+    else
+        lg_location=
+        lg_why=$(grep -v '^[[:space:]]*$' "$work_dir/latest.err" | tail -n 1) || lg_why=
+    fi
+    rm -f "$work_dir/latest.html" "$work_dir/latest.err"
     case $lg_location in
         */releases/tag/v*) ;;
-        '') die 1 "could not find the latest mux release: $lg_url did not answer with a redirect" \
+        '') die 1 "could not find the latest mux release: $lg_url did not answer with a redirect${lg_why:+ ($lg_why)}" \
             "check the network and proxy settings (HTTPS_PROXY, NO_PROXY), or set MUX_VERSION" ;;
         *) die 1 "$repo has no published release yet ($lg_url leads to $lg_location)" \
             "set MUX_VERSION, or check MUX_REPO" ;;
@@ -1262,12 +1423,12 @@ setup_path() {
 configure_source() {
     github_url=${MUX_GITHUB_URL:-https://github.com}
     github_url=${github_url%/}
-    check_url_scheme "$github_url" || usage_error "MUX_GITHUB_URL=$github_url must be an https:// URL (plain http:// only for 127.0.0.1 or localhost)"
+    check_url_scheme "$github_url" || usage_error "MUX_GITHUB_URL=$github_url must be an https:// URL (plain http:// only to this machine: localhost, 127.x.x.x or [::1])"
     repo=${MUX_REPO:-$MUX_DEFAULT_REPO}
     feed_url=${MUX_DOWNLOAD_URL:-}
     feed_url=${feed_url%/}
     if [ -n "$feed_url" ]; then
-        check_url_scheme "$feed_url" || usage_error "MUX_DOWNLOAD_URL=$feed_url must be an https:// URL (plain http:// only for 127.0.0.1 or localhost)"
+        check_url_scheme "$feed_url" || usage_error "MUX_DOWNLOAD_URL=$feed_url must be an https:// URL (plain http:// only to this machine: localhost, 127.x.x.x or [::1])"
         source_label=$feed_url
     else
         case $repo in
@@ -1368,6 +1529,7 @@ cmd_install() {
         return 0
     fi
     configure_source
+    proxy_from_environment
     pick_downloader
     pick_hasher
     configure_signature

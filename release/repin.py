@@ -9,7 +9,7 @@ The steps (``../shared/notes/repin-and-notices.md`` §3.3), each failing closed:
 4. read the release (GitHub API): not a draft, the asset is listed, its size is within the
    cap, its ``digest``; whether it publishes ``SHA256SUMS``;
 5. stream the asset while hashing it, with a size cap (the bytes are not kept: the pin is the
-   digest, and ``mux-release build`` downloads and checks the artifact itself);
+   digest, and ``mux-release build`` checks the file it is given in --artifacts DIR against the pin);
 6. every available digest must agree: the computed one, the API ``digest`` and the release's
    ``SHA256SUMS`` line (mandatory on a mirror, which has no API);
 7. the artifact's build-provenance attestation must verify for the entry's identity, at
