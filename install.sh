@@ -461,12 +461,10 @@ hash_tool_name() {
 #
 # No download tool follows a redirect by itself. GNU and BusyBox wget follow https to plain
 # http (--https-only applies to recursive downloads only), and curl's --proto-redir cannot
-# say "plain http, but only to this machine". So a download is a chain of single requests,
-# at most max_redirects hops, and each hop's URL must pass check_url_scheme before it is
+# say "plain http, but only to this machine". So a download is a chain of single requests
+# (at most 5 redirects), and each hop's URL must pass check_url_scheme before it is
 # requested. BusyBox wget has no option not to follow: its hops are checked from its -S
 # output afterwards, and what it fetched is thrown away when one was refused.
-
-max_redirects=5
 
 # curl reads https_proxy and no_proxy in either case but http_proxy only in lower case;
 # GNU and BusyBox wget read lower case only. The lower-case names get the upper-case values
@@ -669,6 +667,7 @@ fetch_hops() {
     trap '[ -z "$tool_pid" ] || kill "$tool_pid" 2>/dev/null; exit 143' TERM
     fh_url=$1
     fh_hops=0
+    fh_max=5
     while :; do
         request "$fh_url" "$2" || return 1
         [ -n "$next_url" ] || return 0
@@ -677,8 +676,8 @@ fetch_hops() {
             return 1
         fi
         fh_hops=$((fh_hops + 1))
-        if [ "$fh_hops" -gt "$max_redirects" ]; then
-            printf 'more than %s redirects\n' "$max_redirects" >&2
+        if [ "$fh_hops" -gt "$fh_max" ]; then
+            printf 'more than %s redirects\n' "$fh_max" >&2
             return 1
         fi
         fh_url=$next_url

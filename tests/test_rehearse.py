@@ -1,17 +1,24 @@
-"""``mux-release rehearse``: the whole release, offline, as the README's quick start runs it."""
+"""``mux-release rehearse``: the whole release, offline, exactly as the README's quick start
+runs it, and a rehearsal whose step fails stops there with that step's error."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 
-def test_rehearsal_runs_every_step_and_cleans_up() -> None:
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # one real PyInstaller build
+def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "release", "rehearse", "--standin"],
+        [sys.executable, "-m", "release", "rehearse"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1400,
         stdin=subprocess.DEVNULL,
         check=False,
     )
@@ -19,13 +26,41 @@ def test_rehearsal_runs_every_step_and_cleans_up() -> None:
     out = result.stdout
     assert "rehearsal passed: 10 steps" in out
     for expected in (
+        "a standalone PyInstaller one-folder build",
         "install mux 1.0.0 with install.sh",
+        "mux 1.0.0 → 1.1.0 is available",
+        "signature: ok",
         "attestation: ok: built by .github/workflows/release.yml@refs/tags/v1.1.0",
+        "smoke-test: ok",
         "still running with its old pid",
         "status line: mux 1.1.0, protocol 2",
     ):
         assert expected in out, out
+    for line in out.splitlines():
+        if line.startswith("[") and ") (" in line:  # every step says how long it took
+            assert line.rstrip().endswith(" s)"), line
     workdir = out.splitlines()[0].rsplit(" in ", 1)[1]
-    import os
-
     assert not os.path.exists(workdir)
+
+
+def test_a_failing_step_stops_the_rehearsal_with_its_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from release import rehearse as rehearsal
+    from release.fake_sigstore import FakeSigstore
+
+    attest = FakeSigstore.attest
+
+    def from_another_repository(self: FakeSigstore, subjects, **kwargs):  # type: ignore[no-untyped-def]
+        return attest(self, subjects, **{**kwargs, "repository": "someone/else"})
+
+    monkeypatch.setattr(FakeSigstore, "attest", from_another_repository)
+    said: list[str] = []
+    with pytest.raises(rehearsal.RehearsalError) as caught:
+        rehearsal.rehearse(standin=True, say=said.append)
+    message = str(caught.value)
+    assert message.startswith("step 8 (mux update"), message
+    assert "verification failed (attestation)" in message
+    assert not any(line.startswith("[ 9]") for line in said)  # nothing ran after it
+    workdir = Path(said[0].rsplit(" in ", 1)[1])
+    assert not workdir.exists()

@@ -276,13 +276,34 @@ def test_real_standalone_build_reports_its_build_info(
 ) -> None:
     current, following = keys
     started = time.monotonic()
-    folder = build_standalone(
-        tmp_path / "dist",
-        version="0.4.0",
-        protocol_version=5,
-        repo="owner/mux",
-        minisign_keys=[current.public_key, following.public_key],
+    # Through the command release engineers (and the release workflow) run.
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "release",
+            "build",
+            "--out",
+            str(tmp_path / "dist"),
+            "--version",
+            "0.4.0",
+            "--protocol-version",
+            "5",
+            "--repo",
+            "owner/mux",
+            "--key",
+            current.public_key,
+            "--key",
+            following.public_key,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1100,
+        stdin=subprocess.DEVNULL,
+        check=False,
     )
+    assert built.returncode == 0, built.stderr
+    folder = tmp_path / "dist" / f"mux-{HOST}"
     build_seconds = time.monotonic() - started
     assert folder == tmp_path / "dist" / f"mux-{HOST}"
     assert os.access(folder / "mux", os.X_OK)

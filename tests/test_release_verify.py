@@ -67,3 +67,67 @@ def test_verify_catches_a_consistently_republished_bad_archive(tmp_path: Path) -
     republish(release, feed.keypair.secret_key(), archive=buffer.getvalue())
     result = verify(release, "--key", feed.keypair.public_key, "--insecure-skip-attestation")
     assert result.returncode == 3 and "verification failed (archive)" in result.stderr
+
+
+def test_verify_a_published_tag_on_github_with_its_attestation(tmp_path: Path) -> None:
+    """`mux-release verify <tag>`: a release on a (loopback) GitHub, every layer, as CI runs it."""
+    import hashlib
+    import os
+
+    from release.fake_sigstore import FakeSigstore
+    from release.package import rehash_sums
+    from tests.support.github import FakeGitHub, github_env, serve_github
+    from tests.support.installs import republish as resign
+    from tests.support.releases import make_release
+
+    keypair = make_keypair(tmp_path / "keys")
+    sigstore = FakeSigstore.create(tmp_path / "sigstore")
+    root = tmp_path / "releases"
+    release = make_release(root, "0.3.0", protocol_version=1, keypair=keypair, repo="acme/mux")
+    subjects = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in release.iterdir()
+        if p.name.endswith(".tar.gz")
+    }
+    (release / "mux-0.3.0.sigstore.json").write_bytes(
+        sigstore.attest(subjects, repository="acme/mux", ref="refs/tags/v0.3.0")
+    )
+    rehash_sums(release)
+    resign(release, keypair.secret_key())
+    with serve_github(FakeGitHub(root=root)) as fake:
+        env = {
+            **os.environ,
+            **github_env(fake),
+            "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+            "MUX_MINISIGN_PUBLIC_KEY": keypair.public_key,
+            "HOME": str(tmp_path),
+            "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        }
+        result = subprocess.run(
+            [sys.executable, "-m", "release", "verify", "v0.3.0"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "digest: ok" in result.stdout and "GitHub's asset digest" in result.stdout
+        assert "attestation: ok: built by .github/workflows/release.yml@refs/tags/v0.3.0" in (
+            result.stdout
+        )
+        # The same release, attested by another repository's workflow: refused.
+        (release / "mux-0.3.0.sigstore.json").write_bytes(
+            sigstore.attest(subjects, repository="someone/else", ref="refs/tags/v0.3.0")
+        )
+        rehash_sums(release)
+        resign(release, keypair.secret_key())
+        wrong = subprocess.run(
+            [sys.executable, "-m", "release", "verify", "v0.3.0"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert wrong.returncode == 3 and "verification failed (attestation)" in wrong.stderr
