@@ -488,3 +488,34 @@ def test_read_only_versions_folder(installed: Install) -> None:
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert "read-only file system" in result.stderr and "Traceback" not in result.stderr
     assert_untouched(installed, before)
+
+
+def test_progress_bar_on_a_terminal_plain_lines_otherwise(installed: Install) -> None:
+    import pty
+    import subprocess
+
+    env = {k: v for k, v in installed.env.items() if k != "NO_COLOR"}
+    env["TERM"] = "xterm-256color"
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(
+        [str(installed.mux), "update"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # the terminal closed: the process is gone
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert process.wait(120) == 0
+    os.close(primary)
+    terminal = b"".join(chunks).decode(errors="replace")
+    assert "\x1b[" in terminal and "━" in terminal, terminal  # rich's bar, drawn in place
+    assert "downloading mux-" not in terminal  # the plain lines are for pipes and logs

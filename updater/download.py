@@ -60,6 +60,7 @@ class BarProgress:
     """A progress bar on a terminal (rich, imported only here)."""
 
     def __init__(self, label: str) -> None:
+        from rich.console import Console
         from rich.progress import (
             BarColumn,
             DownloadColumn,
@@ -72,6 +73,7 @@ class BarProgress:
             BarColumn(),
             DownloadColumn(),
             TransferSpeedColumn(),
+            console=Console(stderr=True),  # stdout stays for the report (and --json)
             transient=True,
         )
         self._label = label
