@@ -512,7 +512,7 @@ proxy_bypassed() {
 # other hosts, which never see it), and only through curl, which reads it from standard
 # input: wget would need it on its command line, where ps shows it.
 token_for() {
-    [ "$downloader" = curl ] || return 0
+    [ "$downloader" = curl ] && [ -n "${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}" ] || return 0
     [ "$(url_authority "$1")" = "$(url_authority "$github_url")" ] || return 0
     printf '%s' "${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}"
 }
@@ -551,7 +551,10 @@ resolve_location() {
 # runs its traps only after a foreground command ends, but `wait` is interrupted.
 wait_tool() {
     tool_pid=$!
-    wait "$tool_pid"
+    wt_status=0
+    wait "$tool_pid" || wt_status=$?
+    tool_pid=
+    return "$wt_status"
 }
 
 # request URL FILE: one GET of URL into FILE; a redirect is not followed. 0 with next_url
@@ -583,7 +586,8 @@ request_curl() {
         curl "$@" </dev/null >"$rc_out.code" &
     fi
     wait_tool || rc_status=$?
-    rc_answer=$(cat "$rc_out.code" 2>/dev/null) || rc_answer=
+    rc_answer=
+    IFS= read -r rc_answer <"$rc_out.code" || : # -w prints no final newline
     rm -f "$rc_out.code"
     [ "$rc_status" = 0 ] || return "$rc_status"
     case $rc_answer in
@@ -651,7 +655,7 @@ request_busybox() {
     rm -f "$rb_out.hops"
     if [ -n "$rb_refused" ]; then
         rm -f "$rb_out" "$rb_out.log"
-        printf 'refused the redirect to %s: plain http only to this machine (BusyBox wget followed it before it could be checked; nothing it fetched is used)\n' "$rb_refused" >&2
+        printf 'refused the redirect to %s (plain http is allowed only to this machine; BusyBox wget had followed it, and nothing it fetched is used)\n' "$rb_refused" >&2
         return 1
     fi
     [ "$rb_status" = 0 ] || grep -v '^ ' "$rb_out.log" >&2
@@ -672,7 +676,7 @@ fetch_hops() {
         request "$fh_url" "$2" || return 1
         [ -n "$next_url" ] || return 0
         if ! check_url_scheme "$next_url"; then
-            printf 'refused the redirect from %s to %s: plain http only to this machine, https everywhere else\n' "$fh_url" "$next_url" >&2
+            printf 'refused the redirect to %s (plain http is allowed only to this machine)\n' "$next_url" >&2
             return 1
         fi
         fh_hops=$((fh_hops + 1))
@@ -698,7 +702,7 @@ download_start() {
         return 0
     }
     verbose "GET $dl_url"
-    fetch_hops "$dl_url" "$dl_out" </dev/null 2>"$dl_out.err" 9>&- &
+    fetch_hops "$dl_url" "$dl_out" </dev/null >/dev/null 2>"$dl_out.err" 9>&- &
     dl_pid=$!
 }
 

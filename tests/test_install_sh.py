@@ -1,12 +1,16 @@
 """install.sh end to end: real shells (dash, bash, BusyBox sh), real curl / GNU wget /
 BusyBox wget, real minisign, against releases built by the test suite and served on
-127.0.0.1. Each test's PATH is a toolbox of exactly the tools it allows."""
+127.0.0.1. Each test's PATH is a toolbox of exactly the tools it allows.
+
+Shells and tools are found on PATH (and in Homebrew's folder); a test needing one that is
+not installed (BusyBox, GNU wget, zsh, fish on a bare macOS) is skipped with its name."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -18,10 +22,21 @@ import pytest
 
 from tests.support.installsh import (
     INSTALL_SH,
+    Proxy,
+    Site,
+    TlsIdentity,
+    default_shell,
     error_lines,
+    find_tool,
+    make_tls_identity,
     make_toolbox,
     render_install_sh,
+    require_tool,
+    require_tools,
     run_install,
+    serve_proxy,
+    serve_site,
+    shell_argv,
     snapshot,
 )
 from tests.support.releases import (
@@ -51,7 +66,23 @@ _INSTALL_VARS = (
     "ZDOTDIR",
     "ENV",
     "BASH_ENV",
+    # Proxies and TLS trust: the tests' servers are on loopback and set these themselves.
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "CURL_CA_BUNDLE",
+    "SSL_CERT_FILE",
+    "WGETRC",
+    "CURL_HOME",
 )
+
+if find_tool("sh") is None:
+    pytest.skip("no sh on this machine", allow_module_level=True)
 
 
 # -- fixtures ------------------------------------------------------------------------------
@@ -334,6 +365,8 @@ def test_waits_for_the_lock_mux_update_holds(env: dict[str, str], script: Path, 
     import fcntl
     import time
 
+    if find_tool("flock") is None and find_tool("perl") is None:
+        pytest.skip("neither flock nor perl is installed here, so install.sh cannot lock")
     _, mux_home, _ = paths(env)
     mux_home.mkdir(parents=True)
     with open(mux_home / ".lock", "a") as held:
@@ -347,7 +380,7 @@ def test_waits_for_the_lock_mux_update_holds(env: dict[str, str], script: Path, 
         log = mux_home.parent / "install.log"
         with open(log, "w") as stderr:
             process = subprocess.Popen(
-                ["/usr/bin/dash", str(script)],
+                [*shell_argv(default_shell()), str(script)],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -423,7 +456,7 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(
     leader, follower = pty.openpty()
     try:
         process = subprocess.run(
-            ["/usr/bin/dash", str(script)],
+            [*shell_argv(default_shell()), str(script)],
             env={**env, "TERM": "xterm-256color", "MUX_VERSION": "9.9.9"},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -474,6 +507,401 @@ def test_busybox_wget_alone_is_refused_for_https_without_a_signature_check(
     assert result.returncode == 1
     [line] = error_lines(result.stderr)
     assert "BusyBox wget" in line and "minisign is not installed" in line
+
+
+# -- downloads: what counts as loopback, redirects, TLS, proxies ---------------------------
+
+DOWNLOADERS = ["curl", "wget", "busybox-wget"]
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> TlsIdentity:
+    """A self-signed certificate for 127.0.0.1 and the made-up names reached through a proxy."""
+    return make_tls_identity(
+        tmp_path_factory.mktemp("tls"), hosts=["mirror.test", "github.test", "objects.test"]
+    )
+
+
+def _toolbox(tmp_path: Path, downloader: str, **options: Any) -> str:
+    return str(make_toolbox(tmp_path / f"tools-{downloader}", downloader=downloader, **options))
+
+
+@pytest.mark.parametrize(
+    ("variable", "url"),
+    [
+        ("MUX_DOWNLOAD_URL", "http://127.0.0.1.evil.invalid:9/feed"),
+        ("MUX_DOWNLOAD_URL", "http://localhost.evil.invalid/feed"),
+        ("MUX_DOWNLOAD_URL", "http://127.0.0.1@evil.invalid/feed"),  # user info, then the host
+        ("MUX_DOWNLOAD_URL", "http://evil.invalid#@127.0.0.1/feed"),
+        ("MUX_DOWNLOAD_URL", "http://evil.invalid?@127.0.0.1/feed"),
+        ("MUX_DOWNLOAD_URL", "http://127.0.0.256/feed"),
+        ("MUX_DOWNLOAD_URL", "http://127.0.0.01/feed"),
+        ("MUX_DOWNLOAD_URL", "http://127.0.0/feed"),
+        ("MUX_DOWNLOAD_URL", "http://127.0.0.1./feed"),
+        ("MUX_DOWNLOAD_URL", "http://127.0.0.1:80x/feed"),
+        ("MUX_DOWNLOAD_URL", "http://[::2]/feed"),
+        ("MUX_DOWNLOAD_URL", "http://2130706433/feed"),
+        ("MUX_GITHUB_URL", "http://127.0.0.1.evil.invalid"),
+    ],
+)
+def test_plain_http_is_a_usage_error_unless_the_host_is_exactly_loopback(
+    variable: str, url: str, env: dict[str, str], script: Path
+) -> None:
+    home = Path(env["HOME"])
+    before = snapshot(home)
+    if variable == "MUX_GITHUB_URL":
+        del env["MUX_DOWNLOAD_URL"]
+        env["MUX_REPO"] = "acme/mux"
+    result = run_install(script, env={**env, variable: url}, args=["--dry-run"])
+    assert result.returncode == 2, result.stderr
+    [line] = error_lines(result.stderr)
+    assert f"{variable}={url} must be an https:// URL" in line
+    assert len(result.stderr.splitlines()) == 2  # the error and what to do
+    assert snapshot(home) == before
+
+
+def test_a_name_that_merely_resolves_to_loopback_is_not_loopback(
+    env: dict[str, str], script: Path, tmp_path: Path
+) -> None:
+    """127.1 reaches 127.0.0.1 only through the resolver's leniency: refused, and the
+    server listening there hears nothing."""
+    site = Site(root=tmp_path)
+    with serve_site(site):
+        result = run_install(
+            script, env={**env, "MUX_DOWNLOAD_URL": f"http://127.1:{site.port}"}, args=["--dry-run"]
+        )
+    assert result.returncode == 2, result.stderr
+    [line] = error_lines(result.stderr)
+    assert "must be an https:// URL" in line
+    assert site.requests == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://localhost:9/feed",
+        "http://LOCALHOST/feed",
+        "http://127.0.0.1/feed",
+        "http://127.255.0.9:8080/feed",
+        "http://[::1]:9/feed",
+        "https://mirror.example.com/feed",
+    ],
+)
+def test_loopback_and_https_sources_are_accepted(
+    url: str, env: dict[str, str], script: Path
+) -> None:
+    # A pinned version makes the dry run plan without any request.
+    result = run_install(
+        script, env={**env, "MUX_DOWNLOAD_URL": url, "MUX_VERSION": LATEST}, args=["--dry-run"]
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"{url}/v{LATEST}/{ARCHIVE}" in result.stderr
+
+
+@pytest.mark.parametrize("downloader", DOWNLOADERS)
+def test_redirects_of_every_form_are_followed_hop_by_hop(
+    downloader: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
+) -> None:
+    """Every file of the release is behind a redirect: an absolute URL, an absolute path, a
+    relative path, a scheme-relative URL, and two hops in a row. install.sh resolves each
+    Location itself (no tool follows one) and installs."""
+    root = tmp_path / "site"
+    _copy_release(feed, root / "real")
+    release = f"/v{LATEST}"
+    site = Site(root=root)
+
+    def busybox_safe(location: str) -> str:
+        # BusyBox wget follows redirects itself and misreads relative and scheme-relative
+        # Locations (as a host name, as a path): it gets the absolute URL instead.
+        if downloader != "busybox-wget":
+            return location
+        return f"{site.url}/real{release}/{location.rsplit('/', 1)[1]}"
+
+    with serve_site(site):
+        site.redirects.update(
+            {
+                "/releases.json": f"{site.url}/real/releases.json",
+                f"{release}/manifest.json": f"/real{release}/manifest.json",
+                f"{release}/SHA256SUMS": busybox_safe(f"../real{release}/SHA256SUMS"),
+                f"{release}/SHA256SUMS.minisig": busybox_safe(
+                    f"//127.0.0.1:{site.port}/real{release}/SHA256SUMS.minisig"
+                ),
+                f"{release}/{ARCHIVE}": f"/hop/{ARCHIVE}",
+                f"/hop/{ARCHIVE}": f"{site.url}/real{release}/{ARCHIVE}",
+            }
+        )
+        result = run_install(
+            script,
+            env={**env, "PATH": _toolbox(tmp_path, downloader), "MUX_DOWNLOAD_URL": site.url},
+        )
+    assert result.returncode == 0, result.stderr
+    assert_installed(env, feed, LATEST)
+    requested = site.paths()
+    for source in site.redirects:
+        assert source in requested
+    for name in ("releases.json", f"v{LATEST}/manifest.json", f"v{LATEST}/{ARCHIVE}"):
+        assert f"/real/{name}" in requested
+
+
+@pytest.mark.parametrize("downloader", DOWNLOADERS)
+@pytest.mark.parametrize("which", ["releases.json", f"v{LATEST}/{ARCHIVE}"])
+def test_a_redirect_to_plain_http_elsewhere_is_refused(
+    which: str, downloader: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
+) -> None:
+    """A loopback feed may redirect over plain http only to loopback. Plain http to
+    mirror.invalid goes to a recording proxy (http_proxy), the listener a tool that followed
+    the redirect would have reached. The archive case fails in the background download."""
+    root = tmp_path / "site"
+    _copy_release(feed, root)
+    elsewhere = f"http://mirror.invalid/{which}"
+    site = Site(root=root, redirects={f"/{which}": elsewhere})
+    listener = Proxy(forward=False)
+    home = Path(env["HOME"])
+    before = snapshot(home)
+    with serve_site(site), serve_proxy(listener):
+        result = run_install(
+            script,
+            env={
+                **env,
+                "PATH": _toolbox(tmp_path, downloader),
+                "MUX_DOWNLOAD_URL": site.url,
+                "http_proxy": listener.url,
+                "no_proxy": "127.0.0.1,localhost",
+            },
+        )
+    assert result.returncode == 1, result.stderr
+    [line] = error_lines(result.stderr)
+    assert "refused the redirect" in line and elsewhere in line, line
+    assert f"{site.url}/{which}" in line  # the URL that was asked for
+    if downloader != "busybox-wget":
+        assert listener.requests == []
+    # (BusyBox wget follows before anything can check: its -S output is checked afterwards,
+    # and what it fetched is thrown away, as the unchanged HOME shows.)
+    assert snapshot(home) == before
+    assert list(Path(env["TMPDIR"]).iterdir()) == []
+
+
+@pytest.mark.parametrize("downloader", ["curl", "wget"])
+def test_a_redirect_loop_is_cut_short(
+    downloader: str, env: dict[str, str], script: Path, tmp_path: Path
+) -> None:
+    site = Site(root=tmp_path, redirects={"/releases.json": "/releases.json"})
+    with serve_site(site):
+        result = run_install(
+            script,
+            env={**env, "PATH": _toolbox(tmp_path, downloader), "MUX_DOWNLOAD_URL": site.url},
+        )
+    assert result.returncode == 1, result.stderr
+    [line] = error_lines(result.stderr)
+    assert "more than 5 redirects" in line
+    assert site.paths() == ["/releases.json"] * 6  # the request and five redirects
+
+
+# BusyBox wget is left out over TLS: it verifies no certificate at all (install.sh then
+# insists on minisign), and its TLS code does not complete a handshake with Python's ssl.
+@pytest.mark.parametrize("downloader", ["curl", "wget"])
+@pytest.mark.parametrize("start", ["loopback-https", "remote-https"])
+def test_https_redirected_to_plain_http_is_refused(
+    start: str,
+    downloader: str,
+    env: dict[str, str],
+    script: Path,
+    feed: Feed,
+    tls: TlsIdentity,
+    tmp_path: Path,
+) -> None:
+    """A real HTTPS server redirects to plain http: nothing may reach the plain-http side,
+    which is the recording proxy every plain-http request to mirror.test goes through.
+    ``remote-https`` starts from https://mirror.test, a name that is not loopback (the proxy
+    tunnels it to the local server), so every TLS option applies."""
+    root = tmp_path / "site"
+    _copy_release(feed, root)
+    elsewhere = "http://mirror.test/releases.json"
+    site = Site(root=root, redirects={"/releases.json": elsewhere})
+    proxy = Proxy(forward=False)
+    home = Path(env["HOME"])
+    before = snapshot(home)
+    with serve_site(site, tls=tls), serve_proxy(proxy):
+        proxy.tunnel_to = ("127.0.0.1", site.port)
+        source = site.url if start == "loopback-https" else "https://mirror.test"
+        result = run_install(
+            script,
+            env={
+                **env,
+                **tls.client_env(tmp_path),
+                "PATH": _toolbox(tmp_path, downloader),
+                "MUX_DOWNLOAD_URL": source,
+                "http_proxy": proxy.url,
+                "https_proxy": proxy.url,
+                "no_proxy": "127.0.0.1,localhost",
+            },
+        )
+    assert result.returncode == 1, result.stderr
+    [line] = error_lines(result.stderr)
+    assert "refused the redirect" in line and elsewhere in line, line
+    assert len(result.stderr.strip().splitlines()) == 2  # the error and what to do
+    assert site.paths() == ["/releases.json"]  # the TLS request was made, and answered
+    assert proxy.gets() == []
+    assert proxy.connects() == ([] if start == "loopback-https" else ["mirror.test:443"])
+    assert snapshot(home) == before
+
+
+@pytest.mark.parametrize("downloader", ["curl", "wget"])
+def test_install_over_https_through_an_upper_case_https_proxy(
+    downloader: str,
+    env: dict[str, str],
+    script: Path,
+    feed: Feed,
+    tls: TlsIdentity,
+    tmp_path: Path,
+) -> None:
+    """Only HTTPS_PROXY is set (GNU wget reads only https_proxy): the whole install goes
+    through it to https://mirror.test, a name only the proxy can reach."""
+    site = Site(root=feed.path)
+    proxy = Proxy(forward=False)
+    with serve_site(site, tls=tls), serve_proxy(proxy):
+        proxy.tunnel_to = ("127.0.0.1", site.port)
+        result = run_install(
+            script,
+            env={
+                **env,
+                **tls.client_env(tmp_path),
+                "PATH": _toolbox(tmp_path, downloader),
+                "MUX_DOWNLOAD_URL": "https://mirror.test",
+                "HTTPS_PROXY": proxy.url,
+            },
+        )
+    assert result.returncode == 0, result.stderr
+    assert_installed(env, feed, LATEST)
+    assert set(proxy.connects()) == {"mirror.test:443"}
+    assert {r.host for r in site.requests} == {"mirror.test"}
+    assert f"/v{LATEST}/{ARCHIVE}" in site.paths()
+
+
+@pytest.mark.parametrize("downloader", ["curl", "wget"])
+def test_the_github_path_over_https_uses_the_tls_options_on_every_request(
+    downloader: str,
+    env: dict[str, str],
+    script: Path,
+    feed: Feed,
+    tls: TlsIdentity,
+    tmp_path: Path,
+) -> None:
+    """github.test (releases/latest, release downloads) redirects to objects.test, both
+    reached through a CONNECT proxy, so neither is loopback. Every curl or wget command,
+    the one reading the releases/latest redirect included, carries the TLS options; the
+    token goes to github.test only (and never through wget)."""
+    root = tmp_path / "gh"
+    release = _copy_release(feed, root / "objects")
+    repo_path = "/acme/mux/releases"
+    site = Site(
+        root=root,
+        redirects={f"{repo_path}/latest": f"https://github.test{repo_path}/tag/v{LATEST}"},
+    )
+    for file in release.iterdir():
+        site.redirects[f"{repo_path}/download/v{LATEST}/{file.name}"] = (
+            f"https://objects.test/objects/v{LATEST}/{file.name}"
+        )
+    calls = tmp_path / "calls.log"
+    real = require_tool(downloader)
+    logging_tool = (
+        f'printf "%s\\n" "$*" >>{shlex.quote(str(calls))}\nexec {shlex.quote(real)} "$@"\n'
+    )
+    env["PATH"] = _toolbox(tmp_path, downloader, stubs={downloader: logging_tool})
+    del env["MUX_DOWNLOAD_URL"]
+    proxy = Proxy(forward=False)
+    with serve_site(site, tls=tls), serve_proxy(proxy):
+        proxy.tunnel_to = ("127.0.0.1", site.port)
+        result = run_install(
+            script,
+            env={
+                **env,
+                **tls.client_env(tmp_path),
+                "MUX_GITHUB_URL": "https://github.test",
+                "MUX_REPO": "acme/mux",
+                "GITHUB_TOKEN": "ghp_secret",
+                "HTTPS_PROXY": proxy.url,
+            },
+        )
+    assert result.returncode == 0, result.stderr
+    assert_installed(env, feed, LATEST)
+    commands = [c for c in calls.read_text().splitlines() if c != "--version"]
+    assert any(c.endswith(f"https://github.test{repo_path}/latest") for c in commands)
+    assert any("https://objects.test/" in c for c in commands)
+    for command in commands:
+        if downloader == "curl":
+            assert "--proto =https --tlsv1.2" in command, command
+            assert "-L" not in command.split()
+        else:
+            for option in ("--https-only", "--secure-protocol=TLSv1_2", "--max-redirect=0"):
+                assert option in command.split(), command
+    hosts = {r.host for r in site.requests}
+    with_token = {r.host for r in site.requests if r.authorized}
+    assert hosts == {"github.test", "objects.test"}
+    assert with_token == ({"github.test"} if downloader == "curl" else set())
+
+
+@pytest.mark.parametrize("downloader", DOWNLOADERS)
+@pytest.mark.parametrize("case", ["upper-case-only", "upper-case-no-proxy", "lower-case-wins"])
+def test_proxy_settings_from_the_environment(
+    case: str,
+    downloader: str,
+    env: dict[str, str],
+    script: Path,
+    feed: Feed,
+    feed_url: str,
+    tmp_path: Path,
+) -> None:
+    """HTTP_PROXY / NO_PROXY work for every tool, though curl reads only http_proxy and the
+    wgets only lower-case names. No tool exempts 127.0.0.1 by itself (checked with curl
+    7.88 and GNU wget 1.21; BusyBox wget ignores no_proxy, so install.sh matches it and
+    passes -Y off), so with no NO_PROXY the loopback feed is fetched through the proxy."""
+    used = Proxy()
+    unused = Proxy()
+    with serve_proxy(used), serve_proxy(unused):
+        settings = {
+            "upper-case-only": {"HTTP_PROXY": used.url},
+            "upper-case-no-proxy": {"HTTP_PROXY": unused.url, "NO_PROXY": "example.com, 127.0.0.1"},
+            "lower-case-wins": {"HTTP_PROXY": unused.url, "http_proxy": used.url},
+        }[case]
+        result = run_install(
+            script, env={**env, "PATH": _toolbox(tmp_path, downloader), **settings}
+        )
+    assert result.returncode == 0, result.stderr
+    assert_installed(env, feed, LATEST)
+    assert unused.requests == []
+    if case == "upper-case-no-proxy":
+        assert used.requests == []
+    else:
+        for name in ("releases.json", f"v{LATEST}/SHA256SUMS", f"v{LATEST}/{ARCHIVE}"):
+            assert f"{feed_url}/{name}" in used.gets()
+
+
+@pytest.mark.parametrize("downloader", DOWNLOADERS)
+def test_a_failed_install_stops_the_download_it_started(
+    downloader: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
+) -> None:
+    """The archive downloads in the background while the signature is checked. Here the
+    archive stalls half-way and the signature is bad: install.sh fails, and the download
+    tool must go with it rather than linger, orphaned, on the connection."""
+    root = tmp_path / "site"
+    release = _copy_release(feed, root)
+    sign_release_dir(release, make_keypair(tmp_path / "other-key"))
+    archive = f"/v{LATEST}/{ARCHIVE}"
+    site = Site(root=root, stall={archive}, after={f"/v{LATEST}/SHA256SUMS.minisig": archive})
+    home = Path(env["HOME"])
+    before = snapshot(home)
+    with serve_site(site):
+        result = run_install(
+            script,
+            env={**env, "PATH": _toolbox(tmp_path, downloader), "MUX_DOWNLOAD_URL": site.url},
+            timeout=60,
+        )
+        assert result.returncode == 3, result.stderr
+        [line] = error_lines(result.stderr)
+        assert "does not verify" in line
+        assert site.client_left.wait(timeout=20), "the archive download outlived install.sh"
+    assert snapshot(home) == before
 
 
 # -- the GitHub path -----------------------------------------------------------------------
@@ -688,11 +1116,10 @@ def test_every_prefix_of_the_script_piped_to_sh_changes_nothing(
     prefixes.mkdir()
     for cut in cuts:
         (prefixes / f"{cut:07d}").write_bytes(data[:cut])
-    runner = (
-        'for f in "$1"/*; do /usr/bin/dash -s -- --version 0.3.0 <"$f" >/dev/null 2>&1 || :; done'
-    )
+    shell = " ".join(shlex.quote(word) for word in shell_argv(default_shell()))
+    runner = f'for f in "$1"/*; do {shell} -s -- --version 0.3.0 <"$f" >/dev/null 2>&1 || :; done'
     subprocess.run(
-        ["/usr/bin/dash", "-c", runner, "run", str(prefixes)],
+        [*shell_argv(default_shell()), "-c", runner, "run", str(prefixes)],
         env=env,
         check=True,
         timeout=600,
@@ -726,6 +1153,7 @@ def _shell_path(command: list[str], environment: dict[str, str]) -> list[str]:
 def test_path_blocks_for_bash_zsh_and_fish_once_and_real_shells_see_them(
     env: dict[str, str], script: Path, tmp_path: Path
 ) -> None:
+    require_tools("bash", "zsh", "fish")
     home, mux_home, bin_dir = paths(env)
     zdotdir = home / "zdot"
     zdotdir.mkdir()
@@ -733,7 +1161,7 @@ def test_path_blocks_for_bash_zsh_and_fish_once_and_real_shells_see_them(
     (home / ".bash_profile").write_text("# login\n")
     (zdotdir / ".zshrc").write_text("setopt no_beep\n")
     env["PATH"] = str(make_toolbox(tmp_path / "tools-sh", extra=["zsh", "fish"]))
-    env.update(ZDOTDIR=str(zdotdir), SHELL="/usr/bin/zsh")
+    env.update(ZDOTDIR=str(zdotdir), SHELL=str(find_tool("zsh")))
 
     first = run_install(script, shell="bash", env=env)
     assert first.returncode == 0, first.stderr
@@ -758,17 +1186,19 @@ def test_path_blocks_for_bash_zsh_and_fish_once_and_real_shells_see_them(
 
     # What each real shell ends up with, starting from a PATH without the bin dir.
     plain = {**env, "PATH": "/usr/bin:/bin", "TERM": "dumb"}
+    bash, zsh, fish = (str(find_tool(name)) for name in ("bash", "zsh", "fish"))
+    posix_sh = str(find_tool("dash") or find_tool("sh"))
     for command in (
-        ["/usr/bin/bash", "-lc", 'printf "%s\\n" "$PATH"'],  # .bash_profile
-        ["/usr/bin/bash", "-ic", 'printf "%s\\n" "$PATH"'],  # .bashrc
-        ["/usr/bin/dash", "-lc", 'printf "%s\\n" "$PATH"'],  # .profile
-        ["/usr/bin/zsh", "-ic", 'print -r -- "$PATH"'],  # $ZDOTDIR/.zshrc
-        ["/usr/bin/fish", "-c", "string join : $PATH"],  # conf.d/mux.fish
+        [bash, "-lc", 'printf "%s\\n" "$PATH"'],  # .bash_profile
+        [bash, "-ic", 'printf "%s\\n" "$PATH"'],  # .bashrc
+        [posix_sh, "-lc", 'printf "%s\\n" "$PATH"'],  # .profile
+        [zsh, "-ic", 'print -r -- "$PATH"'],  # $ZDOTDIR/.zshrc
+        [fish, "-c", "string join : $PATH"],  # conf.d/mux.fish
     ):
         entries = _shell_path(command, plain)
         assert entries.count(str(bin_dir)) == 1, (command, entries)
     found = subprocess.run(
-        ["/usr/bin/zsh", "-ic", "whence -p mux"],
+        [zsh, "-ic", "whence -p mux"],
         env=plain,
         capture_output=True,
         text=True,
@@ -786,7 +1216,7 @@ def test_opting_out_of_path_edits(
 ) -> None:
     home, _, bin_dir = paths(env)
     (home / ".bashrc").write_text("# mine\n")
-    env["PATH"] = str(make_toolbox(tmp_path / "tools-optout", extra=["zsh", "fish"]))
+    env["PATH"] = str(make_toolbox(tmp_path / "tools-optout", optional=["zsh", "fish"]))
     args, extra = (["--no-modify-path"], {}) if how == "flag" else ([], {"MUX_NO_MODIFY_PATH": "1"})
     result = run_install(script, env={**env, **extra, "SHELL": "/usr/bin/zsh"}, args=args)
     assert result.returncode == 0, result.stderr
@@ -821,13 +1251,16 @@ def test_uninstall_leaves_home_as_it_was(env: dict[str, str], script: Path, tmp_
     (home / ".bashrc").write_text("export EDITOR=vi")  # no final newline
     (home / ".zshrc").write_text("# zsh\n")
     (home / ".local" / "share" / "other-app").mkdir()
-    env["PATH"] = str(make_toolbox(tmp_path / "tools-un", extra=["fish"]))
+    tools = make_toolbox(tmp_path / "tools-un", optional=["fish"])
+    env["PATH"] = str(tools)
     before = snapshot(home)
 
     assert run_install(script, env={**env, "MUX_VERSION": "0.2.0"}).returncode == 0
     assert run_install(script, env=env).returncode == 0
     assert "# >>> mux >>>" in (home / ".bashrc").read_text()
-    assert (home / ".config" / "fish" / "conf.d" / "mux.fish").exists()
+    # With fish installed, its conf.d file is written (and must go again).
+    fish_file = home / ".config" / "fish" / "conf.d" / "mux.fish"
+    assert fish_file.exists() is (tools / "fish").exists()
 
     planned = run_install(script, env=env, args=["--uninstall", "--dry-run"])
     assert planned.returncode == 0 and str(bin_dir / "mux") in planned.stderr

@@ -16,6 +16,16 @@ Typical use::
   scripts (fake ``uname``, ``sysctl``, ``ldd``), to be the whole PATH of the script.
 * :func:`snapshot` describes a tree (type, mode, content digest, link target) so a test can
   prove that a run changed nothing, or that an uninstall restored it.
+* :func:`find_tool`, :func:`require_tools` and :func:`shell_argv` find shells and tools on
+  PATH (and Homebrew's folder), so a machine without one (macOS has no BusyBox, flock or
+  ldd) skips the tests that need it, naming it, instead of erroring.
+* :func:`make_tls_identity`, :func:`serve_site` and :func:`serve_proxy` are the network
+  parts: a self-signed certificate the download tools are told to trust (through their
+  environment: ``CURL_CA_BUNDLE`` for curl, a ``WGETRC`` for GNU wget, whose GnuTLS build
+  ignores ``SSL_CERT_FILE``), a loopback HTTP(S) server with redirects, stalls and a request
+  log, and a loopback proxy that records requests, forwards plain http to loopback and
+  tunnels every ``CONNECT`` to one address (so ``https://mirror.test`` reaches a local server
+  under a name that is not loopback).
 """
 
 from __future__ import annotations
@@ -23,23 +33,48 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import select
 import shutil
+import socket
 import stat
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SH = REPO_ROOT / "install.sh"
 
-SHELLS: dict[str, list[str]] = {
-    "dash": ["/usr/bin/dash"],
-    "bash": ["/usr/bin/bash"],
-    "busybox": ["/usr/bin/busybox", "sh"],
+# Where tools are looked for besides PATH: the usual system folders and Homebrew's.
+_TOOL_DIRS = (
+    "/usr/local/bin",
+    "/usr/bin",
+    "/bin",
+    "/usr/local/sbin",
+    "/usr/sbin",
+    "/sbin",
+    "/opt/homebrew/bin",
+    "/opt/homebrew/sbin",
+)
+
+# The shells install.sh is tested under, as argv prefixes relative to the found binary.
+SHELLS: dict[str, tuple[str, ...]] = {
+    "dash": ("dash",),
+    "bash": ("bash",),
+    "busybox": ("busybox", "sh"),
+    "sh": ("sh",),
 }
 
 # What install.sh needs besides a downloader, a hash tool and minisign (and what the
-# stand-in mux launcher needs: readlink, dirname).
+# stand-in mux launcher needs: readlink, dirname). Every Unix has these.
 BASE_TOOLS = (
     "awk",
     "cat",
@@ -47,13 +82,10 @@ BASE_TOOLS = (
     "cmp",
     "dirname",
     "find",
-    "flock",
-    "getconf",
     "grep",
     "gzip",
     "head",
     "id",
-    "ldd",
     "ln",
     "mkdir",
     "mktemp",
@@ -66,11 +98,15 @@ BASE_TOOLS = (
     "sort",
     "tail",
     "tar",
-    "timeout",
     "tr",
     "uname",
     "wc",
 )
+
+# Used when present, and install.sh copes without them: flock (else perl, else no lock),
+# getconf and ldd (libc detection on Linux only), timeout (bounds the smoke test). macOS has
+# none but perl and getconf.
+OPTIONAL_TOOLS = ("flock", "perl", "getconf", "ldd", "timeout")
 
 HASHERS = ("sha256sum", "shasum", "openssl")
 
@@ -97,10 +133,50 @@ def render_install_sh(dest: Path, *, keys: Sequence[str], repo: str | None = Non
     return dest
 
 
-def _real(tool: str) -> str:
-    found = shutil.which(tool, path="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+def find_tool(tool: str) -> str | None:
+    """The path of ``tool`` on PATH or in the usual system and Homebrew folders, or None."""
+    search = os.pathsep.join([os.environ.get("PATH", ""), *_TOOL_DIRS])
+    return shutil.which(tool, path=search)
+
+
+def require_tools(*tools: str) -> None:
+    """Skip the calling test unless every tool is installed, naming the missing ones."""
+    missing = [tool for tool in tools if find_tool(tool) is None]
+    if missing:
+        pytest.skip(f"not installed here: {', '.join(missing)}")
+
+
+def shell_argv(shell: str) -> list[str]:
+    """The command that runs a script under ``shell`` (a key of SHELLS); skips if missing."""
+    first, *rest = SHELLS[shell]
+    found = find_tool(first)
     if found is None:
-        raise FileNotFoundError(f"{tool} is not installed on this machine")
+        pytest.skip(f"{first} is not installed here (needed to run install.sh under {shell})")
+    return [found, *rest]
+
+
+def default_shell() -> str:
+    """The shell tests run install.sh under unless they say: dash where it is installed (the
+    strictest POSIX sh, and /bin/sh on Debian), else bash, else the system sh."""
+    for shell in ("dash", "bash"):
+        if find_tool(shell) is not None:
+            return shell
+    return "sh"
+
+
+def default_hashers() -> tuple[str, ...]:
+    """sha256sum where it exists (Linux), else macOS's shasum, else openssl."""
+    for hasher in HASHERS:
+        if find_tool(hasher) is not None:
+            return (hasher,)
+    return ()
+
+
+def require_tool(tool: str) -> str:
+    """The path of ``tool``; skips the calling test when it is not installed."""
+    found = find_tool(tool)
+    if found is None:
+        pytest.skip(f"{tool} is not installed here")
     return found
 
 
@@ -108,21 +184,29 @@ def make_toolbox(
     dest: Path,
     *,
     downloader: str | None = "curl",
-    hashers: Sequence[str] = ("sha256sum",),
+    hashers: Sequence[str] | None = None,
     minisign: bool = True,
     extra: Sequence[str] = (),
+    optional: Sequence[str] = (),
     without: Sequence[str] = (),
     stubs: Mapping[str, str] | None = None,
 ) -> Path:
     """A directory to be the whole PATH: symlinks to the allowed tools, and stub scripts.
 
     ``downloader`` is ``"curl"``, ``"wget"`` (GNU), ``"busybox-wget"`` (a ``wget`` link to
-    busybox, which then runs as its wget applet) or None. ``stubs`` maps a name to the text
-    of a ``sh`` script (it replaces a real tool of that name).
+    busybox, which then runs as its wget applet) or None. ``hashers`` defaults to
+    :func:`default_hashers`. ``extra`` tools are required (the test is skipped without
+    them); ``optional`` ones, like OPTIONAL_TOOLS, are linked when installed. ``stubs`` maps
+    a name to the text of a ``sh`` script (it replaces a real tool of that name).
     """
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
+    if hashers is None:
+        hashers = default_hashers()
     tools = [t for t in (*BASE_TOOLS, *hashers, *extra) if t not in without]
+    for tool in (*OPTIONAL_TOOLS, *optional):
+        if tool not in without and find_tool(tool) is not None:
+            tools.append(tool)
     if minisign:
         tools.append("minisign")
     if downloader in ("curl", "wget"):
@@ -132,9 +216,9 @@ def make_toolbox(
             continue
         link = dest / tool
         if not link.exists():
-            link.symlink_to(_real(tool))
+            link.symlink_to(require_tool(tool))
     if downloader == "busybox-wget":
-        (dest / "wget").symlink_to(_real("busybox"))
+        (dest / "wget").symlink_to(require_tool("busybox"))
     elif downloader not in (None, "curl", "wget"):
         raise ValueError(f"unknown downloader {downloader!r}")
     for name, body in (stubs or {}).items():
@@ -165,14 +249,18 @@ def run_install(
     script: Path,
     *,
     env: Mapping[str, str],
-    shell: str = "dash",
+    shell: str | None = None,
     args: Sequence[str] = (),
     piped: bool = False,
     timeout: float = 120,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run install.sh as ``<shell> install.sh ARGS`` or, piped, as ``cat install.sh | <shell> -s -- ARGS``."""
-    command = list(SHELLS[shell])
+    """Run install.sh as ``<shell> install.sh ARGS`` or, piped, as ``cat install.sh | <shell> -s -- ARGS``.
+
+    ``shell`` is a key of SHELLS (default: :func:`default_shell`); the test is skipped when
+    that shell is not installed.
+    """
+    command = shell_argv(shell or default_shell())
     if piped:
         command += ["-s", "--", *args]
         stdin_data: bytes | None = Path(script).read_bytes()
@@ -229,3 +317,276 @@ def snapshot(root: Path) -> dict[str, Entry]:
 def installed_target(link: Path) -> str:
     """Where ``<bin>/mux`` points."""
     return os.readlink(link)
+
+
+# -- the network: TLS, a web server with redirects, a recording proxy ----------------------
+
+
+@dataclass(frozen=True)
+class TlsIdentity:
+    """A self-signed certificate (its own CA) and its key, as PEM files."""
+
+    cert: Path
+    key: Path
+
+    def client_env(self, dest: Path) -> dict[str, str]:
+        """Environment making curl and GNU wget trust this certificate (and only it).
+
+        curl honours ``CURL_CA_BUNDLE`` (and ``SSL_CERT_FILE`` with OpenSSL); GNU wget,
+        built with GnuTLS on Debian, ignores both and reads ``ca_certificate`` from the
+        ``WGETRC`` file.
+        """
+        wgetrc = Path(dest) / "wgetrc"
+        wgetrc.write_text(f"ca_certificate = {self.cert}\n", encoding="utf-8")
+        return {
+            "CURL_CA_BUNDLE": str(self.cert),
+            "SSL_CERT_FILE": str(self.cert),
+            "WGETRC": str(wgetrc),
+        }
+
+
+def make_tls_identity(dest: Path, hosts: Sequence[str] = ()) -> TlsIdentity:
+    """A certificate for 127.0.0.1, localhost and ``hosts``, valid for an hour."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mux install.sh test")])
+    now = datetime.datetime.now(datetime.UTC)
+    names: list[x509.GeneralName] = [x509.DNSName(h) for h in ("localhost", *hosts)]
+    names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    identity = TlsIdentity(dest / "cert.pem", dest / "key.pem")
+    identity.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    identity.key.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return identity
+
+
+@dataclass(frozen=True)
+class SiteRequest:
+    host: str
+    path: str
+    authorized: bool  # carried an Authorization header
+
+
+@dataclass
+class Site:
+    """Files under ``root`` served over HTTP(S) on 127.0.0.1, with knobs.
+
+    ``redirects`` maps a request path to the Location of a 302 (sent as written: absolute,
+    relative, whatever the test wants). A path in ``stall`` gets its headers and half its
+    body, then the connection is held until the client goes away (``client_left`` is set).
+    ``after`` maps a path to another that must have been requested before it is answered.
+    """
+
+    root: Path
+    redirects: dict[str, str] = field(default_factory=dict)
+    stall: set[str] = field(default_factory=set)
+    after: dict[str, str] = field(default_factory=dict)
+    requests: list[SiteRequest] = field(default_factory=list)
+    client_left: threading.Event = field(default_factory=threading.Event)
+    url: str = ""
+    port: int = 0
+    _seen: threading.Condition = field(default_factory=threading.Condition)
+    _closing: threading.Event = field(default_factory=threading.Event)
+
+    def paths(self) -> list[str]:
+        return [r.path for r in self.requests]
+
+
+def _site_handler(site: Site) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            path = urlsplit(self.path).path
+            with site._seen:
+                site.requests.append(
+                    SiteRequest(self.headers.get("Host", ""), path, "Authorization" in self.headers)
+                )
+                site._seen.notify_all()
+                if path in site.after:
+                    site._seen.wait_for(lambda: site.after[path] in site.paths(), timeout=30)
+            if path in site.redirects:
+                self.send_response(302)
+                self.send_header("Location", site.redirects[path])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            file = (site.root / path.lstrip("/")).resolve()
+            if not file.is_file() or not file.is_relative_to(site.root.resolve()):
+                self.send_error(404)
+                return
+            data = file.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if path not in site.stall:
+                self.wfile.write(data)
+                return
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            # Held until the client hangs up (or the test ends).
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not site._closing.is_set():
+                ready, _, _ = select.select([self.connection], [], [], 0.05)
+                if not ready:
+                    continue
+                try:
+                    chunk = self.connection.recv(1)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    site.client_left.set()
+                    return
+
+    return Handler
+
+
+@contextmanager
+def serve_site(site: Site, *, tls: TlsIdentity | None = None) -> Iterator[Site]:
+    """Serve ``site`` on 127.0.0.1 (over HTTPS with ``tls``); fills in its url and port."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _site_handler(site))
+    server.daemon_threads = True
+    scheme = "http"
+    if tls is not None:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(tls.cert, tls.key)
+        # The handshake happens in the handler's thread, not in the accepting one.
+        server.socket = context.wrap_socket(
+            server.socket, server_side=True, do_handshake_on_connect=False
+        )
+        scheme = "https"
+    site.port = int(server.server_address[1])
+    site.url = f"{scheme}://127.0.0.1:{site.port}"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield site
+    finally:
+        site._closing.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@dataclass
+class Proxy:
+    """A loopback HTTP proxy that records every request line.
+
+    Plain-http requests (``GET http://host/...``) are forwarded when the host is loopback
+    and ``forward`` is on, else answered 502. Every ``CONNECT`` is tunnelled to
+    ``tunnel_to`` whatever host it names (502 when it is None).
+    """
+
+    forward: bool = True
+    tunnel_to: tuple[str, int] | None = None
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    url: str = ""
+
+    def gets(self) -> list[str]:
+        return [target for method, target in self.requests if method == "GET"]
+
+    def connects(self) -> list[str]:
+        return [target for method, target in self.requests if method == "CONNECT"]
+
+
+_HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te"}
+
+
+def _proxy_handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_CONNECT(self) -> None:
+            proxy.requests.append(("CONNECT", self.path))
+            if proxy.tunnel_to is None:
+                self.send_error(502, "no tunnels here")
+                return
+            upstream = socket.create_connection(proxy.tunnel_to, timeout=30)
+            self.send_response(200, "Connection Established")
+            self.end_headers()
+            self.close_connection = True
+            pair = {self.connection: upstream, upstream: self.connection}
+            with upstream:
+                while True:
+                    ready, _, _ = select.select(list(pair), [], [], 30)
+                    if not ready:
+                        return
+                    for sock in ready:
+                        data = sock.recv(65536)
+                        if not data:
+                            return
+                        pair[sock].sendall(data)
+
+        def do_GET(self) -> None:
+            proxy.requests.append(("GET", self.path))
+            target = urlsplit(self.path)
+            if not proxy.forward or target.hostname not in ("127.0.0.1", "localhost"):
+                self.send_error(502, "not forwarded")
+                return
+            import http.client
+
+            upstream = http.client.HTTPConnection(target.hostname, target.port or 80, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+            path = target.path + (f"?{target.query}" if target.query else "")
+            try:
+                upstream.request("GET", path or "/", headers=headers)
+                answer = upstream.getresponse()
+                body = answer.read()
+            finally:
+                upstream.close()
+            self.send_response(answer.status)
+            for key, value in answer.getheaders():
+                if key.lower() not in _HOP_BY_HOP | {"content-length", "server", "date"}:
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+@contextmanager
+def serve_proxy(proxy: Proxy) -> Iterator[Proxy]:
+    """Run ``proxy`` on 127.0.0.1; fills in its url (``http://127.0.0.1:<port>``)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(proxy))
+    server.daemon_threads = True
+    proxy.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield proxy
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
