@@ -206,8 +206,12 @@ def keygen(
     print(f"public key: {public_path} (id {key.key_id})")
     print(key.to_base64())
     print("Put the public key line in:")
-    print(f"  - the build's trusted keys: mux-release build --key {key.to_base64()}")
-    print("  - install.sh's embedded key list (next to the current key, for a rotation)")
+    print("  - the repository variable MUX_MINISIGN_PUBLIC_KEY (a new project), or")
+    print("    MUX_MINISIGN_NEXT_PUBLIC_KEY (a rotation: builds and the published install.sh")
+    print("    then trust both; swap them once every user has a build that trusts the new one)")
+    print("  - the secret MUX_MINISIGN_SECRET_KEY (the secret key file's text) and")
+    print("    MUX_MINISIGN_PASSWORD in the repository's `release` environment")
+    print(f"  - locally: mux-release build --key {key.to_base64()}")
 
 
 # -----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_mux
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
 from updater._targets import detect_target
@@ -519,3 +520,52 @@ def test_progress_bar_on_a_terminal_plain_lines_otherwise(installed: Install) ->
     terminal = b"".join(chunks).decode(errors="replace")
     assert "\x1b[" in terminal and "━" in terminal, terminal  # rich's bar, drawn in place
     assert "downloading mux-" not in terminal  # the plain lines are for pipes and logs
+
+
+def test_rollback_after_a_switch_that_was_never_recorded(installed: Install, feed: Feed) -> None:
+    """A kill between moving the link and recording it: rollback still goes one step back."""
+    make_release(feed.path, "0.3.0", protocol_version=1, keypair=feed.keypair)
+    assert installed.run("update", "--version", "0.2.0").returncode == 0
+    assert installed.run("update").returncode == 0
+    record_path = installed.home / "install.json"
+    record = json.loads(record_path.read_text())
+    # What the record says before the last switch is recorded: active is the replaced version.
+    record.update({"active": "0.2.0", "previous": "0.1.0"})
+    record_path.write_text(json.dumps(record))
+    result = installed.run("update", "--rollback")
+    assert result.returncode == 0, result.stderr
+    assert installed.active() == "0.2.0"
+    settled = json.loads(record_path.read_text())
+    assert (settled["active"], settled["previous"]) == ("0.2.0", "0.3.0")
+
+
+def test_dry_run_when_up_to_date_touches_nothing(installed: Install) -> None:
+    assert installed.run("update").returncode == 0
+    leftover = installed.home / ".download-keepme"
+    leftover.write_text("x")
+    before = snapshot(installed.home, installed.bin_dir)
+    result = installed.run("update", "--dry-run")
+    assert result.returncode == 0 and "already installed" in result.stdout
+    assert snapshot(installed.home, installed.bin_dir) == before
+
+
+@pytest.mark.parametrize(
+    ("env", "text"),
+    [
+        ({"MUX_UPDATE_SOURCE": "https://[broken/feed"}, "invalid release source URL"),
+        ({"MUX_UPDATE_SOURCE": "https://mirror.test:99999/feed"}, "invalid release source URL"),
+        (
+            {"HTTPS_PROXY": "foo://proxy:1", "MUX_UPDATE_SOURCE": "https://mirror.test/feed"},
+            "unusable proxy setting",
+        ),
+    ],
+)
+def test_malformed_settings_are_one_line_usage_errors(
+    installed: Install, env: dict[str, str], text: str
+) -> None:
+    before = snapshot(installed.home, installed.bin_dir)
+    for args in (["update"], ["update", "--check"]):
+        result = run_mux(args, {**installed.env, **env}, executable=[str(installed.mux)])
+        assert result.returncode == 2, (args, result.stderr)
+        assert text in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert snapshot(installed.home, installed.bin_dir) == before

@@ -212,7 +212,19 @@ class HttpClient:
         self.retries = retries if retries is not None else int(_env_float("MUX_HTTP_RETRIES", 3))
         self._backoff = _env_float("MUX_HTTP_BACKOFF", 0.5)
         connect_timeout = timeout if timeout is not None else _env_float("MUX_HTTP_TIMEOUT", 10.0)
-        self._client = httpx.Client(
+        try:
+            self._client = self._make_client(connect_timeout, plain_loopback_only)
+        except ValueError as exc:  # httpx's word on a proxy URL it cannot use
+            from .errors import UsageError
+
+            raise UsageError(
+                f"unusable proxy setting: {exc}",
+                hint="check HTTPS_PROXY / HTTP_PROXY / ALL_PROXY",
+            ) from None
+
+    @staticmethod
+    def _make_client(connect_timeout: float, plain_loopback_only: bool) -> httpx.Client:
+        return httpx.Client(
             follow_redirects=False,
             trust_env=True,
             # A client whose policy admits only plain-http loopback origins never speaks TLS:
@@ -284,6 +296,13 @@ class HttpClient:
                     raise NetworkError(f"too many redirects starting at {url}")
             except NetworkError:
                 raise
+            except UnicodeEncodeError:
+                from .errors import UsageError
+
+                raise UsageError(
+                    "the GitHub token has characters HTTP headers cannot carry",
+                    hint="check MUX_GITHUB_TOKEN / GITHUB_TOKEN",
+                ) from None
             except (httpx.InvalidURL, ValueError) as exc:
                 raise NetworkError(f"invalid URL {current[:200]!r}: {exc}") from None
             except httpx.HTTPError as exc:

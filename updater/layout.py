@@ -265,4 +265,4 @@ def ensure_writable(directory: Path) -> None:
             ),
         ) from None
     os.close(fd)
-    os.unlink(name)
+    Path(name).unlink(missing_ok=True)  # a concurrent run's tidy may have removed it already

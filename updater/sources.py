@@ -370,6 +370,10 @@ class FeedSource:
 def open_source(spec: str | None, *, repo: str) -> ReleaseSource:
     """``--source`` / ``MUX_UPDATE_SOURCE``: ``github`` (default), a feed URL or directory."""
     chosen = spec or os.environ.get("MUX_UPDATE_SOURCE") or "github"
-    if chosen == "github":
-        return GitHubSource(repo)
-    return FeedSource(chosen)
+    try:
+        if chosen == "github":
+            return GitHubSource(repo)
+        return FeedSource(chosen)
+    except ValueError as exc:  # urllib's word on a malformed URL (a bad port, a bad [host])
+        what = "MUX_GITHUB_URL / MUX_GITHUB_API_URL" if chosen == "github" else chosen[:200]
+        raise UsageError(f"invalid release source URL in {what}: {exc}") from None

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import buildinfo, models
 from .buildinfo import BuildInfo
-from .errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, NetworkError
+from .errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, NetworkError, UsageError
 from .http import is_loopback_host
 from .layout import (
     Layout,
@@ -101,12 +101,14 @@ def trust_policy(build: BuildInfo, options: UpdateOptions, source_kind: str) -> 
     from .sources import GITHUB_WEB
 
     keys = tuple(dict.fromkeys((*build.trust.minisign_keys, *options.trust_keys)))
-    web = os.environ.get("MUX_GITHUB_URL", "")
     from urllib.parse import urlsplit
 
-    github_url = (
-        web.rstrip("/") if web and not is_loopback_host(urlsplit(web).hostname) else GITHUB_WEB
-    )
+    web = os.environ.get("MUX_GITHUB_URL", "")
+    try:
+        enterprise = bool(web) and not is_loopback_host(urlsplit(web).hostname)
+    except ValueError:
+        raise UsageError(f"MUX_GITHUB_URL is not a URL: {web[:200]!r}") from None
+    github_url = web.rstrip("/") if enterprise else GITHUB_WEB
     return TrustPolicy(
         minisign_keys=keys,
         require_signature=source_kind == "feed" or bool(build.trust.minisign_keys),
@@ -183,7 +185,8 @@ def _update(layout: Layout, build: BuildInfo, options: UpdateOptions) -> UpdateR
             new_protocol=manifest.protocol_version,
         )
         if installed is not None and Version(installed) == Version(manifest.version):
-            _tidy(layout)
+            if not options.dry_run:
+                _tidy(layout)
             result.servers = _server_verdicts(manifest.protocol_version)
             return result
         downgrade = installed is not None and Version(manifest.version) < Version(installed)
@@ -249,7 +252,6 @@ def _install(layout: Layout, source: Any, verified: _Verified, result: UpdateRes
         files_sha256,
         install_lock,
         place_version,
-        prune_versions,
         remove_leftovers,
         stage_version,
         switch_link,
@@ -261,6 +263,10 @@ def _install(layout: Layout, source: Any, verified: _Verified, result: UpdateRes
     log = result.verification
     with install_lock(layout):
         remove_leftovers(layout)
+        try:
+            _settle(layout)  # "active" in the record must name the version being replaced
+        except OSError as exc:
+            raise _write_error(layout.home, exc) from None
         if layout.active_version() == manifest.version:
             result.action = "up-to-date"  # a concurrent update got here first
             return
@@ -312,7 +318,6 @@ def _install(layout: Layout, source: Any, verified: _Verified, result: UpdateRes
         log.ok(
             LAYER_SMOKE_TEST, f"`mux version --json` reports {manifest.version} for {result.target}"
         )
-        previous = layout.active_version()
         try:
             final = place_version(layout, staging, manifest.version)
             record = read_record(layout)
@@ -324,40 +329,65 @@ def _install(layout: Layout, source: Any, verified: _Verified, result: UpdateRes
                 "source": source.location,
                 "installed_by": "mux update",
             }
+            record.update(
+                {
+                    "schema": 1,
+                    "bin_dir": str(layout.bin_dir),
+                    "target": result.target,
+                    "source": source.location,
+                }
+            )
             # Recorded before the link moves: a kill -9 after the switch still leaves the new
-            # version's file list on record for --rollback to check against.
+            # version's file list on record for --rollback, and "active" still names the old
+            # version, which _settle() turns into "previous" whenever the switch was cut short.
             write_record(layout, record)
             switch_link(layout, manifest.version)
         except OSError as exc:
             raise _write_error(layout.home, exc) from None
         result.action = "updated"
-        keep = [manifest.version]
-        if previous and previous != manifest.version:
-            keep.append(previous)
-        record.update(
-            {
-                "schema": 1,
-                "bin_dir": str(layout.bin_dir),
-                "target": result.target,
-                "source": source.location,
-                "active": manifest.version,
-                "previous": keep[1] if len(keep) > 1 else None,
-                "versions": {v: d for v, d in versions.items() if v in keep},
-            }
-        )
         try:
-            # Never delete the files this very process runs from; the next update prunes them.
-            running = running_version(layout)
-            result.removed_versions = prune_versions(
-                layout, [*keep, *([running] if running else [])]
-            )
-            write_record(layout, record)
+            result.removed_versions = _settle(layout)
         except OSError as exc:
             raise InstallError(
                 f"mux {manifest.version} is installed and active, but tidying {layout.home} "
                 f"failed: {exc.strerror or exc}",
                 hint="run mux update again to finish",
             ) from None
+
+
+def _settle(layout: Layout) -> list[str]:
+    """Make install.json agree with the link, and keep two versions (lock held).
+
+    After a switch, or after one that a kill cut short between moving the link and
+    recording it: the recorded "active" that the link no longer names is the previous one.
+    """
+    from .install import prune_versions
+    from .layout import write_record
+
+    installed = layout.active_version()
+    if installed is None:
+        return []
+    record = read_record(layout)
+    recorded, previous = record.get("active"), record.get("previous")
+    if isinstance(recorded, str) and recorded != installed:
+        previous = recorded
+    if not (isinstance(previous, str) and previous != installed):
+        previous = None
+    if previous and not layout.version_dir(previous).is_dir():
+        previous = None
+    keep = [installed, *([previous] if previous else [])]
+    running = running_version(layout)  # never delete the files this process runs from
+    removed = prune_versions(layout, [*keep, *([running] if running else [])])
+    versions = record.get("versions") if isinstance(record.get("versions"), dict) else {}
+    settled = {
+        **record,
+        "active": installed,
+        "previous": previous,
+        "versions": {v: d for v, d in (versions or {}).items() if v in keep},
+    }
+    if settled != record:
+        write_record(layout, settled)
+    return removed
 
 
 def _write_error(directory: Path, exc: OSError) -> InstallError:
@@ -376,6 +406,7 @@ def _tidy(layout: Layout) -> None:
     try:
         with install_lock(layout, wait=0):
             remove_leftovers(layout)
+            _settle(layout)
     except (InstallError, OSError):
         pass  # another update holds the lock (it tidies), or the home is not writable
 
@@ -389,6 +420,10 @@ def rollback(layout: Layout, options: UpdateOptions) -> UpdateResult:
     ensure_writable(layout.bin_dir)
     with install_lock(layout):
         remove_leftovers(layout)
+        try:
+            _settle(layout)
+        except OSError as exc:
+            raise _write_error(layout.home, exc) from None
         record = read_record(layout)
         active = layout.active_version()
         previous = record.get("previous")
@@ -402,7 +437,7 @@ def rollback(layout: Layout, options: UpdateOptions) -> UpdateResult:
             )
         entry = record.get("versions", {}).get(previous, {})
         expected_list = entry.get("files_sha256") if isinstance(entry, dict) else None
-        if not isinstance(expected_list, str):
+        if not models.is_sha256(expected_list):
             from .errors import VerificationError
 
             raise VerificationError(
@@ -426,10 +461,17 @@ def rollback(layout: Layout, options: UpdateOptions) -> UpdateResult:
         )
         try:
             switch_link(layout, previous)
-            record.update({"active": previous, "previous": active})
-            write_record(layout, record)
         except OSError as exc:
             raise _write_error(layout.bin_dir, exc) from None
+        record.update({"active": previous, "previous": active})
+        try:
+            write_record(layout, record)
+        except OSError as exc:
+            raise InstallError(
+                f"rolled back to mux {previous}, but recording it in {layout.record_path} "
+                f"failed: {exc.strerror or exc}",
+                hint="run mux update --rollback again once the disk is writable",
+            ) from None
     result = UpdateResult(
         action="rolled-back",
         layout=layout,
