@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +52,8 @@ def check_cache_path() -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
+    import tempfile  # only writers pay for it; the cached check only reads
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

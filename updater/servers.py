@@ -13,8 +13,6 @@ read and normalised to the plain path.
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,6 +200,8 @@ def _unix_connection_class() -> Callable[[str, float], http.client.HTTPConnectio
                 self.socket_path = socket_path
 
             def connect(self) -> None:
+                import socket
+
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
                     sock.settimeout(self.timeout)
@@ -231,12 +231,16 @@ class _Watchdog:
     """
 
     def __init__(self, connection: http.client.HTTPConnection, timeout: float) -> None:
+        import threading
+
         self.fired = False
         self._connection = connection
         self._timer = threading.Timer(timeout, self._cut)
         self._timer.daemon = True
 
     def _cut(self) -> None:
+        import socket
+
         self.fired = True
         sock = self._connection.sock
         if sock is not None:
@@ -334,6 +338,8 @@ def query_all(
     targets = discover_server_addresses() if addresses is None else list(addresses)
     if len(targets) <= 1:
         return [query_server(address, timeout) for address in targets]
+    import threading
+
     reports: list[ServerReport | None] = [None] * len(targets)
 
     def run(index: int, address: str) -> None:
