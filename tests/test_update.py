@@ -314,7 +314,8 @@ def test_a_running_server_survives_the_update(installed: Install) -> None:
     assert installed.run("update", "--check").returncode == 0
 
 
-def test_read_only_bin_dir(installed: Install) -> None:
+def _update_with_read_only(install: Install, directory: Path) -> None:
+    """Run `mux update` with ``directory`` bind-mounted read-only; nothing may change."""
     import shutil
     import subprocess
 
@@ -322,23 +323,26 @@ def test_read_only_bin_dir(installed: Install) -> None:
     probe = subprocess.run([unshare or "unshare", "-m", "true"], capture_output=True, check=False)
     if unshare is None or probe.returncode != 0:
         pytest.skip("needs a private mount namespace (unshare -m) for a read-only bind mount")
-    before = snapshot(installed.home, installed.bin_dir)
-    bin_dir = str(installed.bin_dir)
+    before = snapshot(install.home, install.bin_dir)
     script = (
-        f'mount --bind "{bin_dir}" "{bin_dir}" && mount -o remount,bind,ro "{bin_dir}" '
-        f'&& exec "{installed.mux}" update'
+        f'mount --bind "{directory}" "{directory}" && mount -o remount,bind,ro "{directory}" '
+        f'&& exec "{install.mux}" update'
     )
     result = subprocess.run(
         [unshare, "-m", "sh", "-c", script],
-        env=installed.env,
+        env=install.env,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert result.returncode == 1, (result.stdout, result.stderr)
-    assert "read-only file system" in result.stderr
-    assert_untouched(installed, before)
+    assert "read-only file system" in result.stderr and "Traceback" not in result.stderr
+    assert_untouched(install, before)
+
+
+def test_read_only_bin_dir(installed: Install) -> None:
+    _update_with_read_only(installed, installed.bin_dir)
 
 
 def test_concurrent_updates_end_with_one_valid_install(installed: Install) -> None:
@@ -465,30 +469,7 @@ def test_release_without_a_build_for_this_target(installed: Install, feed: Feed)
 
 
 def test_read_only_versions_folder(installed: Install) -> None:
-    import shutil
-    import subprocess
-
-    unshare = shutil.which("unshare")
-    probe = subprocess.run([unshare or "unshare", "-m", "true"], capture_output=True, check=False)
-    if unshare is None or probe.returncode != 0:
-        pytest.skip("needs a private mount namespace (unshare -m) for a read-only bind mount")
-    before = snapshot(installed.home, installed.bin_dir)
-    versions = str(installed.home / "versions")
-    script = (
-        f'mount --bind "{versions}" "{versions}" && mount -o remount,bind,ro "{versions}" '
-        f'&& exec "{installed.mux}" update'
-    )
-    result = subprocess.run(
-        [unshare, "-m", "sh", "-c", script],
-        env=installed.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 1, (result.stdout, result.stderr)
-    assert "read-only file system" in result.stderr and "Traceback" not in result.stderr
-    assert_untouched(installed, before)
+    _update_with_read_only(installed, installed.home / "versions")
 
 
 def test_progress_bar_on_a_terminal_plain_lines_otherwise(installed: Install) -> None:
