@@ -194,8 +194,8 @@ class Expected:
     target: str
 
 
-def smoke_test(folder: Path, expected: Expected) -> None:
-    """``<folder>/mux version --json`` must report the release's version, protocol, target."""
+def reported_build(folder: Path) -> Expected:
+    """What ``<folder>/mux version --json`` says it is (run once, with a timeout)."""
     command = [str(folder / "mux"), "version", "--json"]
     try:
         result = subprocess.run(
@@ -207,21 +207,30 @@ def smoke_test(folder: Path, expected: Expected) -> None:
         )
     except subprocess.TimeoutExpired:
         raise VerificationError(
-            "verification failed (smoke-test): the new mux did not answer `mux version --json`"
+            f"verification failed (smoke-test): {folder / 'mux'} did not answer "
+            "`mux version --json`"
         ) from None
     except OSError as exc:
         raise VerificationError(
-            f"verification failed (smoke-test): the new mux does not run here ({exc.strerror}); "
-            "wrong architecture?"
+            f"verification failed (smoke-test): {folder / 'mux'} does not run here "
+            f"({exc.strerror}); wrong architecture?"
         ) from None
     try:
         doc = json.loads(result.stdout)
-        reported = Expected(str(doc["version"]), int(doc["protocol_version"]), str(doc["target"]))
+        return Expected(str(doc["version"]), int(doc["protocol_version"]), str(doc["target"]))
     except (ValueError, KeyError, TypeError, RecursionError):
         raise VerificationError(
-            f"verification failed (smoke-test): the new mux exited {result.returncode} without "
-            "a valid `version --json` (wrong architecture or a broken build?)"
+            f"verification failed (smoke-test): {folder / 'mux'} exited {result.returncode} "
+            "without a valid `version --json` (wrong architecture or a broken build?)"
         ) from None
+
+
+def smoke_test(folder: Path, expected: Expected) -> None:
+    """``<folder>/mux version --json`` must report the release's version, protocol, target."""
+    check_build(reported_build(folder), expected)
+
+
+def check_build(reported: Expected, expected: Expected) -> None:
     if reported != expected:
         raise VerificationError(
             "verification failed (smoke-test): the new mux reports "

@@ -413,7 +413,14 @@ def _tidy(layout: Layout) -> None:
 
 def rollback(layout: Layout, options: UpdateOptions) -> UpdateResult:
     """Switch back to the previous version after checking its files against the record."""
-    from .install import Expected, install_lock, remove_leftovers, smoke_test, switch_link
+    from .install import (
+        Expected,
+        check_build,
+        install_lock,
+        remove_leftovers,
+        reported_build,
+        switch_link,
+    )
     from .layout import write_record
 
     ensure_writable(layout.home)
@@ -454,11 +461,10 @@ def rollback(layout: Layout, options: UpdateOptions) -> UpdateResult:
                 hint=f"reinstall it with: mux update --version {previous} --allow-downgrade",
             )
         target = entry.get("target") if isinstance(entry, dict) else None
-        protocol = _probe_protocol(layout.version_dir(previous))
-        smoke_test(
-            layout.version_dir(previous),
-            Expected(previous, protocol, target or str(record.get("target", ""))),
-        )
+        # The kept build runs once: its protocol comes from the same answer that is checked.
+        reported = reported_build(layout.version_dir(previous))
+        protocol = reported.protocol_version
+        check_build(reported, Expected(previous, protocol, target or str(record.get("target", ""))))
         try:
             switch_link(layout, previous)
         except OSError as exc:
@@ -483,27 +489,6 @@ def rollback(layout: Layout, options: UpdateOptions) -> UpdateResult:
     result.verification.ok("files", f"every file of {previous} matches its recorded sha256")
     result.servers = _server_verdicts(protocol)
     return result
-
-
-def _probe_protocol(folder: Path) -> int:
-    import json
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            [str(folder / "mux"), "version", "--json"],
-            capture_output=True,
-            timeout=30,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        ).stdout
-        return int(json.loads(out)["protocol_version"])
-    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError, RecursionError):
-        from .errors import VerificationError
-
-        raise VerificationError(
-            f"verification failed (smoke-test): {folder / 'mux'} does not run"
-        ) from None
 
 
 # -- the report ------------------------------------------------------------------------------

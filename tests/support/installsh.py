@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import select
 import shutil
 import socket
@@ -110,27 +109,13 @@ OPTIONAL_TOOLS = ("flock", "perl", "getconf", "ldd", "timeout")
 
 HASHERS = ("sha256sum", "shasum", "openssl")
 
-_KEYS_LINE = re.compile(r"^MUX_MINISIGN_KEYS='[^']*'$", re.MULTILINE)
-_REPO_LINE = re.compile(r"^MUX_DEFAULT_REPO='[^']*'$", re.MULTILINE)
-
 
 def render_install_sh(dest: Path, *, keys: Sequence[str], repo: str | None = None) -> Path:
-    """A copy of install.sh at ``dest`` trusting ``keys`` (and defaulting to ``repo``)."""
-    text = INSTALL_SH.read_text(encoding="utf-8")
-    for key in keys:
-        if not re.fullmatch(r"[A-Za-z0-9+/=]+", key):
-            raise ValueError(f"not a minisign public key: {key!r}")
-    text, count = _KEYS_LINE.subn(f"MUX_MINISIGN_KEYS='{' '.join(keys)}'", text)
-    if count != 1:
-        raise AssertionError("install.sh has no single MUX_MINISIGN_KEYS='...' line")
-    if repo is not None:
-        text, count = _REPO_LINE.subn(f"MUX_DEFAULT_REPO='{repo}'", text)
-        if count != 1:
-            raise AssertionError("install.sh has no single MUX_DEFAULT_REPO='...' line")
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(text, encoding="utf-8")
-    return dest
+    """A copy of install.sh at ``dest`` trusting ``keys`` (and defaulting to ``repo``), made
+    by the same code the release workflow publishes it with (``mux-release install-sh``)."""
+    from release.install_script import write_install_script
+
+    return write_install_script(Path(dest), keys=keys, repo=repo)
 
 
 def find_tool(tool: str) -> str | None:
