@@ -6,15 +6,13 @@ lives in :mod:`updater.check`, :mod:`updater.update` and :mod:`updater.server_da
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from . import buildinfo
-from .cli_text import report_error, version_text
+from .cli_text import report_error
 from .errors import EXIT_USAGE, MuxError, UsageError
 
 EXIT_CODES_HELP = """\
@@ -46,12 +44,9 @@ def version(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Print what this mux was built as."""
-    print(render_version(as_json))
+    from .cli_fast import print_version  # the same code answers the fast path
 
-
-def render_version(as_json: bool) -> str:
-    info = buildinfo.current()
-    return json.dumps(info.to_json(), sort_keys=True) if as_json else version_text(info)
+    print_version(as_json=as_json)
 
 
 def _parse_max_age(value: str | None) -> float | None:
