@@ -355,12 +355,14 @@ def build_standalone(
     target: str | None = None,
     pins_path: Path | None = None,
     artifacts_dir: Path | None = None,
+    python_options: Sequence[str] = (),
 ) -> Path:
     """A PyInstaller one-folder build of ``mux`` in ``out_dir/mux-<target>/`` (returned).
 
     Only the running machine's target can be built (PyInstaller does not cross-compile).
     ``pins_path`` and ``artifacts_dir``: the pinned artifacts to ship under ``vendor/``
-    (module docstring); they are checked before PyInstaller runs.
+    (module docstring); they are checked before PyInstaller runs. ``python_options``: for
+    diagnostic builds only (:func:`pyinstaller_settings`).
     """
     from updater._targets import detect_target
 
@@ -389,29 +391,9 @@ def build_standalone(
         info_file = write_build_info(info_dir, info)
         entry = scratch / "mux_entry.py"
         entry.write_text(_PYINSTALLER_ENTRY, encoding="utf-8")
-        command = [
-            sys.executable,
-            "-m",
-            "PyInstaller",
-            "--noconfirm",
-            "--onedir",
-            "--console",
-            "--log-level=WARN",
-            "--name=mux",
-            f"--distpath={scratch / 'dist'}",
-            f"--workpath={scratch / 'work'}",
-            f"--specpath={scratch / 'spec'}",
-            f"--paths={PACKAGE_DIR.parent}",
-            # The CLI imports its subcommands lazily; collect every module of the package.
-            "--collect-submodules=updater",
-            # sigstore reads its trust roots from package data at run time.
-            "--collect-data=sigstore",
-            f"--add-data={info_file}{os.pathsep}updater",
-            # Development tools reachable through optional plugin imports (pydantic's mypy
-            # plugin, hypothesis entry points) are never part of mux, nor is setuptools.
-            *(f"--exclude-module={name}" for name in DEV_ONLY_MODULES),
-            str(entry),
-        ]
+        command = pyinstaller_command(
+            scratch, entry=entry, info_file=info_file, python_options=python_options
+        )
         env = {**os.environ, "PYTHONHASHSEED": "0"}
         result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if result.returncode != 0:
@@ -428,3 +410,96 @@ def build_standalone(
             shutil.rmtree(folder, ignore_errors=True)
             raise
     return folder
+
+
+# --- what the PyInstaller build ships and runs at start-up (docs/build.md) ------------------
+#
+# Three decisions, each measured (bench/bench_standalone.py) and each kept here, apart from
+# the build steps above:
+# * what is left out: modules the installed mux never imports (NEVER_IMPORTED);
+# * what runs before mux's own code: PyInstaller's runtime hooks mux does not need;
+# * shared libraries stripped of their symbol tables.
+
+SPEC_FILE = Path(__file__).with_name("mux.spec")
+
+# Top-level modules the installed mux never imports, on any path: `mux version`, the check
+# (cached, uncached), `mux update` with all five layers (attestation included) and its
+# progress bar on a terminal, `--rollback`, the server commands and the daemon, `--help` and
+# usage errors. PyInstaller's analysis follows every import statement, also those on paths
+# mux never takes (optional features of its dependencies); these would only weigh on the
+# download and, for some, on every start through their runtime hooks.
+# Checked: tests/test_build_imports.py records the modules every path imports and fails when
+# one of these shows up; the real build's `mux update` runs in tests/test_release_build.py.
+NEVER_IMPORTED: dict[str, str] = {
+    "release": "the release tooling (mux-release) is not part of the client",
+    "tomlkit": "only the release tooling reads and writes TOML",
+    "pygments": "rich uses it for syntax highlighting and pretty tracebacks, both off",
+    "markdown_it": "rich.markdown only; mux renders no Markdown",
+    "mdurl": "markdown_it only",
+    "asyncio": "mux is synchronous; anyio and httpcore import it only for async clients",
+    "concurrent": "process and thread pools: mux uses neither",
+    "multiprocessing": "never used; its runtime hook would import it at every start",
+    "dns": "email_validator's deliverability check (pydantic's EmailStr), never used",
+    "email_validator": "pydantic's EmailStr, never used",
+    "pydoc": "interactive help()",
+    "pydoc_data": "interactive help()",
+    "xml": "no XML anywhere in mux's data path",
+    "xmlrpc": "no XML anywhere in mux's data path",
+    "pyexpat": "no XML anywhere in mux's data path",
+    "ctypes": "no foreign-function calls; the bootloader's ctypes hook imports it at every start",
+    "_pydecimal": "the pure-Python fallback of _decimal, which ships",
+    "pickle": "mux serialises nothing with pickle",
+    "_pickle": "mux serialises nothing with pickle",
+}
+
+# PyInstaller runtime hooks run before mux's own code at every start. Measured with
+# `-X importtime` in a build: together they imported inspect, zipfile, pkgutil and
+# multiprocessing (more than half of `mux version`'s start-up).
+UNNEEDED_RUNTIME_HOOKS: dict[str, str] = {
+    "pyi_rth_inspect": "makes inspect.getsource work on frozen code; mux never reads its source",
+    "pyi_rth_pkgutil": "makes pkgutil.iter_modules list frozen modules; mux never lists modules",
+    "pyi_rth_multiprocessing": "multiprocessing is not shipped (NEVER_IMPORTED)",
+}
+
+# Symbol tables are for debuggers: the local CPython's libpython alone carries 17 MiB of them.
+STRIP_BINARIES = True
+
+
+def pyinstaller_settings(
+    entry: Path, info_file: Path, *, python_options: Sequence[str] = ()
+) -> dict[str, object]:
+    """The settings release/mux.spec reads: everything PyInstaller is told, in one place.
+
+    ``python_options`` are baked into the bootloader for diagnostic builds only (e.g.
+    ``X importtime``, see docs/build.md): a frozen mux ignores ``PYTHON*`` variables.
+    """
+    return {
+        "entry": str(entry),
+        "paths": [str(PACKAGE_DIR.parent)],
+        "datas": [[str(info_file), "updater"]],
+        "excludes": sorted({*DEV_ONLY_MODULES, *NEVER_IMPORTED}),
+        "drop_runtime_hooks": sorted(UNNEEDED_RUNTIME_HOOKS),
+        "strip": STRIP_BINARIES,
+        "python_options": list(python_options),
+    }
+
+
+def pyinstaller_command(
+    scratch: Path, *, entry: Path, info_file: Path, python_options: Sequence[str] = ()
+) -> list[str]:
+    """The PyInstaller run that builds ``scratch/dist/mux/`` from release/mux.spec."""
+    settings = scratch / "pyinstaller-settings.json"
+    doc = pyinstaller_settings(entry, info_file, python_options=python_options)
+    settings.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return [
+        sys.executable,
+        "-m",
+        "PyInstaller",
+        "--noconfirm",
+        "--log-level=WARN",
+        f"--distpath={scratch / 'dist'}",
+        f"--workpath={scratch / 'work'}",
+        str(SPEC_FILE),
+        "--",
+        str(settings),
+    ]
