@@ -39,7 +39,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import updater
-from updater.buildinfo import BUILD_INFO_FILE, MAX_TRUSTED_KEYS, BuildInfo, TrustSettings
+from updater.buildinfo import BUILD_INFO_NAME, MAX_TRUSTED_KEYS, BuildInfo, TrustSettings
 from updater.errors import MuxError, UsageError, VerificationError
 from updater.minisign import PublicKey
 from updater.models import parse_version
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from .pins import Pin
 
 PACKAGE_DIR = Path(updater.__file__).resolve().parent
-BUILD_INFO_NAME = BUILD_INFO_FILE.name
 DEV_ONLY_MODULES = (
     "PyInstaller",
     "_distutils_hack",

@@ -10,26 +10,65 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any
 
-from .protocol import PROTOCOL_VERSION
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
-BUILD_INFO_FILE = Path(__file__).with_name("_build_info.json")
+BUILD_INFO_NAME = "_build_info.json"
+BUILD_INFO_PATH = os.path.join(os.path.dirname(__file__), BUILD_INFO_NAME)
 
 OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 SIGNER_WORKFLOW = ".github/workflows/release.yml"
 MAX_TRUSTED_KEYS = 2  # the current key and the next one, for rotation
 
 
-@dataclass(frozen=True)
-class TrustSettings:
+class _Record:
+    """An immutable record with equality, as a frozen dataclass would be.
+
+    Not a dataclass on purpose: ``dataclasses`` imports ``inspect`` (and with it ``ast``,
+    ``dis``, ``tokenize``), which alone was a quarter of ``mux version``'s start-up; likewise
+    no ``pathlib`` or ``typing`` at run time here (docs/build.md).
+    """
+
+    __slots__: tuple[str, ...] = ()
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Record) or type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({fields})"
+
+
+class TrustSettings(_Record):
     """Who may sign and build releases for this mux."""
 
-    minisign_keys: tuple[str, ...] = ()
-    oidc_issuer: str = OIDC_ISSUER
-    signer_workflow: str = SIGNER_WORKFLOW
+    __slots__ = ("minisign_keys", "oidc_issuer", "signer_workflow")
+    minisign_keys: tuple[str, ...]
+    oidc_issuer: str
+    signer_workflow: str
+
+    def __init__(
+        self,
+        minisign_keys: tuple[str, ...] = (),
+        oidc_issuer: str = OIDC_ISSUER,
+        signer_workflow: str = SIGNER_WORKFLOW,
+    ) -> None:
+        object.__setattr__(self, "minisign_keys", minisign_keys)
+        object.__setattr__(self, "oidc_issuer", oidc_issuer)
+        object.__setattr__(self, "signer_workflow", signer_workflow)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -39,19 +78,40 @@ class TrustSettings:
         }
 
 
-@dataclass(frozen=True)
-class BuildInfo:
+class BuildInfo(_Record):
+    __slots__ = ("development", "protocol_version", "repo", "target", "trust", "version")
     version: str
     protocol_version: int
     target: str
     repo: str
     development: bool
-    trust: TrustSettings = field(default_factory=TrustSettings)
+    trust: TrustSettings
+
+    def __init__(
+        self,
+        version: str,
+        protocol_version: int,
+        target: str,
+        repo: str,
+        development: bool,
+        trust: TrustSettings | None = None,
+    ) -> None:
+        object.__setattr__(self, "version", version)
+        object.__setattr__(self, "protocol_version", protocol_version)
+        object.__setattr__(self, "target", target)
+        object.__setattr__(self, "repo", repo)
+        object.__setattr__(self, "development", development)
+        object.__setattr__(self, "trust", trust if trust is not None else TrustSettings())
 
     def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["trust"] = self.trust.to_json()
-        return doc
+        return {
+            "version": self.version,
+            "protocol_version": self.protocol_version,
+            "target": self.target,
+            "repo": self.repo,
+            "development": self.development,
+            "trust": self.trust.to_json(),
+        }
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> BuildInfo:
@@ -76,6 +136,7 @@ class BuildInfo:
 def _development_build() -> BuildInfo:
     from . import __version__
     from ._targets import detect_target_or_empty
+    from .protocol import PROTOCOL_VERSION
 
     return BuildInfo(
         version=__version__,
@@ -94,7 +155,8 @@ def current() -> BuildInfo:
     global _cached
     if _cached is None:
         try:
-            raw = BUILD_INFO_FILE.read_bytes()
+            with open(BUILD_INFO_PATH, "rb") as stream:
+                raw = stream.read()
         except FileNotFoundError:
             _cached = _development_build()
         else:
