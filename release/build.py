@@ -447,8 +447,6 @@ NEVER_IMPORTED: dict[str, str] = {
     "pyexpat": "no XML anywhere in mux's data path",
     "ctypes": "no foreign-function calls; the bootloader's ctypes hook imports it at every start",
     "_pydecimal": "the pure-Python fallback of _decimal, which ships",
-    "pickle": "mux serialises nothing with pickle",
-    "_pickle": "mux serialises nothing with pickle",
 }
 
 # PyInstaller runtime hooks run before mux's own code at every start. Measured with

@@ -1,0 +1,385 @@
+"""What mux imports, measured on real processes.
+
+* The fast paths (``mux version``, ``mux version --json``, a cached
+  ``mux update --check --max-age``) import nothing outside their allow-lists: a module added
+  to one of them by a later feature fails here, with its name, before it slows down every
+  sidebar refresh. They run as a released build runs them: a build folder with its build info
+  baked in (the stand-in's copy of ``updater``), with ``-X importtime``.
+* The modules the standalone build leaves out (``release.build.NEVER_IMPORTED``) are imported
+  by no path of the installed mux: version, the check (uncached and cached), ``mux update``
+  with all five layers and its progress bar on a terminal, ``--rollback``, the server
+  commands and the daemon, help and usage errors. Every Python process of those runs records
+  its ``sys.modules`` at exit. The real build running the same paths is the last guard
+  (tests/test_release_build.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pty
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from release.build import DEV_ONLY_MODULES, NEVER_IMPORTED, build_standin
+from release.fake_sigstore import FakeSigstore
+from release.package import rehash_sums
+from tests.support.imports import imported_by, matching, recorded_modules, recording_env
+from tests.support.releases import (
+    KeyPair,
+    make_keypair,
+    make_release,
+    serve_directory,
+    sign_release_dir,
+)
+from tests.support.servers import start_mux_server
+from updater import models
+
+REPO = "acme/mux"
+
+# The stdlib modules `json` brings (re, enum, functools, collections...), which any path that
+# reads the build info needs.
+_JSON = {
+    "__future__",
+    "_collections",
+    "_functools",
+    "_json",
+    "_operator",
+    "_sre",
+    "collections",
+    "copyreg",
+    "enum",
+    "functools",
+    "itertools",
+    "json",
+    "keyword",
+    "operator",
+    "re",
+    "reprlib",
+    "types",
+}
+
+VERSION_ALLOWED = {
+    *_JSON,
+    "updater",
+    "updater.__main__",
+    "updater.buildinfo",
+    "updater.cli_fast",
+    "updater.cli_text",
+    "updater.errors",
+}
+
+# The cached check also reads the cache (platformdirs) and asks every live server for its
+# status line (socket). What it must never need is the HTTP stack, the CLI framework or the
+# verification libraries: those belong to the uncached check and to `mux update`.
+CACHED_CHECK_ALLOWED = {
+    *VERSION_ALLOWED,
+    # updater
+    "updater.cache",
+    "updater.check",
+    "updater.plan",
+    "updater.protocol",
+    "updater.report",
+    "updater.servers",
+    # third party: the user cache and runtime dirs
+    "platformdirs",
+    # stdlib
+    "_ast",
+    "_bisect",
+    "_bz2",
+    "_compression",
+    "_lzma",
+    "_opcode",
+    "_random",
+    "_sha512",
+    "_socket",
+    "_typing",
+    "_weakrefset",
+    "array",
+    "ast",
+    "bisect",
+    "bz2",
+    "collections.abc",
+    "contextlib",
+    "copy",
+    "dataclasses",
+    "dis",
+    "errno",
+    "fnmatch",
+    "importlib",
+    "inspect",
+    "ipaddress",
+    "linecache",
+    "lzma",
+    "math",
+    "opcode",
+    "pathlib",
+    "random",
+    "select",
+    "selectors",
+    "shutil",
+    "socket",
+    "tempfile",
+    "token",
+    "tokenize",
+    "typing",
+    "urllib",
+    "warnings",
+    "weakref",
+    "zlib",
+    # Names that stdlib modules try and fail to import on Linux (importtime lists them too).
+    "_winapi",
+    "nt",
+    "ntpath",
+    "org",
+    "winreg",
+}
+
+# With a live server, the cached check asks it over http.client (imported only then: a machine
+# without a server never pays for it), with a watchdog thread per server.
+SERVER_QUERY_ALLOWED = {
+    "_datetime",
+    "_locale",
+    "_ssl",
+    "_string",
+    "_struct",
+    "base64",
+    "binascii",
+    "calendar",
+    "datetime",
+    "email",
+    "http",
+    "locale",
+    "quopri",
+    "ssl",
+    "string",
+    "struct",
+    "threading",
+}
+
+# Never on a fast path, whatever the allow-lists above become.
+HEAVY = (
+    "httpx",
+    "httpcore",
+    "typer",
+    "click",
+    "rich",
+    "sigstore",
+    "cryptography",
+    "pydantic",
+    "packaging",
+    "subprocess",
+)
+
+
+def outside(imported: set[str], allowed: set[str]) -> list[str]:
+    return sorted(m for m in imported if not matching([m], allowed))
+
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+    return make_keypair(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture(scope="module")
+def released_entry(tmp_path_factory: pytest.TempPathFactory, keypair: KeyPair) -> Path:
+    """The entry script of a build with its build info baked in, as a release has it."""
+    folder = build_standin(
+        tmp_path_factory.mktemp("build"),
+        version="0.1.0",
+        protocol_version=1,
+        repo=REPO,
+        minisign_keys=[keypair.public_key],
+    )
+    return folder / "lib" / "mux_entry.py"
+
+
+def run_released(
+    entry: Path, args: list[str], env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    # -E -B: as the stand-in launcher runs it (no PYTHON* variables, no bytecode written).
+    return imported_by([str(entry), *args], env, python_flags=["-E", "-B"])
+
+
+@pytest.mark.parametrize("args", [["version"], ["version", "--json"]])
+def test_mux_version_imports_only_its_allow_list(
+    released_entry: Path, sandbox_env: dict[str, str], args: list[str]
+) -> None:
+    result, imported = run_released(released_entry, args, sandbox_env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "0.1.0" in result.stdout
+    assert "updater.buildinfo" in imported  # the measurement sees mux's own imports
+    assert outside(imported, VERSION_ALLOWED) == []
+    # No dataclasses (inspect, ast, dis), pathlib or typing: half of the start-up of a build.
+    assert not matching(imported, ["dataclasses", "inspect", "pathlib", "typing", *HEAVY])
+
+
+def test_cached_check_imports_only_its_allow_list(
+    released_entry: Path, sandbox_env: dict[str, str], keypair: KeyPair, tmp_path: Path
+) -> None:
+    feed = tmp_path / "feed"
+    for version in ("0.1.0", "0.2.0"):
+        make_release(feed, version, protocol_version=1, keypair=keypair, repo=REPO)
+    env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
+    filled = subprocess.run(
+        [sys.executable, "-E", "-B", str(released_entry), "update", "--check", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert filled.returncode == 10, filled.stderr
+
+    def cached_check(args: list[str], allowed: set[str]) -> str:
+        result, imported = run_released(released_entry, ["update", "--check", *args], env)
+        assert result.returncode == 10, result.stderr[-2000:]
+        assert "from the check at" in result.stdout or '"cached": true' in result.stdout
+        assert "updater.cache" in imported
+        assert outside(imported, allowed) == [], (args, outside(imported, allowed))
+        assert not matching(imported, HEAVY), args
+        return result.stdout
+
+    for args in (["--max-age", "1h"], ["--max-age", "1h", "--json"]):
+        cached_check(args, CACHED_CHECK_ALLOWED)
+    # A live server: the cached check still asks every server for its status line.
+    start_mux_server(Path(env["XDG_RUNTIME_DIR"]) / "mux", "main")
+    for args in (["--max-age", "1h"], ["--max-age", "1h", "--json"]):
+        output = cached_check(args, CACHED_CHECK_ALLOWED | SERVER_QUERY_ALLOWED)
+        assert "1 live server" in output or "main.sock" in output, output
+
+
+def test_the_uncached_check_is_seen_importing_the_http_stack(
+    released_entry: Path, sandbox_env: dict[str, str], keypair: KeyPair, tmp_path: Path
+) -> None:
+    """The measurement can fail: the uncached check is outside the cached check's list."""
+    feed = tmp_path / "feed"
+    make_release(feed, "0.2.0", protocol_version=1, keypair=keypair, repo=REPO)
+    env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
+    result, imported = run_released(released_entry, ["update", "--check"], env)
+    assert result.returncode == 10, result.stderr[-2000:]
+    assert "httpx" in outside(imported, CACHED_CHECK_ALLOWED)
+
+
+# --- the modules the standalone build leaves out --------------------------------------------
+
+
+def attested_feed(tmp: Path, keypair: KeyPair, sigstore: FakeSigstore) -> Path:
+    feed = tmp / "feed"
+    for version, protocol in (("0.1.0", 1), ("0.2.0", 2)):
+        release = make_release(feed, version, protocol_version=protocol, keypair=keypair, repo=REPO)
+        subjects = {
+            p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in release.iterdir()
+            if p.name.endswith(".tar.gz") or p.name == models.MANIFEST_NAME
+        }
+        bundle = sigstore.attest(subjects, repository=REPO, ref=f"refs/tags/v{version}")
+        (release / models.attestation_name(version)).write_bytes(bundle)
+        rehash_sums(release)
+        sign_release_dir(release, keypair)
+    return feed
+
+
+def on_a_terminal(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    """Run with stderr on a pseudo-terminal (mux then draws its progress bar with rich)."""
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower
+        )
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # EIO: the writer side is closed and drained
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        stdout = process.stdout.read() if process.stdout else b""
+        process.wait(timeout=120)
+    finally:
+        if follower != -1:
+            os.close(follower)
+        os.close(leader)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, b"".join(chunks))
+
+
+@pytest.fixture
+def every_path(
+    tmp_path: Path, sandbox_env: dict[str, str], keypair: KeyPair
+) -> Iterator[dict[str, set[str]]]:
+    """Run every path of the installed mux (development entry point); what each imported."""
+    sigstore = FakeSigstore.create(tmp_path / "sigstore")
+    feed = attested_feed(tmp_path, keypair, sigstore)
+    home = tmp_path / "mux-home"
+    record = tmp_path / "imports"
+    with serve_directory(feed) as url:
+        env = recording_env(
+            {
+                **sandbox_env,
+                "MUX_UPDATE_SOURCE": url,
+                "MUX_INSTALL_DIR": str(tmp_path / "bin"),
+                "MUX_REPO": REPO,  # the development build has no repository baked in
+                "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+            },
+            record,
+        )
+        mux = [sys.executable, "-c", "from updater.__main__ import main; main()"]
+        # What the interpreter imports before mux runs (site, .pth files): not mux's doing.
+        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+        trust = ["--home", str(home), "--trust-key", keypair.public_key]
+        expected: list[tuple[list[str], int]] = [
+            (["version"], 0),
+            (["version", "--json"], 0),
+            (["update", "--check", "--json"], 10),
+            (["update", "--check", "--max-age", "1h"], 10),
+            (["update", "--version", "0.1.0", *trust], 0),
+            (["server", "start"], 0),
+            (["server", "status", "--json"], 0),
+            (["update", "--rollback", "--home", str(home)], 1),  # nothing to roll back to
+            (["--help"], 0),
+            (["update", "--help"], 0),
+            (["server", "--help"], 0),
+            (["frobnicate"], 2),
+        ]
+        for args, code in expected:
+            result = subprocess.run(
+                [*mux, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+            )
+            assert result.returncode == code, (args, result.stdout, result.stderr)
+        # The update with every layer, its progress bar drawn on a terminal.
+        terminal = {k: v for k, v in env.items() if k != "NO_COLOR"} | {"TERM": "xterm"}
+        updated = on_a_terminal([*mux, "update", *trust], terminal)
+        assert updated.returncode == 20, (updated.stdout, updated.stderr)
+        assert b"attestation: ok" in updated.stdout, updated.stdout
+        for args, code in (
+            (["update", "--rollback", "--home", str(home)], 0),  # the server speaks 0.1.0's
+            (["server", "restart"], 0),
+            (["server", "stop"], 0),
+        ):
+            result = subprocess.run(
+                [*mux, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+            )
+            assert result.returncode == code, (args, result.stdout, result.stderr)
+    yield recorded_modules(record)
+
+
+def test_no_path_imports_a_module_the_build_leaves_out(every_path: dict[str, set[str]]) -> None:
+    everything = set().union(*every_path.values())
+    # The recording saw the paths it is meant to see.
+    assert any("server" in argv and "--socket" in argv for argv in every_path), every_path.keys()
+    for seen in ("sigstore", "rich.progress", "typer", "httpx", "updater.server_daemon"):
+        assert seen in everything, seen
+    (startup,) = (mods for argv, mods in every_path.items() if argv.endswith(": -c"))
+    left_out = [*NEVER_IMPORTED, *DEV_ONLY_MODULES]
+    offenders = {
+        argv: sorted(matching(mods - startup, left_out)) for argv, mods in every_path.items()
+    }
+    assert {argv: found for argv, found in offenders.items() if found} == {}
