@@ -16,8 +16,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import pty
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,6 +35,7 @@ from tests.support.releases import (
     sign_release_dir,
 )
 from tests.support.servers import start_mux_server
+from tests.support.terminal import on_a_terminal
 from updater import models
 
 REPO = "acme/mux"
@@ -282,33 +281,6 @@ def attested_feed(tmp: Path, keypair: KeyPair, sigstore: FakeSigstore) -> Path:
         rehash_sums(release)
         sign_release_dir(release, keypair)
     return feed
-
-
-def on_a_terminal(command: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
-    """Run with stderr on a pseudo-terminal (mux then draws its progress bar with rich)."""
-    leader, follower = pty.openpty()
-    try:
-        process = subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower
-        )
-        os.close(follower)
-        follower = -1
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # EIO: the writer side is closed and drained
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        stdout = process.stdout.read() if process.stdout else b""
-        process.wait(timeout=120)
-    finally:
-        if follower != -1:
-            os.close(follower)
-        os.close(leader)
-    return subprocess.CompletedProcess(command, process.returncode, stdout, b"".join(chunks))
 
 
 @pytest.fixture

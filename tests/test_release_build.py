@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -269,12 +271,20 @@ def test_standalone_refuses_cross_builds(tmp_path: Path, keys: tuple[KeyPair, Ke
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1200)  # ~1.5 min of CPU; much longer on a busy 2-core machine
-def test_real_standalone_build_reports_its_build_info(
-    tmp_path: Path, keys: tuple[KeyPair, KeyPair], capsys: pytest.CaptureFixture[str]
-) -> None:
+@dataclass(frozen=True)
+class RealBuild:
+    folder: Path
+    seconds: float
+    keys: tuple[KeyPair, KeyPair]
+
+
+@pytest.fixture(scope="module")
+def real_build(
+    tmp_path_factory: pytest.TempPathFactory, keys: tuple[KeyPair, KeyPair]
+) -> RealBuild:
+    """One real PyInstaller build (mux 0.4.0, protocol 5) for the tests below."""
     current, following = keys
+    out = tmp_path_factory.mktemp("real-build")
     started = time.monotonic()
     # Through the command release engineers (and the release workflow) run.
     built = subprocess.run(
@@ -284,7 +294,7 @@ def test_real_standalone_build_reports_its_build_info(
             "release",
             "build",
             "--out",
-            str(tmp_path / "dist"),
+            str(out / "dist"),
             "--version",
             "0.4.0",
             "--protocol-version",
@@ -303,9 +313,16 @@ def test_real_standalone_build_reports_its_build_info(
         check=False,
     )
     assert built.returncode == 0, built.stderr
-    folder = tmp_path / "dist" / f"mux-{HOST}"
-    build_seconds = time.monotonic() - started
-    assert folder == tmp_path / "dist" / f"mux-{HOST}"
+    return RealBuild(out / "dist" / f"mux-{HOST}", time.monotonic() - started, keys)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # ~1.5 min of CPU; much longer on a busy 2-core machine
+def test_real_standalone_build_reports_its_build_info(
+    tmp_path: Path, real_build: RealBuild, capsys: pytest.CaptureFixture[str]
+) -> None:
+    current, following = real_build.keys
+    folder = real_build.folder
     assert os.access(folder / "mux", os.X_OK)
     assert not list(folder.rglob("*.py")), "a standalone build ships no Python sources to run"
     shipped = {p.name for p in (folder / "_internal").iterdir()}
@@ -333,6 +350,113 @@ def test_real_standalone_build_reports_its_build_info(
     python_seconds = best_of([sys.executable, "-c", "pass"])
     with capsys.disabled():
         print(
-            f"\nstandalone build: {build_seconds:.1f} s; `mux version --json`: {mux_seconds * 1000:.0f} ms;"
+            f"\nstandalone build: {real_build.seconds:.1f} s; `mux version --json`: {mux_seconds * 1000:.0f} ms;"
             f" `python -c pass`: {python_seconds * 1000:.0f} ms"
         )
+
+
+def elf_sections(path: Path) -> set[str]:
+    listing = subprocess.run(
+        ["readelf", "-S", "-W", str(path)], capture_output=True, text=True, check=True
+    ).stdout
+    return {word for word in listing.split() if word.startswith(".")}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_real_build_ships_only_what_it_uses_and_runs_every_path(
+    tmp_path: Path, real_build: RealBuild, sandbox_env: dict[str, str]
+) -> None:
+    """The guard of release.build's exclusions: the real build on every path of mux."""
+    from PyInstaller.archive.readers import CArchiveReader, ZlibArchiveReader
+
+    from release.build import NEVER_IMPORTED, UNNEEDED_RUNTIME_HOOKS, make_build_info
+    from release.fake_sigstore import FakeSigstore
+    from release.package import rehash_sums, sign_release, write_feed_index
+    from tests.support.imports import matching
+    from tests.support.releases import serve_directory
+    from tests.support.terminal import on_a_terminal
+    from updater import models
+
+    folder = real_build.folder
+    current, _ = real_build.keys
+    # What ships: no left-out module, no unneeded runtime hook, no symbol tables.
+    executable = CArchiveReader(str(folder / "mux"))
+    assert not set(executable.toc) & set(UNNEEDED_RUNTIME_HOOKS)
+    pyz_path = tmp_path / "PYZ.pyz"
+    pyz_path.write_bytes(executable.extract("PYZ.pyz"))
+    modules = set(ZlibArchiveReader(str(pyz_path)).toc)
+    assert "updater.update" in modules and "sigstore" in modules
+    assert matching(modules, NEVER_IMPORTED) == set()
+    extensions = {p.name.split(".")[0] for p in folder.rglob("*.so*")}
+    assert not extensions & set(NEVER_IMPORTED)
+    if shutil.which("readelf"):
+        for library in folder.rglob("*.so*"):
+            assert not elf_sections(library) & {".symtab", ".debug_info"}, library
+
+    # A feed of the real build (0.4.0) and the same build as 0.5.0 (protocol 6), both signed
+    # and attested, as the release workflow would publish them.
+    newer = tmp_path / "builds" / "0.5.0" / folder.name
+    shutil.copytree(folder, newer, symlinks=True)
+    (info_dir,) = {p.parent for p in newer.rglob("_build_info.json")}
+    write_build_info(
+        info_dir,
+        make_build_info(
+            version="0.5.0",
+            protocol_version=6,
+            target=HOST,
+            repo="owner/mux",
+            minisign_keys=[k.public_key for k in real_build.keys],
+        ),
+    )
+    sigstore = FakeSigstore.create(tmp_path / "sigstore")
+    feed = tmp_path / "feed"
+    for version, build in (("0.4.0", folder), ("0.5.0", newer)):
+        release = feed / f"v{version}"
+        package_release([build], release, released_at="2024-01-01T00:00:00Z")
+        archive = release / models.archive_name(HOST)
+        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+        bundle = sigstore.attest(
+            {archive.name: digest}, repository="owner/mux", ref=f"refs/tags/v{version}"
+        )
+        (release / models.attestation_name(version)).write_bytes(bundle)
+        rehash_sums(release)
+        sign_release(release, current.secret_key())
+    write_feed_index(feed)
+
+    home, bin_dir = tmp_path / "mux-home", tmp_path / "bin"
+    with serve_directory(feed) as url:
+        env = {
+            **sandbox_env,
+            "PATH": "/usr/bin:/bin",
+            "MUX_UPDATE_SOURCE": url,
+            "MUX_INSTALL_DIR": str(bin_dir),
+            "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+        }
+
+        def mux(executable: Path, *args: str, code: int) -> str:
+            result = run_mux(executable, *args, cwd=tmp_path, env=env)
+            assert result.returncode == code, (args, result.stdout, result.stderr)
+            return result.stdout
+
+        # The real build installs itself: every layer, its own smoke test.
+        installed = mux(folder / "mux", "update", "--home", str(home), "--version", "0.4.0", code=0)
+        assert "attestation: ok" in installed and "smoke-test: ok" in installed
+        installed_mux = bin_dir / "mux"
+        mux(installed_mux, "update", "--check", "--json", code=10)
+        assert "from the check at" in mux(
+            installed_mux, "update", "--check", "--max-age", "1h", code=10
+        )
+        mux(installed_mux, "server", "start", code=0)
+        mux(installed_mux, "server", "status", "--json", code=0)
+        # With its progress bar on a terminal (rich), to 0.5.0: the server needs a restart.
+        terminal = {k: v for k, v in env.items() if k != "NO_COLOR"} | {"TERM": "xterm"}
+        updated = on_a_terminal([str(installed_mux), "update"], terminal)
+        assert updated.returncode == 20, (updated.stdout, updated.stderr)
+        assert b"attestation: ok" in updated.stdout and b"smoke-test: ok" in updated.stdout
+        assert b"Traceback" not in updated.stderr, updated.stderr
+        mux(installed_mux, "update", "--rollback", code=0)
+        mux(installed_mux, "server", "restart", code=0)
+        mux(installed_mux, "server", "stop", code=0)
+        assert "Usage" in mux(installed_mux, "--help", code=0)
+        mux(installed_mux, "frobnicate", code=2)
