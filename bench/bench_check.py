@@ -1,96 +1,114 @@
 """Start-up cost of `mux version` and `mux update --check`, as ratios to `python -c pass`.
 
-Run: uv run python bench/bench_check.py [--runs N]
+Run: uv run python bench/bench_check.py [--mode dev|build|both] [--rounds N]
 
-Everything is measured in the same run with the project's own interpreter (sys.executable),
-never a `python3` shim on PATH. Targets (issue 2): `mux version` and a cached
-`mux update --check --max-age 1h` under 6x; an uncached check against a loopback feed
-under 10x.
+Both modes in one run: `dev` runs this checkout's `mux`, `build` the real one-folder build
+(`mux-release build`, made once for the run). The baseline is `python -c pass` with the
+project's own interpreter (sys.executable, never a `python3` shim on PATH), measured in the
+same rounds. Targets (issue 10, for the build): `mux version` ≤ 2.5x, a cached
+`mux update --check --max-age 1h` ≤ 3x.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from functools import partial
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _common import (
+    add_mode_argument,
+    clean_env,
+    dev_mux,
+    interleaved,
+    load_average,
+    print_table,
+    real_build,
+    run_once,
+    selected_modes,
+)
+
+TARGETS = {
+    "mux version": "2.5x",
+    "mux version --json": "2.5x",
+    "mux update --check --max-age 1h (cached)": "3x",
+}
 
 
-def median_seconds(command: list[str], env: dict[str, str], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(
-            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
-        )
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+def measure(mux: list[str], env: dict[str, str], feed: Path, url: str, rounds: int) -> dict:
+    check = [*mux, "update", "--check", "--json"]
+    feeds = {"directory": {**env, "MUX_UPDATE_SOURCE": str(feed)}, "loopback": env}
+    for warm_up in (check, [*mux, "version"], [*check, "--max-age", "1h"]):
+        # Fills the check cache and, in dev mode, the bytecode caches.
+        subprocess.run(warm_up, env=env, capture_output=True, check=False)
+    commands = {
+        "python -c pass": partial(run_once, [sys.executable, "-c", "pass"], env),
+        "mux version": partial(run_once, [*mux, "version"], env),
+        "mux version --json": partial(run_once, [*mux, "version", "--json"], env),
+        "mux update --check --max-age 1h (cached)": partial(
+            run_once, [*check, "--max-age", "1h"], env
+        ),
+    }
+    fast = interleaved(commands, rounds)
+    uncached = interleaved(
+        {
+            "python -c pass": commands["python -c pass"],
+            "mux update --check (directory feed, uncached)": partial(
+                run_once, check, feeds["directory"]
+            ),
+            "mux update --check (loopback HTTP feed, uncached)": partial(
+                run_once, check, feeds["loopback"]
+            ),
+        },
+        max(5, rounds // 3),
+    )
+    return {"fast": fast, "uncached": uncached}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=21)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=21)
+    add_mode_argument(parser)
     args = parser.parse_args()
 
     from tests.support.releases import make_feed, serve_directory
 
-    mux = [str(Path(sys.executable).with_name("mux"))]
+    print(load_average())
+    summary: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="mux-bench-") as scratch:
         tmp = Path(scratch)
         feed = make_feed(tmp, versions=["0.1.0", "9.0.0"])
-        # Measure what users get: bytecode cached (a release build ships it precompiled).
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("MUX_", "GITHUB_")) and k != "PYTHONDONTWRITEBYTECODE"
-        }
-        env.update(
-            {
-                "HOME": str(tmp / "home"),
-                "XDG_CACHE_HOME": str(tmp / "cache"),
-                "XDG_RUNTIME_DIR": str(tmp / "run"),
-            }
-        )
-        (tmp / "run").mkdir(mode=0o700)
+        muxes = {}
+        for mode in selected_modes(args):
+            if mode == "dev":
+                muxes[mode] = dev_mux()
+            else:
+                folder = real_build(
+                    tmp / "build",
+                    version="0.1.0",
+                    protocol_version=1,
+                    repo="acme/mux",
+                    keys=[feed.keypair.public_key],
+                )
+                muxes[mode] = [str(folder / "mux")]
         with serve_directory(feed.path) as url:
-            env["MUX_UPDATE_SOURCE"] = url
-            check = [*mux, "update", "--check", "--json"]
-            for warm_up in (check, [*mux, "version"], [*check, "--max-age", "1h"]):
-                subprocess.run(warm_up, env=env, capture_output=True, check=False)
-            results = {
-                "python -c pass": median_seconds([sys.executable, "-c", "pass"], env, args.runs),
-                "mux version": median_seconds([*mux, "version"], env, args.runs),
-                "mux version --json": median_seconds([*mux, "version", "--json"], env, args.runs),
-                "mux update --check --max-age 1h (cached)": median_seconds(
-                    [*check, "--max-age", "1h"], env, args.runs
-                ),
-                "mux update --check (loopback feed, uncached)": median_seconds(
-                    check, env, max(5, args.runs // 3)
-                ),
-            }
-    baseline = results["python -c pass"]
-    limits = {
-        "mux version": 6,
-        "mux version --json": 6,
-        "mux update --check --max-age 1h (cached)": 6,
-        "mux update --check (loopback feed, uncached)": 10,
-    }
-    print(f"{'command':48} {'median':>9} {'ratio':>7} {'target':>7}")
-    for name, seconds in results.items():
-        limit = limits.get(name)
-        print(
-            f"{name:48} {seconds * 1000:7.1f}ms {seconds / baseline:6.2f}x "
-            f"{('<' + str(limit) + 'x') if limit else '':>7}"
-        )
-    print(json.dumps({k: round(v / baseline, 2) for k, v in results.items()}))
+            for mode, mux in muxes.items():
+                home = tmp / f"env-{mode}"
+                home.mkdir()
+                env = {**clean_env(home), "MUX_UPDATE_SOURCE": url}
+                results = measure(mux, env, feed.path, url, args.rounds)
+                summary[mode] = print_table(
+                    f"{mode}: {' '.join(mux)}", results["fast"], "python -c pass", targets=TARGETS
+                )
+                summary[mode].update(
+                    print_table(f"{mode}: uncached", results["uncached"], "python -c pass")
+                )
+    print()
+    print(load_average())
+    print(json.dumps({mode: {k: round(v, 2) for k, v in r.items()} for mode, r in summary.items()}))
 
 
 if __name__ == "__main__":

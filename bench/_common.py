@@ -1,0 +1,231 @@
+"""What every benchmark shares: the two modes, the real build, interleaved timing, statistics.
+
+Modes (``--mode``): ``dev`` runs mux from this checkout (``.venv/bin/mux``, stand-in builds
+for releases), ``build`` runs the real one-folder build users get, made once per run with
+``mux-release build`` and reused by every measurement of that run; ``both`` (the default)
+measures the two side by side in one run.
+
+Timing: the commands of one comparison run in rounds, one after another within a round, so
+that a machine shared with other jobs slows every command alike; each round gives one ratio
+per command against the baseline of that round. The report gives medians with their
+interquartile range (the spread), the CPU time (user + system, less sensitive to a busy
+machine than wall time) and the load average before and after, so a reader can judge the noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+MODES = ("dev", "build")
+
+
+def add_mode_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mode",
+        choices=[*MODES, "both"],
+        default="both",
+        help="dev: this checkout; build: the real one-folder build (made once per run); both",
+    )
+
+
+def selected_modes(args: argparse.Namespace) -> list[str]:
+    return list(MODES) if args.mode == "both" else [args.mode]
+
+
+def dev_mux() -> list[str]:
+    """The development entry point, next to this interpreter (never a `mux` on PATH)."""
+    return [str(Path(sys.executable).with_name("mux"))]
+
+
+def clean_env(tmp: Path) -> dict[str, str]:
+    """The environment of a measured process: no MUX_/GITHUB_ settings, a private HOME, XDG
+    dirs in ``tmp``, and bytecode caching allowed (a release ships its bytecode compiled)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MUX_", "GITHUB_", "XDG_")) and k != "PYTHONDONTWRITEBYTECODE"
+    }
+    runtime = tmp / "run"
+    runtime.mkdir(mode=0o700, exist_ok=True)
+    env.update(
+        {
+            "HOME": str(tmp / "home"),
+            "XDG_CACHE_HOME": str(tmp / "cache"),
+            "XDG_STATE_HOME": str(tmp / "state"),
+            "XDG_RUNTIME_DIR": str(runtime),
+            "NO_COLOR": "1",
+        }
+    )
+    return env
+
+
+def real_build(
+    out_dir: Path,
+    *,
+    version: str,
+    protocol_version: int,
+    repo: str,
+    keys: Sequence[str],
+    say: Callable[[str], None] = print,
+) -> Path:
+    """``mux-release build`` into ``out_dir``; the build folder (``mux-<target>/``)."""
+    started = time.monotonic()
+    command = [
+        sys.executable,
+        "-m",
+        "release",
+        "build",
+        "--out",
+        str(out_dir),
+        "--version",
+        version,
+        "--protocol-version",
+        str(protocol_version),
+        "--repo",
+        repo,
+        *(arg for key in keys for arg in ("--key", key)),
+    ]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"mux-release build failed: {result.stderr.strip()[-500:]}")
+    folder = Path(result.stdout.strip().splitlines()[-1])
+    say(f"built {folder} with mux-release build in {time.monotonic() - started:.0f} s")
+    return folder
+
+
+def rebadge(build: Path, destination: Path, *, version: str, protocol_version: int) -> Path:
+    """A copy of a build folder with another version and protocol baked in (what a release
+    with a version and protocol bump changes), as the release rehearsal makes its second one."""
+    from release.build import make_build_info, write_build_info
+    from release.package import read_build_info
+
+    info = read_build_info(build)
+    copy = destination / build.name
+    shutil.copytree(build, copy, symlinks=True)
+    (package_dir,) = {p.parent for p in copy.rglob("_build_info.json")}
+    write_build_info(
+        package_dir,
+        make_build_info(
+            version=version,
+            protocol_version=protocol_version,
+            target=info.target,
+            repo=info.repo,
+            minisign_keys=info.trust.minisign_keys,
+        ),
+    )
+    return copy
+
+
+# --- measuring ----------------------------------------------------------------------------
+
+
+@dataclass
+class Samples:
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+
+def run_once(
+    command: Sequence[str], env: Mapping[str, str], *, cwd: Path | None = None, check: bool = True
+) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system, children included) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    result = subprocess.run(
+        list(command),
+        env=dict(env),
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if check and result.returncode not in (0, 10, 20):
+        raise SystemExit(f"{' '.join(command)} exited {result.returncode}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def interleaved(
+    commands: Mapping[str, Callable[[], tuple[float, float]]], rounds: int
+) -> dict[str, Samples]:
+    """Run every command once per round, in order, ``rounds`` times."""
+    samples = {name: Samples() for name in commands}
+    for _ in range(rounds):
+        for name, run in commands.items():
+            wall, cpu = run()
+            samples[name].wall.append(wall)
+            samples[name].cpu.append(cpu)
+    return samples
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    low, mid, high = statistics.quantiles(values, n=4, method="inclusive")
+    return low, mid, high
+
+
+def describe_seconds(values: Sequence[float]) -> str:
+    """``median (IQR low-high)`` in ms or s."""
+    low, mid, high = quartiles(values)
+    if mid < 1:
+        return f"{mid * 1000:7.1f} ms ({low * 1000:.1f}-{high * 1000:.1f})"
+    return f"{mid:7.2f} s ({low:.2f}-{high:.2f})"
+
+
+def ratios(samples: Samples, baseline: Samples) -> list[float]:
+    return [a / b for a, b in zip(samples.wall, baseline.wall, strict=True)]
+
+
+def describe_ratio(values: Sequence[float]) -> str:
+    low, mid, high = quartiles(values)
+    return f"{mid:5.2f}x ({low:.2f}-{high:.2f})"
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def print_table(
+    title: str,
+    results: Mapping[str, Samples],
+    baseline: str,
+    *,
+    targets: Mapping[str, str] | None = None,
+) -> dict[str, float]:
+    """Print medians, spreads and ratios against ``baseline``; return the median ratios."""
+    base = results[baseline]
+    print(f"\n{title}")
+    print(
+        f"  {'command':50} {'wall median (IQR)':>28} {'CPU median':>11} "
+        f"{'ratio (IQR of per-round ratios)':>32} {'target':>7}"
+    )
+    medians = {}
+    for name, samples in results.items():
+        ratio = ratios(samples, base)
+        medians[name] = statistics.median(ratio)
+        target = (targets or {}).get(name, "")
+        print(
+            f"  {name:50} {describe_seconds(samples.wall):>28} "
+            f"{statistics.median(samples.cpu) * 1000:8.1f} ms {describe_ratio(ratio):>32} "
+            f"{target:>7}"
+        )
+    return medians
