@@ -1,91 +1,142 @@
 """`mux update` from a loopback feed vs the bare tools doing the same work, in one run.
 
-Run: uv run python bench/bench_update.py [--mib 64] [--runs 3]
+Run: uv run python bench/bench_update.py [--mode dev|build|both] [--mib 64] [--rounds 5]
 
-Baseline: `curl -o` + `sha256sum -c` + `tar -x` + `ln -sfn` on the same archive from the
-same loopback server. mux does more (signature, three digests, a safe unpack, fsync, a smoke
-test of the new build, the switch and the server report), which is the point of the ratio.
-Also prints peak memory (max RSS) of `mux update` for an 8 MiB and a 256 MiB archive: it
-should stay flat (streamed download and hash, streamed unpack).
+The release is what the release workflow publishes: the archive (a build plus MIB MiB of
+incompressible data, like real binaries), manifest.json, SHA256SUMS signed with minisign, and
+a Sigstore bundle attesting the archive, made by a throwaway Sigstore instance whose trusted
+root mux is given (MUX_SIGSTORE_TRUSTED_ROOT), as the release rehearsal does. So `mux update`
+runs all five layers: signature, manifest/digest, attestation, archive, smoke test (each run
+is checked to have printed `attestation: ok`). In `build` mode both releases are the real
+one-folder build (made once per run) and the installed mux is that build; in `dev` mode they
+are stand-in builds running this checkout.
+
+Baseline, in the same rounds: `curl -o` + `sha256sum -c` + `tar -x` + `ln -sfn` on the same
+archive from the same loopback server. Target (issue 10): within 1.15x.
+
+Also prints peak memory (max RSS) of `mux update` for an 8 MiB and a 256 MiB archive
+(`--memory`): it should stay flat (streamed download and hash, streamed unpack).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from _common import (
+    Samples,
+    add_mode_argument,
+    clean_env,
+    dev_mux,
+    load_average,
+    print_table,
+    real_build,
+    rebadge,
+    run_once,
+    selected_modes,
+)
+
+REPO = "acme/mux"
 
 
-def make_feed_with_payload(tmp: Path, mib: int):
+@dataclass
+class Feed:
+    path: Path
+    public_key: str
+    trusted_root: Path
+    target: str
+
+
+def add_payload(build: Path, size: int) -> None:
+    with (build / "payload.bin").open("wb") as out:  # incompressible, like real binaries
+        while size > 0:
+            out.write(os.urandom(min(size, 1 << 20)))
+            size -= 1 << 20
+
+
+def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
+    """v0.1.0 (what is installed) and v0.2.0, signed and attested; v0.2.0 carries enough
+    incompressible data for its archive to weigh ``mib`` MiB."""
     from release.build import build_standin
-    from release.package import package_release, sign_release, write_feed_index
-    from tests.support.releases import make_keypair, make_release
+    from release.fake_sigstore import FakeSigstore
+    from release.package import package_release, rehash_sums, sign_release, write_feed_index
+    from updater import models
     from updater._targets import detect_target
 
-    keypair = make_keypair(tmp / "keys")
-    feed = tmp / "feed"
-    make_release(feed, "0.1.0", protocol_version=1, keypair=keypair)
     target = detect_target()
-    build = build_standin(
-        tmp / "builds",
-        version="0.2.0",
-        protocol_version=1,
-        repo="",
-        minisign_keys=[keypair.public_key],
-        target=target,
-    )
-    with (build / "payload.bin").open("wb") as out:  # incompressible, like real binaries
-        for _ in range(mib):
-            out.write(os.urandom(1 << 20))
-    package_release([build], feed / "v0.2.0")
-    sign_release(feed / "v0.2.0", keypair.secret_key())
+    sigstore = FakeSigstore.create(tmp / "sigstore")
+    feed = tmp / "feed"
+    build_archive_size = 0
+    for version in ("0.1.0", "0.2.0"):
+        scratch = tmp / "builds" / version
+        scratch.mkdir(parents=True)
+        if real is None:
+            build = build_standin(
+                scratch,
+                version=version,
+                protocol_version=1,
+                repo=REPO,
+                minisign_keys=[keypair.public_key],
+                target=target,
+            )
+        elif version == "0.1.0":
+            build = real
+        else:
+            build = rebadge(real, scratch, version=version, protocol_version=1)
+        if version == "0.2.0":
+            add_payload(build, (mib << 20) - build_archive_size)
+        release = feed / models.tag_for(version)
+        package_release([build], release)
+        build_archive_size = (release / models.archive_name(target)).stat().st_size
+        subjects = {
+            p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in release.iterdir()
+            if p.name.endswith(".tar.gz") or p.name == models.MANIFEST_NAME
+        }
+        bundle = sigstore.attest(subjects, repository=REPO, ref=f"refs/tags/v{version}")
+        (release / models.attestation_name(version)).write_bytes(bundle)
+        rehash_sums(release)
+        sign_release(release, keypair.secret_key())
+        if version == "0.2.0" and real is None:
+            shutil.rmtree(scratch)
     write_feed_index(feed)
-    return feed, keypair, target
+    return Feed(feed, keypair.public_key, sigstore.trusted_root_path, target)
 
 
-def timed(command: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
-    started = time.perf_counter()
-    subprocess.run(
-        command, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    return time.perf_counter() - started
-
-
-def fresh_install(tmp: Path, env: dict[str, str], url: str, key: str) -> dict[str, str]:
+def fresh_install(
+    tmp: Path, env: dict[str, str], url: str, feed: Feed, installer: list[str]
+) -> dict[str, str]:
+    """Install v0.1.0 into a fresh MUX_HOME with ``installer``; the env that runs its mux."""
     home, bin_dir = tmp / "home-mux", tmp / "bin"
     shutil.rmtree(home, ignore_errors=True)
     shutil.rmtree(bin_dir, ignore_errors=True)
-    install_env = {**env, "MUX_INSTALL_DIR": str(bin_dir), "MUX_UPDATE_SOURCE": url}
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "updater",
-            "update",
-            "--home",
-            str(home),
-            "--version",
-            "0.1.0",
-            "--trust-key",
-            key,
-        ],
+    install_env = {
+        **env,
+        "MUX_INSTALL_DIR": str(bin_dir),
+        "MUX_UPDATE_SOURCE": url,
+        "MUX_SIGSTORE_TRUSTED_ROOT": str(feed.trusted_root),
+    }
+    key = feed.public_key
+    result = subprocess.run(
+        [*installer, "update", "--home", str(home), "--version", "0.1.0", "--trust-key", key],
         env=install_env,
-        check=True,
         capture_output=True,
+        text=True,
+        check=False,
     )
+    if result.returncode != 0:
+        raise SystemExit(f"installing 0.1.0 failed: {result.stderr.strip()[-500:]}")
     return install_env
 
 
-def bare_tools(tmp: Path, url: str, target: str, env: dict[str, str]) -> float:
+def bare_tools(tmp: Path, url: str, target: str, env: dict[str, str]) -> tuple[float, float]:
     work = tmp / "bare"
     shutil.rmtree(work, ignore_errors=True)
     (work / "versions" / "0.2.0").mkdir(parents=True)
@@ -97,7 +148,24 @@ def bare_tools(tmp: Path, url: str, target: str, env: dict[str, str]) -> float:
         f"tar -xzf {archive} -C versions/0.2.0 --strip-components=1 && "
         f"ln -sfn {work}/versions/0.2.0/mux {work}/mux"
     )
-    return timed(["sh", "-c", script], env, cwd=work)
+    return run_once(["sh", "-c", script], env, cwd=work)
+
+
+def checked_update(mux: Path, env: dict[str, str]) -> tuple[float, float]:
+    """One timed `mux update`, which must have run every layer."""
+    import resource
+    import time
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    result = subprocess.run(
+        [str(mux), "update"], env=env, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode != 0 or "attestation: ok" not in result.stdout:
+        raise SystemExit(f"mux update did not pass every layer: {result.stdout}{result.stderr}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
@@ -108,53 +176,73 @@ def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
+    add_mode_argument(parser)
     args = parser.parse_args()
-    from tests.support.releases import serve_directory
+    from tests.support.releases import make_keypair, serve_directory
 
-    base_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("MUX_", "GITHUB_")) and k != "PYTHONDONTWRITEBYTECODE"
-    }
+    print(load_average())
     with tempfile.TemporaryDirectory(prefix="mux-bench-") as scratch:
         tmp = Path(scratch)
-        base_env.update(
-            {
-                "HOME": str(tmp / "home"),
-                "XDG_CACHE_HOME": str(tmp / "cache"),
-                "XDG_RUNTIME_DIR": str(tmp / "run"),
-            }
-        )
-        (tmp / "run").mkdir(mode=0o700)
-        feed, keypair, target = make_feed_with_payload(tmp / "f", args.mib)
-        with serve_directory(feed) as url:
-            mux_times, bare_times = [], []
-            for _ in range(args.runs):
-                bare_times.append(bare_tools(tmp, url, target, base_env))
-                env = fresh_install(tmp, base_env, url, keypair.public_key)
-                mux_times.append(timed([str(tmp / "bin" / "mux"), "update"], env))
-        mux, bare = statistics.median(mux_times), statistics.median(bare_times)
-        print(f"archive: {args.mib} MiB of incompressible data")
-        print(f"bare curl + sha256sum -c + tar -x + ln -sfn: {bare:6.2f} s (median of {args.runs})")
-        print(f"mux update (all verification layers):        {mux:6.2f} s (median of {args.runs})")
-        print(f"ratio: {mux / bare:.2f}x (target: within 1.5x)")
-
-        if args.memory:
-            peaks = {}
-            for mib in (8, 256):
-                sub = tmp / f"mem{mib}"
-                sub.mkdir()
-                feed, keypair, _ = make_feed_with_payload(sub, mib)
-                with serve_directory(feed) as url:
-                    env = fresh_install(sub, base_env, url, keypair.public_key)
-                    peaks[mib] = peak_rss_kib([str(sub / "bin" / "mux"), "update"], env)
-            for mib, kib in peaks.items():
-                print(f"peak RSS of mux update with a {mib:3d} MiB archive: {kib / 1024:6.1f} MiB")
-            print(f"difference: {(peaks[256] - peaks[8]) / 1024:.1f} MiB (target: within 10 MiB)")
+        keypair = make_keypair(tmp / "keys")
+        for mode in selected_modes(args):
+            work = tmp / mode
+            work.mkdir()
+            env = clean_env(work)
+            real = None
+            installer = dev_mux()
+            if mode == "build":
+                real = real_build(
+                    work / "build",
+                    version="0.1.0",
+                    protocol_version=1,
+                    repo=REPO,
+                    keys=[keypair.public_key],
+                )
+                installer = [str(real / "mux")]
+            feed = make_feed(work / "f", args.mib, keypair, real)
+            archive = feed.path / "v0.2.0" / f"mux-{feed.target}.tar.gz"
+            results = {"curl + sha256sum -c + tar -x + ln -sfn": Samples(), "mux update": Samples()}
+            with serve_directory(feed.path) as url:
+                for _ in range(args.rounds):
+                    wall, cpu = bare_tools(work, url, feed.target, env)
+                    results["curl + sha256sum -c + tar -x + ln -sfn"].wall.append(wall)
+                    results["curl + sha256sum -c + tar -x + ln -sfn"].cpu.append(cpu)
+                    install_env = fresh_install(work, env, url, feed, installer)
+                    wall, cpu = checked_update(work / "bin" / "mux", install_env)
+                    results["mux update"].wall.append(wall)
+                    results["mux update"].cpu.append(cpu)
+            print_table(
+                f"{mode}: {archive.stat().st_size / (1 << 20):.1f} MiB archive, all five layers "
+                f"(attestation included), {args.rounds} rounds",
+                results,
+                "curl + sha256sum -c + tar -x + ln -sfn",
+                targets={"mux update": "1.15x"},
+            )
+            if args.memory:
+                peaks = {}
+                for mib in (8, 256):
+                    sub = work / f"mem{mib}"
+                    sub.mkdir()
+                    memory_real = None
+                    if real is not None:
+                        memory_real = rebadge(real, sub, version="0.1.0", protocol_version=1)
+                    memory_feed = make_feed(sub / "f", mib, keypair, memory_real)
+                    with serve_directory(memory_feed.path) as url:
+                        install_env = fresh_install(sub, env, url, memory_feed, installer)
+                        peaks[mib] = peak_rss_kib([str(sub / "bin" / "mux"), "update"], install_env)
+                    shutil.rmtree(sub)
+                for mib, kib in peaks.items():
+                    print(f"  peak RSS of mux update, {mib:3d} MiB archive: {kib / 1024:6.1f} MiB")
+                print(
+                    f"  difference: {(peaks[256] - peaks[8]) / 1024:.1f} MiB (target: within 10 MiB)"
+                )
+    print()
+    print(load_average())
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
