@@ -10,15 +10,20 @@ data inside its folder. Each round runs, in the same conditions and alternating:
 
 It prints the median of each and the ratio (target: install.sh within 1.3x).
 
-    uv run python bench/bench_install.py [--rounds 7] [--payload-mib 48]
+Modes (``--mode``, default both): ``dev`` packages a stand-in build (a sh launcher running this
+checkout), ``build`` the real one-folder build (``mux-release build``, made once per run),
+whose ``mux version --json`` is then what install.sh smoke-tests. Either way the archive is
+padded with incompressible data to PAYLOAD_MIB MiB.
+
+    uv run python bench/bench_install.py [--mode dev|build|both] [--rounds 7] [--payload-mib 48]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,6 +32,17 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+
+from _common import (  # noqa: E402
+    Samples,
+    add_mode_argument,
+    load_average,
+    print_table,
+    real_build,
+    rebadge,
+    selected_modes,
+)
+from bench_update import add_payload  # noqa: E402
 
 from release.build import build_standin  # noqa: E402
 from release.package import package_release, write_feed_index  # noqa: E402
@@ -48,22 +64,34 @@ ln -s "$PWD/versions/mux-$3/mux" mux
 """
 
 
-def make_big_release(root: Path, payload_mib: int) -> tuple[Path, str]:
+def make_big_release(root: Path, payload_mib: int, mode: str) -> tuple[Path, str]:
     keypair = make_keypair(root / "keys")
     target = detect_target()
     feed = root / "feed"
     with tempfile.TemporaryDirectory(prefix="mux-bench-build-") as scratch:
-        build = build_standin(
-            Path(scratch),
-            target=target,
-            version=VERSION,
-            protocol_version=1,
-            repo="",
-            minisign_keys=[keypair.public_key],
-        )
-        with open(build / "lib" / "payload.bin", "wb") as out:
-            for _ in range(payload_mib):
-                out.write(os.urandom(1 << 20))
+        if mode == "build":
+            real = real_build(
+                Path(scratch) / "real",
+                version=VERSION,
+                protocol_version=1,
+                repo="",
+                keys=[keypair.public_key],
+            )
+            # The build's own size counts towards the archive's: pad the rest.
+            package_release([real], Path(scratch) / "sized", released_at="2024-01-01T00:00:00Z")
+            own = (Path(scratch) / "sized" / f"mux-{target}.tar.gz").stat().st_size
+            build = rebadge(real, Path(scratch) / "padded", version=VERSION, protocol_version=1)
+        else:
+            build = build_standin(
+                Path(scratch),
+                target=target,
+                version=VERSION,
+                protocol_version=1,
+                repo="",
+                minisign_keys=[keypair.public_key],
+            )
+            own = 0
+        add_payload(build, (payload_mib << 20) - own)
         release = feed / f"v{VERSION}"
         package_release([build], release, released_at="2024-01-01T00:00:00Z")
     sign_release_dir(release, keypair)
@@ -71,10 +99,63 @@ def make_big_release(root: Path, payload_mib: int) -> tuple[Path, str]:
     return feed, keypair.public_key
 
 
-def timed(command: list[str], env: dict[str, str]) -> float:
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one run that must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(command, env=env, check=True, stdin=subprocess.DEVNULL, capture_output=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure(mode: str, root: Path, args: argparse.Namespace) -> None:
+    target = detect_target()
+    print(f"{mode}: building a release of {args.payload_mib} MiB (incompressible padding)...")
+    feed, key = make_big_release(root, args.payload_mib, mode)
+    archive = feed / f"v{VERSION}" / f"mux-{target}.tar.gz"
+    script = render_install_sh(root / "install.sh", keys=[key])
+    base_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("MUX_", "XDG_")) and k not in ("GITHUB_PATH", "GITHUB_ACTIONS")
+    }
+    if args.sha256sum_only:
+        tools = make_toolbox(root / "tools", downloader="curl", hashers=("sha256sum",))
+        base_env = {**base_env, "PATH": str(tools)}
+    hashing = "sha256sum" if args.sha256sum_only else "fastest hash tool"
+    ours_name = f"install.sh (dash, curl, minisign, {hashing})"
+    bare_name = "curl + sha256sum -c + tar -x + ln -s"
+    results = {bare_name: Samples(), ours_name: Samples()}
+    with serve_directory(feed) as url:
+        for round_number in range(args.rounds):
+            home = root / f"home-{round_number}"
+            home.mkdir()
+            env = {
+                **base_env,
+                "HOME": str(home),
+                "MUX_DOWNLOAD_URL": url,
+                "MUX_NO_MODIFY_PATH": "1",
+                "NO_COLOR": "1",
+            }
+            wall, cpu = timed(["/usr/bin/dash", str(script), "--quiet"], env)
+            results[ours_name].wall.append(wall)
+            results[ours_name].cpu.append(cpu)
+            plain = root / f"bare-{round_number}"
+            plain.mkdir()
+            wall, cpu = timed(
+                ["/usr/bin/dash", "-c", BASELINE, "bare", str(plain), url, target], base_env
+            )
+            results[bare_name].wall.append(wall)
+            results[bare_name].cpu.append(cpu)
+            shutil.rmtree(home)
+            shutil.rmtree(plain)
+    print_table(
+        f"{mode}: {archive.stat().st_size / (1 << 20):.1f} MiB archive, {args.rounds} rounds",
+        results,
+        bare_name,
+        targets={ours_name: "1.3x"},
+    )
 
 
 def main() -> int:
@@ -86,58 +167,14 @@ def main() -> int:
         action="store_true",
         help="hide openssl from install.sh so it hashes with coreutils sha256sum, as the baseline",
     )
+    add_mode_argument(parser)
     args = parser.parse_args()
-
-    target = detect_target()
-    with tempfile.TemporaryDirectory(prefix="mux-bench-") as tmp:
-        root = Path(tmp)
-        print(f"building a release with {args.payload_mib} MiB of incompressible data...")
-        feed, key = make_big_release(root, args.payload_mib)
-        archive = feed / f"v{VERSION}" / f"mux-{target}.tar.gz"
-        print(f"archive: {archive.stat().st_size / (1 << 20):.1f} MiB")
-        script = render_install_sh(root / "install.sh", keys=[key])
-        base_env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("MUX_", "XDG_")) and k not in ("GITHUB_PATH", "GITHUB_ACTIONS")
-        }
-        if args.sha256sum_only:
-            tools = make_toolbox(root / "tools", downloader="curl", hashers=("sha256sum",))
-            base_env = {**base_env, "PATH": str(tools)}
-        ours: list[float] = []
-        bare: list[float] = []
-        with serve_directory(feed) as url:
-            for round_number in range(args.rounds):
-                home = root / f"home-{round_number}"
-                home.mkdir()
-                env = {
-                    **base_env,
-                    "HOME": str(home),
-                    "MUX_DOWNLOAD_URL": url,
-                    "MUX_NO_MODIFY_PATH": "1",
-                    "NO_COLOR": "1",
-                }
-                ours.append(timed(["/usr/bin/dash", str(script), "--quiet"], env))
-                plain = root / f"bare-{round_number}"
-                plain.mkdir()
-                bare.append(
-                    timed(
-                        ["/usr/bin/dash", "-c", BASELINE, "bare", str(plain), url, target], base_env
-                    )
-                )
-                shutil.rmtree(home)
-                shutil.rmtree(plain)
-    ours_median = statistics.median(ours)
-    bare_median = statistics.median(bare)
-    hashing = "sha256sum" if args.sha256sum_only else "fastest hash tool"
-    print(
-        f"install.sh (dash, curl, minisign, {hashing}):          median {ours_median:.3f} s  (runs: {', '.join(f'{t:.3f}' for t in ours)})"
-    )
-    print(
-        f"curl + sha256sum -c + tar -x + ln -s:        median {bare_median:.3f} s  (runs: {', '.join(f'{t:.3f}' for t in bare)})"
-    )
-    ratio = ours_median / bare_median
-    print(f"ratio: {ratio:.2f}x (target: within 1.3x)")
+    print(load_average())
+    for mode in selected_modes(args):
+        with tempfile.TemporaryDirectory(prefix="mux-bench-") as tmp:
+            measure(mode, Path(tmp), args)
+    print()
+    print(load_average())
     return 0
 
 
