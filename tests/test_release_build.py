@@ -368,7 +368,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     tmp_path: Path, real_build: RealBuild, sandbox_env: dict[str, str]
 ) -> None:
     """The guard of release.build's exclusions: the real build on every path of mux."""
-    from PyInstaller.archive.readers import CArchiveReader
+    from PyInstaller.archive.readers import CArchiveReader, ZlibArchiveReader
 
     from release.build import NEVER_IMPORTED, UNNEEDED_RUNTIME_HOOKS, make_build_info
     from release.fake_sigstore import FakeSigstore
@@ -381,16 +381,21 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     folder = real_build.folder
     current, _ = real_build.keys
     # What ships: no left-out module, no unneeded runtime hook, no symbol tables. Modules are
-    # .pyc files (and extension modules) below _internal/, not in an archive.
-    assert not set(CArchiveReader(str(folder / "mux")).toc) & set(UNNEEDED_RUNTIME_HOOKS)
+    # in the executable's module archive (PYZ), or .pyc files below _internal/ without one
+    # (release.build.MODULE_ARCHIVE), and extension modules.
+    executable = CArchiveReader(str(folder / "mux"))
+    assert not set(executable.toc) & set(UNNEEDED_RUNTIME_HOOKS)
+    pyz = tmp_path / "PYZ.pyz"
+    pyz.write_bytes(executable.extract("PYZ.pyz"))
     internal = folder / "_internal"
-    modules = {
+    modules = set(ZlibArchiveReader(str(pyz)).toc)
+    modules |= {
         ".".join(path.relative_to(internal).with_suffix("").parts).removesuffix(".__init__")
         for path in internal.rglob("*.pyc")
-    } | {path.name.split(".")[0] for path in internal.rglob("*.so*")}
+    }
+    modules |= {path.name.split(".")[0] for path in internal.rglob("*.so*")}
     assert {"updater.update", "sigstore", "updater.__main__"} <= modules
     assert matching(modules, NEVER_IMPORTED) == set()
-    assert not (internal / "base_library.zip").exists()
     if shutil.which("readelf"):
         for library in folder.rglob("*.so*"):
             assert not elf_sections(library) & {".symtab", ".debug_info"}, library
