@@ -370,7 +370,12 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     """The guard of release.build's exclusions: the real build on every path of mux."""
     from PyInstaller.archive.readers import CArchiveReader, ZlibArchiveReader
 
-    from release.build import NEVER_IMPORTED, UNNEEDED_RUNTIME_HOOKS, make_build_info
+    from release.build import (
+        NEVER_IMPORTED,
+        OPTIONAL_NEVER_NEEDED,
+        UNNEEDED_RUNTIME_HOOKS,
+        make_build_info,
+    )
     from release.fake_sigstore import FakeSigstore
     from release.package import rehash_sums, sign_release, write_feed_index
     from tests.support.imports import matching
@@ -395,7 +400,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     }
     modules |= {path.name.split(".")[0] for path in internal.rglob("*.so*")}
     assert {"updater.update", "sigstore", "updater.__main__"} <= modules
-    assert matching(modules, NEVER_IMPORTED) == set()
+    assert matching(modules, [*NEVER_IMPORTED, *OPTIONAL_NEVER_NEEDED]) == set()
     if shutil.which("readelf"):
         for library in folder.rglob("*.so*"):
             assert not elf_sections(library) & {".symtab", ".debug_info"}, library
