@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import updater
 from updater.buildinfo import BUILD_INFO_FILE, MAX_TRUSTED_KEYS, BuildInfo, TrustSettings
 from updater.errors import MuxError, UsageError, VerificationError
+from updater.files import sha256_file
 from updater.minisign import PublicKey
 from updater.models import parse_version
 
@@ -167,14 +168,6 @@ def _check_against_pin(pin: Pin, *, size: int, sha256: str | None, where: Path) 
         )
 
 
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def check_pinned_artifacts(pins_path: Path | None, artifacts_dir: Path | None) -> list[PinnedFile]:
     """Find and check every pinned artifact of ``pins_path`` in ``artifacts_dir`` (offline).
 
@@ -218,7 +211,7 @@ def check_pinned_artifacts(pins_path: Path | None, artifacts_dir: Path | None) -
         # The size first: a wrong file usually fails here without reading it.
         size = source.stat().st_size
         _check_against_pin(pin, size=size, sha256=None, where=source)
-        _check_against_pin(pin, size=size, sha256=_sha256_of(source), where=source)
+        _check_against_pin(pin, size=size, sha256=sha256_file(source), where=source)
         found.append(PinnedFile(pin=pin, source=source))
     return found
 

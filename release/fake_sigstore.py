@@ -42,6 +42,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
+from updater.timestamps import rfc3339
+
 GITHUB_URL = "https://github.com"
 GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
@@ -101,7 +103,7 @@ def _key_id(key: ec.EllipticCurvePublicKey) -> bytes:
 
 
 def _rfc3339(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(when.timestamp())
 
 
 def _write_private(path: Path, key: ec.EllipticCurvePrivateKey) -> None:

@@ -29,13 +29,10 @@ this machine. :func:`render_notices` is pure; the collection functions do the I/
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import os
 import platform
 import re
 import sysconfig
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -43,8 +40,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from updater.errors import MuxError
+from updater.files import atomic_write
 
 from .pins import Pin, load_pins, pin_marker
+from .textdiff import capped_unified_diff
 
 ROOT_DISTRIBUTION = "mux"
 OVERRIDES_NAME = "overrides.toml"
@@ -561,17 +560,13 @@ def generate_notices(
 
 def notices_diff(current: str | None, expected: str, *, name: str) -> str:
     """A unified diff from ``current`` to ``expected``, capped at :data:`MAX_DIFF_LINES`."""
-    lines = list(
-        difflib.unified_diff(
-            (current or "").splitlines(keepends=True),
-            expected.splitlines(keepends=True),
-            fromfile=f"{name} (committed)",
-            tofile=f"{name} (generated)",
-        )
+    return capped_unified_diff(
+        current or "",
+        expected,
+        fromfile=f"{name} (committed)",
+        tofile=f"{name} (generated)",
+        max_lines=MAX_DIFF_LINES,
     )
-    if len(lines) > MAX_DIFF_LINES:
-        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more lines)\n"]
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def check_notices(path: Path, expected: str) -> str | None:
@@ -593,14 +588,4 @@ def write_text_atomically(path: Path, text: str) -> None:
         mode = path.stat().st_mode & 0o777
     except FileNotFoundError:
         mode = 0o644  # a committed file, readable by all like the rest of the checkout
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text.encode("utf-8"), mode=mode)

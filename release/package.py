@@ -14,20 +14,18 @@ timestamp), so anyone can rebuild and compare.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import os
 import shutil
 import stat
 import tarfile
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 from updater.buildinfo import BuildInfo
 from updater.errors import MuxError, ParseError, UsageError
+from updater.files import atomic_write, sha256_file
 from updater.minisign import SecretKey
 from updater.models import (
     FEED_INDEX_NAME,
@@ -45,10 +43,10 @@ from updater.models import (
     parse_tag,
     tag_for,
 )
+from updater.timestamps import rfc3339
 
 from .build import BUILD_INFO_NAME, build_folder_name
 
-_CHUNK = 1 << 20
 _NOT_SUMMED = frozenset({SUMS_NAME, SUMS_SIGNATURE_NAME})
 
 
@@ -68,14 +66,6 @@ def source_date_epoch() -> int:
     if value < 0:
         raise UsageError("SOURCE_DATE_EPOCH must not be negative")
     return value
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_build_info(build_dir: Path) -> BuildInfo:
@@ -162,8 +152,7 @@ def write_archive(build_dir: Path, target: str, destination: Path) -> None:
 
 
 def _now_rfc3339() -> str:
-    epoch = source_date_epoch() or int(time.time())
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(source_date_epoch() or int(time.time()))
 
 
 def _write_json(path: Path, doc: object) -> None:
@@ -191,15 +180,7 @@ def rehash_sums(release_dir: Path) -> Path:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, data, mode=0o644)  # release files are for everyone to read
 
 
 def package_release(

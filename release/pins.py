@@ -12,7 +12,6 @@ document can be edited in place by :mod:`release.repin`.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ import tomlkit.exceptions
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.version import InvalidVersion, Version
 
+from updater import urls
 from updater.errors import MuxError, ParseError
 from updater.models import is_safe_asset_name, is_sha256
 
@@ -120,25 +120,7 @@ def parse_tag_version(tag: str) -> tuple[str, Version]:
 
 def is_allowed_url(url: object) -> bool:
     """https anywhere; plain http only to loopback (test fixtures, a local mirror)."""
-    if not isinstance(url, str):
-        return False
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError:
-        return False
-    if not host:
-        return False
-    if parts.scheme == "https":
-        return True
-    if parts.scheme != "http":
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return isinstance(url, str) and urls.is_allowed_url(url)
 
 
 def url_asset_name(url: str) -> str:

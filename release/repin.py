@@ -24,7 +24,6 @@ The steps (``../shared/notes/repin-and-notices.md`` §3.3), each failing closed:
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
+from updater.files import write_temp_beside
 from updater.models import SUMS_NAME, is_sha256, parse_sha256sums
 
 from .notices import Distribution, generate_notices
@@ -49,6 +49,7 @@ from .pins import (
     parse_tag_version,
     read_pins,
 )
+from .textdiff import capped_unified_diff
 
 if TYPE_CHECKING:
     from updater.attestation import AttestationReport
@@ -108,17 +109,13 @@ class RepinResult:
 
 
 def _diff(before: str, after: str, name: str) -> str:
-    lines = list(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"{name} (before)",
-            tofile=f"{name} (after)",
-        )
+    return capped_unified_diff(
+        before,
+        after,
+        fromfile=f"{name} (before)",
+        tofile=f"{name} (after)",
+        max_lines=MAX_DIFF_LINES,
     )
-    if len(lines) > MAX_DIFF_LINES:
-        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more lines)\n"]
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def check_not_downgrade(pin: Pin, new_tag: str, *, allow_downgrade: bool) -> None:
@@ -346,7 +343,7 @@ def write_together(changes: Sequence[tuple[Path, str]]) -> None:
             originals.append((path, path.read_bytes(), path.stat().st_mode & 0o777))
         except FileNotFoundError:
             originals.append((path, None, 0o644))
-    staged: list[tuple[Path, str]] = []
+    staged: list[tuple[Path, Path]] = []
     try:
         for (path, text), (_, _, mode) in zip(changes, originals, strict=True):
             staged.append((path, _stage(path, text.encode("utf-8"), mode)))
@@ -365,21 +362,11 @@ def write_together(changes: Sequence[tuple[Path, str]]) -> None:
             raise
     finally:
         for _, temporary in staged:
-            Path(temporary).unlink(missing_ok=True)
+            temporary.unlink(missing_ok=True)
 
 
-def _stage(path: Path, data: bytes, mode: int) -> str:
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return temporary
+def _stage(path: Path, data: bytes, mode: int) -> Path:
+    return write_temp_beside(path, data, mode=mode)
 
 
 # --- the command ------------------------------------------------------------------------

@@ -15,11 +15,12 @@ Stdlib only: this is the fast path of ``mux update --check --max-age``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
 from typing import Any
+
+from .files import atomic_write
 
 CACHE_SCHEMA = 1
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
@@ -49,25 +50,6 @@ def cache_dir() -> Path:
 
 def check_cache_path() -> Path:
     return cache_dir() / "check.json"
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    import tempfile  # only writers pay for it; the cached check only reads
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def load(

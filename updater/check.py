@@ -15,6 +15,7 @@ from typing import Any
 from . import buildinfo, cache
 from .buildinfo import BuildInfo
 from .plan import CheckReport, plan_check
+from .timestamps import rfc3339
 
 
 @dataclass(frozen=True)
@@ -24,10 +25,6 @@ class CheckOptions:
     version: str | None = None
     max_age: float | None = None
     query_servers: bool = True
-
-
-def _now_rfc3339(epoch: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def _source_spec(options: CheckOptions) -> str:
@@ -84,7 +81,7 @@ def cached_report(options: CheckOptions, build: BuildInfo | None = None) -> Chec
     if hit is None:
         return None
     answer, checked_at = hit
-    return _plan(build, answer, options, cached=True, checked_at=_now_rfc3339(checked_at))
+    return _plan(build, answer, options, cached=True, checked_at=rfc3339(checked_at))
 
 
 def resolve_release(options: CheckOptions, build: BuildInfo) -> dict[str, Any]:
@@ -147,7 +144,7 @@ def check(options: CheckOptions, build: BuildInfo | None = None) -> CheckReport:
         )
         raise
     cache.store(key, answer, now=now)
-    return _plan(build, answer, options, cached=False, checked_at=_now_rfc3339(now))
+    return _plan(build, answer, options, cached=False, checked_at=rfc3339(now))
 
 
 def _raise_cached_failure(answer: dict[str, Any]) -> None:

@@ -13,7 +13,6 @@ httpx is imported here and nowhere on the fast paths. Every request goes through
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -25,41 +24,11 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from .errors import NetworkError, RateLimitError
+from .urls import check_url_scheme, url_origin
 
 USER_AGENT = "mux-updater"
 MAX_REDIRECTS = 5
 _REDIRECT_STATUSES = (301, 302, 303, 307, 308)
-
-
-def is_loopback_host(host: str | None) -> bool:
-    if not host:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_url_scheme(url: str) -> None:
-    """HTTPS everywhere; plain HTTP only to loopback (tests, the rehearsal, a local mirror)."""
-    parts = urlsplit(url)
-    if parts.scheme == "https":
-        return
-    if parts.scheme == "http" and is_loopback_host(parts.hostname):
-        return
-    raise NetworkError(
-        f"refusing {url}: only https:// is allowed (plain http only on loopback)",
-        hint="use an https:// URL for the mirror",
-    )
-
-
-def url_origin(url: str) -> str:
-    """``host`` or ``host:port`` (when the URL names a port), lower case."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    return f"{host}:{parts.port}" if parts.port else host
 
 
 @dataclass(frozen=True)

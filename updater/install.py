@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from .errors import InstallError, VerificationError
+from .files import fsync_dir, fsync_tree
 from .layout import (
     DOWNLOAD_PREFIX,
     FILES_LIST_NAME,
@@ -82,7 +83,7 @@ def remove_leftovers(layout: Layout) -> list[str]:
     for directory, markers in (
         (layout.versions, (PARTIAL_MARK, TRASH_PREFIX, probe)),
         # install.sh's temporary record and startup-file copies are named likewise, and so
-        # is the record's own temporary file (cache.atomic_write).
+        # is the record's own temporary file (files.atomic_write).
         (layout.home, (DOWNLOAD_PREFIX, ".install.json-", ".install.json.", ".mux-rc-", probe)),
         (layout.bin_dir, (LINK_TEMP_PREFIX, probe)),
     ):
@@ -160,28 +161,6 @@ def unpack(archive_path: Path, destination: Path, *, top: str) -> None:
         raise _archive_error(f"no mux executable at the top of {top}/")
     if not os.access(executable, os.X_OK):
         raise _archive_error("the mux in the archive is not executable")
-
-
-def fsync_tree(root: Path) -> None:
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path):
-                continue
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(dirpath))
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- layer 5: the new build runs ---------------------------------------------------------------

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cache import atomic_write
 from .errors import InstallError, UsageError
+from .files import atomic_write, sha256_file
 
 RECORD_NAME = "install.json"
 FILES_LIST_NAME = ".mux-files"
@@ -115,14 +115,6 @@ def write_record(layout: Layout, record: dict[str, Any]) -> None:
 # -- the per-version file list -------------------------------------------------------------
 
 
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def files_list(root: Path) -> bytes:
     """``sha256sum`` lines for every regular file below ``root``, as install.sh writes them."""
     lines = []
@@ -133,7 +125,7 @@ def files_list(root: Path) -> bytes:
             relative = "./" + path.relative_to(root).as_posix()
             if relative == f"./{FILES_LIST_NAME}" or path.is_symlink() or not path.is_file():
                 continue
-            lines.append((relative.encode(), f"{file_digest(path)}  {relative}\n".encode()))
+            lines.append((relative.encode(), f"{sha256_file(path)}  {relative}\n".encode()))
     return b"".join(line for _, line in sorted(lines))
 
 

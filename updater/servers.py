@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import MuxError, UsageError
 from .protocol import STATUS_PATH, StatusLine, StatusLineError, parse_status_line
+from .urls import is_loopback_host
 
 if TYPE_CHECKING:
     import http.client
@@ -33,7 +34,6 @@ DEFAULT_SOCKET_NAME = "default"
 DEFAULT_TIMEOUT = 1.0
 # A status line is a few hundred bytes; never buffer whatever a confused server streams at us.
 MAX_STATUS_BYTES = 64 * 1024
-_LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 @dataclass(frozen=True)
@@ -79,18 +79,6 @@ class ServerReport:
             "detail": self.detail,
             "status": self.status.to_json() if self.status else None,
         }
-
-
-def is_loopback_host(host: str) -> bool:
-    """``localhost`` or a loopback IP literal (no DNS lookup)."""
-    if host in _LOOPBACK_NAMES:
-        return True
-    import ipaddress  # only URL addresses need it
-
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_server_address(text: str) -> ServerAddress:

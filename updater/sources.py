@@ -17,7 +17,8 @@ from urllib.parse import quote, unquote, urlsplit
 
 from . import models
 from .errors import NetworkError, ParseError, UsageError, VerificationError
-from .http import Fetched, HostPolicy, HttpClient, check_url_scheme, url_origin
+from .http import Fetched, HostPolicy, HttpClient
+from .urls import check_url_scheme, url_origin
 
 GITHUB_WEB = "https://github.com"
 GITHUB_API = "https://api.github.com"
@@ -78,7 +79,7 @@ class _Conditional:
             return None
 
     def store(self, url: str, etag: str, body: bytes) -> None:
-        from .cache import atomic_write
+        from .files import atomic_write
 
         try:
             doc = {"url": url, "etag": etag, "body": body.decode()}

@@ -16,7 +16,6 @@ from typing import Any
 from . import buildinfo, models
 from .buildinfo import BuildInfo
 from .errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, NetworkError, UsageError
-from .http import is_loopback_host
 from .layout import (
     Layout,
     ensure_writable,
@@ -25,6 +24,7 @@ from .layout import (
     running_version,
     verify_files,
 )
+from .urls import is_loopback_host
 from .verify import LAYER_ARCHIVE, LAYER_SMOKE_TEST, TrustPolicy, VerificationLog
 
 
