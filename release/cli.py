@@ -31,6 +31,8 @@ app = typer.Typer(
 DEFAULT_PASSWORD_ENV = "MINISIGN_PASSWORD"
 SECRET_KEY_NAME = "minisign.key"
 PUBLIC_KEY_NAME = "minisign.pub"
+# What the `release` extra of the mux distribution adds (pyproject.toml).
+RELEASE_EXTRA_MODULES = frozenset({"tomlkit"})
 
 
 def _password_from_env(variable: str) -> str | None:
@@ -151,7 +153,7 @@ def sign(
 ) -> None:
     """Sign SHA256SUMS into SHA256SUMS.minisig with a minisign secret key."""
     from release.package import sign_release
-    from updater.minisign import SecretKey
+    from release.signing import SecretKey
 
     if (key_file is None) == (key_env is None):
         raise UsageError("give exactly one of --key-file and --key-env")
@@ -185,7 +187,8 @@ def keygen(
     ] = False,
 ) -> None:
     """Make a minisign key pair (minisign.key, minisign.pub) for signing releases."""
-    from updater.minisign import PublicKey, generate_keypair
+    from release.signing import generate_keypair
+    from updater.minisign import PublicKey
 
     password = None if no_password else _password_from_env(password_env)
     if password is None and not no_password:
@@ -223,6 +226,15 @@ def main() -> None:
     except MuxError as exc:
         print(f"mux-release: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except ModuleNotFoundError as exc:
+        if exc.name not in RELEASE_EXTRA_MODULES:
+            raise
+        print(
+            f"mux-release: error: {exc.name} is missing: the release tooling is the optional "
+            "extra of mux (pip install 'mux[release]'; in a checkout, uv sync)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_ERROR)
     except OSError as exc:  # disk full, permissions, a file where a folder should be
         detail = f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc)
         print(f"mux-release: error: {detail}", file=sys.stderr)

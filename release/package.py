@@ -26,7 +26,6 @@ from pathlib import Path
 from updater.buildinfo import BuildInfo
 from updater.errors import MuxError, ParseError, UsageError
 from updater.files import atomic_write, sha256_file
-from updater.minisign import SecretKey
 from updater.models import (
     FEED_INDEX_NAME,
     MANIFEST_NAME,
@@ -36,8 +35,6 @@ from updater.models import (
     Manifest,
     ManifestAsset,
     archive_name,
-    format_releases_json,
-    format_sha256sums,
     parse_manifest,
     parse_releases_json,
     parse_tag,
@@ -46,6 +43,8 @@ from updater.models import (
 from updater.timestamps import rfc3339
 
 from .build import BUILD_INFO_NAME, build_folder_name
+from .formats import format_releases_json, format_sha256sums, manifest_document
+from .signing import SecretKey
 
 _NOT_SUMMED = frozenset({SUMS_NAME, SUMS_SIGNATURE_NAME})
 
@@ -248,7 +247,7 @@ def package_release(
             released_at=released_at or _now_rfc3339(),
             assets=tuple(assets),
         )
-        _write_json(out_dir / MANIFEST_NAME, manifest.to_json())
+        _write_json(out_dir / MANIFEST_NAME, manifest_document(manifest))
         rehash_sums(out_dir)
     except BaseException:
         if created:

@@ -165,7 +165,8 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         write_feed_index,
     )
     from release.serve import serve_directory
-    from updater.minisign import PublicKey, SecretKey, generate_keypair
+    from release.signing import SecretKey, generate_keypair
+    from updater.minisign import PublicKey
 
     keys: dict[str, Any] = {}
     builds: dict[str, Path] = {}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from release.formats import manifest_document
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from updater import models
@@ -28,7 +29,7 @@ def write_release(root: Path, version: str, *, protocol: int = PROTOCOL_VERSION)
         released_at="2026-11-20T12:00:00Z",
         assets=(models.ManifestAsset(models.archive_name(TARGET), TARGET, 3, "ab" * 32),),
     )
-    (folder / "manifest.json").write_text(json.dumps(manifest.to_json()))
+    (folder / "manifest.json").write_text(json.dumps(manifest_document(manifest)))
     return folder
 
 

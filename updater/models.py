@@ -3,7 +3,7 @@
 A release holds ``mux-<target>.tar.gz`` per target, ``manifest.json``, ``SHA256SUMS``,
 ``SHA256SUMS.minisig`` and ``mux-<version>.sigstore.json``. A static feed adds
 ``releases.json``. Every parser raises :class:`ParseError` and nothing else; unknown fields
-are ignored.
+are ignored. The writers are release tooling (:mod:`release.formats`).
 """
 
 from __future__ import annotations
@@ -98,19 +98,6 @@ class Manifest:
     def targets(self) -> tuple[str, ...]:
         return tuple(a.target for a in self.assets)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": MANIFEST_SCHEMA,
-            "name": self.name,
-            "version": self.version,
-            "protocol_version": self.protocol_version,
-            "released_at": self.released_at,
-            "assets": [
-                {"name": a.name, "target": a.target, "size": a.size, "sha256": a.sha256}
-                for a in self.assets
-            ],
-        }
-
 
 def _int_field(doc: dict[str, Any], key: str, what: str) -> int:
     value = doc.get(key)
@@ -187,11 +174,6 @@ def parse_sha256sums(raw: bytes) -> dict[str, str]:
     return sums
 
 
-def format_sha256sums(digests: dict[str, str]) -> bytes:
-    """The inverse of :func:`parse_sha256sums`, sorted by name (what ``mux-release`` writes)."""
-    return "".join(f"{digests[name]}  {name}\n" for name in sorted(digests)).encode()
-
-
 @dataclass(frozen=True)
 class FeedRelease:
     tag: str
@@ -225,9 +207,3 @@ def parse_releases_json(raw: bytes) -> list[FeedRelease]:
             continue  # drafts are never offered
         releases.append(FeedRelease(tag=tag, prerelease=entry.get("prerelease") is True))
     return releases
-
-
-def format_releases_json(releases: list[FeedRelease]) -> bytes:
-    ordered = sorted(releases, key=lambda r: r.version, reverse=True)
-    doc = {"releases": [{"tag": r.tag, "prerelease": r.prerelease} for r in ordered]}
-    return (json.dumps(doc, indent=2) + "\n").encode()

@@ -1,7 +1,7 @@
 """Real releases, feeds and a loopback server for end-to-end tests.
 
 Everything here goes through the production code (``release.build``, ``release.package``,
-``updater.minisign``), so a test that installs or updates from these releases exercises the
+``release.signing``), so a test that installs or updates from these releases exercises the
 same bytes a real release would have. Typical use::
 
     from tests.support.releases import make_feed, make_keypair, make_release, serve_directory
@@ -49,8 +49,9 @@ from typing import Any
 from release.build import build_standin
 from release.package import package_release, sign_release, write_feed_index
 from release.serve import serve_directory as serve_directory  # re-exported for tests
+from release.signing import SecretKey, generate_keypair
 from updater._targets import detect_target
-from updater.minisign import PublicKey, SecretKey, generate_keypair
+from updater.minisign import PublicKey
 from updater.models import tag_for
 
 TEST_PASSWORD = "correct horse battery staple"
