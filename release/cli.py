@@ -416,6 +416,7 @@ def verify_command(
 ) -> None:
     """Run exactly the verification `mux update` runs, and print each layer's result."""
     from release.verify_release import verify_release
+    from updater import settings
 
     try:
         result = verify_release(
@@ -424,6 +425,7 @@ def verify_command(
             repo=repo,
             tag=tag,
             skip_attestation=insecure_skip_attestation,
+            settings=settings.load(os.environ),
         )
     except MuxError as exc:
         print(f"mux-release: {exc}", file=sys.stderr)

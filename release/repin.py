@@ -1,14 +1,16 @@
 """``mux-release repin NAME --tag T | --latest``: move a pin to a verified release asset.
 
-The steps (``../shared/notes/repin-and-notices.md`` §3.3), each failing closed:
+The steps (docs/design.md, "Pins"), each failing closed:
 
 1. read ``pins.toml``; the entry must exist and be well formed;
-2. resolve the release: ``--tag``, or the newest release (GitHub's ``/releases/latest``
-   redirect, or a mirror's ``releases.json``); a tag must keep the entry's tag prefix;
-3. refuse a downgrade unless ``allow_downgrade``;
+2. resolve the release through the updater's own source (:mod:`updater.sources`): ``--tag``,
+   or the newest release (GitHub's ``/releases/latest`` redirect, or a mirror's
+   ``releases.json``); a tag must keep the entry's tag prefix;
+3. refuse a downgrade unless ``allow_downgrade`` (the updater's decision,
+   :meth:`updater.plan.ReleaseRequest.decide`);
 4. read the release (GitHub API): not a draft, the asset is listed, its size is within the
    cap, its ``digest``; whether it publishes ``SHA256SUMS``;
-5. stream the asset while hashing it, with a size cap (the bytes are not kept: the pin is the
+5. download the asset while hashing it, with a size cap (the bytes are not kept: the pin is the
    digest, and ``mux-release build`` checks the file it is given in --artifacts DIR against the pin);
 6. every available digest must agree: the computed one, the API ``digest`` and the release's
    ``SHA256SUMS`` line (mandatory on a mirror, which has no API);
@@ -24,19 +26,25 @@ The steps (``../shared/notes/repin-and-notices.md`` §3.3), each failing closed:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote
 
 from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
 from updater.files import write_temp_beside
-from updater.models import SUMS_NAME, is_sha256, parse_sha256sums
+from updater.models import SUMS_NAME, parse_sha256sums
+from updater.plan import Decision, ReleaseRequest
+from updater.sources import (
+    BUNDLE_LIMIT,
+    GITHUB_WEB,
+    GitHubSource,
+    ReleaseSource,
+    github_download_url,
+    open_source,
+)
 
 from .notices import Distribution, generate_notices
 from .pins import (
@@ -53,10 +61,11 @@ from .textdiff import capped_unified_diff
 
 if TYPE_CHECKING:
     from updater.attestation import AttestationReport
-    from updater.sources import FeedSource, GitHubSource
+    from updater.settings import Settings
 
-CHUNK_SIZE = 64 * 1024
 MAX_DIFF_LINES = 120
+# What the updater's decision refuses without --allow-downgrade.
+_REFUSED = (Decision.DOWNGRADE_REFUSED, Decision.NEWER_INSTALLED)
 
 
 class RepinRefused(MuxError):
@@ -118,8 +127,9 @@ def _diff(before: str, after: str, name: str) -> str:
     )
 
 
-def check_not_downgrade(pin: Pin, new_tag: str, *, allow_downgrade: bool) -> None:
-    """Refuse a tag older than the pinned one, or one of another tag family (prefix)."""
+def check_not_downgrade(pin: Pin, new_tag: str, request: ReleaseRequest) -> None:
+    """Refuse a tag of another tag family (prefix) than the pinned one, or, unless the
+    request allows it, an older one (the updater's own decision, :mod:`updater.plan`)."""
     new_prefix, new_version = parse_tag_version(new_tag)
     if pin.tag is None:
         return
@@ -129,7 +139,7 @@ def check_not_downgrade(pin: Pin, new_tag: str, *, allow_downgrade: bool) -> Non
             f"{pin.name}: tag {new_tag} does not start like the pinned {pin.tag} "
             f"({old_prefix or 'no prefix'})"
         )
-    if new_version < old_version and not allow_downgrade:
+    if request.decide(old_version, new_version) in _REFUSED:
         raise RepinRefused(
             f"{pin.name}: {new_tag} is older than the pinned {pin.tag}; refusing a downgrade",
             hint="pass --allow-downgrade if that is what you want",
@@ -166,132 +176,77 @@ def rewrite_pin(document_text: str, name: str, fields: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class _Release:
-    tag: str
+    """What the release's host lists about the pinned asset, before it is downloaded."""
+
     api_digest: str | None
     api_size: int | None
     publishes_sums: bool
-    assets: frozenset[str]
 
 
 def _open_source(
-    pin: Pin, mirror: str | None, github_url: str | None, api_url: str | None
-) -> GitHubSource | FeedSource:
-    from updater.sources import FeedSource, GitHubSource
-
+    pin: Pin, mirror: str | None, github_url: str | None, api_url: str | None, settings: Settings
+) -> ReleaseSource:
     if mirror:
-        return FeedSource(mirror)
-    return GitHubSource(pin.repository, web_url=github_url, api_url=api_url)
+        return open_source(settings, spec=mirror)
+    github = settings.github
+    return GitHubSource(
+        pin.repository,
+        web_url=github_url or github.web_url,
+        api_url=api_url or github.api_url,
+        token=github.token,
+        http=settings.http,
+    )
 
 
-def _latest_tag(source: GitHubSource | FeedSource) -> str:
-    from updater.sources import GitHubSource
-
-    if not isinstance(source, GitHubSource):
-        return source.latest_tag(include_pre=False)
-    # As the updater does: read the /releases/latest redirect, off the rate-limited API. The
-    # updater's own parser accepts only mux's vX.Y.Z tags; a pin's tags may carry a prefix.
-    url = f"{source.web}/{source.repo}/releases/latest"
-    with source.client.stream(url, follow_redirects=False) as response:
-        location = response.headers.get("location", "")
-        status = response.status_code
-    _, found, tag = location.rstrip("/").rpartition("/releases/tag/")
-    if status not in (301, 302, 303, 307, 308) or not found or not tag:
-        raise NetworkError(f"{source.location} has no published release ({url} did not redirect)")
-    return unquote(tag)
+def _pin_web(mirror: str | None, github_url: str | None, settings: Settings) -> str:
+    """The GitHub a pin's URL names: the pin names the artifact there (its sha256 fixes the
+    bytes), never the mirror that happened to serve it."""
+    if mirror:
+        return GITHUB_WEB
+    return github_url or settings.github.web_url or GITHUB_WEB
 
 
-def _release_info(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> _Release:
-    from updater.sources import GitHubSource
-
-    if not isinstance(source, GitHubSource):
+def _release_info(source: ReleaseSource, tag: str, pin: Pin) -> _Release:
+    listing = source.listing(tag)
+    if listing is None:
         # A mirror has no API: no asset list and no digest field, so SHA256SUMS is mandatory.
-        return _Release(tag, None, None, True, frozenset())
-    url = f"{source.api}/repos/{source.repo}/releases/tags/{quote(tag, safe='')}"
-    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-    try:
-        doc = json.loads(source.client.get(url, headers=headers).content)
-    except ValueError:
-        raise NetworkError(f"{url} answered something that is not JSON") from None
-    if not isinstance(doc, dict):
-        raise NetworkError(f"{url} did not answer a release object")
-    if doc.get("draft"):
+        return _Release(None, None, True)
+    if listing.draft:
         raise RepinRefused(f"{pin.name}: release {tag} is a draft; pin a published release")
-    assets = {a.get("name"): a for a in doc.get("assets") or [] if isinstance(a, dict)}
-    asset = assets.get(pin.asset)
+    asset = listing.assets.get(pin.asset)
     if asset is None:
         raise NetworkError(f"release {tag} of {pin.repository} has no asset {pin.asset}")
-    digest = asset.get("digest")
-    api_digest = None
-    if isinstance(digest, str) and digest.startswith("sha256:"):
-        api_digest = digest.removeprefix("sha256:").lower()
-        if not is_sha256(api_digest):
-            raise VerificationError(f"GitHub's digest for {pin.asset} is malformed: {digest[:80]}")
-    size = asset.get("size")
-    api_size = size if isinstance(size, int) and not isinstance(size, bool) else None
-    if api_size is not None and api_size > pin.max_bytes:
+    if asset.size is not None and asset.size > pin.max_bytes:
         raise RepinRefused(
-            f"{pin.name}: {pin.asset} is {api_size} bytes, more than max_bytes ({pin.max_bytes})"
+            f"{pin.name}: {pin.asset} is {asset.size} bytes, more than max_bytes ({pin.max_bytes})"
         )
-    names = frozenset(str(n) for n in assets)
-    return _Release(tag, api_digest, api_size, SUMS_NAME in names, names)
-
-
-def _hash_stream(chunks: Any, limit: int, what: str) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
-    for chunk in chunks:
-        size += len(chunk)
-        if size > limit:
-            raise VerificationError(f"{what} is larger than {limit} bytes; refusing it")
-        digest.update(chunk)
-    return digest.hexdigest(), size
+    return _Release(asset.sha256, asset.size, SUMS_NAME in listing.assets)
 
 
 def _download_and_hash(
-    source: GitHubSource | FeedSource,
-    tag: str,
-    pin: Pin,
-    expected_size: int | None,
-    *,
-    quiet: bool,
+    source: ReleaseSource, tag: str, pin: Pin, size: int | None, *, quiet: bool, bar: bool
 ) -> tuple[str, int]:
     """Fetch the asset and hash it; the bytes are not kept (the pin is their digest).
 
-    With a known size (GitHub's API lists it; a mirror folder is capped by ``max_bytes``) this
-    is the updater's own downloader: resumed with Range, never past the size, retried. A mirror
-    URL lists no sizes, so its body is streamed through sha256 here, capped by ``max_bytes``.
+    The updater's own download: never past ``max_bytes``; with a known size (GitHub's API
+    lists it) resumed with Range and retried.
     """
-    from updater.download import download, make_progress
+    from updater.render import make_progress
 
-    location = source.file_url(tag, pin.asset)
-    client = getattr(source, "client", None)
-    remote = location.startswith(("http://", "https://"))
-    if expected_size is not None or not remote:
-        with tempfile.TemporaryDirectory(prefix="mux-repin-") as scratch:
-            fetched = download(
-                location,
-                Path(scratch),
-                expected_size=expected_size if expected_size is not None else pin.max_bytes,
-                client=client,
-                label=f"{pin.asset} {tag}",
-                progress=make_progress(f"{pin.asset} {tag}", quiet=quiet),
-            )
-            return fetched.sha256, fetched.size
-
-    import httpx
-
-    assert client is not None
-    with client.stream(location) as response:
-        try:
-            return _hash_stream(response.iter_bytes(CHUNK_SIZE), pin.max_bytes, location)
-        except httpx.HTTPError as exc:
-            # A body shorter than its Content-Length, a reset or a stall: never a pin.
-            raise NetworkError(
-                f"download of {location} failed: {exc or type(exc).__name__}"
-            ) from None
+    label = f"{pin.asset} {tag}"
+    with tempfile.TemporaryDirectory(prefix="mux-repin-") as scratch:
+        fetched = source.download(
+            tag,
+            pin.asset,
+            Path(scratch),
+            size=size,
+            max_size=pin.max_bytes,
+            progress=make_progress(label, quiet=quiet, bar=bar),
+        )
+        return fetched.sha256, fetched.size
 
 
-def _sums_digest(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> str:
+def _sums_digest(source: ReleaseSource, tag: str, pin: Pin) -> str:
     raw = source.fetch(tag, SUMS_NAME)
     try:
         sums = parse_sha256sums(raw)
@@ -302,14 +257,10 @@ def _sums_digest(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> str:
     return sums[pin.asset]
 
 
-def _attestation_bundles(
-    source: GitHubSource | FeedSource, tag: str, pin: Pin, sha256: str
-) -> bytes:
+def _attestation_bundles(source: ReleaseSource, tag: str, pin: Pin, sha256: str) -> bytes:
     if pin.attestation_asset:
-        return source.fetch(tag, pin.attestation_asset, max_size=16 * 1024 * 1024)
-    from updater.sources import GitHubSource
-
-    if not isinstance(source, GitHubSource):
+        return source.fetch(tag, pin.attestation_asset, max_size=BUNDLE_LIMIT)
+    if not source.attestation_lookup:
         raise VerificationError(
             f"{pin.name}: a mirror has no attestations API",
             hint="set attestation_asset in pins.toml to the release's bundle file",
@@ -387,16 +338,21 @@ def repin(
     dry_run: bool = False,
     distributions: Sequence[Distribution] | None = None,
     progress: Callable[[str], None] | None = None,
+    settings: Settings | None = None,
 ) -> RepinResult:
     """Move pin ``name`` to ``tag`` (or the latest release) after verifying the asset.
 
     ``source`` is a mirror (feed URL or folder) instead of GitHub; ``github_url`` and
-    ``api_url`` replace GitHub's bases (GitHub Enterprise, tests), else ``MUX_GITHUB_URL`` /
-    ``MUX_GITHUB_API_URL`` apply as in the updater. ``trusted_root`` is the Sigstore trusted
-    root (default: ``MUX_SIGSTORE_TRUSTED_ROOT``, else Sigstore's production root).
+    ``api_url`` replace GitHub's bases (GitHub Enterprise, tests), else ``settings``' apply
+    (``MUX_GITHUB_URL`` / ``MUX_GITHUB_API_URL``, as in the updater). ``trusted_root`` is the
+    Sigstore trusted root (default: ``settings``', else Sigstore's production root).
+    ``settings`` default to the environment's (:func:`updater.settings.load`).
     ``distributions`` replaces the installed ones in the regenerated notices (tests).
     """
+    from updater import settings as mux_settings
     from updater.attestation import AttestationIdentity, verify_attestation
+
+    settings = settings or mux_settings.load()
 
     say = progress or (lambda _message: None)
     if (tag is None) == (not latest):
@@ -413,19 +369,28 @@ def repin(
     if pin is None:
         raise PinsError(f"{pins_path} has no artifact named {name!r}")
 
-    artifact_source = _open_source(pin, source, github_url, api_url)
-    try:
+    request = (
+        ReleaseRequest.tagged(tag, allow_downgrade=allow_downgrade)
+        if tag is not None
+        else ReleaseRequest.latest(allow_downgrade=allow_downgrade)
+    )
+    with _open_source(pin, source, github_url, api_url, settings) as artifact_source:
         say("[2/7] resolve the release")
-        new_tag = tag if tag is not None else _latest_tag(artifact_source)
         try:
-            check_not_downgrade(pin, new_tag, allow_downgrade=allow_downgrade)
+            new_tag = artifact_source.resolve(request, parse=parse_tag_version)
+            check_not_downgrade(pin, new_tag, request)
         except ParseError as exc:
             raise UsageError(f"{pin.name}: {exc.message}") from None
         release = _release_info(artifact_source, new_tag, pin)
 
         say(f"[3/7] download {pin.asset} of {new_tag}")
         computed, size = _download_and_hash(
-            artifact_source, new_tag, pin, release.api_size, quiet=progress is None
+            artifact_source,
+            new_tag,
+            pin,
+            release.api_size,
+            quiet=progress is None,
+            bar=settings.progress_bar,
         )
         if release.api_size is not None and size != release.api_size:
             raise VerificationError(
@@ -450,10 +415,15 @@ def repin(
             signer_workflow=pin.identity.signer_workflow,
             ref=f"refs/tags/{new_tag}",
         )
-        report = verify_attestation(bundle, computed, identity, trusted_root=trusted_root)
-        url = _canonical_url(artifact_source, pin, new_tag)
-    finally:
-        artifact_source.close()
+        report = verify_attestation(
+            bundle,
+            computed,
+            identity,
+            trusted_root=trusted_root or settings.sigstore_trusted_root,
+        )
+    url = github_download_url(
+        _pin_web(source, github_url, settings), pin.repository, new_tag, pin.asset
+    )
 
     say("[6/7] plan the writes")
     fields: dict[str, Any] = {"tag": new_tag, "url": url, "sha256": computed, "size": size}
@@ -490,15 +460,6 @@ def repin(
         changed=changed,
         written=written,
     )
-
-
-def _canonical_url(source: GitHubSource | FeedSource, pin: Pin, tag: str) -> str:
-    """The asset's GitHub download URL, whichever source it was fetched from: the pin names
-    the artifact (the sha256 fixes its bytes), not the mirror that happened to serve it."""
-    from updater.sources import GITHUB_WEB, GitHubSource
-
-    web = source.web if isinstance(source, GitHubSource) else GITHUB_WEB
-    return f"{web}/{pin.repository}/releases/download/{quote(tag)}/{quote(pin.asset)}"
 
 
 def load_document_text(text: str) -> Any:

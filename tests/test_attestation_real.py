@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 
 from updater.attestation import (
-    TRUSTED_ROOT_ENV,
     AttestationIdentity,
     AttestationReport,
     verify_attestation,
 )
 from updater.errors import VerificationError
+from updater.settings import TRUSTED_ROOT_ENV
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "real-attestations"
 if not FIXTURES.is_dir():

@@ -13,6 +13,7 @@ import pytest
 import respx
 
 from updater import cache
+from updater import settings as mux_settings
 from updater._targets import TARGETS, UnsupportedPlatform, detect_target, target_for
 from updater.layout import package_manager_for
 from updater.protocol import StatusLineError, parse_status_line
@@ -42,11 +43,12 @@ def test_unsupported_platform_lists_the_targets(system: str, machine: str) -> No
 
 
 def test_mux_target_overrides_and_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # MUX_TARGET is read once, into the settings, and checked where the target is chosen.
     monkeypatch.setenv("MUX_TARGET", "aarch64-unknown-linux-musl")
-    assert detect_target() == "aarch64-unknown-linux-musl"
+    assert detect_target(mux_settings.load().target) == "aarch64-unknown-linux-musl"
     monkeypatch.setenv("MUX_TARGET", "sparc-sun-solaris")
     with pytest.raises(UnsupportedPlatform, match="not a published target"):
-        detect_target()
+        detect_target(mux_settings.load().target)
 
 
 def test_the_running_libc_is_asked_not_a_file() -> None:

@@ -3,13 +3,13 @@
 A release build carries ``_build_info.json`` next to this module, written by
 ``mux-release build``. A development checkout has no such file: it reads its version from
 ``updater.__version__`` (the single source hatchling writes into the package metadata), its
-protocol from :mod:`updater.protocol`, and says it is a development build. This module is on the fast path of ``mux version``: stdlib only.
+protocol from :mod:`updater.protocol`, its target from the machine it runs on, and says it is a
+development build. This module is on the fast path of ``mux version``: stdlib only.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,8 +100,3 @@ def current() -> BuildInfo:
         else:
             _cached = BuildInfo.from_json(json.loads(raw))
     return _cached
-
-
-def effective_repo(info: BuildInfo) -> str:
-    """The GitHub repository to update from: ``MUX_REPO`` overrides the baked one."""
-    return os.environ.get("MUX_REPO") or info.repo

@@ -22,7 +22,7 @@ from typing import Any
 
 from .files import atomic_write
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: answers carry the typed decision (updater.plan.ReleaseOffer)
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
 

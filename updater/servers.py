@@ -147,18 +147,23 @@ def default_socket_path(name: str = DEFAULT_SOCKET_NAME) -> Path:
 
 
 def discover_server_addresses(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """``MUX_SERVER_URL`` names one server; otherwise every ``*.sock`` in the runtime dir, sorted.
+    """:func:`server_addresses` for ``MUX_SERVER_URL`` as ``environ`` has it."""
+    return server_addresses(environ.get(SERVER_URL_ENV))
 
-    Raises :class:`UsageError` when ``MUX_SERVER_URL`` is malformed.
+
+def server_addresses(server_url: str | None) -> list[str]:
+    """``server_url`` (``MUX_SERVER_URL``) names one server; otherwise every ``*.sock`` in
+    the runtime dir, sorted.
+
+    Raises :class:`UsageError` when ``server_url`` is malformed.
     """
-    url = environ.get(SERVER_URL_ENV)
-    if url:
-        if "://" not in url:
+    if server_url:
+        if "://" not in server_url:
             raise UsageError(
-                f"{SERVER_URL_ENV} must be a URL, got {url!r}",
+                f"{SERVER_URL_ENV} must be a URL, got {server_url!r}",
                 hint="use unix:///path/to.sock or http://127.0.0.1:PORT",
             )
-        return [parse_server_address(url).display]
+        return [parse_server_address(server_url).display]
     directory = runtime_dir()
     try:
         names = sorted(entry.name for entry in os.scandir(directory))
