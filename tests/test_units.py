@@ -146,3 +146,36 @@ def test_a_cached_check_imports_neither_typer_nor_httpx(tmp_path: Path, sandbox_
     )
     imported = {line.split("|")[-1].strip() for line in version.stderr.splitlines()}
     assert not {"typer", "httpx", "rich", "packaging", "platformdirs"} & imported
+
+
+def test_the_client_never_imports_the_release_tooling() -> None:
+    """The installed mux is updater/ alone: nothing in it imports release/ or its tomlkit.
+
+    Checked twice: no import statement names them, and importing every module of the
+    package (as PyInstaller's --collect-submodules does) loads neither.
+    """
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "updater"
+    modules = sorted(path.stem for path in package.glob("*.py"))
+    for name in modules:
+        tree = ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported = [node.module or ""]
+            else:
+                continue
+            for module in imported:
+                assert module.split(".")[0] not in {"release", "tomlkit"}, (name, module)
+    script = (
+        "import importlib, sys\n"
+        f"for name in {[m for m in modules if m != '__main__']!r}:\n"
+        "    importlib.import_module('updater.' + name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('release', 'tomlkit')))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"

@@ -29,7 +29,8 @@ What you get:
   are copied in and covered by ``SHA256SUMS`` (add a Sigstore bundle this way, or later with
   ``release.package.rehash_sums`` and then :func:`sign_release_dir`).
 * :func:`make_feed` makes a whole feed of several releases with one key pair.
-* :func:`serve_directory` serves a folder over real HTTP on 127.0.0.1.
+* :func:`serve_directory` serves a folder over real HTTP on 127.0.0.1;
+  :func:`serve_directory_recording` does the same and records every request's path.
 * :func:`flip_byte` corrupts one byte of a file in place (tamper tests).
 * :func:`sign_release_dir` (re)signs a release, e.g. with another key pair after
   ``make_release(..., sign=False)`` for "signed by an untrusted key" cases.
@@ -40,8 +41,12 @@ Build info baked into each build trusts ``keypair.public_key`` (unless ``build``
 
 from __future__ import annotations
 
+import functools
+import http.server
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,3 +192,29 @@ def flip_byte(path: Path, position: int = -1) -> None:
     data = bytearray(Path(path).read_bytes())
     data[position] ^= 0xFF
     Path(path).write_bytes(bytes(data))
+
+
+@contextmanager
+def serve_directory_recording(path: Path) -> Iterator[tuple[str, list[str]]]:
+    """Like :func:`serve_directory`; also yields the list of request paths, in order."""
+    paths: list[str] = []
+
+    class Recording(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def send_head(self):  # type: ignore[no-untyped-def]
+            paths.append(self.path)
+            return super().send_head()
+
+    handler = functools.partial(Recording, directory=str(path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", paths
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
