@@ -291,6 +291,7 @@ def repin_command(
 ) -> None:
     """Move a pin to a verified release asset, and regenerate the notices."""
     from release.repin import repin as run_repin
+    from updater import settings
 
     result = run_repin(
         name,
@@ -303,6 +304,7 @@ def repin_command(
         allow_downgrade=allow_downgrade,
         dry_run=dry_run,
         progress=lambda line: print(line, file=sys.stderr),
+        settings=settings.load(os.environ),
     )
     for line in result.describe():
         print(line)

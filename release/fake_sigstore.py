@@ -16,8 +16,8 @@ generates itself:
 
 The release rehearsal uses it to attest a release the way GitHub would, and the test suite
 uses it to mint valid and deliberately wrong attestations. It never touches the network.
-The formats follow ``../shared/notes/attestations.md`` §3: Sigstore bundle v0.3, trusted root
-v0.1, RFC 6962 (SCT, Merkle tree), Rekor checkpoints (signed notes) and SETs (RFC 8785).
+The formats (docs/design.md, "A Sigstore instance for tests"): Sigstore bundle v0.3, trusted
+root v0.1, RFC 6962 (SCT, Merkle tree), Rekor checkpoints (signed notes) and SETs (RFC 8785).
 
 Each bundle is logged in a one-entry Merkle tree of its own (log index 0, tree size 1): a
 real inclusion proof and checkpoint, without keeping a log between bundles.

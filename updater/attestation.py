@@ -7,7 +7,7 @@ transparency-log inclusion proof, checkpoint and SET, DSSE signature) and, throu
 who signed: the OIDC issuer, the source repository, the signer workflow at its ref and a
 GitHub-hosted runner. It then checks what sigstore-python leaves to its caller: the payload
 type, the statement type, the predicate type and that the statement names every expected
-sha256 (``../shared/notes/attestations.md`` §2.2, §2.4).
+sha256 (docs/design.md, "What sigstore-python checks, and what it leaves to us").
 
 Every failure is one :class:`~updater.errors.VerificationError` line saying which check failed,
 what was expected and what was found. sigstore is imported only when a bundle is verified: it
