@@ -81,7 +81,8 @@ def download(
                         location, out, size=size, max_size=max_size, label=label, progress=progress
                     )
                 else:
-                    done, sha256 = _copy_local(Path(location), out, max_size, label)
+                    limit = max_size if size is None else min(size, max_size)
+                    done, sha256 = _copy_local(Path(location), out, limit, label)
             finally:
                 progress.finish()
             out.flush()

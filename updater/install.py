@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from . import models, plan
@@ -243,12 +242,7 @@ class Transaction:
             self._held = held.pop_all()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         with self._held:
             if self._staging is not None:
                 shutil.rmtree(self._staging, ignore_errors=True)

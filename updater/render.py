@@ -114,6 +114,13 @@ def _server_line(verdict: ServerVerdict, *, new_protocol: int | None = None) -> 
     return [f"  {who} → protocol {new_protocol}", f"    restart it with: {verdict.restart_command}"]
 
 
+def _restart_group(verdicts: list[ServerVerdict], header: str, protocol: int) -> list[str]:
+    lines = [header] if verdicts else []
+    for verdict in verdicts:
+        lines.extend(_server_line(verdict, new_protocol=protocol))
+    return lines
+
+
 # -- mux update --check ----------------------------------------------------------------------
 
 
@@ -165,20 +172,18 @@ def check_text(report: CheckReport) -> str:
     others = [v for v in report.servers if not v.live]
     now = [v for v in live if v.restart_needed]
     after = [v for v in live if v.restart_needed_after_update and not v.restart_needed]
-    if now:
-        lines.append(
-            f"{len(now)} live server(s) speak another protocol than this mux "
-            f"(protocol {build.protocol_version}); restart when convenient, it ends the programs in it:"
-        )
-        for verdict in now:
-            lines.extend(_server_line(verdict, new_protocol=build.protocol_version))
-    if after:
-        lines.append(
-            f"after the update, {len(after)} live server(s) will need a restart "
-            f"(mux {offer.version} speaks protocol {offer.protocol_version}):"
-        )
-        for verdict in after:
-            lines.extend(_server_line(verdict, new_protocol=offer.protocol_version))
+    lines += _restart_group(
+        now,
+        f"{len(now)} live server(s) speak another protocol than this mux "
+        f"(protocol {build.protocol_version}); restart when convenient, it ends the programs in it:",
+        build.protocol_version,
+    )
+    lines += _restart_group(
+        after,
+        f"after the update, {len(after)} live server(s) will need a restart "
+        f"(mux {offer.version} speaks protocol {offer.protocol_version}):",
+        offer.protocol_version,
+    )
     quiet = [v for v in live if v not in now and v not in after]
     if quiet:
         lines.append(f"{len(quiet)} live server(s) speak this mux's protocol: nothing to do")

@@ -19,7 +19,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote, urlsplit
 
@@ -89,7 +88,9 @@ class ReleaseSource(ABC):
     def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
         """A small file of the release, read whole (:class:`NetworkError` when it cannot be)."""
 
-    @abstractmethod
+    # Where download() gets file_url()s from: an HTTP client, or None for local paths.
+    _files_client: HttpClient | None = None
+
     def download(
         self,
         tag: str,
@@ -101,6 +102,15 @@ class ReleaseSource(ABC):
         progress: Progress | None = None,
     ) -> Downloaded:
         """A release file into a temporary file in ``into`` (see :mod:`updater.download`)."""
+        return download(
+            self.file_url(tag, name),
+            into,
+            size=size,
+            max_size=max_size,
+            client=self._files_client,
+            label=name,
+            progress=progress,
+        )
 
     def listing(self, tag: str) -> ReleaseListing | None:
         """The release's assets as its host lists them; None where there is no such list."""
@@ -129,12 +139,7 @@ class ReleaseSource(ABC):
     def __enter__(self) -> ReleaseSource:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -246,6 +251,7 @@ class GitHubSource(ReleaseSource):
         )
         self._http = http or HttpSettings()
         self._client = HttpClient(policy=self.policy, token=token, settings=self._http)
+        self._files_client = self._client
         self._conditional = _Conditional(_etag_cache_dir())
         self._release_docs: dict[str, dict[str, Any]] = {}
 
@@ -312,26 +318,6 @@ class GitHubSource(ReleaseSource):
 
     def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
         return self._client.get(self.file_url(tag, name), max_size=max_size).content
-
-    def download(
-        self,
-        tag: str,
-        name: str,
-        into: Path,
-        *,
-        size: int | None,
-        max_size: int,
-        progress: Progress | None = None,
-    ) -> Downloaded:
-        return download(
-            self.file_url(tag, name),
-            into,
-            size=size,
-            max_size=max_size,
-            client=self._client,
-            label=name,
-            progress=progress,
-        )
 
     def listing(self, tag: str) -> ReleaseListing:
         """The release as GitHub's API lists it (one request per tag, with its ETag).
@@ -462,15 +448,6 @@ def _read_local(path: Path, max_size: int) -> bytes:
     return data
 
 
-def _download_local(
-    path: Path, into: Path, *, size: int | None, max_size: int, progress: Progress | None
-) -> Downloaded:
-    limit = min(size, max_size) if size is not None else max_size
-    return download(
-        str(path), into, size=size, max_size=limit, client=None, label=path.name, progress=progress
-    )
-
-
 # -- a static feed -----------------------------------------------------------------------------
 
 
@@ -492,7 +469,7 @@ class FeedSource(ReleaseSource):
         if parts.scheme in ("http", "https"):
             check_url_scheme(location)
             # A feed is not GitHub: it never sees a GitHub token.
-            self._client = HttpClient(
+            self._client = self._files_client = HttpClient(
                 policy=HostPolicy(allowed_hosts=frozenset({url_origin(location)})),
                 token=None,
                 settings=http,
@@ -539,30 +516,6 @@ class FeedSource(ReleaseSource):
     def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
         return self._read(f"{tag}/{name}", max_size)
 
-    def download(
-        self,
-        tag: str,
-        name: str,
-        into: Path,
-        *,
-        size: int | None,
-        max_size: int,
-        progress: Progress | None = None,
-    ) -> Downloaded:
-        if self._directory is not None:
-            return _download_local(
-                self._directory / tag / name, into, size=size, max_size=max_size, progress=progress
-            )
-        return download(
-            self.file_url(tag, name),
-            into,
-            size=size,
-            max_size=max_size,
-            client=self._client,
-            label=name,
-            progress=progress,
-        )
-
 
 # -- one release folder ------------------------------------------------------------------------
 
@@ -601,17 +554,3 @@ class ReleaseFolderSource(ReleaseSource):
 
     def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
         return _read_local(self.folder / name, max_size)
-
-    def download(
-        self,
-        tag: str,
-        name: str,
-        into: Path,
-        *,
-        size: int | None,
-        max_size: int,
-        progress: Progress | None = None,
-    ) -> Downloaded:
-        return _download_local(
-            self.folder / name, into, size=size, max_size=max_size, progress=progress
-        )
