@@ -4,12 +4,11 @@ A file that must never be seen half-written (``install.json``, the check cache, 
 index, ``pins.toml``) is written to a temporary file in the same folder, flushed and fsynced,
 then renamed over its target: a reader sees the old bytes or the new ones, never a mix, and
 a crash leaves at most a ``.<name>.XXXX.tmp`` file, which the next writer's owner tidies.
-``tempfile`` is imported on first use: the cached check only reads.
+``tempfile`` and ``hashlib`` are imported on first use: the cached check only reads.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -18,6 +17,8 @@ _CHUNK = 1 << 20
 
 def sha256_file(path: Path) -> str:
     """The SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    import hashlib
+
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while block := handle.read(_CHUNK):

@@ -7,8 +7,8 @@
 * :func:`settle`, :func:`rollback_choice` and the other record rules: what ``install.json``
   becomes and which versions stay; :mod:`updater.install` applies them.
 
-``packaging`` is imported only when versions are compared: the cached check imports this
-module and must stay cheap.
+``models`` and ``packaging`` are imported only where a tag is built or versions are compared:
+the cached check imports this module and must stay cheap.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from . import models
 from .errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE, UsageError
 
 if TYPE_CHECKING:
@@ -74,6 +73,8 @@ class ReleaseRequest:
     @classmethod
     def exactly(cls, version: str, *, allow_downgrade: bool = False) -> ReleaseRequest:
         """mux's release ``v<version>``; a leading ``v`` is accepted. Raises UsageError."""
+        from . import models
+
         tag = models.tag_for(version.strip().removeprefix("v"))
         if not models.TAG_RE.fullmatch(tag):
             raise UsageError(
@@ -121,7 +122,9 @@ class ReleaseRequest:
 
 
 def _version(value: str | Version) -> Version:
-    return models.parse_version(value) if isinstance(value, str) else value
+    from .models import parse_version
+
+    return parse_version(value) if isinstance(value, str) else value
 
 
 # -- what the check found ----------------------------------------------------------------------
