@@ -43,7 +43,7 @@ from updater.buildinfo import BUILD_INFO_FILE, MAX_TRUSTED_KEYS, BuildInfo, Trus
 from updater.errors import MuxError, UsageError, VerificationError
 from updater.files import sha256_file
 from updater.minisign import PublicKey
-from updater.models import parse_version
+from updater.models import archive_folder, parse_version
 
 if TYPE_CHECKING:
     from .pins import Pin
@@ -74,7 +74,7 @@ class BuildError(MuxError):
 
 
 def build_folder_name(target: str) -> str:
-    return f"mux-{target}"
+    return archive_folder(target)  # the archive's one top folder (docs/contracts.md)
 
 
 def make_build_info(

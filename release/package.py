@@ -105,7 +105,7 @@ def _tar_info(name: str, mode: int, mtime: int) -> tarfile.TarInfo:
 
 
 def _link_stays_inside(root: Path, link: Path) -> bool:
-    # The updater's rule (updater.install): relative targets without "..", so that every
+    # The updater's rule (updater.verify): relative targets without "..", so that every
     # link, and every chain of links, stays at or below its own folder.
     target = os.readlink(link)
     if os.path.isabs(target) or ".." in Path(target).parts:

@@ -187,9 +187,7 @@ def _place(layout: Layout, staging: Path, version: str) -> Path:
         if layout.active_version() == version:
             shutil.rmtree(staging, ignore_errors=True)
             return final  # already active: never swap files under a running mux
-        trash = Path(tempfile.mkdtemp(dir=layout.versions, prefix=TRASH_PREFIX))
-        os.rename(final, trash / "old")
-        shutil.rmtree(trash, ignore_errors=True)
+        _remove_version(layout, version)
     os.rename(staging, final)
     fsync_dir(layout.versions)
     return final
@@ -250,6 +248,12 @@ class Transaction:
     @property
     def active(self) -> str | None:
         return self.layout.active_version()
+
+    @property
+    def download_dir(self) -> Path:
+        """Where a download streams to: ``MUX_HOME`` (one file system with ``versions/``, and
+        a killed run's ``.download-`` file is a leftover the next run removes)."""
+        return self.layout.home
 
     def staging(self, version: str) -> Path:
         """A new empty ``versions/<version>.partial-XXXX`` folder."""

@@ -161,7 +161,7 @@ def run_update(
                 asset,
                 policy,
                 log,
-                download_dir=layout.home,
+                download_dir=transaction.download_dir,
                 unpack_dir=transaction.staging(manifest.version),
                 smoke_target=target,
                 smoke_timeout=settings.smoke_test_timeout,
