@@ -3,14 +3,13 @@
 :func:`check` is the library entry point. With ``max_age`` it first tries the cache
 (:mod:`updater.cache`) and, on a hit, answers without importing the HTTP stack; the live
 servers are always asked afresh, since a restart can change them at any moment. A failed
-lookup is cached too (:class:`CachedFailure`), so an offline machine does not retry on every
+lookup is cached too (:func:`failure_to_cache`), so an offline machine does not retry on every
 call.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from . import buildinfo, cache
@@ -36,9 +35,9 @@ def check(
         hit = cache.load(key, max_age)
         if hit is not None:
             answer, checked_at = hit
-            failure = CachedFailure.from_cache(answer)
+            failure = cached_failure(answer)
             if failure is not None:
-                raise failure.error()
+                raise failure
             cached_offer = ReleaseOffer.from_cache(answer)
             if cached_offer is not None:
                 return _report(build, cached_offer, settings, target, True, checked_at)
@@ -46,7 +45,7 @@ def check(
     try:
         offer = find_offer(request, settings, build, target)
     except MuxError as exc:
-        cache.store(key, CachedFailure.of(exc).to_cache(), now=now)
+        cache.store(key, failure_to_cache(exc), now=now)
         raise
     cache.store(key, offer.to_cache(), now=now)
     return _report(build, offer, settings, target, False, now)
@@ -97,34 +96,21 @@ def find_offer(
         )
 
 
-@dataclass(frozen=True)
-class CachedFailure:
-    message: str
-    hint: str | None
-    exit_code: int
+def failure_to_cache(exc: MuxError) -> dict[str, Any]:
+    return {"ok": False, "error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
 
-    @classmethod
-    def of(cls, exc: MuxError) -> CachedFailure:
-        return cls(exc.message, exc.hint, exc.exit_code)
 
-    def to_cache(self) -> dict[str, Any]:
-        return {"ok": False, "error": self.message, "hint": self.hint, "exit_code": self.exit_code}
-
-    @classmethod
-    def from_cache(cls, doc: dict[str, Any]) -> CachedFailure | None:
-        if doc.get("ok") is not False:
-            return None
-        hint, code = doc.get("hint"), doc.get("exit_code")
-        return cls(
-            str(doc.get("error")),
-            hint if isinstance(hint, str) else None,
-            code if isinstance(code, int) else MuxError.exit_code,
-        )
-
-    def error(self) -> MuxError:
-        error = MuxError(f"{self.message} (cached result)", hint=self.hint)
-        error.exit_code = self.exit_code
-        return error
+def cached_failure(doc: dict[str, Any]) -> MuxError | None:
+    """The error a cached failed lookup stands for; None when ``doc`` is not one."""
+    if doc.get("ok") is not False:
+        return None
+    hint, code = doc.get("hint"), doc.get("exit_code")
+    error = MuxError(
+        f"{doc.get('error')} (cached result)", hint=hint if isinstance(hint, str) else None
+    )
+    if isinstance(code, int):
+        error.exit_code = code
+    return error
 
 
 def _target(settings: Settings, build: BuildInfo) -> str:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from .errors import InstallError, NetworkError, VerificationError
-from .layout import DOWNLOAD_PREFIX
 
 if TYPE_CHECKING:
     from .http import HttpClient
@@ -68,6 +67,8 @@ def download(
     ``size``: the exact length, when known (a shorter body is resumed, then refused);
     ``max_size``: the limit either way.
     """
+    from .layout import DOWNLOAD_PREFIX  # (not at the top: the check downloads nothing)
+
     progress = progress or NoProgress()
     directory.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(dir=directory, prefix=DOWNLOAD_PREFIX)

@@ -7,8 +7,9 @@
 * :func:`settle`, :func:`rollback_choice` and the other record rules: what ``install.json``
   becomes and which versions stay; :mod:`updater.install` applies them.
 
-``models`` and ``packaging`` are imported only where a tag is built or versions are compared:
-the cached check imports this module and must stay cheap.
+The cached check imports this module, so it stays cheap: ``models`` and ``packaging`` are
+imported only where a tag is built or versions are compared, and the records the cached path
+defines are NamedTuples (defining a frozen dataclass costs about a millisecond).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import copy
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE, UsageError
 
@@ -52,8 +53,7 @@ class Decision(StrEnum):
         return self.installs or self is Decision.DOWNGRADE_REFUSED
 
 
-@dataclass(frozen=True)
-class ReleaseRequest:
+class ReleaseRequest(NamedTuple):
     """The newest release (stable, or including pre-releases), or exactly one release.
 
     An exact request names its tag; mux's own tags are ``v`` + the version as the release
@@ -130,15 +130,13 @@ def _version(value: str | Version) -> Version:
 # -- what the check found ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class OfferedAsset:
+class OfferedAsset(NamedTuple):
     name: str
     size: int
     sha256: str
 
 
-@dataclass(frozen=True)
-class ReleaseOffer:
+class ReleaseOffer(NamedTuple):
     """The release a source offers for a request, decided against the running mux.
 
     This is what the check caches: everything here comes from the source, so a cached
@@ -312,8 +310,7 @@ def plan_check(
 RECORD_SCHEMA = 1
 
 
-@dataclass(frozen=True)
-class Settlement:
+class Settlement(NamedTuple):
     """What settling an install does: the versions to remove, the record to write."""
 
     remove: tuple[str, ...]

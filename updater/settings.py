@@ -12,22 +12,23 @@ A malformed number (``MUX_HTTP_TIMEOUT=soon``) falls back to its default; URLs a
 checked where they are used (:mod:`updater.sources`, :mod:`updater._targets`), so that a bad
 value fails the command that uses it with one line naming the variable.
 
-Stdlib only: this is on the fast path of the cached check.
+Stdlib only: this is on the fast path of the cached check. The records are NamedTuples, not
+frozen dataclasses, for the same reason: defining a frozen dataclass costs about a millisecond
+at import.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: NamedTuple turns string annotations into
+# ForwardRefs, compiling each one at import time, on the fast path.
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 DEFAULT_SOURCE = "github"
 TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
 
 
-@dataclass(frozen=True)
-class HttpSettings:
+class HttpSettings(NamedTuple):
     """How long and how often to try: ``MUX_HTTP_TIMEOUT``, ``_RETRIES``, ``_BACKOFF``."""
 
     timeout: float = 10.0  # seconds to connect, and without a byte while reading (a stall)
@@ -35,8 +36,7 @@ class HttpSettings:
     backoff: float = 0.5  # seconds before the first retry, doubled for each next one
 
 
-@dataclass(frozen=True)
-class GitHubSettings:
+class GitHubSettings(NamedTuple):
     """Where the GitHub source looks, and with which token."""
 
     repo: str = ""  # owner/name: MUX_REPO, else the one baked into the build
@@ -45,11 +45,10 @@ class GitHubSettings:
     token: str | None = None  # MUX_GITHUB_TOKEN, else GITHUB_TOKEN
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     source: str = DEFAULT_SOURCE  # --source / MUX_UPDATE_SOURCE: "github", a feed URL or folder
-    github: GitHubSettings = field(default_factory=GitHubSettings)
-    http: HttpSettings = field(default_factory=HttpSettings)
+    github: GitHubSettings = GitHubSettings()
+    http: HttpSettings = HttpSettings()
     trust_keys: tuple[str, ...] = ()  # --trust-key: minisign keys trusted besides the build's
     skip_attestation: bool = False  # --insecure-skip-attestation
     sigstore_trusted_root: Path | None = None  # MUX_SIGSTORE_TRUSTED_ROOT (private instances)
@@ -133,8 +132,7 @@ def _with_flags(
     trust_keys: tuple[str, ...],
     skip_attestation: bool,
 ) -> Settings:
-    return replace(
-        settings,
+    return settings._replace(
         source=source or settings.source,
         home=home or settings.home,
         trust_keys=(*settings.trust_keys, *trust_keys),
