@@ -179,3 +179,22 @@ def test_the_client_never_imports_the_release_tooling() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def test_the_release_tooling_without_its_extra_says_how_to_get_it() -> None:
+    """mux-release with tomlkit missing (mux installed without [release]): one line, exit 1."""
+    script = (
+        "import sys\n"
+        "sys.modules['tomlkit'] = None  # as if the release extra were not installed\n"
+        "sys.argv = ['mux-release', 'pins', '--check']\n"
+        "from release.cli import main\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "mux-release: error: tomlkit is missing: the release tooling is the optional extra of "
+        "mux (pip install 'mux[release]'; in a checkout, uv sync)"
+    ]

@@ -160,7 +160,7 @@ def check_text(report: CheckReport) -> str:
         lines.append(f"{current} → {offer.version} {verb}{released}")
         lines.append(f"  release: {offer.release_url}")
         command = "mux update" + (f" --version {offer.version}" if offer.requested else "")
-        if offer.decision is Decision.DOWNGRADE_REFUSED:
+        if offer.decision in (Decision.DOWNGRADE, Decision.DOWNGRADE_REFUSED):
             command += " --allow-downgrade"  # it is older than this mux
         lines.append(f"  install it with: {command}")
     else:
