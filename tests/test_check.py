@@ -108,6 +108,16 @@ def test_explicit_version(github: FakeGitHub, sandbox_env) -> None:
     assert doc["latest"]["version"] == "8.0.0" and doc["latest"]["requested"] is True
 
 
+def test_an_older_requested_version_says_how_to_install_it(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, "0.0.5")  # older than this mux
+    env = {**sandbox_env, **github_env(github)}
+    result, doc = check(env, "--version", "0.0.5")
+    assert result.returncode == 10, result.stderr
+    assert doc["latest"]["version"] == "0.0.5" and doc["latest"]["requested"] is True
+    text = run_mux(["update", "--check", "--version", "0.0.5"], env)
+    assert "install it with: mux update --version 0.0.5 --allow-downgrade" in text.stdout
+
+
 def test_rate_limit_is_one_line_with_reset_and_token_hint(github: FakeGitHub, sandbox_env) -> None:
     write_release(github.root, "9.0.0")
     github.rate_limited = True
