@@ -19,17 +19,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from . import models
-from .download import Downloaded, Progress, download
 from .errors import NetworkError, ParseError, UsageError, VerificationError
 from .http import Fetched, HostPolicy, HttpClient
 from .settings import HttpSettings
 from .urls import check_url_scheme, is_loopback_host, url_origin
 
 if TYPE_CHECKING:
+    from .download import Downloaded, Progress
     from .plan import ReleaseRequest
     from .settings import Settings
 
@@ -47,8 +47,7 @@ BUNDLE_LIMIT = 16 * 1024 * 1024
 TagRule = Callable[[str], object]
 
 
-@dataclass(frozen=True)
-class PublishedAsset:
+class PublishedAsset(NamedTuple):
     """An asset as the release page lists it (GitHub's API), before anything is downloaded."""
 
     name: str
@@ -56,8 +55,7 @@ class PublishedAsset:
     sha256: str | None  # GitHub's own digest (absent on releases made before 2025-06)
 
 
-@dataclass(frozen=True)
-class ReleaseListing:
+class ReleaseListing(NamedTuple):
     tag: str
     draft: bool
     assets: Mapping[str, PublishedAsset]
@@ -102,6 +100,8 @@ class ReleaseSource(ABC):
         progress: Progress | None = None,
     ) -> Downloaded:
         """A release file into a temporary file in ``into`` (see :mod:`updater.download`)."""
+        from .download import download  # (not at the top: the check downloads nothing)
+
         return download(
             self.file_url(tag, name),
             into,
