@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .files import atomic_write
-
 CACHE_SCHEMA = 2  # 2: answers carry the typed decision (updater.plan.ReleaseOffer)
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
@@ -79,6 +77,8 @@ def store(key: dict[str, Any], answer: dict[str, Any], *, now: float | None = No
         "checked_at": time.time() if now is None else now,
         "answer": answer,
     }
+    from .files import atomic_write  # only writers pay for it; a cache hit only reads
+
     try:
         atomic_write(check_cache_path(), (json.dumps(doc, sort_keys=True) + "\n").encode())
     except OSError:

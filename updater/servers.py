@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import MuxError, UsageError
 from .protocol import STATUS_PATH, StatusLine, StatusLineError, parse_status_line
-from .urls import is_loopback_host
 
 if TYPE_CHECKING:
     import http.client
@@ -91,7 +90,9 @@ def parse_server_address(text: str) -> ServerAddress:
         if not text:
             raise UsageError("empty server address")
         return UnixAddress(Path(text))
-    from urllib.parse import unquote, urlsplit  # only URL addresses need it
+    from urllib.parse import unquote, urlsplit  # only URL addresses need these
+
+    from .urls import is_loopback_host
 
     expected = "expected unix:///path/to.sock or http://127.0.0.1:PORT"
     try:
