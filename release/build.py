@@ -249,6 +249,13 @@ def check_pinned_artifacts(
     return found
 
 
+def write_bill(folder: Path, pins_path: Path | None) -> None:
+    """The build's last step: its notices and SBOM, from what the folder now holds."""
+    from .bill import write_build_bill
+
+    write_build_bill(folder, pins_path=pins_path)
+
+
 def vendor_pinned_artifacts(files: Sequence[PinnedFile], build_folder: Path) -> None:
     """Copy checked artifacts into ``build_folder``, hashing what is written.
 
@@ -358,6 +365,7 @@ def build_standin(
         launcher = folder / "mux"
         launcher.write_text(_LAUNCHER.format(python=shlex.quote(python)), encoding="utf-8")
         launcher.chmod(0o755)
+        write_bill(folder, pins_path)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -450,6 +458,7 @@ def build_standalone(
             raise BuildError("PyInstaller finished but produced no mux executable")
         # Into the scratch build, so the output folder only ever appears complete.
         vendor_pinned_artifacts(pinned, built)
+        write_bill(built, pins_path)
         try:
             shutil.move(str(built), str(folder))
         except BaseException:
