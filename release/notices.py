@@ -634,7 +634,7 @@ def render_build_notices(components: Iterable[Any], *, version: str, target: str
         _INTRO_SHARED,
         "",
     ]
-    sections = [
+    sections: list[tuple[str, Sequence[str], Sequence[_Entry]]] = [
         (title, [], [_component_entry(c) for c in ordered if c.kind == kind])
         for kind, title in BUILD_SECTIONS
     ]

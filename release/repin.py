@@ -6,18 +6,20 @@ The steps (``../shared/notes/repin-and-notices.md`` §3.3), each failing closed:
 2. resolve the release: ``--tag``, or the newest release (GitHub's ``/releases/latest``
    redirect, or a mirror's ``releases.json``); a tag must keep the entry's tag prefix;
 3. refuse a downgrade unless ``allow_downgrade``;
-4. read the release (GitHub API): not a draft, the asset is listed, its size is within the
-   cap, its ``digest``; whether it publishes ``SHA256SUMS``;
-5. stream the asset while hashing it, with a size cap (the bytes are not kept: the pin is the
-   digest, and ``mux-release build`` checks the file it is given in --artifacts DIR against the pin);
+4. read the release (GitHub API): not a draft, every asset of the entry is listed (one per
+   declared target, all from this one tag; a missing one is named with its target), each
+   size is within the cap, each ``digest``; whether it publishes ``SHA256SUMS``;
+5. for every asset, in parallel under one progress display: stream it while hashing it, with
+   a size cap (the bytes are not kept: the pin is the digest, and ``mux-release build``
+   checks the file it is given in --artifacts DIR against the pin), then
 6. every available digest must agree: the computed one, the API ``digest`` and the release's
-   ``SHA256SUMS`` line (mandatory on a mirror, which has no API);
-7. the artifact's build-provenance attestation must verify for the entry's identity, at
+   ``SHA256SUMS`` line (mandatory on a mirror, which has no API), and
+7. its build-provenance attestation must verify for the entry's identity, at
    ``refs/tags/<tag>`` (the updater's own verifier, :mod:`updater.attestation`);
-8. rewrite the entry's ``tag``, ``url``, ``sha256`` and ``size`` with tomlkit (comments and
-   order kept, nothing else touched), regenerate the notices, and write both files together:
-   both are staged as temp files next to their targets, then renamed; if anything fails,
-   neither changes.
+8. only when every asset passed: rewrite the entry's ``tag`` and each asset's ``url``,
+   ``sha256`` and ``size`` with tomlkit (comments and order kept, nothing else touched),
+   regenerate the notices, and write both files together: both are staged as temp files next
+   to their targets, then renamed; if anything fails, neither changes.
 
 ``dry_run`` stops before step 8's writes and reports the diffs.
 """
@@ -43,7 +45,9 @@ from .pins import (
     ARTIFACTS_KEY,
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
+    PINNED_KEY,
     Pin,
+    PinnedAsset,
     PinsError,
     load_document,
     parse_tag_version,
@@ -63,31 +67,63 @@ class RepinRefused(MuxError):
 
 
 @dataclass(frozen=True)
-class RepinResult:
-    """What a repin found and did; ``changed`` is False when the pin already was this."""
+class RepinnedFile:
+    """One verified asset: what its target will ship."""
 
-    name: str
-    old_tag: str | None
-    old_sha256: str | None
-    tag: str
+    target: str | None
+    asset: str
     url: str
     sha256: str
     size: int
     digests: tuple[str, ...]  # which sources agreed on the sha256
     attestation: AttestationReport
+
+
+@dataclass(frozen=True)
+class RepinResult:
+    """What a repin found and did; ``changed`` is False when the pin already was this."""
+
+    name: str
+    old_tag: str | None
+    tag: str
+    files: tuple[RepinnedFile, ...]
     pins_diff: str
     notices_diff: str
     changed: bool
     written: bool
 
+    # The single asset's fields (an entry shipped by every target).
+    @property
+    def sha256(self) -> str:
+        return self.files[0].sha256
+
+    @property
+    def size(self) -> int:
+        return self.files[0].size
+
+    @property
+    def url(self) -> str:
+        return self.files[0].url
+
+    @property
+    def digests(self) -> tuple[str, ...]:
+        return self.files[0].digests
+
+    @property
+    def attestation(self) -> AttestationReport:
+        return self.files[0].attestation
+
     def describe(self) -> list[str]:
         """Human-readable lines for the CLI, ending with a ready commit message."""
-        attested = f"{self.attestation.signer_workflow}@{self.attestation.signer_ref}"
-        lines = [
-            f"{self.name}: {self.tag} sha256 {self.sha256} ({self.size} bytes)",
-            "  digests agree: " + ", ".join(self.digests),
-            f"  attested by {self.attestation.repository} {attested}",
-        ]
+        lines = []
+        for item in self.files:
+            report = item.attestation
+            what = f" ({item.target}) {item.asset}" if item.target else ""
+            lines += [
+                f"{self.name}{what}: {self.tag} sha256 {item.sha256} ({item.size} bytes)",
+                "  digests agree: " + ", ".join(item.digests),
+                f"  attested by {report.repository} {report.signer_workflow}@{report.signer_ref}",
+            ]
         if not self.changed:
             lines.append(f"{self.name} is already pinned to {self.tag}; nothing to change")
             return lines
@@ -97,9 +133,12 @@ class RepinResult:
                 lines.append(self.notices_diff.rstrip("\n"))
             return lines
         old = f"{self.old_tag} " if self.old_tag else ""
+        what = (
+            f"sha256 {self.sha256[:12]}" if len(self.files) == 1 else f"{len(self.files)} targets"
+        )
         lines.append(
-            f"commit: repin {self.name}: {old}-> {self.tag}, sha256 {self.sha256[:12]}, "
-            f"attested by {self.attestation.repository}"
+            f"commit: repin {self.name}: {old}-> {self.tag}, {what}, "
+            f"attested by {self.files[0].attestation.repository}"
         )
         return lines
 
@@ -153,14 +192,32 @@ def agree_on_digest(computed: str, others: Sequence[tuple[str, str | None]]) -> 
     return agreed
 
 
-def rewrite_pin(document_text: str, name: str, fields: dict[str, Any]) -> str:
-    """``document_text`` with only ``fields`` of ``[artifacts.<name>]`` replaced (tomlkit)."""
+def rewrite_pin(
+    document_text: str,
+    name: str,
+    fields: dict[str, Any],
+    per_target: dict[str, dict[str, Any]] | None = None,
+) -> str:
+    """``document_text`` with only ``fields`` of ``[artifacts.<name>]`` replaced (tomlkit), and
+    for a per-target entry its ``[artifacts.<name>.pinned.<target>]`` tables."""
     import tomlkit
 
     document = tomlkit.parse(document_text)
     entry = document[ARTIFACTS_KEY][name]
     for key, value in fields.items():
         entry[key] = value
+    if per_target is not None:
+        pinned = entry.get(PINNED_KEY)
+        if pinned is None:
+            pinned = tomlkit.table(is_super_table=True)
+            entry[PINNED_KEY] = pinned
+        for target in sorted(per_target):
+            table = pinned.get(target)
+            if table is None:
+                table = tomlkit.table()
+                pinned[target] = table
+            for key, value in per_target[target].items():
+                table[key] = value
     return tomlkit.dumps(document)
 
 
@@ -170,10 +227,8 @@ def rewrite_pin(document_text: str, name: str, fields: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class _Release:
     tag: str
-    api_digest: str | None
-    api_size: int | None
+    assets: dict[str, tuple[str | None, int | None]] | None  # name -> (API digest, size)
     publishes_sums: bool
-    assets: frozenset[str]
 
 
 def _open_source(
@@ -204,11 +259,13 @@ def _latest_tag(source: GitHubSource | FeedSource) -> str:
 
 
 def _release_info(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> _Release:
+    """The release's asset list (names, API digests, sizes); every asset of ``pin`` must be in
+    it and within the size cap, or nothing is downloaded."""
     from updater.sources import GitHubSource
 
     if not isinstance(source, GitHubSource):
         # A mirror has no API: no asset list and no digest field, so SHA256SUMS is mandatory.
-        return _Release(tag, None, None, True, frozenset())
+        return _Release(tag, None, True)
     url = f"{source.api}/repos/{source.repo}/releases/tags/{quote(tag, safe='')}"
     headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
     try:
@@ -219,24 +276,36 @@ def _release_info(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> _Rel
         raise NetworkError(f"{url} did not answer a release object")
     if doc.get("draft"):
         raise RepinRefused(f"{pin.name}: release {tag} is a draft; pin a published release")
-    assets = {a.get("name"): a for a in doc.get("assets") or [] if isinstance(a, dict)}
-    asset = assets.get(pin.asset)
-    if asset is None:
-        raise NetworkError(f"release {tag} of {pin.repository} has no asset {pin.asset}")
-    digest = asset.get("digest")
-    api_digest = None
-    if isinstance(digest, str) and digest.startswith("sha256:"):
-        api_digest = digest.removeprefix("sha256:").lower()
-        if not is_sha256(api_digest):
-            raise VerificationError(f"GitHub's digest for {pin.asset} is malformed: {digest[:80]}")
-    size = asset.get("size")
-    api_size = size if isinstance(size, int) and not isinstance(size, bool) else None
-    if api_size is not None and api_size > pin.max_bytes:
-        raise RepinRefused(
-            f"{pin.name}: {pin.asset} is {api_size} bytes, more than max_bytes ({pin.max_bytes})"
+    listed: dict[str, tuple[str | None, int | None]] = {}
+    for asset in doc.get("assets") or []:
+        if not isinstance(asset, dict) or not isinstance(asset.get("name"), str):
+            continue
+        digest = asset.get("digest")
+        api_digest = None
+        if isinstance(digest, str) and digest.startswith("sha256:"):
+            api_digest = digest.removeprefix("sha256:").lower()
+            if not is_sha256(api_digest):
+                raise VerificationError(
+                    f"GitHub's digest for {asset['name']} is malformed: {digest[:80]}"
+                )
+        size = asset.get("size")
+        listed[asset["name"]] = (
+            api_digest,
+            size if isinstance(size, int) and not isinstance(size, bool) else None,
         )
-    names = frozenset(str(n) for n in assets)
-    return _Release(tag, api_digest, api_size, SUMS_NAME in names, names)
+    missing = [item for item in pin.files if item.asset not in listed]
+    if missing:
+        named = ", ".join(
+            f"{item.asset} (for {item.target})" if item.target else item.asset for item in missing
+        )
+        raise NetworkError(f"release {tag} of {pin.repository} has no asset {named}")
+    for item in pin.files:
+        size = listed[item.asset][1]
+        if size is not None and size > pin.max_bytes:
+            raise RepinRefused(
+                f"{pin.name}: {item.asset} is {size} bytes, more than max_bytes ({pin.max_bytes})"
+            )
+    return _Release(tag, listed, SUMS_NAME in listed)
 
 
 def _hash_stream(chunks: Any, limit: int, what: str) -> tuple[str, int]:
@@ -253,10 +322,10 @@ def _hash_stream(chunks: Any, limit: int, what: str) -> tuple[str, int]:
 def _download_and_hash(
     source: GitHubSource | FeedSource,
     tag: str,
-    pin: Pin,
+    asset: str,
+    max_bytes: int,
     expected_size: int | None,
-    *,
-    quiet: bool,
+    progress: Any,
 ) -> tuple[str, int]:
     """Fetch the asset and hash it; the bytes are not kept (the pin is their digest).
 
@@ -264,9 +333,9 @@ def _download_and_hash(
     is the updater's own downloader: resumed with Range, never past the size, retried. A mirror
     URL lists no sizes, so its body is streamed through sha256 here, capped by ``max_bytes``.
     """
-    from updater.download import download, make_progress
+    from updater.download import download
 
-    location = source.file_url(tag, pin.asset)
+    location = source.file_url(tag, asset)
     client = getattr(source, "client", None)
     remote = location.startswith(("http://", "https://"))
     if expected_size is not None or not remote:
@@ -274,10 +343,10 @@ def _download_and_hash(
             fetched = download(
                 location,
                 Path(scratch),
-                expected_size=expected_size if expected_size is not None else pin.max_bytes,
+                expected_size=expected_size if expected_size is not None else max_bytes,
                 client=client,
-                label=f"{pin.asset} {tag}",
-                progress=make_progress(f"{pin.asset} {tag}", quiet=quiet),
+                label=f"{asset} {tag}",
+                progress=progress,
             )
             return fetched.sha256, fetched.size
 
@@ -286,7 +355,7 @@ def _download_and_hash(
     assert client is not None
     with client.stream(location) as response:
         try:
-            return _hash_stream(response.iter_bytes(CHUNK_SIZE), pin.max_bytes, location)
+            return _hash_stream(response.iter_bytes(CHUNK_SIZE), max_bytes, location)
         except httpx.HTTPError as exc:
             # A body shorter than its Content-Length, a reset or a stall: never a pin.
             raise NetworkError(
@@ -294,22 +363,20 @@ def _download_and_hash(
             ) from None
 
 
-def _sums_digest(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> str:
+def _sums(source: GitHubSource | FeedSource, tag: str) -> dict[str, str]:
     raw = source.fetch(tag, SUMS_NAME)
     try:
-        sums = parse_sha256sums(raw)
+        return parse_sha256sums(raw)
     except ParseError as exc:
         raise VerificationError(f"release {tag}: {exc.message}") from None
-    if pin.asset not in sums:
-        raise VerificationError(f"release {tag}: {SUMS_NAME} does not list {pin.asset}")
-    return sums[pin.asset]
 
 
 def _attestation_bundles(
-    source: GitHubSource | FeedSource, tag: str, pin: Pin, sha256: str
+    source: GitHubSource | FeedSource, tag: str, pin: Pin, item: PinnedAsset, sha256: str
 ) -> bytes:
-    if pin.attestation_asset:
-        return source.fetch(tag, pin.attestation_asset, max_size=16 * 1024 * 1024)
+    bundle_asset = pin.attestation_asset_for(item.target)
+    if bundle_asset:
+        return source.fetch(tag, bundle_asset, max_size=16 * 1024 * 1024)
     from updater.sources import GitHubSource
 
     if not isinstance(source, GitHubSource):
@@ -325,7 +392,8 @@ def _attestation_bundles(
         bundles = []
     if not bundles:
         raise VerificationError(
-            f"{pin.name}: {pin.asset} of {tag} is not attested (no attestation for sha256 {sha256})"
+            f"{item.label(pin.name)}: {item.asset} of {tag} is not attested (no attestation "
+            f"for sha256 {sha256})"
         )
     return b"\n".join(bundles)
 
@@ -409,8 +477,6 @@ def repin(
     root (default: ``MUX_SIGSTORE_TRUSTED_ROOT``, else Sigstore's production root).
     ``distributions`` replaces the installed ones in the regenerated notices (tests).
     """
-    from updater.attestation import AttestationIdentity, verify_attestation
-
     say = progress or (lambda _message: None)
     if (tag is None) == (not latest):
         raise UsageError("give exactly one of --tag TAG and --latest")
@@ -435,42 +501,25 @@ def repin(
         except ParseError as exc:
             raise UsageError(f"{pin.name}: {exc.message}") from None
         release = _release_info(artifact_source, new_tag, pin)
+        sums = _sums(artifact_source, new_tag) if release.publishes_sums else None
 
-        say(f"[3/7] download {pin.asset} of {new_tag}")
-        computed, size = _download_and_hash(
-            artifact_source, new_tag, pin, release.api_size, quiet=progress is None
-        )
-        if release.api_size is not None and size != release.api_size:
-            raise VerificationError(
-                f"{pin.asset}: downloaded {size} bytes, the release lists {release.api_size}"
-            )
-
+        count = f"{len(pin.files)} assets" if len(pin.files) > 1 else pin.files[0].asset
+        say(f"[3/7] download {count} of {new_tag}")
         say("[4/7] cross-check digests")
-        sums = _sums_digest(artifact_source, new_tag, pin) if release.publishes_sums else None
-        agreed = agree_on_digest(
-            computed, [("GitHub's asset digest", release.api_digest), (SUMS_NAME, sums)]
+        say("[5/7] verify the attestation" + ("s" if len(pin.files) > 1 else ""))
+        verified = _verify_all(
+            artifact_source,
+            pin,
+            release,
+            sums,
+            trusted_root=trusted_root,
+            quiet=progress is None,
         )
-        if pin.tag == new_tag and pin.sha256 is not None and pin.sha256 != computed:
-            raise VerificationError(
-                f"{pin.name}: {pin.asset} of {new_tag} changed since it was pinned "
-                f"(pinned {pin.sha256}, now {computed})"
-            )
-
-        say("[5/7] verify the attestation")
-        bundle = _attestation_bundles(artifact_source, new_tag, pin, computed)
-        identity = AttestationIdentity(
-            repository=pin.identity.repository,
-            signer_workflow=pin.identity.signer_workflow,
-            ref=f"refs/tags/{new_tag}",
-        )
-        report = verify_attestation(bundle, computed, identity, trusted_root=trusted_root)
-        url = _canonical_url(artifact_source, pin, new_tag)
     finally:
         artifact_source.close()
 
     say("[6/7] plan the writes")
-    fields: dict[str, Any] = {"tag": new_tag, "url": url, "sha256": computed, "size": size}
-    updated = rewrite_pin(original, name, fields)
+    updated = _rewrite(original, pin, new_tag, verified)
     new_pins, problems = read_pins(load_document_text(updated), base_dir=pins_path.parent)
     if problems:  # the rewrite must round-trip into a valid file, or nothing is written
         raise PinsError(f"the rewritten pins.toml is invalid: {problems[0]}")
@@ -491,13 +540,8 @@ def repin(
     return RepinResult(
         name=name,
         old_tag=pin.tag,
-        old_sha256=pin.sha256,
         tag=new_tag,
-        url=url,
-        sha256=computed,
-        size=size,
-        digests=tuple(agreed),
-        attestation=report,
+        files=verified,
         pins_diff=pins_diff,
         notices_diff=notices_diff,
         changed=changed,
@@ -505,13 +549,181 @@ def repin(
     )
 
 
-def _canonical_url(source: GitHubSource | FeedSource, pin: Pin, tag: str) -> str:
+def _verify_one(
+    source: GitHubSource | FeedSource,
+    pin: Pin,
+    item: PinnedAsset,
+    release: _Release,
+    sums: dict[str, str] | None,
+    *,
+    trusted_root: Path | None,
+    progress: Any,
+) -> RepinnedFile:
+    """Download, cross-check and attestation-verify one asset (runs in a worker thread)."""
+    from updater.attestation import AttestationIdentity, verify_attestation
+
+    tag = release.tag
+    api_digest, api_size = (release.assets or {}).get(item.asset, (None, None))
+    computed, size = _download_and_hash(source, tag, item.asset, pin.max_bytes, api_size, progress)
+    if api_size is not None and size != api_size:
+        raise VerificationError(
+            f"{item.asset}: downloaded {size} bytes, the release lists {api_size}"
+        )
+    if sums is not None and item.asset not in sums:
+        raise VerificationError(f"release {tag}: {SUMS_NAME} does not list {item.asset}")
+    agreed = agree_on_digest(
+        computed,
+        [
+            ("GitHub's asset digest", api_digest),
+            (SUMS_NAME, sums.get(item.asset) if sums is not None else None),
+        ],
+    )
+    if pin.tag == tag and item.sha256 is not None and item.sha256 != computed:
+        raise VerificationError(
+            f"{item.label(pin.name)}: {item.asset} of {tag} changed since it was pinned "
+            f"(pinned {item.sha256}, now {computed})"
+        )
+    bundle = _attestation_bundles(source, tag, pin, item, computed)
+    identity = AttestationIdentity(
+        repository=pin.identity.repository,
+        signer_workflow=pin.identity.signer_workflow,
+        ref=f"refs/tags/{tag}",
+    )
+    report = verify_attestation(bundle, computed, identity, trusted_root=trusted_root)
+    return RepinnedFile(
+        target=item.target,
+        asset=item.asset,
+        url=_canonical_url(source, pin, tag, item.asset),
+        sha256=computed,
+        size=size,
+        digests=tuple(agreed),
+        attestation=report,
+    )
+
+
+MAX_PARALLEL = 4
+
+
+def _verify_all(
+    source: GitHubSource | FeedSource,
+    pin: Pin,
+    release: _Release,
+    sums: dict[str, str] | None,
+    *,
+    trusted_root: Path | None,
+    quiet: bool,
+) -> tuple[RepinnedFile, ...]:
+    """Every asset of the entry, in parallel under one progress display; the first failure
+    (in the entry's target order) is raised once all have finished, so nothing is half done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    display = RepinProgress(quiet=quiet)
+    with display, ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
+        futures = [
+            pool.submit(
+                _verify_one,
+                source,
+                pin,
+                item,
+                release,
+                sums,
+                trusted_root=trusted_root,
+                progress=display.task(f"{item.asset} {release.tag}"),
+            )
+            for item in pin.files
+        ]
+        outcomes: list[RepinnedFile | MuxError] = []
+        for future in futures:
+            try:
+                outcomes.append(future.result())
+            except MuxError as exc:
+                outcomes.append(exc)
+    for outcome in outcomes:
+        if isinstance(outcome, MuxError):
+            raise outcome
+    return tuple(o for o in outcomes if isinstance(o, RepinnedFile))
+
+
+class RepinProgress:
+    """One progress display for parallel downloads: a rich bar per asset on a terminal, else
+    one line when each starts and ends (the updater's :class:`PlainProgress`)."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        import os
+        import sys
+
+        self._quiet = quiet
+        self._rich: Any = None
+        if (
+            not quiet
+            and sys.stderr.isatty()
+            and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb"
+        ):
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+            self._rich = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+
+    def __enter__(self) -> RepinProgress:
+        if self._rich is not None:
+            self._rich.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+    def task(self, label: str) -> Any:
+        from updater.download import make_progress
+
+        if self._rich is None:
+            return make_progress(label, quiet=self._quiet)
+        rich = self._rich
+
+        class _Task:
+            def __init__(self) -> None:
+                self.id: Any = None
+
+            def start(self, total: int) -> None:
+                self.id = rich.add_task(label, total=total)
+
+            def advance(self, done: int) -> None:
+                rich.update(self.id, completed=done)
+
+            def finish(self) -> None:
+                if self.id is not None:
+                    rich.update(self.id, visible=False)
+
+        return _Task()
+
+
+def _rewrite(original: str, pin: Pin, tag: str, verified: Sequence[RepinnedFile]) -> str:
+    if not pin.per_target:
+        (item,) = verified
+        fields = {"tag": tag, "url": item.url, "sha256": item.sha256, "size": item.size}
+        return rewrite_pin(original, pin.name, fields)
+    per_target = {
+        str(item.target): {"url": item.url, "sha256": item.sha256, "size": item.size}
+        for item in verified
+    }
+    return rewrite_pin(original, pin.name, {"tag": tag}, per_target)
+
+
+def _canonical_url(source: GitHubSource | FeedSource, pin: Pin, tag: str, asset: str) -> str:
     """The asset's GitHub download URL, whichever source it was fetched from: the pin names
     the artifact (the sha256 fixes its bytes), not the mirror that happened to serve it."""
     from updater.sources import GITHUB_WEB, GitHubSource
 
     web = source.web if isinstance(source, GitHubSource) else GITHUB_WEB
-    return f"{web}/{pin.repository}/releases/download/{quote(tag)}/{quote(pin.asset)}"
+    return f"{web}/{pin.repository}/releases/download/{quote(tag)}/{quote(asset)}"
 
 
 def load_document_text(text: str) -> Any:

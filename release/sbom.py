@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,3 +207,32 @@ def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
             + more
         )
     return len(listed)
+
+
+def check_release_sbom(
+    fetch: Callable[[str], bytes],
+    sums: Mapping[str, str],
+    target: str,
+    unpacked: Path,
+    log: Any,
+) -> None:
+    """``mux-release verify``: the release's SBOM of ``target`` is listed in the (verified)
+    ``SHA256SUMS``, has that digest, and lists exactly the files of the unpacked archive."""
+    from updater.errors import NetworkError
+
+    name = sbom_asset_name(target)
+
+    def fail(message: str) -> VerificationError:
+        return VerificationError(f"verification failed ({LAYER_SBOM}): {message}")
+
+    if name not in sums:
+        raise fail(f"SHA256SUMS does not list {name} (every archive ships its SBOM)")
+    try:
+        raw = fetch(name)
+    except NetworkError as exc:
+        raise fail(f"{name} cannot be read: {exc.message}") from None
+    actual = hashlib.sha256(raw).hexdigest()
+    if actual != sums[name]:
+        raise fail(f"{name} has sha256 {actual}, SHA256SUMS says {sums[name]}")
+    count = check_sbom_matches(raw, unpacked, what=name)
+    log.ok(LAYER_SBOM, f"{name} lists the {count} files of mux-{target}.tar.gz")

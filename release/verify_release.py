@@ -3,7 +3,10 @@
 The layers are :mod:`updater.verify`'s and :mod:`updater.install`'s own functions, called in
 the order ``mux update`` calls them, for every archive of the release: signature, manifest,
 digests, attestation, a safe unpack (into a temporary folder) and, for the archive built for
-this machine, the smoke test. Each layer's result is reported.
+this machine, the smoke test. Each layer's result is reported. On top of ``mux update``'s
+layers it checks each archive's SBOM (``mux-<target>.cdx.json``, covered by the signed
+``SHA256SUMS``): present, and listing exactly the files the archive unpacks to
+(:func:`release.sbom.check_release_sbom`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from release.sbom import check_release_sbom
 from updater import models
 from updater.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
 from updater.errors import NetworkError, UsageError
@@ -164,6 +168,7 @@ def verify_release(
                 unpacked.mkdir()
                 unpack(fetched.path, unpacked, top=f"mux-{asset.target}")
                 log.ok(LAYER_ARCHIVE, f"{asset.name}: members confined, mux executable present")
+                check_release_sbom(release.fetch, sums, asset.target, unpacked, log)
                 if asset.target == this_target:
                     smoke_test(
                         unpacked,

@@ -1,0 +1,91 @@
+"""``mux-release fetch-artifacts --target T --out DIR``: download what a target's build ships.
+
+For each pin of ``release/pins.toml`` that a build for ``T`` ships (its single asset, or its
+asset for ``T``), download the pinned URL into ``DIR/<asset>``, hashing while it streams, and
+keep it only when its size and sha256 are the pin's (else nothing is left behind and the exit
+is 3). Nothing else is downloaded: the release workflow runs this in each build job, so a
+build fetches only what it ships, then ``mux-release build --artifacts DIR`` checks it again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from updater.errors import UsageError, VerificationError
+
+from .pins import Pin, PinnedAsset, load_pins
+
+
+@dataclass(frozen=True)
+class Fetched:
+    pin: str
+    asset: str
+    path: Path
+    sha256: str
+    reused: bool
+
+
+def _client_for(url: str) -> Any:
+    from updater.http import HostPolicy, HttpClient, url_origin
+    from updater.sources import GITHUB_DOWNLOAD_HOSTS
+
+    origin = url_origin(url)
+    policy = HostPolicy(
+        allowed_hosts=frozenset({*GITHUB_DOWNLOAD_HOSTS, origin, urlsplit(url).hostname or ""}),
+        token_hosts=frozenset(),
+    )
+    return HttpClient(policy=policy, token=None)
+
+
+def fetch_one(pin: Pin, item: PinnedAsset, out: Path, *, quiet: bool) -> Fetched:
+    from updater.download import download, make_progress
+
+    from .inventory import sha256_file
+
+    assert item.url is not None and item.sha256 is not None
+    destination = out / item.asset
+    if destination.is_file() and sha256_file(destination) == item.sha256:
+        return Fetched(pin.name, item.asset, destination, item.sha256, True)
+    label = f"{item.label(pin.name)} {pin.tag}"
+    with _client_for(item.url) as client:
+        fetched = download(
+            item.url,
+            out,
+            expected_size=item.size if item.size is not None else pin.max_bytes,
+            client=client,
+            label=item.asset,
+            progress=make_progress(item.asset, quiet=quiet),
+        )
+    try:
+        if item.size is not None and fetched.size != item.size:
+            raise VerificationError(
+                f"{label}: {item.url} is {fetched.size} bytes, the pin says {item.size}"
+            )
+        if fetched.sha256 != item.sha256:
+            raise VerificationError(
+                f"{label}: {item.url} has sha256 {fetched.sha256}, the pin says {item.sha256}",
+                hint="the release asset changed since it was pinned: repin it, or find out why",
+            )
+        os.chmod(fetched.path, 0o644)
+        os.replace(fetched.path, destination)
+    finally:
+        fetched.path.unlink(missing_ok=True)
+    return Fetched(pin.name, item.asset, destination, item.sha256, False)
+
+
+def fetch_artifacts(
+    pins_path: Path, target: str, out: Path, *, quiet: bool = True
+) -> list[Fetched]:
+    from updater._targets import TARGETS
+
+    from .build import shipped_pins
+
+    if target not in TARGETS:
+        raise UsageError(f"{target!r} is not a published target", hint=", ".join(TARGETS))
+    wanted = shipped_pins(load_pins(pins_path), target)
+    out.mkdir(parents=True, exist_ok=True)
+    return [fetch_one(pin, item, out, quiet=quiet) for pin, item in wanted]
