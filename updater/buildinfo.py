@@ -102,6 +102,22 @@ def current() -> BuildInfo:
     return _cached
 
 
+NOTICES_NAME = "THIRD_PARTY_NOTICES.md"
+
+
+def notices_file() -> Path | None:
+    """The third-party notices this mux ships: in a release build, the file at the top of its
+    version folder (two levels above ``updater/`` with its build info); in a development
+    checkout, the repository's. None when there is none."""
+    base = BUILD_INFO_FILE.parent
+    candidates = (
+        [base.parent.parent / NOTICES_NAME, base.parent / NOTICES_NAME]
+        if BUILD_INFO_FILE.is_file()
+        else [base.parent / NOTICES_NAME]
+    )
+    return next((path for path in candidates if path.is_file()), None)
+
+
 def effective_repo(info: BuildInfo) -> str:
     """The GitHub repository to update from: ``MUX_REPO`` overrides the baked one."""
     return os.environ.get("MUX_REPO") or info.repo
