@@ -24,7 +24,7 @@ def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "rehearsal passed: 10 steps" in out
+    assert "rehearsal passed: 13 steps" in out
     for expected in (
         "a standalone PyInstaller one-folder build",
         "install mux 1.0.0 with install.sh",
@@ -59,8 +59,8 @@ def test_a_failing_step_stops_the_rehearsal_with_its_error(
     with pytest.raises(rehearsal.RehearsalError) as caught:
         rehearsal.rehearse(standin=True, say=said.append)
     message = str(caught.value)
-    assert message.startswith("step 8 (mux update"), message
+    assert message.startswith("step 11 (mux update"), message
     assert "verification failed (attestation)" in message
-    assert not any(line.startswith("[ 9]") for line in said)  # nothing ran after it
+    assert not any(line.startswith("[12]") for line in said)  # nothing ran after it
     workdir = Path(said[0].rsplit(" in ", 1)[1])
     assert not workdir.exists()
