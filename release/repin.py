@@ -638,6 +638,10 @@ def _verify_all(
                 outcomes.append(future.result())
             except MuxError as exc:
                 outcomes.append(exc)
+    for item, outcome in zip(pin.files, outcomes, strict=True):
+        if isinstance(outcome, MuxError) and item.target is not None:
+            # Name the target and asset: with several in flight, the bare reason is ambiguous.
+            outcome.message = f"{item.label(pin.name)} {item.asset}: {outcome.message}"
     for outcome in outcomes:
         if isinstance(outcome, MuxError):
             raise outcome
