@@ -18,13 +18,13 @@ from release.build import build_standin, write_bill
 from release.fake_sigstore import FakeSigstore
 from release.glibc import GlibcError, check_glibc_floor, glibc_versions, required_glibc
 from release.install_script import write_install_script
-from release.package import package_release, rehash_sums, sign_release
+from release.package import rehash_sums, sign_release
 from release.publish import plan_publish
 from release.reproduce import NotReproducible, compare_builds
 from release.sbom import sbom_asset_name
 from tests.support.releases import KeyPair, make_keypair, make_release
 from updater._targets import detect_target
-from updater.errors import UsageError, VerificationError
+from updater.errors import UsageError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = detect_target()
