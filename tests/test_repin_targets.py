@@ -117,7 +117,9 @@ def run_repin(checkout: Path, github: FakeGitHub, sigstore: FakeSigstore, tag: s
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
 
 
 def test_an_entry_never_repinned_names_itself_in_the_check(checkout: Path) -> None:
