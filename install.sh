@@ -1610,6 +1610,7 @@ cmd_install() {
     else
         say "${c_bold}Installed mux $version${c_reset} at $link_path"
     fi
+    [ ! -f "$versions_dir/$version/THIRD_PARTY_NOTICES.md" ] || say "Third-party licences: $versions_dir/$version/THIRD_PARTY_NOTICES.md (mux version --notices)"
     setup_path
     flush_created
     print_manual_verification

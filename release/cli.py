@@ -334,7 +334,9 @@ def pins_command(
         return
     loaded = load_pins(path)
     for pin in loaded:
-        print(f"{pin.name}  {pin.tag}  {pin.sha256}  {pin.repository}/{pin.asset}")
+        for item in pin.files:
+            where = f" [{item.target}]" if item.target else ""
+            print(f"{pin.name}{where}  {pin.tag}  {item.sha256}  {pin.repository}/{item.asset}")
     if not loaded:
         print(f"{path}: no artifact is pinned")
 
@@ -348,11 +350,30 @@ def notices_command(
         Path | None,
         typer.Option("--output", help="Notices file (default: THIRD_PARTY_NOTICES.md)."),
     ] = None,
+    check_build: Annotated[
+        Path | None,
+        typer.Option(
+            "--check-build",
+            help="Map every file of this build folder to a notice entry (exit 1 naming any "
+            "that maps to nothing) and check its THIRD_PARTY_NOTICES.md and SBOM.",
+        ),
+    ] = None,
     pins: _PinsOption = None,
 ) -> None:
     """Write THIRD_PARTY_NOTICES.md, or (--check) fail when it is stale."""
     from release.notices import check_notices, generate_notices, write_text_atomically
 
+    if check_build is not None:
+        from release.bill import check_build as run_check_build
+
+        if not check_build.is_dir():
+            raise UsageError(f"{check_build} is not a build folder")
+        bill = run_check_build(check_build, pins_path=_pins_path(pins))
+        print(
+            f"{check_build}: every one of its {bill.files} files maps to one of "
+            f"{bill.components} components; its notices and SBOM are current"
+        )
+        return
     path = _notices_path(output)
     expected = generate_notices(_pins_path(pins))
     if check:
@@ -487,3 +508,67 @@ def install_sh_command(
         print(f"mux-release: {exc}", file=sys.stderr)
         raise typer.Exit(exc.exit_code) from None
     print(f"wrote {written} (repo {repo or 'unchanged'}, {len(keys or [])} trusted key(s))")
+
+
+# --- fetch-artifacts, glibc, compare-builds, publish-flags --------------------------------------
+
+
+@app.command("fetch-artifacts")
+def fetch_artifacts_command(
+    target: Annotated[str, typer.Option("--target", help="The target whose build needs them.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to download them into.")],
+    pins: _PinsOption = None,
+) -> None:
+    """Download the pinned artifacts a build for TARGET ships (and nothing else), checked
+    against their pins; then `mux-release build --artifacts DIR` ships them."""
+    from release.fetch_artifacts import fetch_artifacts
+    from updater import settings
+
+    fetched = fetch_artifacts(
+        _pins_path(pins), target, out, quiet=False, settings=settings.load(os.environ)
+    )
+    for item in fetched:
+        state = "already there" if item.reused else "downloaded"
+        print(f"{item.path}  {item.sha256}  ({item.pin}, {state})")
+    if not fetched:
+        print(f"no pinned artifact ships in a {target} build")
+
+
+@app.command("glibc")
+def glibc_command(
+    folder: Annotated[Path, typer.Argument(help="A built mux-<target>/ folder (Linux, gnu).")],
+    maximum: Annotated[
+        str, typer.Option("--max", help="The newest glibc the build may need.")
+    ] = "2.17",
+) -> None:
+    """Print the newest glibc a build needs (objdump -T); exit 1 when it exceeds --max."""
+    from release.glibc import check_glibc_floor
+
+    requirement = check_glibc_floor(folder, maximum)
+    print(f"{folder} {requirement.describe()}; the floor is glibc {maximum}")
+
+
+@app.command("compare-builds")
+def compare_builds_command(
+    first: Annotated[Path, typer.Argument(help="A build folder.")],
+    second: Annotated[Path, typer.Argument(help="Another build of the same version and target.")],
+) -> None:
+    """Fail (exit 1, naming the files) unless two builds package to identical archives."""
+    from release.reproduce import compare_builds
+
+    result = compare_builds(first, second)
+    print(
+        f"the builds are identical: {result.files} entries, archive sha256 {result.archive_sha256}"
+    )
+
+
+@app.command("publish-flags")
+def publish_flags_command(
+    tag: Annotated[str, typer.Option("--tag", help="The tag being published (vX.Y.Z).")],
+) -> None:
+    """Print the gh release flags for TAG: --latest=true only for the highest stable version
+    among the published tags read from standard input (one per line)."""
+    from release.publish import plan_publish
+
+    plan = plan_publish(tag, sys.stdin.read().splitlines())
+    print(" ".join(plan.gh_flags()))

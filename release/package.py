@@ -1,8 +1,9 @@
 """Package built folders into a release, sign it, and index a static feed.
 
 :func:`package_release` turns ``mux-<target>/`` build folders into the release layout of
-docs/contracts.md: one deterministic ``mux-<target>.tar.gz`` per build, ``manifest.json`` and
-``SHA256SUMS``. :func:`sign_release` adds ``SHA256SUMS.minisig``; :func:`rehash_sums`
+docs/contracts.md: one deterministic ``mux-<target>.tar.gz`` per build, its SBOM
+``mux-<target>.cdx.json`` (the build's own ``sbom.cdx.json``, checked against the folder
+first), ``manifest.json`` and ``SHA256SUMS``. :func:`sign_release` adds ``SHA256SUMS.minisig``; :func:`rehash_sums`
 recomputes ``SHA256SUMS`` after a file (the Sigstore bundle) was added;
 :func:`write_feed_index` writes a static feed's ``releases.json``.
 
@@ -44,6 +45,7 @@ from updater.timestamps import rfc3339
 
 from .build import BUILD_INFO_NAME, build_folder_name
 from .formats import format_releases_json, format_sha256sums, manifest_document
+from .sbom import SBOM_NAME, check_sbom_matches, sbom_asset_name
 from .signing import SecretKey
 
 _NOT_SUMMED = frozenset({SUMS_NAME, SUMS_SIGNATURE_NAME})
@@ -201,6 +203,7 @@ def package_release(
     for build_dir, _ in infos:
         if not (build_dir / "mux").is_file():
             raise PackageError(f"{build_dir} has no mux executable at its top")
+    sboms = {build_dir: _checked_sbom(build_dir) for build_dir, _ in infos}
     first = infos[0][1]
     for build_dir, info in infos[1:]:
         if (info.version, info.protocol_version) != (first.version, first.protocol_version):
@@ -213,7 +216,8 @@ def package_release(
     if duplicates:
         raise PackageError(f"more than one build for {', '.join(duplicates)}")
     extras = [Path(f) for f in extra_files]
-    reserved = {archive_name(t) for t in targets} | {MANIFEST_NAME, *_NOT_SUMMED}
+    reserved = {archive_name(t) for t in targets} | {sbom_asset_name(t) for t in targets}
+    reserved |= {MANIFEST_NAME, *_NOT_SUMMED}
     for extra in extras:
         if not extra.is_file():
             raise UsageError(f"{extra} is not a file")
@@ -230,6 +234,7 @@ def package_release(
         for build_dir, info in sorted(infos, key=lambda item: item[1].target):
             archive = out_dir / archive_name(info.target)
             write_archive(build_dir, info.target, archive)
+            (out_dir / sbom_asset_name(info.target)).write_bytes(sboms[build_dir])
             assets.append(
                 ManifestAsset(
                     name=archive.name,
@@ -257,6 +262,27 @@ def package_release(
                 shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
         raise
     return manifest
+
+
+def _checked_sbom(build_dir: Path) -> bytes:
+    """The build's SBOM, which must list exactly the files the archive will hold."""
+    root = build_dir.resolve()
+    for path in _walk(root):
+        if path.is_symlink() and not _link_stays_inside(root, path):
+            raise PackageError(f"{path} is a symlink that leaves the build folder")
+    try:
+        raw = (build_dir / SBOM_NAME).read_bytes()
+    except FileNotFoundError:
+        raise PackageError(
+            f"{build_dir} has no {SBOM_NAME}", hint="build it with mux-release build"
+        ) from None
+    try:
+        check_sbom_matches(raw, build_dir, what=f"{build_dir / SBOM_NAME}")
+    except MuxError as exc:
+        raise PackageError(
+            exc.message, hint="the folder changed after it was built: rebuild it"
+        ) from None
+    return raw
 
 
 def trusted_comment_for(version: str, timestamp: int) -> str:
