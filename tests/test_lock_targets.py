@@ -87,6 +87,8 @@ def release_requirements() -> list[Requirement]:
             "export",
             "--locked",
             "--no-dev",
+            "--extra",
+            "release",
             "--group",
             "build",
             "--no-hashes",

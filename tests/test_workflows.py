@@ -706,6 +706,8 @@ def test_release_jobs_install_a_hash_pinned_uv_and_only_the_build_group(
     assert syncs
     for sync in syncs:
         assert "--locked" in sync and "--no-dev" in sync and "--no-build" in sync, sync
+        # mux-release is the `release` extra's tool (tomlkit): without it every call fails.
+        assert "--extra release" in sync, sync
     builds = [s for s in syncs if "--group build" in s]
     assert len(builds) >= 2  # the runner build and the Alpine build
 
