@@ -11,15 +11,14 @@ folder's content gives now.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from updater.errors import MuxError
+from updater.files import atomic_write, sha256_file
 
-from .inventory import NOTICES_NAME, ShippedFile, SystemLookup, sha256_file, take_inventory
+from .inventory import NOTICES_NAME, ShippedFile, SystemLookup, take_inventory
 from .notices import Distribution, render_build_notices
 from .sbom import SBOM_NAME, render_sbom
 
@@ -72,15 +71,7 @@ def compose_bill(
 
 
 def _write(path: Path, text: str) -> None:
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(text.encode("utf-8"))
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text.encode("utf-8"), mode=0o644)  # shipped files, readable by all
 
 
 def write_build_bill(

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import base64
 import fnmatch
-import hashlib
 import os
 import re
 import shutil
@@ -38,6 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from updater.errors import MuxError
+from updater.files import sha256_file
 
 from .notices import (
     LicenceText,
@@ -70,7 +70,6 @@ BOOTLOADER_KEY = "pyinstaller-bootloader"
 
 _SHARED_LIBRARY_RE = re.compile(r".+\.(?:so(?:\.[0-9]+)*|dylib)$|^Python$")
 _LIBPYTHON_RE = re.compile(r"^(?:libpython3\.[0-9]+t?\.(?:so(?:\.[0-9.]+)?|dylib)|Python)$")
-_CHUNK = 1 << 20
 
 
 class InventoryError(MuxError):
@@ -235,14 +234,6 @@ def dpkg_lookup(file_name: str, sha256: str) -> SystemPackage | None:
 
 
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _walk_files(root: Path) -> list[Path]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from updater.errors import MuxError
+from updater.files import sha256_file
 
 MAX_NAMED = 10
 
@@ -33,8 +34,6 @@ class Comparison:
 
 def _listing(root: Path) -> dict[str, tuple[str, str]]:
     """``{path: (kind+mode, sha256 or link target)}`` of every entry below ``root``."""
-    from .inventory import sha256_file
-
     found: dict[str, tuple[str, str]] = {}
     for directory, dirnames, filenames in os.walk(root):
         for name in [*dirnames, *filenames]:
@@ -67,7 +66,7 @@ def differing_files(first: Path, second: Path) -> list[str]:
 
 def compare_builds(first: Path, second: Path) -> Comparison:
     """Package both build folders and compare the archives; raise :class:`NotReproducible`."""
-    from .package import read_build_info, sha256_file, write_archive
+    from .package import read_build_info, write_archive
 
     infos = [read_build_info(Path(folder)) for folder in (first, second)]
     if infos[0].target != infos[1].target or infos[0].version != infos[1].version:

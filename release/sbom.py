@@ -169,7 +169,7 @@ def sbom_files(raw: bytes, *, what: str = "the SBOM") -> dict[str, str]:
 
 def folder_files(folder: Path, *, skip: tuple[str, ...] = (SBOM_NAME,)) -> dict[str, str]:
     """``{path: sha256}`` of every regular file (and symlink, by its target) below ``folder``."""
-    from .inventory import sha256_file
+    from updater.files import sha256_file
 
     found: dict[str, str] = {}
     for directory, dirnames, filenames in os.walk(folder):
