@@ -15,7 +15,9 @@ Typical use::
 * :func:`make_toolbox` builds a directory of symlinks to the tools a test allows, plus stub
   scripts (fake ``uname``, ``sysctl``, ``ldd``), to be the whole PATH of the script.
 * :func:`snapshot` describes a tree (type, mode, content digest, link target) so a test can
-  prove that a run changed nothing, or that an uninstall restored it.
+  prove that a run changed nothing, or that an uninstall restored it;
+  :func:`changes_besides_the_lock` is the same proof for a run that took the install lock
+  (whose empty file stays, on purpose).
 * :func:`find_tool`, :func:`require_tools` and :func:`shell_argv` find shells and tools on
   PATH (and Homebrew's folder), so a machine without one (macOS has no BusyBox, flock or
   ldd) skips the tests that need it, naming it, instead of erroring.
@@ -69,8 +71,15 @@ SHELLS: dict[str, tuple[str, ...]] = {
     "dash": ("dash",),
     "bash": ("bash",),
     "busybox": ("busybox", "sh"),
+    "ksh93": ("ksh93",),
+    "mksh": ("mksh",),
+    "yash": ("yash",),
+    "posh": ("posh",),
     "sh": ("sh",),
 }
+
+# Where each POSIX shell comes from, for the skip message (Debian package names).
+SHELL_PACKAGES = {"ksh93": "ksh93u+m", "busybox": "busybox"}
 
 # What install.sh needs besides a downloader, a hash tool and minisign (and what the
 # stand-in mux launcher needs: readlink, dirname). Every Unix has these.
@@ -86,7 +95,9 @@ BASE_TOOLS = (
     "head",
     "id",
     "ln",
+    "ls",
     "mkdir",
+    "mkfifo",
     "mktemp",
     "mv",
     "readlink",
@@ -136,7 +147,10 @@ def shell_argv(shell: str) -> list[str]:
     first, *rest = SHELLS[shell]
     found = find_tool(first)
     if found is None:
-        pytest.skip(f"{first} is not installed here (needed to run install.sh under {shell})")
+        package = SHELL_PACKAGES.get(shell, first)
+        pytest.skip(
+            f"{first} is not installed here (Debian package {package}; install.sh runs under {shell})"
+        )
     return [found, *rest]
 
 
@@ -297,6 +311,29 @@ def snapshot(root: Path) -> dict[str, Entry]:
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
                 result[relative] = ("file", mode, digest)
     return result
+
+
+def changes_besides_the_lock(
+    home: Path, before: Mapping[str, Entry], mux_home: str = ".local/share/mux"
+) -> dict[str, tuple[Entry | None, Entry | None]]:
+    """What changed under ``home`` since ``before`` (path: (before, after)), except the
+    empty lock file ``<mux_home>/.lock`` and the folders holding it, which a run that took
+    the lock leaves behind on purpose: the lock file is never removed (docs/contracts.md)."""
+    after = snapshot(home)
+    allowed = {f"{mux_home}/.lock"}
+    parts = mux_home.split("/")
+    allowed |= {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    changed = {}
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        if old == new:
+            continue
+        if old is None and path in allowed:
+            if path.endswith("/.lock") and new != ("file", "0o644", hashlib.sha256().hexdigest()):
+                changed[path] = (old, new)  # the lock file holds nothing
+            continue
+        changed[path] = (old, new)
+    return changed
 
 
 def installed_target(link: Path) -> str:
