@@ -94,12 +94,14 @@ BASE_TOOLS = (
     "gzip",
     "head",
     "id",
+    "kill",  # a builtin in most shells, not in posh
     "ln",
     "ls",
     "mkdir",
     "mkfifo",
     "mktemp",
     "mv",
+    "printf",  # a builtin in most shells, not in mksh and posh
     "readlink",
     "rm",
     "rmdir",
@@ -423,12 +425,28 @@ class Site:
     relative, whatever the test wants). A path in ``stall`` gets its headers and half its
     body, then the connection is held until the client goes away (``client_left`` is set).
     ``after`` maps a path to another that must have been requested before it is answered.
+
+    Hostile answers, each held until the client goes away (``client_left``), with what was
+    sent counted in ``sent`` (bytes of body, by path):
+
+    * ``endless`` maps a path to a status (200, 404...): a chunked body (HTTP/1.1) of
+      well-formed chunks that never ends;
+    * ``trickle`` maps a path to a delay: headers (with the real Content-Length) at once,
+      then the file's bytes one at a time, a delay apart;
+    * ``silent``: the connection is accepted and the request read, then nothing is sent;
+    * ``reasons`` maps a path to (status, reason phrase): an error answer whose status line
+      says that (a server's words end up in the download tools' messages).
     """
 
     root: Path
     redirects: dict[str, str] = field(default_factory=dict)
     stall: set[str] = field(default_factory=set)
     after: dict[str, str] = field(default_factory=dict)
+    endless: dict[str, int] = field(default_factory=dict)
+    trickle: dict[str, float] = field(default_factory=dict)
+    silent: set[str] = field(default_factory=set)
+    reasons: dict[str, tuple[int, str]] = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
     requests: list[SiteRequest] = field(default_factory=list)
     client_left: threading.Event = field(default_factory=threading.Event)
     url: str = ""
@@ -454,6 +472,18 @@ def _site_handler(site: Site) -> type[BaseHTTPRequestHandler]:
                 site._seen.notify_all()
                 if path in site.after:
                     site._seen.wait_for(lambda: site.after[path] in site.paths(), timeout=30)
+            if path in site.endless:
+                self._endless(path, site.endless[path])
+                return
+            if path in site.silent:
+                self._hold(b"")
+                return
+            if path in site.reasons:
+                status, reason = site.reasons[path]
+                self.send_response(status, reason)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if path in site.redirects:
                 self.send_response(302)
                 self.send_header("Location", site.redirects[path])
@@ -468,24 +498,71 @@ def _site_handler(site: Site) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
+            if path in site.trickle:
+                self._trickle(path, data, site.trickle[path])
+                return
             if path not in site.stall:
                 self.wfile.write(data)
                 return
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
-            # Held until the client hangs up (or the test ends).
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not site._closing.is_set():
-                ready, _, _ = select.select([self.connection], [], [], 0.05)
-                if not ready:
-                    continue
+            self._hold(b"")
+
+        def _count(self, path: str, size: int) -> None:
+            with site._seen:
+                site.sent[path] = site.sent.get(path, 0) + size
+
+        def _gone(self) -> bool:
+            """True (and client_left set) once the client closed its end."""
+            ready, _, _ = select.select([self.connection], [], [], 0)
+            if ready:
                 try:
-                    chunk = self.connection.recv(1)
+                    chunk = self.connection.recv(1, socket.MSG_PEEK)
                 except OSError:
                     chunk = b""
                 if not chunk:
                     site.client_left.set()
+                    return True
+            return False
+
+        def _hold(self, _: bytes) -> None:
+            # Held until the client hangs up (or the test ends).
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not site._closing.is_set():
+                if self._gone():
                     return
+                time.sleep(0.05)
+
+        def _endless(self, path: str, status: int) -> None:
+            self.protocol_version = "HTTP/1.1"
+            self.send_response(status)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            chunk = b"[" + b"0," * 32767 + b"\n"
+            frame = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not site._closing.is_set():
+                try:
+                    self.wfile.write(frame)
+                except OSError:
+                    site.client_left.set()
+                    return
+                self._count(path, len(chunk))
+            self.close_connection = True
+
+        def _trickle(self, path: str, data: bytes, delay: float) -> None:
+            for byte in data:
+                if site._closing.is_set() or self._gone():
+                    return
+                try:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                except OSError:
+                    site.client_left.set()
+                    return
+                self._count(path, 1)
+                site._closing.wait(delay)
 
     return Handler
 
