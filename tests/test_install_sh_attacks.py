@@ -698,17 +698,15 @@ def test_no_escape_byte_from_the_network_reaches_the_terminal(
     if downloader == "curl":  # (GNU wget writes \033 itself; BusyBox wget drops them)
         assert "http://evil.invalid/\\x1b[2K\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in line, line
 
-    # The reason phrase reaches the message through the wgets (curl names the status only);
-    # GNU wget escapes it itself (\033), BusyBox wget passes it on raw: escaped here.
+    # The reason phrase reaches the message through GNU wget, which writes \033 itself
+    # (curl names the status only; BusyBox wget drops control characters).
     served.redirects.clear()
     root = served.root
     (root / "releases.json").write_text("{}")
     result = install_from(script, env, served.url)
     assert result.returncode == 3, result.stderr
     assert ESC not in result.stderr and "\x07" not in result.stderr
-    if downloader == "busybox-wget":
-        assert "Not Found\\x1b[2K\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in result.stderr
-    elif downloader == "wget":
+    if downloader == "wget":
         assert "Not Found\\033[2K" in result.stderr
 
 
