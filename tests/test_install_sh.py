@@ -189,8 +189,14 @@ def free_port() -> int:
 # -- installing ----------------------------------------------------------------------------
 
 
+# Every POSIX shell a user's /bin/sh may be: ksh93 and mksh open `exec 9>` descriptors
+# close-on-exec (flock once locked nothing there), posh has no printf or kill builtin and
+# calls a bare "$@" unset under set -u.
+ALL_SHELLS = ["dash", "bash", "busybox", "ksh93", "mksh", "yash", "posh"]
+
+
 @pytest.mark.parametrize("downloader", ["curl", "wget", "busybox-wget"])
-@pytest.mark.parametrize("shell", ["dash", "bash", "busybox"])
+@pytest.mark.parametrize("shell", ALL_SHELLS)
 def test_fresh_install_then_second_run_changes_nothing(
     shell: str, downloader: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
 ) -> None:
@@ -210,15 +216,20 @@ def test_fresh_install_then_second_run_changes_nothing(
     assert snapshot(home) == before
 
 
-def test_piped_install_and_piped_help(env: dict[str, str], script: Path, feed: Feed) -> None:
+@pytest.mark.parametrize("shell", ALL_SHELLS)
+def test_piped_install_and_piped_help(
+    shell: str, env: dict[str, str], script: Path, feed: Feed
+) -> None:
     home = Path(env["HOME"])
     before = snapshot(home)
-    shown = run_install(script, env=env, piped=True, args=["--help"])
+    # (posh refuses `-s`: its users run `curl ... | posh` without options.)
+    shown = run_install(script, shell=shell, env=env, piped=shell != "posh", args=["--help"])
     assert shown.returncode == 0
     assert "Usage:" in shown.stdout and "--uninstall" in shown.stdout
     assert snapshot(home) == before
 
-    installed = run_install(script, env=env, piped=True, args=["--version", "0.2.0"])
+    # No arguments at all: `sh -s` with an empty "$@" (posh once died on set -u here).
+    installed = run_install(script, shell=shell, env={**env, "MUX_VERSION": "0.2.0"}, piped=True)
     assert installed.returncode == 0, installed.stderr
     assert_installed(env, feed, "0.2.0")
 
@@ -372,7 +383,10 @@ def test_a_mux_not_installed_by_us_is_left_alone(env: dict[str, str], script: Pa
     assert changes_besides_the_lock(home, before) == {}
 
 
-def test_waits_for_the_lock_mux_update_holds(env: dict[str, str], script: Path, feed: Feed) -> None:
+@pytest.mark.parametrize("shell", ALL_SHELLS)
+def test_waits_for_the_lock_mux_update_holds(
+    shell: str, env: dict[str, str], script: Path, feed: Feed
+) -> None:
     import fcntl
     import time
 
@@ -382,7 +396,7 @@ def test_waits_for_the_lock_mux_update_holds(env: dict[str, str], script: Path, 
     mux_home.mkdir(parents=True)
     with open(mux_home / ".lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # what updater/install.py's install_lock takes
-        busy = run_install(script, env={**env, "MUX_LOCK_TIMEOUT": "1"})
+        busy = run_install(script, shell=shell, env={**env, "MUX_LOCK_TIMEOUT": "1"})
         assert busy.returncode == 1
         [line] = error_lines(busy.stderr)
         assert "another mux install or update is running" in line
@@ -391,7 +405,7 @@ def test_waits_for_the_lock_mux_update_holds(env: dict[str, str], script: Path, 
         log = mux_home.parent / "install.log"
         with open(log, "w") as stderr:
             process = subprocess.Popen(
-                [*shell_argv(default_shell()), str(script)],
+                [*shell_argv(shell), str(script)],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
