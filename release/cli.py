@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from updater.errors import EXIT_ERROR, MuxError, UsageError
+
+if TYPE_CHECKING:
+    from release.signing import SecretKey
 
 app = typer.Typer(
     name="mux-release",
@@ -171,6 +174,71 @@ def sign(
     key = SecretKey.parse(data, _password_from_env(password_env))
     path = sign_release(release_dir, key)
     print(f"{path} signed with minisign key {key.key_id}")
+
+
+# --- feed --------------------------------------------------------------------------------
+
+
+def _read_secret_key(key_file: Path | None, key_env: str | None, password_env: str) -> SecretKey:
+    """The secret key from ``--key-file`` or ``--key-env``, opened with the password variable."""
+    from release.signing import SecretKey
+
+    if (key_file is None) == (key_env is None):
+        raise UsageError("give exactly one of --key-file and --key-env")
+    if key_file is not None:
+        try:
+            data = key_file.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {key_file}: {exc.strerror}") from None
+    else:
+        assert key_env is not None
+        text = os.environ.get(key_env)
+        if not text:
+            raise UsageError(f"the environment variable {key_env} is not set")
+        data = text.encode("utf-8")
+    return SecretKey.parse(data, _password_from_env(password_env))
+
+
+@app.command("feed")
+def feed_command(
+    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    key_file: Annotated[
+        Path | None, typer.Option("--key-file", help="minisign secret key file.")
+    ] = None,
+    key_env: Annotated[
+        str | None,
+        typer.Option("--key-env", help="Environment variable holding the secret key file text."),
+    ] = None,
+    password_env: Annotated[
+        str, typer.Option("--password-env", help="Environment variable holding the password.")
+    ] = DEFAULT_PASSWORD_ENV,
+    expires_in: Annotated[
+        str, typer.Option("--expires-in", help="How long the signature holds (14d, 12h, 3600s).")
+    ] = "14d",
+    refresh: Annotated[
+        bool,
+        typer.Option("--refresh", help="Re-sign releases.json as it is (next seq, new expiry)."),
+    ] = False,
+    seq: Annotated[
+        int | None,
+        typer.Option("--seq", help="Sequence number to sign (default: the previous one + 1)."),
+    ] = None,
+) -> None:
+    """Write releases.json from the v*/ folders and sign it (releases.json.minisig).
+
+    The trusted comment carries seq (previous + 1) and expires; clients refuse an expired
+    index and a lower seq than they have seen. Re-sign before it expires (--refresh).
+    """
+    from release.feed import parse_duration, sign_feed_index, utc_text
+
+    seconds = parse_duration(expires_in)
+    key = _read_secret_key(key_file, key_env, password_env)
+    signed = sign_feed_index(feed_dir, key, expires_in=seconds, refresh=refresh, seq=seq)
+    action = "re-signed" if refresh else "wrote and signed"
+    print(
+        f"{action} {signed.index} with minisign key {signed.key_id}: "
+        f"seq {signed.comment.seq}, expires {utc_text(signed.comment.expires)}"
+    )
 
 
 # --- keygen ------------------------------------------------------------------------------

@@ -158,13 +158,13 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         write_build_info,
     )
     from release.fake_sigstore import FakeSigstore
+    from release.feed import sign_feed_index
     from release.install_script import write_install_script
     from release.package import (
         package_release,
         read_build_info,
         rehash_sums,
         sign_release,
-        write_feed_index,
     )
     from release.serve import serve_directory
     from release.signing import SecretKey, generate_keypair
@@ -303,7 +303,8 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                 f"  protocol {manifest.protocol_version}; attested as "
                 f"{REHEARSAL_REPO} .github/workflows/release.yml@refs/tags/v{version}"
             )
-        write_feed_index(feed)
+        index = sign_feed_index(feed, keys["secret"])
+        lines.append(f"releases.json signed: seq {index.comment.seq}, expires in 14 days")
         return lines
 
     def install() -> list[str]:
