@@ -42,6 +42,39 @@ def _password_from_env(variable: str) -> str | None:
     return os.environ.get(variable) or None
 
 
+# How `sign` and `feed` take the release's secret key.
+_KeyFileOption = Annotated[
+    Path | None, typer.Option("--key-file", help="minisign secret key file.")
+]
+_KeyEnvOption = Annotated[
+    str | None,
+    typer.Option("--key-env", help="Environment variable holding the secret key file text."),
+]
+_PasswordEnvOption = Annotated[
+    str, typer.Option("--password-env", help="Environment variable holding the password.")
+]
+
+
+def _read_secret_key(key_file: Path | None, key_env: str | None, password_env: str) -> SecretKey:
+    """The secret key from ``--key-file`` or ``--key-env``, opened with the password variable."""
+    from release.signing import SecretKey
+
+    if (key_file is None) == (key_env is None):
+        raise UsageError("give exactly one of --key-file and --key-env")
+    if key_file is not None:
+        try:
+            data = key_file.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {key_file}: {exc.strerror}") from None
+    else:
+        assert key_env is not None
+        text = os.environ.get(key_env)
+        if not text:
+            raise UsageError(f"the environment variable {key_env} is not set")
+        data = text.encode("utf-8")
+    return SecretKey.parse(data, _password_from_env(password_env))
+
+
 # --- build -------------------------------------------------------------------------------
 
 
@@ -143,35 +176,14 @@ def package(
 @app.command()
 def sign(
     release_dir: Annotated[Path, typer.Argument(help="A packaged release folder.")],
-    key_file: Annotated[
-        Path | None, typer.Option("--key-file", help="minisign secret key file.")
-    ] = None,
-    key_env: Annotated[
-        str | None,
-        typer.Option("--key-env", help="Environment variable holding the secret key file text."),
-    ] = None,
-    password_env: Annotated[
-        str, typer.Option("--password-env", help="Environment variable holding the password.")
-    ] = DEFAULT_PASSWORD_ENV,
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
 ) -> None:
     """Sign SHA256SUMS into SHA256SUMS.minisig with a minisign secret key."""
     from release.package import sign_release
-    from release.signing import SecretKey
 
-    if (key_file is None) == (key_env is None):
-        raise UsageError("give exactly one of --key-file and --key-env")
-    if key_file is not None:
-        try:
-            data = key_file.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {key_file}: {exc.strerror}") from None
-    else:
-        assert key_env is not None
-        text = os.environ.get(key_env)
-        if not text:
-            raise UsageError(f"the environment variable {key_env} is not set")
-        data = text.encode("utf-8")
-    key = SecretKey.parse(data, _password_from_env(password_env))
+    key = _read_secret_key(key_file, key_env, password_env)
     path = sign_release(release_dir, key)
     print(f"{path} signed with minisign key {key.key_id}")
 
@@ -179,39 +191,12 @@ def sign(
 # --- feed --------------------------------------------------------------------------------
 
 
-def _read_secret_key(key_file: Path | None, key_env: str | None, password_env: str) -> SecretKey:
-    """The secret key from ``--key-file`` or ``--key-env``, opened with the password variable."""
-    from release.signing import SecretKey
-
-    if (key_file is None) == (key_env is None):
-        raise UsageError("give exactly one of --key-file and --key-env")
-    if key_file is not None:
-        try:
-            data = key_file.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {key_file}: {exc.strerror}") from None
-    else:
-        assert key_env is not None
-        text = os.environ.get(key_env)
-        if not text:
-            raise UsageError(f"the environment variable {key_env} is not set")
-        data = text.encode("utf-8")
-    return SecretKey.parse(data, _password_from_env(password_env))
-
-
 @app.command("feed")
 def feed_command(
     feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
-    key_file: Annotated[
-        Path | None, typer.Option("--key-file", help="minisign secret key file.")
-    ] = None,
-    key_env: Annotated[
-        str | None,
-        typer.Option("--key-env", help="Environment variable holding the secret key file text."),
-    ] = None,
-    password_env: Annotated[
-        str, typer.Option("--password-env", help="Environment variable holding the password.")
-    ] = DEFAULT_PASSWORD_ENV,
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
     expires_in: Annotated[
         str, typer.Option("--expires-in", help="How long the signature holds (14d, 12h, 3600s).")
     ] = "14d",
