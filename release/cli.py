@@ -214,7 +214,8 @@ def feed_command(
     The trusted comment carries seq (previous + 1) and expires; clients refuse an expired
     index and a lower seq than they have seen. Re-sign before it expires (--refresh).
     """
-    from release.feed import parse_duration, sign_feed_index, utc_text
+    from release.feed import parse_duration, sign_feed_index
+    from updater.timestamps import rfc3339
 
     seconds = parse_duration(expires_in)
     key = _read_secret_key(key_file, key_env, password_env)
@@ -222,7 +223,7 @@ def feed_command(
     action = "re-signed" if refresh else "wrote and signed"
     print(
         f"{action} {signed.index} with minisign key {signed.key_id}: "
-        f"seq {signed.comment.seq}, expires {utc_text(signed.comment.expires)}"
+        f"seq {signed.comment.seq}, expires {rfc3339(signed.comment.expires)}"
     )
 
 

@@ -20,21 +20,24 @@ also requires the index to be exactly what was signed); ``seq`` overrides it, fo
 
 from __future__ import annotations
 
-import base64
-import binascii
-import os
 import re
-import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from updater.errors import MuxError, ParseError, UsageError, VerificationError
-from updater.minisign import TRUSTED_PREFIX, PublicKey, verify
-from updater.models import FEED_INDEX_NAME
+from updater.files import atomic_write
+from updater.minisign import PublicKey, verify, verify_trusted_comment
+from updater.models import (
+    FEED_INDEX_NAME,
+    MANIFEST_NAME,
+    FeedRelease,
+    parse_releases_json,
+    parse_tag,
+)
 
-from .package import write_feed_index
+from .formats import format_releases_json
 from .signing import SecretKey
 
 FEED_SIGNATURE_NAME = f"{FEED_INDEX_NAME}.minisig"
@@ -110,8 +113,31 @@ def parse_duration(text: str) -> int:
     return seconds
 
 
-def utc_text(unix: int) -> str:
-    return datetime.fromtimestamp(unix, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def write_feed_index(feed_dir: Path, *, prerelease: Mapping[str, bool] | None = None) -> Path:
+    """Write ``releases.json`` from the ``v<version>/`` folders (with a manifest) in a feed.
+
+    A release's prerelease flag comes from ``prerelease`` (by tag), else the existing
+    ``releases.json``, else its version (``1.0.0rc1`` is a prerelease). The flags are for
+    humans: readers decide from the version string. :func:`sign_feed_index` signs the result.
+    """
+    feed_dir = Path(feed_dir)
+    index = feed_dir / FEED_INDEX_NAME
+    known: dict[str, bool] = {}
+    if index.is_file():
+        known = {r.tag: r.prerelease for r in parse_releases_json(index.read_bytes())}
+    known.update(prerelease or {})
+    releases = []
+    for folder in sorted(feed_dir.iterdir()):
+        if not (folder.is_dir() and (folder / MANIFEST_NAME).is_file()):
+            continue
+        try:
+            version = parse_tag(folder.name)
+        except ParseError:
+            continue
+        flag = known.get(folder.name, version.is_prerelease)
+        releases.append(FeedRelease(tag=folder.name, prerelease=flag))
+    atomic_write(index, format_releases_json(releases), mode=0o644)  # published: for all to read
+    return index
 
 
 def read_index_signature(feed_dir: Path, keys: list[PublicKey]) -> IndexComment:
@@ -135,49 +161,6 @@ class SignedIndex:
     previous_seq: int | None  # the seq read from the signature this one replaced
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
-def _signed_comment(signature_file: bytes, key: PublicKey) -> str:
-    """The trusted comment of a ``.minisig``, once its global signature verified with ``key``.
-
-    The global signature covers the file's signature and the comment, not the file: it
-    proves that ``key`` signed this comment (this ``seq``), whatever the index became since.
-    """
-    lines = signature_file.decode("utf-8", "replace").split("\n")
-    if len(lines) < 4 or not lines[2].startswith(TRUSTED_PREFIX):
-        raise VerificationError("malformed minisign signature")
-    try:
-        signature = base64.b64decode(lines[1].strip(), validate=True)
-        global_signature = base64.b64decode(lines[3].strip(), validate=True)
-    except (binascii.Error, ValueError):
-        raise VerificationError("malformed minisign signature") from None
-    if len(signature) != 74 or signature[2:10] != key.key_id_bytes:
-        raise VerificationError("signed by another minisign key")
-    comment = lines[2].removesuffix("\r")[len(TRUSTED_PREFIX) :]
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    try:
-        Ed25519PublicKey.from_public_bytes(key.key).verify(
-            global_signature, signature[10:] + comment.encode("utf-8")
-        )
-    except (InvalidSignature, ValueError):
-        raise VerificationError("the trusted comment's signature does not verify") from None
-    return comment
-
-
 def _previous_seq(feed_dir: Path, key: SecretKey, *, refresh: bool) -> int | None:
     """The seq of the signature being replaced. A refresh re-signs the index as it is, so
     the whole signature must still hold; otherwise the index is rewritten anyway and only
@@ -189,7 +172,9 @@ def _previous_seq(feed_dir: Path, key: SecretKey, *, refresh: bool) -> int | Non
     try:
         if refresh:
             return read_index_signature(feed_dir, [key.public_key]).seq
-        return IndexComment.parse(_signed_comment(signature.read_bytes(), key.public_key)).seq
+        return IndexComment.parse(
+            verify_trusted_comment(signature.read_bytes(), key.public_key)
+        ).seq
     except VerificationError as exc:
         raise FeedError(
             f"the existing {signature} does not verify with key {key.key_id} ({exc.message})",
@@ -215,7 +200,7 @@ def sign_feed_index(
 
     ``seq`` defaults to the existing signature's plus one (1 for a feed never signed).
     ``now`` is the signature's timestamp (default: the clock); it expires ``expires_in``
-    seconds later. ``prerelease`` is passed to :func:`release.package.write_feed_index`
+    seconds later. ``prerelease`` is passed to :func:`write_feed_index`
     (the flags are for humans: readers decide from the version string).
     """
     feed_dir = Path(feed_dir)
@@ -239,7 +224,7 @@ def sign_feed_index(
         expires=timestamp + expires_in,
     )
     signature = feed_dir / FEED_SIGNATURE_NAME
-    _write_atomically(signature, key.sign(index.read_bytes(), comment.format()))
+    atomic_write(signature, key.sign(index.read_bytes(), comment.format()), mode=0o644)
     return SignedIndex(
         index=index,
         signature=signature,

@@ -1,11 +1,12 @@
-"""Package built folders into a release, sign it, and index a static feed.
+"""Package built folders into a release and sign it.
 
 :func:`package_release` turns ``mux-<target>/`` build folders into the release layout of
 docs/contracts.md: one deterministic ``mux-<target>.tar.gz`` per build, its SBOM
 ``mux-<target>.cdx.json`` (the build's own ``sbom.cdx.json``, checked against the folder
-first), ``manifest.json`` and ``SHA256SUMS``. :func:`sign_release` adds ``SHA256SUMS.minisig``; :func:`rehash_sums`
-recomputes ``SHA256SUMS`` after a file (the Sigstore bundle) was added;
-:func:`write_feed_index` writes a static feed's ``releases.json``.
+first), ``manifest.json`` and ``SHA256SUMS``. :func:`sign_release` adds
+``SHA256SUMS.minisig``; :func:`rehash_sums` recomputes ``SHA256SUMS`` after a file (the
+Sigstore bundle) was added. A static feed's ``releases.json`` and its signature are
+:mod:`release.feed`'s.
 
 Determinism: the same build folders give the same archive bytes (sorted members, mtime 0 or
 ``SOURCE_DATE_EPOCH``, owner 0/0 with empty names, modes 0755/0644, gzip without name or
@@ -21,30 +22,26 @@ import shutil
 import stat
 import tarfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from updater.buildinfo import BuildInfo
 from updater.errors import MuxError, ParseError, UsageError
 from updater.files import atomic_write, sha256_file
 from updater.models import (
-    FEED_INDEX_NAME,
     MANIFEST_NAME,
     SUMS_NAME,
     SUMS_SIGNATURE_NAME,
-    FeedRelease,
     Manifest,
     ManifestAsset,
     archive_name,
     parse_manifest,
-    parse_releases_json,
-    parse_tag,
     tag_for,
 )
 from updater.timestamps import rfc3339
 
 from .build import BUILD_INFO_NAME, build_folder_name
-from .formats import format_releases_json, format_sha256sums, manifest_document
+from .formats import format_sha256sums, manifest_document
 from .sbom import SBOM_NAME, check_sbom_matches, sbom_asset_name
 from .signing import SecretKey
 
@@ -303,32 +300,6 @@ def sign_release(release_dir: Path, secret_key: SecretKey) -> Path:
     path = release_dir / SUMS_SIGNATURE_NAME
     _atomic_write(path, signature)
     return path
-
-
-def write_feed_index(feed_dir: Path, *, prerelease: Mapping[str, bool] | None = None) -> Path:
-    """Write ``releases.json`` from the ``v<version>/`` folders (with a manifest) in a feed.
-
-    A release's prerelease flag comes from ``prerelease`` (by tag), else the existing
-    ``releases.json``, else its version (``1.0.0rc1`` is a prerelease).
-    """
-    feed_dir = Path(feed_dir)
-    index = feed_dir / FEED_INDEX_NAME
-    known: dict[str, bool] = {}
-    if index.is_file():
-        known = {r.tag: r.prerelease for r in parse_releases_json(index.read_bytes())}
-    known.update(prerelease or {})
-    releases = []
-    for folder in sorted(feed_dir.iterdir()):
-        if not (folder.is_dir() and (folder / MANIFEST_NAME).is_file()):
-            continue
-        try:
-            version = parse_tag(folder.name)
-        except ParseError:
-            continue
-        flag = known.get(folder.name, version.is_prerelease)
-        releases.append(FeedRelease(tag=folder.name, prerelease=flag))
-    _atomic_write(index, format_releases_json(releases))
-    return index
 
 
 def release_dir_for(feed_dir: Path, version: str) -> Path:

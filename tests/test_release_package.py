@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from release.build import build_standin, write_bill
+from release.feed import write_feed_index
 from release.package import (
     PackageError,
     package_release,
     read_build_info,
     rehash_sums,
     sign_release,
-    write_feed_index,
 )
 from tests.support.releases import (
     KeyPair,

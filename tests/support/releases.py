@@ -58,13 +58,8 @@ from pathlib import Path
 from typing import Any
 
 from release.build import build_standin
-from release.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index
-from release.package import (
-    package_release,
-    sign_release,
-    trusted_comment_for,
-    write_feed_index,
-)
+from release.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index, write_feed_index
+from release.package import package_release, sign_release, trusted_comment_for
 from release.serve import serve_directory as serve_directory  # re-exported for tests
 from release.signing import SecretKey, generate_keypair
 from updater._targets import detect_target
