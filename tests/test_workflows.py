@@ -614,6 +614,9 @@ def test_ci_runs_every_required_check(workflows: dict[str, dict[str, Any]]) -> N
         "python -m http.server",
         "--bind 127.0.0.1",
         "sh /src/install.sh",
+        "mux-release feed /tmp/feed",  # a feed's index is signed, or install.sh refuses it
+        "mux-release install-sh --out /tmp/install.sh",
+        "sh /tmp/install.sh",
     ):
         assert command in _joined_run_script(scripts), f"ci.yml never runs {command!r}"
     testing = _jobs_running(ci, r"\buv run --locked pytest\b")
