@@ -110,7 +110,7 @@ def real_build(
 def rebadge(build: Path, destination: Path, *, version: str, protocol_version: int) -> Path:
     """A copy of a build folder with another version and protocol baked in (what a release
     with a version and protocol bump changes), as the release rehearsal makes its second one."""
-    from release.build import make_build_info, write_build_info
+    from release.build import make_build_info, write_bill, write_build_info
     from release.package import read_build_info
 
     info = read_build_info(build)
@@ -127,7 +127,21 @@ def rebadge(build: Path, destination: Path, *, version: str, protocol_version: i
             minisign_keys=info.trust.minisign_keys,
         ),
     )
+    write_bill(copy, None)  # its notices and SBOM describe what it now ships
     return copy
+
+
+def add_payload(build: Path, size: int) -> None:
+    """``size`` bytes of incompressible data (like real binaries) in mux's own package folder
+    (the notices and SBOM claim it as mux's), then the build's notices and SBOM again."""
+    from release.build import write_bill
+
+    (package_dir,) = {p.parent for p in build.rglob("_build_info.json")}
+    with (package_dir / "payload.bin").open("wb") as out:
+        while size > 0:
+            out.write(os.urandom(min(size, 1 << 20)))
+            size -= 1 << 20
+    write_bill(build, None)
 
 
 # --- measuring ----------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 from _common import (
     Samples,
     add_mode_argument,
+    add_payload,
     clean_env,
     dev_mux,
     load_average,
@@ -54,19 +54,13 @@ class Feed:
     target: str
 
 
-def add_payload(build: Path, size: int) -> None:
-    with (build / "payload.bin").open("wb") as out:  # incompressible, like real binaries
-        while size > 0:
-            out.write(os.urandom(min(size, 1 << 20)))
-            size -= 1 << 20
-
-
 def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
     """v0.1.0 (what is installed) and v0.2.0, signed and attested; v0.2.0 carries enough
     incompressible data for its archive to weigh ``mib`` MiB."""
     from release.build import build_standin
     from release.fake_sigstore import FakeSigstore
-    from release.package import package_release, rehash_sums, sign_release, write_feed_index
+    from release.feed import sign_feed_index
+    from release.package import package_release, rehash_sums, sign_release
     from updater import models
     from updater._targets import detect_target
 
@@ -106,7 +100,7 @@ def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
         sign_release(release, keypair.secret_key())
         if version == "0.2.0" and real is None:
             shutil.rmtree(scratch)
-    write_feed_index(feed)
+    sign_feed_index(feed, keypair.secret_key())  # a signed index, as a real feed publishes
     return Feed(feed, keypair.public_key, sigstore.trusted_root_path, target)
 
 

@@ -16,8 +16,8 @@ generates itself:
 
 The release rehearsal uses it to attest a release the way GitHub would, and the test suite
 uses it to mint valid and deliberately wrong attestations. It never touches the network.
-The formats follow ``../shared/notes/attestations.md`` §3: Sigstore bundle v0.3, trusted root
-v0.1, RFC 6962 (SCT, Merkle tree), Rekor checkpoints (signed notes) and SETs (RFC 8785).
+The formats (docs/design.md, "A Sigstore instance for tests"): Sigstore bundle v0.3, trusted
+root v0.1, RFC 6962 (SCT, Merkle tree), Rekor checkpoints (signed notes) and SETs (RFC 8785).
 
 Each bundle is logged in a one-entry Merkle tree of its own (log index 0, tree size 1): a
 real inclusion proof and checkpoint, without keeping a log between bundles.
@@ -41,6 +41,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
+
+from updater.timestamps import rfc3339
 
 GITHUB_URL = "https://github.com"
 GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
@@ -101,7 +103,7 @@ def _key_id(key: ec.EllipticCurvePublicKey) -> bytes:
 
 
 def _rfc3339(when: datetime) -> str:
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(when.timestamp())
 
 
 def _write_private(path: Path, key: ec.EllipticCurvePrivateKey) -> None:

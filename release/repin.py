@@ -1,65 +1,95 @@
 """``mux-release repin NAME --tag T | --latest``: move a pin to a verified release asset.
 
-The steps (``../shared/notes/repin-and-notices.md`` §3.3), each failing closed:
+The steps (docs/design.md, "Pins"), each failing closed:
 
 1. read ``pins.toml``; the entry must exist and be well formed;
-2. resolve the release: ``--tag``, or the newest release (GitHub's ``/releases/latest``
-   redirect, or a mirror's ``releases.json``); a tag must keep the entry's tag prefix;
-3. refuse a downgrade unless ``allow_downgrade``;
-4. read the release (GitHub API): not a draft, the asset is listed, its size is within the
-   cap, its ``digest``; whether it publishes ``SHA256SUMS``;
-5. stream the asset while hashing it, with a size cap (the bytes are not kept: the pin is the
-   digest, and ``mux-release build`` checks the file it is given in --artifacts DIR against the pin);
+2. resolve the release through the updater's own source (:mod:`updater.sources`): ``--tag``,
+   or the newest release (GitHub's ``/releases/latest`` redirect, or a mirror's
+   ``releases.json``); a tag must keep the entry's tag prefix;
+3. refuse a downgrade unless ``allow_downgrade`` (the updater's decision,
+   :meth:`updater.plan.ReleaseRequest.decide`);
+4. read the release (GitHub API, :meth:`~updater.sources.ReleaseSource.listing`): not a draft, every asset of the entry is listed (one per
+   declared target, all from this one tag; a missing one is named with its target), each
+   size is within the cap, each ``digest``; whether it publishes ``SHA256SUMS``;
+5. for every asset, in parallel under one progress display: download it while hashing it
+   (the updater's own download), with a size cap (the bytes are not kept: the pin is the digest, and ``mux-release build``
+   checks the file it is given in --artifacts DIR against the pin), then
 6. every available digest must agree: the computed one, the API ``digest`` and the release's
-   ``SHA256SUMS`` line (mandatory on a mirror, which has no API);
-7. the artifact's build-provenance attestation must verify for the entry's identity, at
+   ``SHA256SUMS`` line (mandatory on a mirror, which has no API), and
+7. its build-provenance attestation must verify for the entry's identity, at
    ``refs/tags/<tag>`` (the updater's own verifier, :mod:`updater.attestation`);
-8. rewrite the entry's ``tag``, ``url``, ``sha256`` and ``size`` with tomlkit (comments and
-   order kept, nothing else touched), regenerate the notices, and write both files together:
-   both are staged as temp files next to their targets, then renamed; if anything fails,
-   neither changes.
+8. only when every asset passed: rewrite the entry's ``tag`` and each asset's ``url``,
+   ``sha256`` and ``size`` with tomlkit (comments and order kept, nothing else touched),
+   regenerate the notices, and write both files together: both are staged as temp files next
+   to their targets, then renamed; if anything fails, neither changes.
 
 ``dry_run`` stops before step 8's writes and reports the diffs.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import json
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote
 
 from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
-from updater.models import SUMS_NAME, is_sha256, parse_sha256sums
+from updater.files import write_temp_beside
+from updater.models import SUMS_NAME, parse_sha256sums
+from updater.plan import Decision, ReleaseRequest
+from updater.sources import (
+    BUNDLE_LIMIT,
+    GITHUB_WEB,
+    GitHubSource,
+    PublishedAsset,
+    ReleaseSource,
+    github_download_url,
+    open_source,
+)
 
 from .notices import Distribution, generate_notices
 from .pins import (
     ARTIFACTS_KEY,
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
+    PINNED_KEY,
     Pin,
+    PinnedAsset,
     PinsError,
     load_document,
     parse_tag_version,
     read_pins,
 )
+from .textdiff import capped_unified_diff
 
 if TYPE_CHECKING:
     from updater.attestation import AttestationReport
-    from updater.sources import FeedSource, GitHubSource
+    from updater.download import Progress
+    from updater.settings import Settings
 
-CHUNK_SIZE = 64 * 1024
 MAX_DIFF_LINES = 120
+MAX_PARALLEL = 4  # assets downloaded and verified at once
+# What the updater's decision refuses without --allow-downgrade.
+_REFUSED = (Decision.DOWNGRADE_REFUSED, Decision.NEWER_INSTALLED)
 
 
 class RepinRefused(MuxError):
     """The repin would be a downgrade or another change the policy does not allow."""
+
+
+@dataclass(frozen=True)
+class RepinnedFile:
+    """One verified asset: what its target will ship."""
+
+    target: str | None
+    asset: str
+    url: str
+    sha256: str
+    size: int
+    digests: tuple[str, ...]  # which sources agreed on the sha256
+    attestation: AttestationReport
 
 
 @dataclass(frozen=True)
@@ -68,26 +98,45 @@ class RepinResult:
 
     name: str
     old_tag: str | None
-    old_sha256: str | None
     tag: str
-    url: str
-    sha256: str
-    size: int
-    digests: tuple[str, ...]  # which sources agreed on the sha256
-    attestation: AttestationReport
+    files: tuple[RepinnedFile, ...]
     pins_diff: str
     notices_diff: str
     changed: bool
     written: bool
 
+    # The single asset's fields (an entry shipped by every target).
+    @property
+    def sha256(self) -> str:
+        return self.files[0].sha256
+
+    @property
+    def size(self) -> int:
+        return self.files[0].size
+
+    @property
+    def url(self) -> str:
+        return self.files[0].url
+
+    @property
+    def digests(self) -> tuple[str, ...]:
+        return self.files[0].digests
+
+    @property
+    def attestation(self) -> AttestationReport:
+        return self.files[0].attestation
+
     def describe(self) -> list[str]:
         """Human-readable lines for the CLI, ending with a ready commit message."""
-        attested = f"{self.attestation.signer_workflow}@{self.attestation.signer_ref}"
-        lines = [
-            f"{self.name}: {self.tag} sha256 {self.sha256} ({self.size} bytes)",
-            "  digests agree: " + ", ".join(self.digests),
-            f"  attested by {self.attestation.repository} {attested}",
-        ]
+        lines = []
+        for item in self.files:
+            report = item.attestation
+            what = f" ({item.target}) {item.asset}" if item.target else ""
+            lines += [
+                f"{self.name}{what}: {self.tag} sha256 {item.sha256} ({item.size} bytes)",
+                "  digests agree: " + ", ".join(item.digests),
+                f"  attested by {report.repository} {report.signer_workflow}@{report.signer_ref}",
+            ]
         if not self.changed:
             lines.append(f"{self.name} is already pinned to {self.tag}; nothing to change")
             return lines
@@ -97,9 +146,12 @@ class RepinResult:
                 lines.append(self.notices_diff.rstrip("\n"))
             return lines
         old = f"{self.old_tag} " if self.old_tag else ""
+        what = (
+            f"sha256 {self.sha256[:12]}" if len(self.files) == 1 else f"{len(self.files)} targets"
+        )
         lines.append(
-            f"commit: repin {self.name}: {old}-> {self.tag}, sha256 {self.sha256[:12]}, "
-            f"attested by {self.attestation.repository}"
+            f"commit: repin {self.name}: {old}-> {self.tag}, {what}, "
+            f"attested by {self.files[0].attestation.repository}"
         )
         return lines
 
@@ -108,21 +160,18 @@ class RepinResult:
 
 
 def _diff(before: str, after: str, name: str) -> str:
-    lines = list(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"{name} (before)",
-            tofile=f"{name} (after)",
-        )
+    return capped_unified_diff(
+        before,
+        after,
+        fromfile=f"{name} (before)",
+        tofile=f"{name} (after)",
+        max_lines=MAX_DIFF_LINES,
     )
-    if len(lines) > MAX_DIFF_LINES:
-        lines = [*lines[:MAX_DIFF_LINES], f"... ({len(lines) - MAX_DIFF_LINES} more lines)\n"]
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def check_not_downgrade(pin: Pin, new_tag: str, *, allow_downgrade: bool) -> None:
-    """Refuse a tag older than the pinned one, or one of another tag family (prefix)."""
+def check_not_downgrade(pin: Pin, new_tag: str, request: ReleaseRequest) -> None:
+    """Refuse a tag of another tag family (prefix) than the pinned one, or, unless the
+    request allows it, an older one (the updater's own decision, :mod:`updater.plan`)."""
     new_prefix, new_version = parse_tag_version(new_tag)
     if pin.tag is None:
         return
@@ -132,7 +181,7 @@ def check_not_downgrade(pin: Pin, new_tag: str, *, allow_downgrade: bool) -> Non
             f"{pin.name}: tag {new_tag} does not start like the pinned {pin.tag} "
             f"({old_prefix or 'no prefix'})"
         )
-    if new_version < old_version and not allow_downgrade:
+    if request.decide(old_version, new_version) in _REFUSED:
         raise RepinRefused(
             f"{pin.name}: {new_tag} is older than the pinned {pin.tag}; refusing a downgrade",
             hint="pass --allow-downgrade if that is what you want",
@@ -153,14 +202,32 @@ def agree_on_digest(computed: str, others: Sequence[tuple[str, str | None]]) -> 
     return agreed
 
 
-def rewrite_pin(document_text: str, name: str, fields: dict[str, Any]) -> str:
-    """``document_text`` with only ``fields`` of ``[artifacts.<name>]`` replaced (tomlkit)."""
+def rewrite_pin(
+    document_text: str,
+    name: str,
+    fields: dict[str, Any],
+    per_target: dict[str, dict[str, Any]] | None = None,
+) -> str:
+    """``document_text`` with only ``fields`` of ``[artifacts.<name>]`` replaced (tomlkit), and
+    for a per-target entry its ``[artifacts.<name>.pinned.<target>]`` tables."""
     import tomlkit
 
     document = tomlkit.parse(document_text)
     entry = document[ARTIFACTS_KEY][name]
     for key, value in fields.items():
         entry[key] = value
+    if per_target is not None:
+        pinned = entry.get(PINNED_KEY)
+        if pinned is None:
+            pinned = tomlkit.table(is_super_table=True)
+            entry[PINNED_KEY] = pinned
+        for target in sorted(per_target):
+            table = pinned.get(target)
+            if table is None:
+                table = tomlkit.table()
+                pinned[target] = table
+            for key, value in per_target[target].items():
+                table[key] = value
     return tomlkit.dumps(document)
 
 
@@ -169,150 +236,96 @@ def rewrite_pin(document_text: str, name: str, fields: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class _Release:
+    """What the release's host lists about the entry's assets, before anything is downloaded."""
+
     tag: str
-    api_digest: str | None
-    api_size: int | None
+    assets: Mapping[str, PublishedAsset] | None  # None: a mirror, which lists nothing
     publishes_sums: bool
-    assets: frozenset[str]
 
 
 def _open_source(
-    pin: Pin, mirror: str | None, github_url: str | None, api_url: str | None
-) -> GitHubSource | FeedSource:
-    from updater.sources import FeedSource, GitHubSource
-
+    pin: Pin, mirror: str | None, github_url: str | None, api_url: str | None, settings: Settings
+) -> ReleaseSource:
     if mirror:
-        return FeedSource(mirror)
-    return GitHubSource(pin.repository, web_url=github_url, api_url=api_url)
+        return open_source(settings, spec=mirror)
+    github = settings.github
+    return GitHubSource(
+        pin.repository,
+        web_url=github_url or github.web_url,
+        api_url=api_url or github.api_url,
+        token=github.token,
+        http=settings.http,
+    )
 
 
-def _latest_tag(source: GitHubSource | FeedSource) -> str:
-    from updater.sources import GitHubSource
-
-    if not isinstance(source, GitHubSource):
-        return source.latest_tag(include_pre=False)
-    # As the updater does: read the /releases/latest redirect, off the rate-limited API. The
-    # updater's own parser accepts only mux's vX.Y.Z tags; a pin's tags may carry a prefix.
-    url = f"{source.web}/{source.repo}/releases/latest"
-    with source.client.stream(url, follow_redirects=False) as response:
-        location = response.headers.get("location", "")
-        status = response.status_code
-    _, found, tag = location.rstrip("/").rpartition("/releases/tag/")
-    if status not in (301, 302, 303, 307, 308) or not found or not tag:
-        raise NetworkError(f"{source.location} has no published release ({url} did not redirect)")
-    return unquote(tag)
+def _pin_web(mirror: str | None, github_url: str | None, settings: Settings) -> str:
+    """The GitHub a pin's URL names: the pin names the artifact there (its sha256 fixes the
+    bytes), never the mirror that happened to serve it."""
+    if mirror:
+        return GITHUB_WEB
+    return github_url or settings.github.web_url or GITHUB_WEB
 
 
-def _release_info(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> _Release:
-    from updater.sources import GitHubSource
-
-    if not isinstance(source, GitHubSource):
+def _release_info(source: ReleaseSource, tag: str, pin: Pin) -> _Release:
+    """The release's asset list (names, API digests, sizes); every asset of ``pin`` must be in
+    it and within the size cap, or nothing is downloaded."""
+    listing = source.listing(tag)
+    if listing is None:
         # A mirror has no API: no asset list and no digest field, so SHA256SUMS is mandatory.
-        return _Release(tag, None, None, True, frozenset())
-    url = f"{source.api}/repos/{source.repo}/releases/tags/{quote(tag, safe='')}"
-    headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-    try:
-        doc = json.loads(source.client.get(url, headers=headers).content)
-    except ValueError:
-        raise NetworkError(f"{url} answered something that is not JSON") from None
-    if not isinstance(doc, dict):
-        raise NetworkError(f"{url} did not answer a release object")
-    if doc.get("draft"):
+        return _Release(tag, None, True)
+    if listing.draft:
         raise RepinRefused(f"{pin.name}: release {tag} is a draft; pin a published release")
-    assets = {a.get("name"): a for a in doc.get("assets") or [] if isinstance(a, dict)}
-    asset = assets.get(pin.asset)
-    if asset is None:
-        raise NetworkError(f"release {tag} of {pin.repository} has no asset {pin.asset}")
-    digest = asset.get("digest")
-    api_digest = None
-    if isinstance(digest, str) and digest.startswith("sha256:"):
-        api_digest = digest.removeprefix("sha256:").lower()
-        if not is_sha256(api_digest):
-            raise VerificationError(f"GitHub's digest for {pin.asset} is malformed: {digest[:80]}")
-    size = asset.get("size")
-    api_size = size if isinstance(size, int) and not isinstance(size, bool) else None
-    if api_size is not None and api_size > pin.max_bytes:
-        raise RepinRefused(
-            f"{pin.name}: {pin.asset} is {api_size} bytes, more than max_bytes ({pin.max_bytes})"
+    missing = [item for item in pin.files if item.asset not in listing.assets]
+    if missing:
+        named = ", ".join(
+            f"{item.asset} (for {item.target})" if item.target else item.asset for item in missing
         )
-    names = frozenset(str(n) for n in assets)
-    return _Release(tag, api_digest, api_size, SUMS_NAME in names, names)
-
-
-def _hash_stream(chunks: Any, limit: int, what: str) -> tuple[str, int]:
-    digest = hashlib.sha256()
-    size = 0
-    for chunk in chunks:
-        size += len(chunk)
-        if size > limit:
-            raise VerificationError(f"{what} is larger than {limit} bytes; refusing it")
-        digest.update(chunk)
-    return digest.hexdigest(), size
+        raise NetworkError(f"release {tag} of {pin.repository} has no asset {named}")
+    for item in pin.files:
+        size = listing.assets[item.asset].size
+        if size is not None and size > pin.max_bytes:
+            raise RepinRefused(
+                f"{pin.name}: {item.asset} is {size} bytes, more than max_bytes ({pin.max_bytes})"
+            )
+    return _Release(tag, listing.assets, SUMS_NAME in listing.assets)
 
 
 def _download_and_hash(
-    source: GitHubSource | FeedSource,
+    source: ReleaseSource,
     tag: str,
-    pin: Pin,
-    expected_size: int | None,
+    asset: str,
     *,
-    quiet: bool,
+    max_bytes: int,
+    size: int | None,
+    progress: Progress,
 ) -> tuple[str, int]:
     """Fetch the asset and hash it; the bytes are not kept (the pin is their digest).
 
-    With a known size (GitHub's API lists it; a mirror folder is capped by ``max_bytes``) this
-    is the updater's own downloader: resumed with Range, never past the size, retried. A mirror
-    URL lists no sizes, so its body is streamed through sha256 here, capped by ``max_bytes``.
+    The updater's own download: never past ``max_bytes``; with a known size (GitHub's API
+    lists it) resumed with Range and retried.
     """
-    from updater.download import download, make_progress
-
-    location = source.file_url(tag, pin.asset)
-    client = getattr(source, "client", None)
-    remote = location.startswith(("http://", "https://"))
-    if expected_size is not None or not remote:
-        with tempfile.TemporaryDirectory(prefix="mux-repin-") as scratch:
-            fetched = download(
-                location,
-                Path(scratch),
-                expected_size=expected_size if expected_size is not None else pin.max_bytes,
-                client=client,
-                label=f"{pin.asset} {tag}",
-                progress=make_progress(f"{pin.asset} {tag}", quiet=quiet),
-            )
-            return fetched.sha256, fetched.size
-
-    import httpx
-
-    assert client is not None
-    with client.stream(location) as response:
-        try:
-            return _hash_stream(response.iter_bytes(CHUNK_SIZE), pin.max_bytes, location)
-        except httpx.HTTPError as exc:
-            # A body shorter than its Content-Length, a reset or a stall: never a pin.
-            raise NetworkError(
-                f"download of {location} failed: {exc or type(exc).__name__}"
-            ) from None
+    with tempfile.TemporaryDirectory(prefix="mux-repin-") as scratch:
+        fetched = source.download(
+            tag, asset, Path(scratch), size=size, max_size=max_bytes, progress=progress
+        )
+        return fetched.sha256, fetched.size
 
 
-def _sums_digest(source: GitHubSource | FeedSource, tag: str, pin: Pin) -> str:
+def _sums(source: ReleaseSource, tag: str) -> dict[str, str]:
     raw = source.fetch(tag, SUMS_NAME)
     try:
-        sums = parse_sha256sums(raw)
+        return parse_sha256sums(raw)
     except ParseError as exc:
         raise VerificationError(f"release {tag}: {exc.message}") from None
-    if pin.asset not in sums:
-        raise VerificationError(f"release {tag}: {SUMS_NAME} does not list {pin.asset}")
-    return sums[pin.asset]
 
 
 def _attestation_bundles(
-    source: GitHubSource | FeedSource, tag: str, pin: Pin, sha256: str
+    source: ReleaseSource, tag: str, pin: Pin, item: PinnedAsset, sha256: str
 ) -> bytes:
-    if pin.attestation_asset:
-        return source.fetch(tag, pin.attestation_asset, max_size=16 * 1024 * 1024)
-    from updater.sources import GitHubSource
-
-    if not isinstance(source, GitHubSource):
+    bundle_asset = pin.attestation_asset_for(item.target)
+    if bundle_asset:
+        return source.fetch(tag, bundle_asset, max_size=BUNDLE_LIMIT)
+    if not source.attestation_lookup:
         raise VerificationError(
             f"{pin.name}: a mirror has no attestations API",
             hint="set attestation_asset in pins.toml to the release's bundle file",
@@ -325,9 +338,185 @@ def _attestation_bundles(
         bundles = []
     if not bundles:
         raise VerificationError(
-            f"{pin.name}: {pin.asset} of {tag} is not attested (no attestation for sha256 {sha256})"
+            f"{item.label(pin.name)}: {item.asset} of {tag} is not attested (no attestation "
+            f"for sha256 {sha256})"
         )
     return b"\n".join(bundles)
+
+
+def _verify_one(
+    source: ReleaseSource,
+    pin: Pin,
+    item: PinnedAsset,
+    release: _Release,
+    sums: dict[str, str] | None,
+    *,
+    pin_web: str,
+    trusted_root: Path | None,
+    progress: Progress,
+) -> RepinnedFile:
+    """Download, cross-check and attestation-verify one asset (runs in a worker thread)."""
+    from updater.attestation import AttestationIdentity, verify_attestation
+
+    tag = release.tag
+    listed = release.assets.get(item.asset) if release.assets is not None else None
+    api_digest, api_size = (listed.sha256, listed.size) if listed else (None, None)
+    computed, size = _download_and_hash(
+        source, tag, item.asset, max_bytes=pin.max_bytes, size=api_size, progress=progress
+    )
+    if api_size is not None and size != api_size:
+        raise VerificationError(
+            f"{item.asset}: downloaded {size} bytes, the release lists {api_size}"
+        )
+    if sums is not None and item.asset not in sums:
+        raise VerificationError(f"release {tag}: {SUMS_NAME} does not list {item.asset}")
+    agreed = agree_on_digest(
+        computed,
+        [
+            ("GitHub's asset digest", api_digest),
+            (SUMS_NAME, sums.get(item.asset) if sums is not None else None),
+        ],
+    )
+    if pin.tag == tag and item.sha256 is not None and item.sha256 != computed:
+        raise VerificationError(
+            f"{item.label(pin.name)}: {item.asset} of {tag} changed since it was pinned "
+            f"(pinned {item.sha256}, now {computed})"
+        )
+    bundle = _attestation_bundles(source, tag, pin, item, computed)
+    identity = AttestationIdentity(
+        repository=pin.identity.repository,
+        signer_workflow=pin.identity.signer_workflow,
+        ref=f"refs/tags/{tag}",
+    )
+    report = verify_attestation(bundle, computed, identity, trusted_root=trusted_root)
+    return RepinnedFile(
+        target=item.target,
+        asset=item.asset,
+        url=github_download_url(pin_web, pin.repository, tag, item.asset),
+        sha256=computed,
+        size=size,
+        digests=tuple(agreed),
+        attestation=report,
+    )
+
+
+def _verify_all(
+    source: ReleaseSource,
+    pin: Pin,
+    release: _Release,
+    sums: dict[str, str] | None,
+    *,
+    pin_web: str,
+    trusted_root: Path | None,
+    quiet: bool,
+    bar: bool,
+) -> tuple[RepinnedFile, ...]:
+    """Every asset of the entry, in parallel under one progress display; the first failure
+    (in the entry's target order) is raised once all have finished, so nothing is half done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    display = RepinProgress(quiet=quiet, bar=bar)
+    with display, ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
+        futures = [
+            pool.submit(
+                _verify_one,
+                source,
+                pin,
+                item,
+                release,
+                sums,
+                pin_web=pin_web,
+                trusted_root=trusted_root,
+                progress=display.task(f"{item.asset} {release.tag}"),
+            )
+            for item in pin.files
+        ]
+        outcomes: list[RepinnedFile | MuxError] = []
+        for future in futures:
+            try:
+                outcomes.append(future.result())
+            except MuxError as exc:
+                outcomes.append(exc)
+    for item, outcome in zip(pin.files, outcomes, strict=True):
+        if isinstance(outcome, MuxError) and item.target is not None:
+            # Name the target and asset: with several in flight, the bare reason is ambiguous.
+            outcome.message = f"{item.label(pin.name)} {item.asset}: {outcome.message}"
+    for outcome in outcomes:
+        if isinstance(outcome, MuxError):
+            raise outcome
+    return tuple(o for o in outcomes if isinstance(o, RepinnedFile))
+
+
+class RepinProgress:
+    """One progress display for parallel downloads: a rich bar per asset on a terminal (unless
+    ``bar`` is off: NO_COLOR, TERM=dumb), else one line when each starts and ends (the
+    updater's :func:`updater.render.make_progress`)."""
+
+    def __init__(self, *, quiet: bool, bar: bool) -> None:
+        import sys
+
+        self._quiet = quiet
+        self._rich: Any = None
+        if not quiet and bar and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+            self._rich = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+
+    def __enter__(self) -> RepinProgress:
+        if self._rich is not None:
+            self._rich.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+    def task(self, label: str) -> Progress:
+        if self._rich is None:
+            from updater.render import make_progress
+
+            return make_progress(label, quiet=self._quiet, bar=False)
+        return _RichTask(self._rich, label)
+
+
+class _RichTask:
+    """One asset's bar in a shared rich display."""
+
+    def __init__(self, rich: Any, label: str) -> None:
+        self._rich = rich
+        self._label = label
+        self._id: Any = None
+
+    def start(self, total: int | None) -> None:
+        self._id = self._rich.add_task(self._label, total=total)
+
+    def advance(self, done: int) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, completed=done)
+
+    def finish(self) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, visible=False)
+
+
+def _rewrite(original: str, pin: Pin, tag: str, verified: Sequence[RepinnedFile]) -> str:
+    if not pin.per_target:
+        (item,) = verified
+        fields = {"tag": tag, "url": item.url, "sha256": item.sha256, "size": item.size}
+        return rewrite_pin(original, pin.name, fields)
+    per_target = {
+        str(item.target): {"url": item.url, "sha256": item.sha256, "size": item.size}
+        for item in verified
+    }
+    return rewrite_pin(original, pin.name, {"tag": tag}, per_target)
 
 
 # --- writing (I/O) ----------------------------------------------------------------------
@@ -346,7 +535,7 @@ def write_together(changes: Sequence[tuple[Path, str]]) -> None:
             originals.append((path, path.read_bytes(), path.stat().st_mode & 0o777))
         except FileNotFoundError:
             originals.append((path, None, 0o644))
-    staged: list[tuple[Path, str]] = []
+    staged: list[tuple[Path, Path]] = []
     try:
         for (path, text), (_, _, mode) in zip(changes, originals, strict=True):
             staged.append((path, _stage(path, text.encode("utf-8"), mode)))
@@ -365,21 +554,11 @@ def write_together(changes: Sequence[tuple[Path, str]]) -> None:
             raise
     finally:
         for _, temporary in staged:
-            Path(temporary).unlink(missing_ok=True)
+            temporary.unlink(missing_ok=True)
 
 
-def _stage(path: Path, data: bytes, mode: int) -> str:
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return temporary
+def _stage(path: Path, data: bytes, mode: int) -> Path:
+    return write_temp_beside(path, data, mode=mode)
 
 
 # --- the command ------------------------------------------------------------------------
@@ -400,16 +579,20 @@ def repin(
     dry_run: bool = False,
     distributions: Sequence[Distribution] | None = None,
     progress: Callable[[str], None] | None = None,
+    settings: Settings | None = None,
 ) -> RepinResult:
-    """Move pin ``name`` to ``tag`` (or the latest release) after verifying the asset.
+    """Move pin ``name`` to ``tag`` (or the latest release) after verifying its assets.
 
     ``source`` is a mirror (feed URL or folder) instead of GitHub; ``github_url`` and
-    ``api_url`` replace GitHub's bases (GitHub Enterprise, tests), else ``MUX_GITHUB_URL`` /
-    ``MUX_GITHUB_API_URL`` apply as in the updater. ``trusted_root`` is the Sigstore trusted
-    root (default: ``MUX_SIGSTORE_TRUSTED_ROOT``, else Sigstore's production root).
+    ``api_url`` replace GitHub's bases (GitHub Enterprise, tests), else ``settings``' apply
+    (``MUX_GITHUB_URL`` / ``MUX_GITHUB_API_URL``, as in the updater). ``trusted_root`` is the
+    Sigstore trusted root (default: ``settings``', else Sigstore's production root).
+    ``settings`` default to the environment's (:func:`updater.settings.load`).
     ``distributions`` replaces the installed ones in the regenerated notices (tests).
     """
-    from updater.attestation import AttestationIdentity, verify_attestation
+    from updater import settings as mux_settings
+
+    settings = settings or mux_settings.load()
 
     say = progress or (lambda _message: None)
     if (tag is None) == (not latest):
@@ -426,51 +609,38 @@ def repin(
     if pin is None:
         raise PinsError(f"{pins_path} has no artifact named {name!r}")
 
-    artifact_source = _open_source(pin, source, github_url, api_url)
-    try:
+    request = (
+        ReleaseRequest.tagged(tag, allow_downgrade=allow_downgrade)
+        if tag is not None
+        else ReleaseRequest.latest(allow_downgrade=allow_downgrade)
+    )
+    with _open_source(pin, source, github_url, api_url, settings) as artifact_source:
         say("[2/7] resolve the release")
-        new_tag = tag if tag is not None else _latest_tag(artifact_source)
         try:
-            check_not_downgrade(pin, new_tag, allow_downgrade=allow_downgrade)
+            new_tag = artifact_source.resolve(request, parse=parse_tag_version)
+            check_not_downgrade(pin, new_tag, request)
         except ParseError as exc:
             raise UsageError(f"{pin.name}: {exc.message}") from None
         release = _release_info(artifact_source, new_tag, pin)
+        sums = _sums(artifact_source, new_tag) if release.publishes_sums else None
 
-        say(f"[3/7] download {pin.asset} of {new_tag}")
-        computed, size = _download_and_hash(
-            artifact_source, new_tag, pin, release.api_size, quiet=progress is None
-        )
-        if release.api_size is not None and size != release.api_size:
-            raise VerificationError(
-                f"{pin.asset}: downloaded {size} bytes, the release lists {release.api_size}"
-            )
-
+        count = f"{len(pin.files)} assets" if len(pin.files) > 1 else pin.files[0].asset
+        say(f"[3/7] download {count} of {new_tag}")
         say("[4/7] cross-check digests")
-        sums = _sums_digest(artifact_source, new_tag, pin) if release.publishes_sums else None
-        agreed = agree_on_digest(
-            computed, [("GitHub's asset digest", release.api_digest), (SUMS_NAME, sums)]
+        say("[5/7] verify the attestation" + ("s" if len(pin.files) > 1 else ""))
+        verified = _verify_all(
+            artifact_source,
+            pin,
+            release,
+            sums,
+            pin_web=_pin_web(source, github_url, settings),
+            trusted_root=trusted_root or settings.sigstore_trusted_root,
+            quiet=progress is None,
+            bar=settings.progress_bar,
         )
-        if pin.tag == new_tag and pin.sha256 is not None and pin.sha256 != computed:
-            raise VerificationError(
-                f"{pin.name}: {pin.asset} of {new_tag} changed since it was pinned "
-                f"(pinned {pin.sha256}, now {computed})"
-            )
-
-        say("[5/7] verify the attestation")
-        bundle = _attestation_bundles(artifact_source, new_tag, pin, computed)
-        identity = AttestationIdentity(
-            repository=pin.identity.repository,
-            signer_workflow=pin.identity.signer_workflow,
-            ref=f"refs/tags/{new_tag}",
-        )
-        report = verify_attestation(bundle, computed, identity, trusted_root=trusted_root)
-        url = _canonical_url(artifact_source, pin, new_tag)
-    finally:
-        artifact_source.close()
 
     say("[6/7] plan the writes")
-    fields: dict[str, Any] = {"tag": new_tag, "url": url, "sha256": computed, "size": size}
-    updated = rewrite_pin(original, name, fields)
+    updated = _rewrite(original, pin, new_tag, verified)
     new_pins, problems = read_pins(load_document_text(updated), base_dir=pins_path.parent)
     if problems:  # the rewrite must round-trip into a valid file, or nothing is written
         raise PinsError(f"the rewritten pins.toml is invalid: {problems[0]}")
@@ -491,27 +661,13 @@ def repin(
     return RepinResult(
         name=name,
         old_tag=pin.tag,
-        old_sha256=pin.sha256,
         tag=new_tag,
-        url=url,
-        sha256=computed,
-        size=size,
-        digests=tuple(agreed),
-        attestation=report,
+        files=verified,
         pins_diff=pins_diff,
         notices_diff=notices_diff,
         changed=changed,
         written=written,
     )
-
-
-def _canonical_url(source: GitHubSource | FeedSource, pin: Pin, tag: str) -> str:
-    """The asset's GitHub download URL, whichever source it was fetched from: the pin names
-    the artifact (the sha256 fixes its bytes), not the mirror that happened to serve it."""
-    from updater.sources import GITHUB_WEB, GitHubSource
-
-    web = source.web if isinstance(source, GitHubSource) else GITHUB_WEB
-    return f"{web}/{pin.repository}/releases/download/{quote(tag)}/{quote(pin.asset)}"
 
 
 def load_document_text(text: str) -> Any:

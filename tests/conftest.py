@@ -12,9 +12,6 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_FIXTURES = REPO_ROOT.parent / "shared" / "fixtures"
-
 # Variables from the developer's or CI's environment that would change what mux does.
 _LEAKY = (
     "GITHUB_TOKEN",

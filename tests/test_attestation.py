@@ -23,15 +23,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from release.fake_sigstore import FakeSigstore
+from updater import settings as mux_settings
 from updater.attestation import (
     MAX_BUNDLE_BYTES,
-    TRUSTED_ROOT_ENV,
     AttestationIdentity,
     AttestationReport,
     AttestedSubject,
     verify_attestation,
 )
 from updater.errors import VerificationError
+from updater.settings import TRUSTED_ROOT_ENV
 
 REPO = "mux-dev/mux"
 TAG_REF = "refs/tags/v1.2.3"
@@ -164,7 +165,11 @@ def test_trusted_root_from_the_environment(
     fake: FakeSigstore, good_bundle: bytes, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(TRUSTED_ROOT_ENV, str(fake.trusted_root_path))
-    report = verify_attestation(good_bundle, ARCHIVE_SHA, IDENTITY, warn=pytest.fail)
+    # The environment is read once, into the settings, which hand the root to the verifier.
+    trusted_root = mux_settings.load().sigstore_trusted_root
+    report = verify_attestation(
+        good_bundle, ARCHIVE_SHA, IDENTITY, trusted_root=trusted_root, warn=pytest.fail
+    )
     assert report.trust_root == f"file:{fake.trusted_root_path}"
 
 

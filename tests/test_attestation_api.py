@@ -3,7 +3,7 @@
 The API server stands for api.github.com (it sees the token); a second server, addressed as
 ``localhost`` instead of ``127.0.0.1``, stands for the Azure blob store behind ``bundle_url``
 (it must never see the token). Blobs are snappy block, snappy framed or plain JSON, as GitHub
-has served them since 2026-07-16 (../shared/notes/attestations.md §1.4).
+has served them since 2026-07-16 (docs/design.md, "GitHub's attestations API").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Real GitHub attestation bundles (cli/cli test data) against Sigstore's production root.
 
-The bundles live outside the repository, in ../shared/fixtures/real-attestations/ (its README
-lists their identities and expected outcomes); the module skips when the folder is absent.
+The bundles are in tests/fixtures/real-attestations/ (its README lists their origin, licence,
+identities and expected outcomes); the module skips when the folder is absent.
 Verification uses the production trust root that ships with sigstore, offline: no network.
 """
 
@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 
 from updater.attestation import (
-    TRUSTED_ROOT_ENV,
     AttestationIdentity,
     AttestationReport,
     verify_attestation,
 )
 from updater.errors import VerificationError
+from updater.settings import TRUSTED_ROOT_ENV
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "real-attestations"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real-attestations"
 if not FIXTURES.is_dir():
     pytest.skip(f"real attestation fixtures not found at {FIXTURES}", allow_module_level=True)
 

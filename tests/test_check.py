@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from release.formats import manifest_document
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from updater import models
@@ -28,7 +29,7 @@ def write_release(root: Path, version: str, *, protocol: int = PROTOCOL_VERSION)
         released_at="2026-11-20T12:00:00Z",
         assets=(models.ManifestAsset(models.archive_name(TARGET), TARGET, 3, "ab" * 32),),
     )
-    (folder / "manifest.json").write_text(json.dumps(manifest.to_json()))
+    (folder / "manifest.json").write_text(json.dumps(manifest_document(manifest)))
     return folder
 
 
@@ -105,6 +106,16 @@ def test_explicit_version(github: FakeGitHub, sandbox_env) -> None:
     result, doc = check({**sandbox_env, **github_env(github)}, "--version", "8.0.0")
     assert result.returncode == 10
     assert doc["latest"]["version"] == "8.0.0" and doc["latest"]["requested"] is True
+
+
+def test_an_older_requested_version_says_how_to_install_it(github: FakeGitHub, sandbox_env) -> None:
+    write_release(github.root, "0.0.5")  # older than this mux
+    env = {**sandbox_env, **github_env(github)}
+    result, doc = check(env, "--version", "0.0.5")
+    assert result.returncode == 10, result.stderr
+    assert doc["latest"]["version"] == "0.0.5" and doc["latest"]["requested"] is True
+    text = run_mux(["update", "--check", "--version", "0.0.5"], env)
+    assert "install it with: mux update --version 0.0.5 --allow-downgrade" in text.stdout
 
 
 def test_rate_limit_is_one_line_with_reset_and_token_hint(github: FakeGitHub, sandbox_env) -> None:

@@ -1,4 +1,4 @@
-"""updater.minisign against the real minisign 0.11 command, in both directions."""
+"""updater.minisign (checking) and release.signing (keys, signing) against the real minisign 0.11 command, in both directions."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from release import signing
+from release.signing import SecretKey, SecretKeyError, generate_keypair
 from tests.support.releases import make_keypair
-from updater import minisign
 from updater.errors import MuxError, ParseError, VerificationError
-from updater.minisign import PublicKey, SecretKey, SecretKeyError, generate_keypair, verify
+from updater.minisign import PublicKey, verify, verify_trusted_comment
 
 MINISIGN = shutil.which("minisign")
 MESSAGE = b"0123abcd  mux-x86_64-unknown-linux-gnu.tar.gz\n"
@@ -193,6 +194,25 @@ def test_tampered_trusted_comment_is_rejected(signed: tuple[bytes, PublicKey, Se
         verify(MESSAGE, forged, [public])
 
 
+def test_the_trusted_comment_alone_is_checked_with_one_key(
+    signed: tuple[bytes, PublicKey, SecretKey],
+) -> None:
+    signature, public, key = signed
+    # The comment is vouched for whatever the file became (verify() would refuse the file).
+    assert verify_trusted_comment(signature, public) == "timestamp:1\tfile:SHA256SUMS"
+    forged = signature.replace(b"timestamp:1\t", b"timestamp:2\t")
+    with pytest.raises(VerificationError, match="trusted comment was tampered"):
+        verify_trusted_comment(forged, public)
+    other = PublicKey.parse(generate_keypair(None)[1])
+    with pytest.raises(VerificationError, match=f"another minisign key {key.key_id}"):
+        verify_trusted_comment(signature, other)
+    impostor = PublicKey(public.key_id_bytes, other.key)
+    with pytest.raises(VerificationError, match="tampered"):
+        verify_trusted_comment(signature, impostor)
+    with pytest.raises(VerificationError, match="malformed"):
+        verify_trusted_comment(b"not a signature", public)
+
+
 def test_tampered_signature_bytes_are_rejected(signed: tuple[bytes, PublicKey, SecretKey]) -> None:
     signature, public, _ = signed
     lines = signature.split(b"\n")
@@ -272,10 +292,10 @@ def test_secret_key_with_absurd_kdf_limits_is_refused_not_attempted() -> None:
 def test_scrypt_parameters_follow_libsodium() -> None:
     # minisign -G's "sensitive" limits and libsodium's "interactive" ones, with their
     # documented scrypt equivalents (N=2^20 and N=2^14, r=8, p=1).
-    assert minisign.scrypt_params(33554432, 1073741824) == (1 << 20, 8, 1)
-    assert minisign.scrypt_params(524288, 16777216) == (1 << 14, 8, 1)
+    assert signing.scrypt_params(33554432, 1073741824) == (1 << 20, 8, 1)
+    assert signing.scrypt_params(524288, 16777216) == (1 << 14, 8, 1)
     # Below libsodium's floor the opslimit is raised to 32768.
-    assert minisign.scrypt_params(1, 1 << 24) == minisign.scrypt_params(32768, 1 << 24)
+    assert signing.scrypt_params(1, 1 << 24) == signing.scrypt_params(32768, 1 << 24)
 
 
 def test_sign_refuses_multiline_comments(signed: tuple[bytes, PublicKey, SecretKey]) -> None:

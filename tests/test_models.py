@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from release.formats import format_sha256sums, manifest_document
 from updater import models
 from updater.errors import ParseError
 from updater.protocol import StatusLineError, parse_status_line
@@ -49,7 +50,7 @@ def test_manifest_round_trip_and_unknown_fields_ignored() -> None:
     asset = manifest.asset_for("x86_64-unknown-linux-gnu")
     assert asset is not None and asset.sha256 == SHA
     assert manifest.asset_for("aarch64-apple-darwin") is None
-    again = models.parse_manifest(json.dumps(manifest.to_json()).encode())
+    again = models.parse_manifest(json.dumps(manifest_document(manifest)).encode())
     assert again == manifest
 
 
@@ -74,7 +75,7 @@ def test_manifest_rejects_malformed(overrides: dict[str, object]) -> None:
 def test_sha256sums_text_and_binary_mode() -> None:
     raw = f"{SHA}  manifest.json\n{'cd' * 32} *mux-a.tar.gz\n".encode()
     assert models.parse_sha256sums(raw) == {"manifest.json": SHA, "mux-a.tar.gz": "cd" * 32}
-    assert models.parse_sha256sums(models.format_sha256sums({"b": SHA, "a": SHA})) == {
+    assert models.parse_sha256sums(format_sha256sums({"b": SHA, "a": SHA})) == {
         "a": SHA,
         "b": SHA,
     }
@@ -147,4 +148,4 @@ def test_status_line_parser_raises_only_its_error(raw: bytes) -> None:
 )
 def test_sha256sums_round_trip(pairs: list[tuple[str, str]]) -> None:
     digests = dict((name, digest) for digest, name in pairs)
-    assert models.parse_sha256sums(models.format_sha256sums(digests)) == digests
+    assert models.parse_sha256sums(format_sha256sums(digests)) == digests

@@ -21,9 +21,10 @@ from release.build import (
     build_standalone,
     build_standin,
     make_build_info,
+    write_bill,
     write_build_info,
 )
-from release.package import package_release
+from release.package import package_release, sign_release
 from tests.support.releases import KeyPair, make_keypair
 from updater._targets import TARGETS, detect_target
 from updater.buildinfo import BuildInfo
@@ -328,8 +329,37 @@ def test_real_standalone_build_reports_its_build_info(
     shipped = {p.name for p in (folder / "_internal").iterdir()}
     assert not shipped & {"mypy", "hypothesis", "pytest", "_pytest", "PyInstaller", "setuptools"}
 
+    # Every file maps to a notice entry; a copy with one more library does not.
+    def mux_release(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "release", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    checked = mux_release("notices", "--check-build", str(folder))
+    assert checked.returncode == 0, checked.stderr
+    assert (folder / "THIRD_PARTY_NOTICES.md").read_text().count("### CPython ") == 1
+    copy = tmp_path / "copy" / folder.name
+    shutil.copytree(folder, copy, symlinks=True)
+    shutil.copy(folder / "mux", copy / "_internal" / "libmystery.so.1")
+    unmapped = mux_release("notices", "--check-build", str(copy))
+    assert unmapped.returncode == 1
+    assert "1 file(s) map to no notice entry: _internal/libmystery.so.1" in unmapped.stderr
+    if HOST.endswith("-linux-gnu") and shutil.which("objdump"):
+        glibc = mux_release("glibc", str(folder), "--max", "9.99")
+        assert glibc.returncode == 0 and " needs glibc 2." in glibc.stdout, glibc.stderr
+
     # Packaged and installed like a release, run with no Python anywhere on PATH.
     package_release([folder], tmp_path / "rel", released_at="2024-01-01T00:00:00Z")
+    sign_release(tmp_path / "rel", current.secret_key())
+    verified = mux_release(
+        "verify", str(tmp_path / "rel"), "--key", current.public_key, "--insecure-skip-attestation"
+    )
+    assert verified.returncode == 0, verified.stderr
+    assert "sbom: ok" in verified.stdout and "smoke-test: ok" in verified.stdout
     mux = install_by_hand(tmp_path / "rel" / f"mux-{HOST}.tar.gz", tmp_path / "home", "0.4.0")
     env = {"PATH": "/nonexistent", "HOME": str(tmp_path)}
     result = run_mux(mux, "version", "--json", cwd=tmp_path, env=env)
@@ -377,7 +407,8 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
         make_build_info,
     )
     from release.fake_sigstore import FakeSigstore
-    from release.package import rehash_sums, sign_release, write_feed_index
+    from release.feed import sign_feed_index
+    from release.package import rehash_sums, sign_release
     from tests.support.imports import matching
     from tests.support.releases import serve_directory
     from tests.support.terminal import on_a_terminal
@@ -420,6 +451,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
             minisign_keys=[k.public_key for k in real_build.keys],
         ),
     )
+    write_bill(newer, None)  # its notices and SBOM describe the rebadged build
     sigstore = FakeSigstore.create(tmp_path / "sigstore")
     feed = tmp_path / "feed"
     for version, build in (("0.4.0", folder), ("0.5.0", newer)):
@@ -433,7 +465,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
         (release / models.attestation_name(version)).write_bytes(bundle)
         rehash_sums(release)
         sign_release(release, current.secret_key())
-    write_feed_index(feed)
+    sign_feed_index(feed, current.secret_key())
 
     home, bin_dir = tmp_path / "mux-home", tmp_path / "bin"
     with serve_directory(feed) as url:
@@ -470,4 +502,6 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
         mux(installed_mux, "server", "restart", code=0)
         mux(installed_mux, "server", "stop", code=0)
         assert "Usage" in mux(installed_mux, "--help", code=0)
+        notices = Path(mux(installed_mux, "version", "--notices", code=0).strip())
+        assert notices.name == "THIRD_PARTY_NOTICES.md" and notices.is_file(), notices
         mux(installed_mux, "frobnicate", code=2)

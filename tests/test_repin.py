@@ -18,12 +18,13 @@ from typing import Any
 import pytest
 
 from release.fake_sigstore import FakeSigstore
+from release.formats import format_releases_json, format_sha256sums
 from release.notices import Distribution, LicenceText, generate_notices
 from release.pins import check_pins, load_pins
 from release.repin import RepinRefused, RepinResult, repin, write_together
 from tests.support.github import FakeGitHub, serve_github
 from updater.errors import NetworkError, UsageError, VerificationError
-from updater.models import FeedRelease, format_releases_json, format_sha256sums
+from updater.models import FeedRelease
 
 REPO = "acme/libfoo"
 ASSET = "libfoo-x86_64.tar.gz"

@@ -13,6 +13,7 @@ import pytest
 import respx
 
 from updater import cache
+from updater import settings as mux_settings
 from updater._targets import TARGETS, UnsupportedPlatform, detect_target, target_for
 from updater.layout import package_manager_for
 from updater.protocol import StatusLineError, parse_status_line
@@ -42,11 +43,12 @@ def test_unsupported_platform_lists_the_targets(system: str, machine: str) -> No
 
 
 def test_mux_target_overrides_and_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    # MUX_TARGET is read once, into the settings, and checked where the target is chosen.
     monkeypatch.setenv("MUX_TARGET", "aarch64-unknown-linux-musl")
-    assert detect_target() == "aarch64-unknown-linux-musl"
+    assert detect_target(mux_settings.load().target) == "aarch64-unknown-linux-musl"
     monkeypatch.setenv("MUX_TARGET", "sparc-sun-solaris")
     with pytest.raises(UnsupportedPlatform, match="not a published target"):
-        detect_target()
+        detect_target(mux_settings.load().target)
 
 
 def test_the_running_libc_is_asked_not_a_file() -> None:
@@ -144,3 +146,55 @@ def test_a_cached_check_imports_neither_typer_nor_httpx(tmp_path: Path, sandbox_
     )
     imported = {line.split("|")[-1].strip() for line in version.stderr.splitlines()}
     assert not {"typer", "httpx", "rich", "packaging", "platformdirs"} & imported
+
+
+def test_the_client_never_imports_the_release_tooling() -> None:
+    """The installed mux is updater/ alone: nothing in it imports release/ or its tomlkit.
+
+    Checked twice: no import statement names them, and importing every module of the
+    package (as PyInstaller's --collect-submodules does) loads neither.
+    """
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "updater"
+    modules = sorted(path.stem for path in package.glob("*.py"))
+    for name in modules:
+        tree = ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported = [node.module or ""]
+            else:
+                continue
+            for module in imported:
+                assert module.split(".")[0] not in {"release", "tomlkit"}, (name, module)
+    script = (
+        "import importlib, sys\n"
+        f"for name in {[m for m in modules if m != '__main__']!r}:\n"
+        "    importlib.import_module('updater.' + name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('release', 'tomlkit')))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_the_release_tooling_without_its_extra_says_how_to_get_it() -> None:
+    """mux-release with tomlkit missing (mux installed without [release]): one line, exit 1."""
+    script = (
+        "import sys\n"
+        "sys.modules['tomlkit'] = None  # as if the release extra were not installed\n"
+        "sys.argv = ['mux-release', 'pins', '--check']\n"
+        "from release.cli import main\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "mux-release: error: tomlkit is missing: the release tooling is the optional extra of "
+        "mux (pip install 'mux[release]'; in a checkout, uv sync)"
+    ]

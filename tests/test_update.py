@@ -550,3 +550,38 @@ def test_malformed_settings_are_one_line_usage_errors(
         assert result.returncode == 2, (args, result.stderr)
         assert text in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert snapshot(installed.home, installed.bin_dir) == before
+
+
+@pytest.mark.parametrize("typed", ["1.2.3-rc1", "v1.2.3-rc1"])
+def test_check_and_update_ask_for_the_same_release(
+    tmp_path: Path, sandbox_env: dict[str, str], typed: str
+) -> None:
+    """`--check --version X` and `mux update --version X` ask the feed for the same tag."""
+    from tests.support.releases import serve_directory_recording
+
+    feed = make_feed(tmp_path / "f", versions=["1.2.3-rc1"], prereleases=["1.2.3-rc1"])
+    with serve_directory_recording(feed.path) as (url, paths):
+        env = {**sandbox_env, "MUX_UPDATE_SOURCE": url, "MUX_INSTALL_DIR": str(tmp_path / "bin")}
+        check = run_mux(["update", "--check", "--json", "--version", typed], env)
+        asked_by_check = {p.split("/")[1] for p in paths}
+        paths.clear()
+        update = run_mux(
+            [
+                "update",
+                "--version",
+                typed,
+                "--home",
+                str(tmp_path / "home"),
+                "--trust-key",
+                feed.keypair.public_key,
+            ],
+            env,
+        )
+        asked_by_update = {p.split("/")[1] for p in paths}
+    assert check.returncode == 10, check.stderr
+    assert json.loads(check.stdout)["latest"]["tag"] == "v1.2.3-rc1"
+    assert update.returncode == 0, update.stderr
+    assert asked_by_check == asked_by_update == {"v1.2.3-rc1"}
+    assert Install(tmp_path / "home", tmp_path / "bin", env).reported_version()["version"] == (
+        "1.2.3-rc1"
+    )

@@ -100,8 +100,8 @@ def test_attestation_from_the_api_when_the_release_has_none(
     archive = next(release.glob("*.tar.gz"))
     github.attestations[hashlib.sha256(archive.read_bytes()).hexdigest()] = bundle_path.read_bytes()
     bundle_path.unlink()
+    from release.signing import SecretKey  # noqa: F401  (re-sign below)
     from tests.support.installs import republish as reissue
-    from updater.minisign import SecretKey  # noqa: F401  (re-sign below)
 
     result = installed.run("update", "--json")
     # SHA256SUMS still lists the removed bundle, which is fine: only fetched files are checked.

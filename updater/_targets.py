@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .errors import MuxError
+
+if TYPE_CHECKING:
+    from .buildinfo import BuildInfo
 
 TARGETS = (
     "x86_64-unknown-linux-gnu",
@@ -73,9 +77,8 @@ def _running_under_rosetta() -> bool:
     return out == "1"
 
 
-def detect_target() -> str:
-    """``MUX_TARGET`` when set, else the running system's target."""
-    override = os.environ.get("MUX_TARGET")
+def detect_target(override: str | None = None) -> str:
+    """``override`` (``MUX_TARGET``) when given and published, else the running system's."""
     if override:
         if override not in TARGETS:
             raise UnsupportedPlatform(
@@ -97,3 +100,16 @@ def detect_target_or_empty() -> str:
         return detect_target()
     except UnsupportedPlatform:
         return ""
+
+
+def release_target(override: str | None, build: BuildInfo, *, recorded: object = None) -> str:
+    """The build ``mux update`` installs and ``--check`` looks for: ``MUX_TARGET`` (checked),
+    else the target this release build was made for, else the one on record (a development
+    checkout updating an install), else this machine's."""
+    if override:
+        return detect_target(override)
+    if not build.development and build.target:
+        return build.target
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return build.target or detect_target()  # a development build's is this machine's

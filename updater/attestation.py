@@ -7,7 +7,7 @@ transparency-log inclusion proof, checkpoint and SET, DSSE signature) and, throu
 who signed: the OIDC issuer, the source repository, the signer workflow at its ref and a
 GitHub-hosted runner. It then checks what sigstore-python leaves to its caller: the payload
 type, the statement type, the predicate type and that the statement names every expected
-sha256 (``../shared/notes/attestations.md`` §2.2, §2.4).
+sha256 (docs/design.md, "What sigstore-python checks, and what it leaves to us").
 
 Every failure is one :class:`~updater.errors.VerificationError` line saying which check failed,
 what was expected and what was found. sigstore is imported only when a bundle is verified: it
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import sys
 import threading
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
     from sigstore.models import TrustedRoot
     from sigstore.verify import Verifier
 
-TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
 GITHUB_ACTIONS_ISSUER = "https://token.actions.githubusercontent.com"
 IN_TOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 # actions/attest has only ever emitted Statement v1; nothing mux verifies needs v0.1.
@@ -175,10 +173,10 @@ def verify_attestation(
 
     ``bundle`` is one JSON Sigstore bundle, or JSON lines with one bundle each, or a sequence
     of either (one per source, e.g. the release asset and the attestations API); any one bundle
-    that verifies suffices. The trust root is ``trusted_root``, else ``$MUX_SIGSTORE_TRUSTED_ROOT``,
-    else Sigstore's production root: refreshed online within ``refresh_timeout`` seconds, or,
-    when ``offline`` or when that fails (with a ``warn``), the copy cached by or shipped with
-    sigstore. Raises :class:`VerificationError` on any failure, and nothing else.
+    that verifies suffices. The trust root is ``trusted_root`` (a private instance's, e.g. from
+    ``MUX_SIGSTORE_TRUSTED_ROOT`` through :mod:`updater.settings`), else Sigstore's production
+    root: refreshed online within ``refresh_timeout`` seconds, or, when ``offline`` or when that
+    fails (with a ``warn``), the copy cached by or shipped with sigstore. Raises :class:`VerificationError` on any failure, and nothing else.
     """
     digests = _expected_digests(subject_sha256)
     _check_identity(identity)
@@ -321,10 +319,9 @@ def _load_verifier(
     except ImportError as exc:  # a broken install must not turn into "verified"
         raise VerificationError(f"attestation: sigstore is not available ({exc})") from None
 
-    path = trusted_root or (Path(env) if (env := os.environ.get(TRUSTED_ROOT_ENV)) else None)
-    if path is not None:
-        root = _trusted_root_from_file(path)
-        description = f"file:{path}"
+    if trusted_root is not None:
+        root = _trusted_root_from_file(trusted_root)
+        description = f"file:{trusted_root}"
     else:
         root, description = _production_trusted_root(offline, refresh_timeout, warn)
     try:

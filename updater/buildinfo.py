@@ -3,7 +3,8 @@
 A release build carries ``_build_info.json`` next to this module, written by
 ``mux-release build``. A development checkout has no such file: it reads its version from
 ``updater.__version__`` (the single source hatchling writes into the package metadata), its
-protocol from :mod:`updater.protocol`, and says it is a development build. This module is on the fast path of ``mux version``: stdlib only.
+protocol from :mod:`updater.protocol`, its target from the machine it runs on, and says it is a
+development build. This module is on the fast path of ``mux version``: stdlib only.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 BUILD_INFO_NAME = "_build_info.json"
@@ -164,6 +166,20 @@ def current() -> BuildInfo:
     return _cached
 
 
-def effective_repo(info: BuildInfo) -> str:
-    """The GitHub repository to update from: ``MUX_REPO`` overrides the baked one."""
-    return os.environ.get("MUX_REPO") or info.repo
+NOTICES_NAME = "THIRD_PARTY_NOTICES.md"
+
+
+def notices_file() -> Path | None:
+    """The third-party notices this mux ships: in a release build, the file at the top of its
+    version folder (two levels above ``updater/`` with its build info); in a development
+    checkout, the repository's. None when there is none."""
+    from pathlib import Path  # not at the top: mux version's fast path has no pathlib
+
+    build_info = Path(BUILD_INFO_PATH)
+    base = build_info.parent
+    candidates = (
+        [base.parent.parent / NOTICES_NAME, base.parent / NOTICES_NAME]
+        if build_info.is_file()
+        else [base.parent / NOTICES_NAME]
+    )
+    return next((path for path in candidates if path.is_file()), None)

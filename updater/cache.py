@@ -15,13 +15,12 @@ Stdlib only: this is the fast path of ``mux update --check --max-age``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
 from typing import Any
 
-CACHE_SCHEMA = 1
+CACHE_SCHEMA = 2  # 2: answers carry the typed decision (updater.plan.ReleaseOffer)
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
 
@@ -51,25 +50,6 @@ def check_cache_path() -> Path:
     return cache_dir() / "check.json"
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    import tempfile  # only writers pay for it; the cached check only reads
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def load(
     key: dict[str, Any], max_age: float, *, now: float | None = None
 ) -> tuple[dict[str, Any], float] | None:
@@ -97,6 +77,8 @@ def store(key: dict[str, Any], answer: dict[str, Any], *, now: float | None = No
         "checked_at": time.time() if now is None else now,
         "answer": answer,
     }
+    from .files import atomic_write  # only writers pay for it; a cache hit only reads
+
     try:
         atomic_write(check_cache_path(), (json.dumps(doc, sort_keys=True) + "\n").encode())
     except OSError:

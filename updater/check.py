@@ -1,161 +1,139 @@
-"""``mux update --check``: source -> plan -> report, with the cached fast path.
+"""``mux update --check``: resolve -> fetch the manifest -> decide -> verdicts, with a cache.
 
 :func:`check` is the library entry point. With ``max_age`` it first tries the cache
 (:mod:`updater.cache`) and, on a hit, answers without importing the HTTP stack; the live
-servers are always asked afresh, since a restart can change them at any moment.
+servers are always asked afresh, since a restart can change them at any moment. A failed
+lookup is cached too (:func:`failure_to_cache`), so an offline machine does not retry on every
+call.
 """
 
 from __future__ import annotations
 
-import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from . import buildinfo, cache
 from .buildinfo import BuildInfo
-from .plan import CheckReport, plan_check
+from .errors import MuxError
+from .plan import CheckReport, ReleaseOffer, ReleaseRequest, plan_check
+from .settings import Settings
+from .timestamps import rfc3339
 
 
-@dataclass(frozen=True)
-class CheckOptions:
-    source: str | None = None
-    include_pre: bool = False
-    version: str | None = None
-    max_age: float | None = None
-    query_servers: bool = True
+def check(
+    request: ReleaseRequest,
+    settings: Settings,
+    *,
+    build: BuildInfo | None = None,
+    max_age: float | None = None,
+) -> CheckReport:
+    """Run a check; raises :class:`updater.errors.MuxError` on failure (also a cached one)."""
+    build = build or buildinfo.current()
+    target = _target(settings, build)
+    key = cache_key(request, settings, build, target)
+    if max_age is not None:
+        hit = cache.load(key, max_age)
+        if hit is not None:
+            answer, checked_at = hit
+            failure = cached_failure(answer)
+            if failure is not None:
+                raise failure
+            cached_offer = ReleaseOffer.from_cache(answer)
+            if cached_offer is not None:
+                return _report(build, cached_offer, settings, target, True, checked_at)
+    now = time.time()
+    try:
+        offer = find_offer(request, settings, build, target)
+    except MuxError as exc:
+        cache.store(key, failure_to_cache(exc), now=now)
+        raise
+    cache.store(key, offer.to_cache(), now=now)
+    return _report(build, offer, settings, target, False, now)
 
 
-def _now_rfc3339(epoch: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
-def _source_spec(options: CheckOptions) -> str:
-    return options.source or os.environ.get("MUX_UPDATE_SOURCE") or "github"
-
-
-def cache_key(options: CheckOptions, build: BuildInfo) -> dict[str, Any]:
+def cache_key(
+    request: ReleaseRequest, settings: Settings, build: BuildInfo, target: str
+) -> dict[str, Any]:
+    """The question a cached answer answers: same source, request, running mux and target."""
     return {
-        "source": _source_spec(options),
-        "repo": buildinfo.effective_repo(build),
-        "github": os.environ.get("MUX_GITHUB_URL", ""),
-        "pre": options.include_pre,
-        "version": options.version,
+        "source": settings.source,
+        "repo": settings.github.repo,
+        "github": settings.github.web_url or "",
+        **request.cache_key(),
         "current": build.version,
-        "target": build.target,
+        "target": target,
     }
 
 
-def _live_servers(options: CheckOptions) -> list[Any]:
-    if not options.query_servers:
-        return []
-    from .servers import query_all
-
-    return query_all()
-
-
-def _plan(
-    build: BuildInfo,
-    answer: dict[str, Any],
-    options: CheckOptions,
-    *,
-    cached: bool,
-    checked_at: str,
-) -> CheckReport:
-    from .servers import restart_command
-
-    return plan_check(
-        build,
-        answer,
-        _live_servers(options),
-        cached=cached,
-        checked_at=checked_at,
-        restart_command=restart_command,
-    )
-
-
-def cached_report(options: CheckOptions, build: BuildInfo | None = None) -> CheckReport | None:
-    """The answer from the cache when it is fresh enough; ``None`` means go to the network."""
-    if options.max_age is None:
-        return None
-    build = build or buildinfo.current()
-    key = cache_key(options, build)
-    hit = cache.load(key, options.max_age)
-    if hit is None:
-        return None
-    answer, checked_at = hit
-    return _plan(build, answer, options, cached=True, checked_at=_now_rfc3339(checked_at))
-
-
-def resolve_release(options: CheckOptions, build: BuildInfo) -> dict[str, Any]:
+def find_offer(
+    request: ReleaseRequest, settings: Settings, build: BuildInfo, target: str
+) -> ReleaseOffer:
     """Ask the source which release is on offer and decide it against this build."""
-    from packaging.version import Version
-
     from . import models
-    from .plan import release_answer
+    from .errors import ParseError
+    from .plan import OfferedAsset
     from .sources import open_source
 
-    source = open_source(options.source, repo=buildinfo.effective_repo(build))
-    try:
-        if options.version:
-            models.parse_version(options.version)
-            tag = models.tag_for(options.version.removeprefix("v"))
-        else:
-            tag = source.latest_tag(include_pre=options.include_pre)
+    with open_source(settings) as source:
+        tag = source.resolve(request)
         manifest = models.parse_manifest(source.fetch(tag, models.MANIFEST_NAME))
         if models.parse_version(manifest.version) != models.parse_tag(tag):
-            from .errors import ParseError
-
             raise ParseError(
                 f"{models.MANIFEST_NAME} of {tag} says version {manifest.version}; refusing it"
             )
-        current = Version(build.version)
-        offered = Version(manifest.version)
-        update = offered != current if options.version else offered > current
-        return release_answer(
+        asset = manifest.asset_for(target)
+        return ReleaseOffer(
             source_kind=source.kind,
             source_location=source.location,
             tag=tag,
-            manifest=manifest,
+            version=manifest.version,
+            protocol_version=manifest.protocol_version,
+            released_at=manifest.released_at,
             release_url=source.release_page(tag),
-            target=build.target,
-            update_available=update,
-            requested=bool(options.version),
+            asset=OfferedAsset(asset.name, asset.size, asset.sha256) if asset else None,
+            requested=request.exact,
+            decision=request.decide(build.version, manifest.version),
         )
-    finally:
-        source.close()
 
 
-def check(options: CheckOptions, build: BuildInfo | None = None) -> CheckReport:
-    """Run a check; raises :class:`updater.errors.MuxError` on failure (also a cached one)."""
-    from .errors import MuxError
-
-    build = build or buildinfo.current()
-    hit = cached_report(options, build)
-    if hit is not None:
-        _raise_cached_failure(hit.answer)
-        return hit
-    key = cache_key(options, build)
-    now = time.time()
-    try:
-        answer = resolve_release(options, build)
-    except MuxError as exc:
-        cache.store(
-            key,
-            {"ok": False, "error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code},
-            now=now,
-        )
-        raise
-    cache.store(key, answer, now=now)
-    return _plan(build, answer, options, cached=False, checked_at=_now_rfc3339(now))
+def failure_to_cache(exc: MuxError) -> dict[str, Any]:
+    return {"ok": False, "error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
 
 
-def _raise_cached_failure(answer: dict[str, Any]) -> None:
-    if answer.get("ok") is False:
-        from .errors import MuxError
+def cached_failure(doc: dict[str, Any]) -> MuxError | None:
+    """The error a cached failed lookup stands for; None when ``doc`` is not one."""
+    if doc.get("ok") is not False:
+        return None
+    hint, code = doc.get("hint"), doc.get("exit_code")
+    error = MuxError(
+        f"{doc.get('error')} (cached result)", hint=hint if isinstance(hint, str) else None
+    )
+    if isinstance(code, int):
+        error.exit_code = code
+    return error
 
-        error = MuxError(f"{answer.get('error')} (cached result)", hint=answer.get("hint"))
-        code = answer.get("exit_code")
-        if isinstance(code, int):
-            error.exit_code = code
-        raise error
+
+def _target(settings: Settings, build: BuildInfo) -> str:
+    from ._targets import release_target
+
+    return release_target(settings.target, build)
+
+
+def _report(
+    build: BuildInfo,
+    offer: ReleaseOffer,
+    settings: Settings,
+    target: str,
+    cached: bool,
+    checked_at: float,
+) -> CheckReport:
+    from .servers import query_all, server_addresses
+
+    return plan_check(
+        build,
+        offer,
+        query_all(server_addresses(settings.server_url)),
+        target=target,
+        cached=cached,
+        checked_at=rfc3339(checked_at),
+    )

@@ -1,7 +1,8 @@
 """The ``mux`` command: a thin typer shell over the library API.
 
-Each command parses flags, calls one library function and renders its result; the work
-lives in :mod:`updater.check`, :mod:`updater.update` and :mod:`updater.server_daemon`.
+Each command reads its settings (:mod:`updater.settings`) and flags once, calls one library
+function and renders its result (:mod:`updater.render`); the work lives in
+:mod:`updater.check`, :mod:`updater.update` and :mod:`updater.server_daemon`.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from typing import Annotated
 
 import typer
 
-from .cli_text import report_error
 from .errors import EXIT_USAGE, MuxError, UsageError
+from .render import report_error
 
 EXIT_CODES_HELP = """\
 Exit codes: 0 up to date (or updated, nothing pending); 10 update available;
@@ -42,8 +43,20 @@ def _mount_server_commands() -> None:
 @app.command()
 def version(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    notices: Annotated[
+        bool, typer.Option("--notices", help="Print the path of the third-party notices.")
+    ] = False,
 ) -> None:
     """Print what this mux was built as."""
+    if notices:
+        from .buildinfo import notices_file
+        from .errors import MuxError
+
+        path = notices_file()
+        if path is None:
+            raise MuxError("this mux ships no THIRD_PARTY_NOTICES.md")
+        print(path)
+        return
     from .cli_fast import print_version  # the same code answers the fast path
 
     print_version(as_json=as_json)
@@ -110,43 +123,58 @@ def update(
     ] = False,
 ) -> None:
     """Check for, verify and install the newest mux; never stops a server."""
+    import os
+
+    from . import buildinfo, render
+    from .settings import load
+
+    build = buildinfo.current()
+    settings = load(
+        os.environ,
+        build_repo=build.repo,
+        source=source,
+        home=home,
+        trust_keys=trust_key or (),
+        skip_attestation=insecure_skip_attestation,
+    )
+    request = None
+    if not rollback or check:
+        from .plan import ReleaseRequest
+
+        request = ReleaseRequest.from_flags(
+            version=version, pre=pre, allow_downgrade=allow_downgrade
+        )
     if check:
-        from .check import CheckOptions
         from .check import check as run_check
 
-        options = CheckOptions(
-            source=source, include_pre=pre, version=version, max_age=_parse_max_age(max_age)
-        )
-        _finish_check(run_check(options), as_json)
-        return
+        assert request is not None
+        report = run_check(request, settings, build=build, max_age=_parse_max_age(max_age))
+        print(_json_or_text(as_json, render.check_document(report), render.check_text(report)))
+        raise typer.Exit(report.exit_code)
     if max_age is not None:
         raise UsageError("--max-age goes with --check")
-    from .update import UpdateOptions, run_update
+    if request is None:
+        from .update import run_rollback
 
-    result = run_update(
-        UpdateOptions(
-            source=source,
-            include_pre=pre,
-            version=version,
+        result = run_rollback(settings, build=build)
+    else:
+        from .update import run_update
+
+        result = run_update(
+            request,
+            settings,
+            build=build,
             dry_run=dry_run,
-            rollback=rollback,
-            home=home,
-            trust_keys=tuple(trust_key or ()),
-            allow_downgrade=allow_downgrade,
-            skip_attestation=insecure_skip_attestation,
-            as_json=as_json,
+            events=render.ConsoleEvents(progress_bar=settings.progress_bar),
         )
-    )
+    print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
     raise typer.Exit(result.exit_code)
 
 
-def _finish_check(report: object, as_json: bool) -> None:
-    from .plan import CheckReport
-    from .report import render_check, to_json_line
+def _json_or_text(as_json: bool, document: dict[str, object], text: str) -> str:
+    from .render import to_json_line
 
-    assert isinstance(report, CheckReport)
-    print(to_json_line(report.to_json()) if as_json else render_check(report))
-    raise typer.Exit(report.exit_code)
+    return to_json_line(document) if as_json else text
 
 
 _mount_server_commands()

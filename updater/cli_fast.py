@@ -1,28 +1,32 @@
-"""The stdlib-only answers of :mod:`updater.__main__`'s fast paths."""
+"""The stdlib-only answers of :mod:`updater.__main__`'s fast paths.
+
+``mux version`` and ``mux update --check`` (what a sidebar calls every few minutes, usually
+with ``--max-age``) are answered here without typer; the cached check without the HTTP stack.
+"""
 
 from __future__ import annotations
 
-import json
+import os
 
 from . import buildinfo
 from .errors import MuxError
 
 
 def print_version(*, as_json: bool) -> int:
-    info = buildinfo.current()
-    if as_json:
-        print(json.dumps(info.to_json(), sort_keys=True))
-        return 0
-    from .cli_text import version_text
+    from .render import to_json_line, version_document, version_text
 
-    print(version_text(info))
+    info = buildinfo.current()
+    print(to_json_line(version_document(info)) if as_json else version_text(info))
     return 0
 
 
 def answer_check(flags: dict[str, object]) -> int | None:
     """``mux update --check``: the cache when fresh enough, else the source; None = full CLI."""
+    from . import settings
     from .cache import parse_duration
-    from .check import CheckOptions, check
+    from .check import check
+    from .plan import ReleaseRequest
+    from .render import check_document, check_text, report_error, to_json_line
 
     max_age = None
     if "--max-age" in flags:
@@ -31,22 +35,26 @@ def answer_check(flags: dict[str, object]) -> int | None:
         except ValueError:
             return None  # the full CLI reports the usage error
     version = flags.get("--version")
-    options = CheckOptions(
-        source=str(flags["--source"]) if "--source" in flags else None,
-        include_pre=bool(flags.get("--pre")),
-        version=str(version) if version is not None else None,
-        max_age=max_age,
-    )
     as_json = bool(flags.get("--json"))
     try:
-        report = check(options)
+        build = buildinfo.current()
+        report = check(
+            ReleaseRequest.from_flags(
+                version=str(version) if version is not None else None,
+                pre=bool(flags.get("--pre")),
+                allow_downgrade=False,
+            ),
+            settings.load(
+                os.environ,
+                build_repo=build.repo,
+                source=str(flags["--source"]) if "--source" in flags else None,
+            ),
+            build=build,
+            max_age=max_age,
+        )
     except MuxError as exc:
-        from .cli_text import report_error
-
         return report_error(exc, as_json=as_json)
     except KeyboardInterrupt:
         return 130
-    from .report import render_check, to_json_line
-
-    print(to_json_line(report.to_json()) if as_json else render_check(report))
+    print(to_json_line(check_document(report)) if as_json else check_text(report))
     return report.exit_code

@@ -13,53 +13,27 @@ httpx is imported here and nowhere on the fast paths. Every request goes through
 
 from __future__ import annotations
 
-import ipaddress
-import os
+import hashlib
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, BinaryIO
 from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from .errors import NetworkError, RateLimitError
+from .settings import HttpSettings
+from .urls import check_url_scheme, url_origin
+
+if TYPE_CHECKING:
+    from .download import Progress
 
 USER_AGENT = "mux-updater"
 MAX_REDIRECTS = 5
 _REDIRECT_STATUSES = (301, 302, 303, 307, 308)
-
-
-def is_loopback_host(host: str | None) -> bool:
-    if not host:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_url_scheme(url: str) -> None:
-    """HTTPS everywhere; plain HTTP only to loopback (tests, the rehearsal, a local mirror)."""
-    parts = urlsplit(url)
-    if parts.scheme == "https":
-        return
-    if parts.scheme == "http" and is_loopback_host(parts.hostname):
-        return
-    raise NetworkError(
-        f"refusing {url}: only https:// is allowed (plain http only on loopback)",
-        hint="use an https:// URL for the mirror",
-    )
-
-
-def url_origin(url: str) -> str:
-    """``host`` or ``host:port`` (when the URL names a port), lower case."""
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    return f"{host}:{parts.port}" if parts.port else host
 
 
 @dataclass(frozen=True)
@@ -89,13 +63,6 @@ class HostPolicy:
 
     def may_see_token(self, url: str) -> bool:
         return self._matches(url, self.token_hosts)
-
-
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
 
 
 def _proxy_for(url: str) -> str | None:
@@ -202,18 +169,17 @@ class HttpClient:
         *,
         policy: HostPolicy | None = None,
         token: str | None = None,
-        timeout: float | None = None,
-        retries: int | None = None,
+        settings: HttpSettings | None = None,
         plain_loopback_only: bool = False,
     ) -> None:
         self.policy = policy or HostPolicy()
         self.plain_loopback_only = plain_loopback_only
         self.token = token or None
-        self.retries = retries if retries is not None else int(_env_float("MUX_HTTP_RETRIES", 3))
-        self._backoff = _env_float("MUX_HTTP_BACKOFF", 0.5)
-        connect_timeout = timeout if timeout is not None else _env_float("MUX_HTTP_TIMEOUT", 10.0)
+        settings = settings or HttpSettings()
+        self.retries = settings.retries
+        self._backoff = settings.backoff
         try:
-            self._client = self._make_client(connect_timeout, plain_loopback_only)
+            self._client = self._make_client(settings.timeout, plain_loopback_only)
         except ValueError as exc:  # httpx's word on a proxy URL it cannot use
             from .errors import UsageError
 
@@ -359,3 +325,78 @@ class HttpClient:
                 headers=dict(response.headers),
                 content=b"".join(chunks),
             )
+
+    def download_into(
+        self,
+        url: str,
+        out: BinaryIO,
+        *,
+        size: int | None,
+        max_size: int,
+        label: str,
+        progress: Progress,
+    ) -> tuple[int, str]:
+        """Stream ``url`` into ``out``, hashing it; returns (bytes, sha256 hex).
+
+        With a known ``size`` a dropped connection or a stall is resumed with ``Range`` (from
+        the first byte again when the server ignores it) up to ``retries`` times, and the body
+        must be exactly that long. Without one the body is read once, to its end. Either way
+        it never grows past ``max_size`` (:class:`VerificationError`).
+        """
+        from .errors import VerificationError
+
+        def too_large() -> VerificationError:
+            limit = (
+                f"the {size} bytes it should have"
+                if size is not None
+                else (f"the {max_size}-byte limit")
+            )
+            return VerificationError(f"{label} is larger than {limit}; refusing it")
+
+        cap = min(size, max_size) if size is not None else max_size
+        digest = hashlib.sha256()
+        done = 0
+        failures = 0
+        while True:
+            headers = {"Range": f"bytes={done}-"} if done else {}
+            try:
+                with self.stream(url, headers=headers) as response:
+                    if done and response.status_code != 206:
+                        # The server ignored the Range: start again from the first byte.
+                        out.seek(0)
+                        out.truncate()
+                        digest = hashlib.sha256()
+                        done = 0
+                    for block in response.iter_bytes():
+                        if done + len(block) > cap:
+                            raise too_large()
+                        out.write(block)
+                        digest.update(block)
+                        done += len(block)
+                        progress.advance(done)
+            except (httpx.TransportError, httpx.StreamError) as exc:
+                if size is None:  # no length to resume towards: never a partial file
+                    raise NetworkError(
+                        f"download of {url} failed after {done} bytes: "
+                        f"{exc or exc.__class__.__name__}",
+                        hint="check the network, then retry",
+                    ) from None
+                failures += 1
+                if failures > self.retries:
+                    raise NetworkError(
+                        f"download of {url} failed after {done} of {size} bytes: "
+                        f"{exc.__class__.__name__}",
+                        hint="check the network, then retry",
+                    ) from None
+                self.back_off(failures)
+                continue
+            if size is not None and done < size:
+                failures += 1
+                if failures > self.retries:
+                    raise NetworkError(
+                        f"download of {url} stopped at {done} of {size} bytes",
+                        hint="retry; if it persists the release file is truncated on the server",
+                    )
+                self.back_off(failures)
+                continue
+            return done, digest.hexdigest()

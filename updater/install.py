@@ -1,54 +1,62 @@
-"""Unpack, smoke-test and switch: the only module that changes an installed mux.
+"""Every change to ``MUX_HOME``: lock, leftovers, stage, place, record, switch, settle, rollback.
 
-Everything here runs under the install lock. The order makes ``kill -9`` harmless: the new
-version is unpacked and tested under a ``.partial-`` name, renamed into ``versions/``, and
-only then does one ``rename`` move the bin-dir link; older versions are renamed to
-``.trash-`` before they are deleted. Whatever a killed run leaves is named so that the next
-run recognises it as garbage and removes it.
+Nothing else writes there (:mod:`updater.layout` only reads). Everything runs under the
+install lock. The order makes ``kill -9`` harmless: a new version is unpacked, tested and
+fsynced under a ``versions/<version>.partial-`` name, renamed into ``versions/``, recorded in
+``install.json``, and only then does one ``rename`` move the bin-dir link; older versions are
+renamed to ``.trash-`` before they are deleted. Whatever a killed run leaves is named so that
+the next run recognises it as garbage and removes it, and :func:`updater.plan.settle` makes a
+record that a kill left behind agree with the link again.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import shutil
-import subprocess
-import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+from typing import Any
 
+from . import models, plan
 from .errors import InstallError, VerificationError
+from .files import atomic_write, fsync_dir, fsync_tree, sha256_file
 from .layout import (
     DOWNLOAD_PREFIX,
     FILES_LIST_NAME,
     LINK_TEMP_PREFIX,
     PARTIAL_MARK,
     TRASH_PREFIX,
+    WRITE_PROBE_PREFIX,
     Layout,
     files_list,
+    read_record,
+    running_version,
+    verify_files,
 )
-
-MAX_MEMBERS = 50_000
-MAX_UNPACKED_BYTES = 2 * 1024**3
-SMOKE_TEST_TIMEOUT = 30.0
-KEEP_VERSIONS = 2
+from .verify import Expected, check_build, reported_build
 
 
-# -- the lock --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InstallSettings:
+    """How long to wait for the lock and for a build's smoke test (from the Settings)."""
+
+    lock_timeout: float = 10.0
+    smoke_test_timeout: float = 30.0
+
+
+# -- the lock and what killed runs left --------------------------------------------------------
 
 
 @contextmanager
-def install_lock(layout: Layout, *, wait: float | None = None) -> Iterator[None]:
+def install_lock(layout: Layout, *, wait: float) -> Iterator[None]:
     """One install or update at a time per ``MUX_HOME`` (released by the kernel on kill)."""
-    if wait is None:
-        wait = float(os.environ.get("MUX_LOCK_TIMEOUT", "10"))
     layout.home.mkdir(parents=True, exist_ok=True)
     fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -78,13 +86,15 @@ def remove_leftovers(layout: Layout) -> list[str]:
     """Delete what killed runs left behind (call with the lock held)."""
     removed = []
     candidates: list[Path] = []
-    probe = ".mux-write-probe-"
     for directory, markers in (
-        (layout.versions, (PARTIAL_MARK, TRASH_PREFIX, probe)),
+        (layout.versions, (PARTIAL_MARK, TRASH_PREFIX, WRITE_PROBE_PREFIX)),
         # install.sh's temporary record and startup-file copies are named likewise, and so
-        # is the record's own temporary file (cache.atomic_write).
-        (layout.home, (DOWNLOAD_PREFIX, ".install.json-", ".install.json.", ".mux-rc-", probe)),
-        (layout.bin_dir, (LINK_TEMP_PREFIX, probe)),
+        # is the record's own temporary file (files.atomic_write).
+        (
+            layout.home,
+            (DOWNLOAD_PREFIX, ".install.json-", ".install.json.", ".mux-rc-", WRITE_PROBE_PREFIX),
+        ),
+        (layout.bin_dir, (LINK_TEMP_PREFIX, WRITE_PROBE_PREFIX)),
     ):
         try:
             entries = list(directory.iterdir())
@@ -100,181 +110,90 @@ def remove_leftovers(layout: Layout) -> list[str]:
     return removed
 
 
-# -- layer 4: unpacking ------------------------------------------------------------------------
+def ensure_writable(directory: Path) -> None:
+    """Fail before downloading anything when a directory we must change is not writable.
 
-
-def _archive_error(message: str) -> VerificationError:
-    return VerificationError(f"verification failed (archive): {message}")
-
-
-def _checked_members(archive: tarfile.TarFile, top: str) -> list[tarfile.TarInfo]:
-    members = []
-    total = 0
-    for count, member in enumerate(archive, start=1):
-        if count > MAX_MEMBERS:
-            raise _archive_error(f"more than {MAX_MEMBERS} members")
-        name = member.name
-        if any(ord(c) < 32 for c in name) or name.startswith("/") or "\\" in name:
-            raise _archive_error(f"unsafe member name {name!r}")
-        parts = PurePosixPath(name).parts
-        if ".." in parts:
-            raise _archive_error(f"member {name!r} escapes the folder")
-        if not parts or parts[0] != top:
-            raise _archive_error(f"member {name!r} is outside the top folder {top}/")
-        if not (member.isfile() or member.isdir() or member.issym()):
-            raise _archive_error(f"member {name!r} is not a file, folder or symlink")
-        if member.issym():
-            # Relative targets without "..", so every link (and every chain of links) stays
-            # at or below its own folder, whatever else the archive holds.
-            target = PurePosixPath(member.linkname)
-            if target.is_absolute() or ".." in target.parts:
-                raise _archive_error(f"symlink {name!r} -> {member.linkname} leaves its folder")
-        total += max(member.size, 0)
-        if total > MAX_UNPACKED_BYTES:
-            raise _archive_error(f"unpacks to more than {MAX_UNPACKED_BYTES} bytes")
-        members.append(member)
-    return members
-
-
-def unpack(archive_path: Path, destination: Path, *, top: str) -> None:
-    """Unpack ``top/`` of the archive into ``destination`` (which must be empty)."""
+    A real probe rather than ``os.access``: root passes every permission check, yet a
+    read-only file system still says no.
+    """
+    probe = directory
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
     try:
-        with tarfile.open(archive_path, "r:gz") as archive:
-            members = _checked_members(archive, top)
-            for member in members:
-                stripped = PurePosixPath(*PurePosixPath(member.name).parts[1:])
-                member.name = str(stripped) if stripped.parts else "."
-            members = [m for m in members if m.name != "."]
-            archive.extractall(destination, members=members, filter="data")
-    except VerificationError:
-        raise
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-            raise InstallError(
-                f"cannot unpack into {destination}: {exc.strerror}",
-                hint="free some disk space, then retry",
-            ) from None
-        raise _archive_error(f"cannot unpack: {exc}") from None
-    executable = destination / "mux"
-    if not executable.is_file() or executable.is_symlink():
-        raise _archive_error(f"no mux executable at the top of {top}/")
-    if not os.access(executable, os.X_OK):
-        raise _archive_error("the mux in the archive is not executable")
-
-
-def fsync_tree(root: Path) -> None:
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for name in filenames:
-            path = os.path.join(dirpath, name)
-            if os.path.islink(path):
-                continue
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(dirpath))
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# -- layer 5: the new build runs ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Expected:
-    version: str
-    protocol_version: int
-    target: str
-
-
-def reported_build(folder: Path) -> Expected:
-    """What ``<folder>/mux version --json`` says it is (run once, with a timeout)."""
-    command = [str(folder / "mux"), "version", "--json"]
-    try:
-        result = subprocess.run(
-            command,
-            capture_output=True,
-            timeout=float(os.environ.get("MUX_SMOKE_TEST_TIMEOUT", SMOKE_TEST_TIMEOUT)),
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        raise VerificationError(
-            f"verification failed (smoke-test): {folder / 'mux'} did not answer "
-            "`mux version --json`"
-        ) from None
+        fd, name = tempfile.mkstemp(dir=probe, prefix=WRITE_PROBE_PREFIX)
     except OSError as exc:
-        raise VerificationError(
-            f"verification failed (smoke-test): {folder / 'mux'} does not run here "
-            f"({exc.strerror}); wrong architecture?"
+        if exc.errno == errno.EROFS:
+            raise InstallError(
+                f"cannot write {probe}: it is on a read-only file system",
+                hint="reinstall into a writable directory (MUX_HOME / MUX_INSTALL_DIR) with install.sh",
+            ) from None
+        try:
+            import pwd
+
+            owner = pwd.getpwuid(probe.stat().st_uid).pw_name
+        except (KeyError, OSError, ImportError):
+            owner = "another user"
+        raise InstallError(
+            f"cannot write {probe} (owned by {owner})",
+            hint=(
+                f"run the update as {owner}, or reinstall into a directory you own "
+                "(MUX_HOME / MUX_INSTALL_DIR) with install.sh"
+            ),
         ) from None
-    try:
-        doc = json.loads(result.stdout)
-        return Expected(str(doc["version"]), int(doc["protocol_version"]), str(doc["target"]))
-    except (ValueError, KeyError, TypeError, RecursionError):
-        raise VerificationError(
-            f"verification failed (smoke-test): {folder / 'mux'} exited {result.returncode} "
-            "without a valid `version --json` (wrong architecture or a broken build?)"
-        ) from None
+    os.close(fd)
+    Path(name).unlink(missing_ok=True)  # a concurrent run's tidy may have removed it already
 
 
-def smoke_test(folder: Path, expected: Expected) -> None:
-    """``<folder>/mux version --json`` must report the release's version, protocol, target."""
-    check_build(reported_build(folder), expected)
-
-
-def check_build(reported: Expected, expected: Expected) -> None:
-    if reported != expected:
-        raise VerificationError(
-            "verification failed (smoke-test): the new mux reports "
-            f"{reported.version} / protocol {reported.protocol_version} / {reported.target}, "
-            f"expected {expected.version} / protocol {expected.protocol_version} / {expected.target}"
-        )
-
-
-# -- the switch --------------------------------------------------------------------------------
-
-
-def stage_version(layout: Layout, archive: Path, *, top: str, expected: Expected) -> Path:
-    """Unpack, write ``.mux-files``, fsync and smoke-test under a ``.partial-`` name."""
-    layout.versions.mkdir(parents=True, exist_ok=True)
-    staging = Path(
-        tempfile.mkdtemp(dir=layout.versions, prefix=f"{expected.version}{PARTIAL_MARK}")
+def _write_error(directory: Path, exc: OSError) -> InstallError:
+    return InstallError(
+        f"cannot write {directory}: {exc.strerror or exc}; the installed mux is unchanged",
+        hint="free some disk space or fix the permissions, then retry",
     )
-    try:
-        unpack(archive, staging, top=top)
-        (staging / FILES_LIST_NAME).write_bytes(files_list(staging))
-        smoke_test(staging, expected)
-        fsync_tree(staging)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return staging
 
 
-def place_version(layout: Layout, staging: Path, version: str) -> Path:
+# -- the record, the versions and the link -----------------------------------------------------
+
+
+def write_record(layout: Layout, record: dict[str, Any]) -> None:
+    atomic_write(layout.record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+
+
+def _settle(layout: Layout) -> list[str]:
+    """Apply :func:`plan.settle` to this install (lock held); returns the removed versions."""
+    settlement = plan.settle(
+        read_record(layout),
+        active=layout.active_version(),
+        installed=layout.installed_versions(),
+        running=running_version(layout),  # never delete the files this process runs from
+    )
+    for version in settlement.remove:
+        _remove_version(layout, version)
+    if settlement.record is not None:
+        write_record(layout, settlement.record)
+    return list(settlement.remove)
+
+
+def _remove_version(layout: Layout, version: str) -> None:
+    """Rename to trash first, so a kill leaves a leftover rather than a half-deleted version."""
+    trash = Path(tempfile.mkdtemp(dir=layout.versions, prefix=TRASH_PREFIX))
+    os.rename(layout.version_dir(version), trash / version)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _place(layout: Layout, staging: Path, version: str) -> Path:
     """Rename the staged folder to ``versions/<version>``, replacing a stale copy."""
     final = layout.version_dir(version)
     if final.exists():
         if layout.active_version() == version:
             shutil.rmtree(staging, ignore_errors=True)
             return final  # already active: never swap files under a running mux
-        trash = Path(tempfile.mkdtemp(dir=layout.versions, prefix=TRASH_PREFIX))
-        os.rename(final, trash / "old")
-        shutil.rmtree(trash, ignore_errors=True)
+        _remove_version(layout, version)
     os.rename(staging, final)
     fsync_dir(layout.versions)
     return final
 
 
-def switch_link(layout: Layout, version: str) -> None:
+def _switch_link(layout: Layout, version: str) -> None:
     """Point ``<bin>/mux`` at the version by renaming a new link over the old one."""
     layout.bin_dir.mkdir(parents=True, exist_ok=True)
     target = layout.version_dir(version) / "mux"
@@ -288,18 +207,176 @@ def switch_link(layout: Layout, version: str) -> None:
     fsync_dir(layout.bin_dir)
 
 
-def prune_versions(layout: Layout, keep: list[str]) -> list[str]:
-    """Remove installed versions other than ``keep`` (renamed to trash first)."""
-    removed = []
-    for version in layout.installed_versions():
-        if version in keep:
-            continue
-        trash = Path(tempfile.mkdtemp(dir=layout.versions, prefix=TRASH_PREFIX))
-        os.rename(layout.version_dir(version), trash / version)
-        shutil.rmtree(trash, ignore_errors=True)
-        removed.append(version)
-    return removed
+# -- an install or an update -------------------------------------------------------------------
 
 
-def files_sha256(folder: Path) -> str:
-    return hashlib.sha256((folder / FILES_LIST_NAME).read_bytes()).hexdigest()
+class Transaction:
+    """One install or update of a version into ``MUX_HOME``, under its lock.
+
+    Entering checks that every folder it will change is writable, takes the lock, removes
+    what killed runs left and settles the record (so "active" names the version that is
+    about to be replaced). :meth:`staging` gives the empty ``.partial-`` folder the release
+    is unpacked and smoke-tested in (by :func:`updater.verify.verify_release_files`);
+    :meth:`switch_to` makes it the active version. Leaving without a switch removes it.
+    """
+
+    def __init__(self, layout: Layout, settings: InstallSettings) -> None:
+        self.layout = layout
+        self._settings = settings
+        self._held = ExitStack()
+        self._staging: Path | None = None
+
+    def __enter__(self) -> Transaction:
+        layout = self.layout
+        for directory in (layout.home, layout.versions, layout.bin_dir):
+            ensure_writable(directory)
+        with ExitStack() as held:
+            held.enter_context(install_lock(layout, wait=self._settings.lock_timeout))
+            remove_leftovers(layout)
+            try:
+                _settle(layout)
+            except OSError as exc:
+                raise _write_error(layout.home, exc) from None
+            self._held = held.pop_all()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._held:
+            if self._staging is not None:
+                shutil.rmtree(self._staging, ignore_errors=True)
+
+    @property
+    def active(self) -> str | None:
+        return self.layout.active_version()
+
+    @property
+    def download_dir(self) -> Path:
+        """Where a download streams to: ``MUX_HOME`` (one file system with ``versions/``, and
+        a killed run's ``.download-`` file is a leftover the next run removes)."""
+        return self.layout.home
+
+    def staging(self, version: str) -> Path:
+        """A new empty ``versions/<version>.partial-XXXX`` folder."""
+        try:
+            self.layout.versions.mkdir(parents=True, exist_ok=True)
+            self._staging = Path(
+                tempfile.mkdtemp(dir=self.layout.versions, prefix=f"{version}{PARTIAL_MARK}")
+            )
+        except OSError as exc:
+            raise _write_error(self.layout.versions, exc) from None
+        return self._staging
+
+    def switch_to(
+        self, staged: Path, version: str, *, archive_sha256: str, target: str, source: str
+    ) -> list[str]:
+        """Make the verified, unpacked ``staged`` folder the active ``version``.
+
+        Writes its ``.mux-files`` (after the smoke test, as install.sh does), fsyncs it,
+        renames it into place, records it, moves the link, and settles: returns the
+        versions removed to keep two.
+        """
+        layout = self.layout
+        try:
+            (staged / FILES_LIST_NAME).write_bytes(files_list(staged))
+            fsync_tree(staged)
+        except OSError as exc:
+            raise _write_error(layout.versions, exc) from None
+        try:
+            final = _place(layout, staged, version)
+            self._staging = None
+            record = plan.record_install(
+                read_record(layout),
+                version,
+                archive_sha256=archive_sha256,
+                files_sha256=sha256_file(final / FILES_LIST_NAME),
+                target=target,
+                source=source,
+                bin_dir=str(layout.bin_dir),
+            )
+            write_record(layout, record)
+            _switch_link(layout, version)
+        except OSError as exc:
+            raise _write_error(layout.home, exc) from None
+        try:
+            return _settle(layout)
+        except OSError as exc:
+            raise InstallError(
+                f"mux {version} is installed and active, but tidying {layout.home} "
+                f"failed: {exc.strerror or exc}",
+                hint="run mux update again to finish",
+            ) from None
+
+
+def tidy(layout: Layout) -> None:
+    """Remove what killed runs left, when nothing else is running (best effort)."""
+    if not layout.home.is_dir():
+        return
+    try:
+        with install_lock(layout, wait=0):
+            remove_leftovers(layout)
+            _settle(layout)
+    except (InstallError, OSError):
+        pass  # another update holds the lock (it tidies), or the home is not writable
+
+
+# -- rollback ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    from_version: str | None
+    to_version: str
+    target: str
+    protocol_version: int
+
+
+def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
+    """Switch back to the previous version after checking its files against the record."""
+    for directory in (layout.home, layout.bin_dir):
+        ensure_writable(directory)
+    with install_lock(layout, wait=settings.lock_timeout):
+        remove_leftovers(layout)
+        try:
+            _settle(layout)
+        except OSError as exc:
+            raise _write_error(layout.home, exc) from None
+        record = read_record(layout)
+        active = layout.active_version()
+        previous = plan.rollback_choice(
+            record, active=active, installed=layout.installed_versions()
+        )
+        if previous is None:
+            raise InstallError(
+                f"no previous version to roll back to in {layout.home}",
+                hint="install a specific one with: mux update --version X.Y.Z --allow-downgrade",
+            )
+        reinstall = f"reinstall it with: mux update --version {previous} --allow-downgrade"
+        entry = record.get("versions", {}).get(previous, {})
+        expected_list = entry.get("files_sha256") if isinstance(entry, dict) else None
+        if not models.is_sha256(expected_list):
+            raise VerificationError(
+                f"verification failed (rollback): {previous} has no file list on record "
+                f"in {layout.record_path}",
+                hint=reinstall,
+            )
+        problem = verify_files(layout.version_dir(previous), expected_list)
+        if problem:
+            raise VerificationError(f"verification failed (rollback): {problem}", hint=reinstall)
+        recorded_target = entry.get("target") if isinstance(entry, dict) else None
+        target = str(recorded_target or record.get("target", ""))
+        # The kept build runs once: its protocol comes from the same answer that is checked.
+        reported = reported_build(layout.version_dir(previous), timeout=settings.smoke_test_timeout)
+        check_build(reported, Expected(previous, reported.protocol_version, target))
+        try:
+            _switch_link(layout, previous)
+        except OSError as exc:
+            raise _write_error(layout.bin_dir, exc) from None
+        try:
+            write_record(layout, plan.record_rollback(record, to=previous, from_=active))
+        except OSError as exc:
+            raise InstallError(
+                f"rolled back to mux {previous}, but recording it in {layout.record_path} "
+                f"failed: {exc.strerror or exc}",
+                hint="run mux update --rollback again once the disk is writable",
+            ) from None
+    return RolledBack(active, previous, target, reported.protocol_version)

@@ -1,9 +1,10 @@
-"""The installed layout shared with install.sh (see docs/contracts.md), and who owns it.
+"""The installed layout shared with install.sh (see docs/contracts.md), read only.
 
 ``MUX_HOME/versions/<version>/`` holds one unpacked release each, with ``.mux-files``
 listing the sha256 of every file in it; ``MUX_HOME/install.json`` records what is installed;
 ``<bin dir>/mux`` is a symlink to the active version's executable and is the truth of which
-version is active.
+version is active. This module knows the layout and reads it; every change to it is made by
+:mod:`updater.install`.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cache import atomic_write
 from .errors import InstallError, UsageError
+from .files import sha256_file
 
 RECORD_NAME = "install.json"
 FILES_LIST_NAME = ".mux-files"
@@ -26,21 +27,8 @@ PARTIAL_MARK = ".partial-"
 DOWNLOAD_PREFIX = ".download-"
 TRASH_PREFIX = ".trash-"
 LINK_TEMP_PREFIX = ".mux.tmp-"
+WRITE_PROBE_PREFIX = ".mux-write-probe-"
 RECORD_SCHEMA = 1
-
-
-def default_home(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    if environ.get("MUX_HOME"):
-        return Path(environ["MUX_HOME"]).expanduser()
-    data = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data).expanduser() / "mux"
-
-
-def default_bin_dir(environ: dict[str, str] | os._Environ[str] = os.environ) -> Path:
-    for name in ("MUX_INSTALL_DIR", "XDG_BIN_HOME"):
-        if environ.get(name):
-            return Path(environ[name]).expanduser()
-    return Path.home() / ".local" / "bin"
 
 
 @dataclass(frozen=True)
@@ -108,19 +96,7 @@ def read_record(layout: Layout) -> dict[str, Any]:
     return doc
 
 
-def write_record(layout: Layout, record: dict[str, Any]) -> None:
-    atomic_write(layout.record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
-
-
 # -- the per-version file list -------------------------------------------------------------
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def files_list(root: Path) -> bytes:
@@ -133,7 +109,7 @@ def files_list(root: Path) -> bytes:
             relative = "./" + path.relative_to(root).as_posix()
             if relative == f"./{FILES_LIST_NAME}" or path.is_symlink() or not path.is_file():
                 continue
-            lines.append((relative.encode(), f"{file_digest(path)}  {relative}\n".encode()))
+            lines.append((relative.encode(), f"{sha256_file(path)}  {relative}\n".encode()))
     return b"".join(line for _, line in sorted(lines))
 
 
@@ -193,15 +169,15 @@ def running_version(layout: Layout, module_file: str | None = None) -> str | Non
     return None
 
 
-def resolve_layout(home: Path | None, *, development: bool) -> Layout:
-    """The install to update: ``--home``/``MUX_HOME``, else the one this mux belongs to."""
-    explicit = home or (Path(os.environ["MUX_HOME"]) if os.environ.get("MUX_HOME") else None)
-    if explicit is not None:
-        layout = Layout(home=explicit.expanduser().absolute(), bin_dir=_bin_dir_for(explicit))
-        return layout
+def resolve_layout(home: Path | None, bin_dir: Path | None, *, development: bool) -> Layout:
+    """The install to update: ``home`` (``--home`` / ``MUX_HOME``), else the one this mux
+    belongs to. Its bin dir: ``bin_dir`` (``MUX_INSTALL_DIR`` / ``XDG_BIN_HOME``), else the one
+    on record, else ``~/.local/bin``."""
+    if home is not None:
+        return Layout(home=home.expanduser().absolute(), bin_dir=_bin_dir_for(home, bin_dir))
     owned = running_install_home()
     if owned is not None:
-        return Layout(home=owned, bin_dir=_bin_dir_for(owned))
+        return Layout(home=owned, bin_dir=_bin_dir_for(owned, bin_dir))
     location = Path(sys.executable if getattr(sys, "frozen", False) else __file__).resolve()
     for candidate in (location, Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None):
         found = package_manager_for(candidate) if candidate else None
@@ -222,47 +198,10 @@ def resolve_layout(home: Path | None, *, development: bool) -> Layout:
     )
 
 
-def _bin_dir_for(home: Path) -> Path:
-    if os.environ.get("MUX_INSTALL_DIR") or os.environ.get("XDG_BIN_HOME"):
-        return default_bin_dir().absolute()
+def _bin_dir_for(home: Path, configured: Path | None) -> Path:
+    if configured is not None:
+        return configured.absolute()
     recorded = read_record(Layout(home=home, bin_dir=Path())).get("bin_dir")
     if isinstance(recorded, str) and recorded:
         return Path(recorded)
-    return default_bin_dir().absolute()
-
-
-def ensure_writable(directory: Path) -> None:
-    """Fail before downloading anything when a directory we must change is not writable.
-
-    A real probe rather than ``os.access``: root passes every permission check, yet a
-    read-only file system still says no.
-    """
-    import errno
-    import tempfile
-
-    probe = directory
-    while not probe.exists() and probe.parent != probe:
-        probe = probe.parent
-    try:
-        fd, name = tempfile.mkstemp(dir=probe, prefix=".mux-write-probe-")
-    except OSError as exc:
-        if exc.errno == errno.EROFS:
-            raise InstallError(
-                f"cannot write {probe}: it is on a read-only file system",
-                hint="reinstall into a writable directory (MUX_HOME / MUX_INSTALL_DIR) with install.sh",
-            ) from None
-        try:
-            import pwd
-
-            owner = pwd.getpwuid(probe.stat().st_uid).pw_name
-        except (KeyError, OSError, ImportError):
-            owner = "another user"
-        raise InstallError(
-            f"cannot write {probe} (owned by {owner})",
-            hint=(
-                f"run the update as {owner}, or reinstall into a directory you own "
-                "(MUX_HOME / MUX_INSTALL_DIR) with install.sh"
-            ),
-        ) from None
-    os.close(fd)
-    Path(name).unlink(missing_ok=True)  # a concurrent run's tidy may have removed it already
+    return (Path.home() / ".local" / "bin").absolute()

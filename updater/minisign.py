@@ -1,18 +1,18 @@
-"""minisign keys and signatures, byte-compatible with the ``minisign`` 0.11 command.
+"""minisign public keys and signature checks, byte-compatible with the ``minisign`` 0.11 command.
 
 Formats (jedisct1/minisign ``src/minisign.h``):
 
 * public key: ``untrusted comment: ...`` then base64 of ``"Ed" | key id (8) | Ed25519 key (32)``;
 * signature: untrusted comment line, base64 of ``"ED"|"Ed" | key id (8) | signature (64)``,
   ``trusted comment: <text>``, base64 of the global signature over ``signature | text``.
-  ``ED`` signs BLAKE2b-512 of the message (prehashed, what we write), ``Ed`` the raw message;
-* secret key: untrusted comment line, base64 of ``"Ed" | kdf ("Sc" or 0 0) | "B2" | salt (32) |
-  opslimit (8, LE) | memlimit (8, LE) | key id (8) | Ed25519 seed+public key (64) | checksum
-  (32)``, where the last 104 bytes are XORed with scryptsalsa208sha256(password) when ``Sc``.
+  ``ED`` signs BLAKE2b-512 of the message (prehashed, what releases carry), ``Ed`` the raw
+  message.
 
-Parsing failures raise :class:`ParseError` (keys) or :class:`VerificationError`
-(signatures); :func:`verify` raises nothing but :class:`VerificationError`. ``cryptography``
-is imported only when a signature is checked or made.
+The client only ever checks signatures: secret keys, key generation and signing live in
+:mod:`release.signing`, which the installed mux does not carry. Parsing failures raise
+:class:`ParseError` (keys) or :class:`VerificationError` (signatures); :func:`verify` raises
+nothing but :class:`VerificationError`. ``cryptography`` is imported only when a signature is
+checked.
 """
 
 from __future__ import annotations
@@ -20,42 +20,19 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from .errors import MuxError, ParseError, VerificationError
-
-if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from .errors import ParseError, VerificationError
 
 SIG_ALG = b"Ed"  # key algorithm, and the legacy signature algorithm (raw message)
 SIG_ALG_HASHED = b"ED"  # prehashed signature: Ed25519 over BLAKE2b-512(message)
-KDF_SCRYPT = b"Sc"
-KDF_NONE = b"\x00\x00"
-CHK_ALG = b"B2"
 
 UNTRUSTED_PREFIX = "untrusted comment: "
 TRUSTED_PREFIX = "trusted comment: "
-DEFAULT_SIGNATURE_COMMENT = "signature from minisign secret key"
-SECRET_KEY_COMMENT = "minisign encrypted secret key"  # minisign -W writes it too
-
-# libsodium's crypto_pwhash_scryptsalsa208sha256_{OPS,MEM}LIMIT_SENSITIVE: what minisign -G uses.
-OPSLIMIT_SENSITIVE = 33554432
-MEMLIMIT_SENSITIVE = 1073741824
-_MAX_SCRYPT_MEMORY = 2**31 - 1  # hashlib.scrypt's maxmem ceiling (INT_MAX)
-TRUSTED_COMMENT_MAX = 8192 - len(TRUSTED_PREFIX) - 2  # minisign's TRUSTEDCOMMENTMAXBYTES
 
 _PUBLIC_KEY_LEN = 2 + 8 + 32
 _SIGNATURE_LEN = 2 + 8 + 64
-_SECRET_KEY_LEN = 2 + 2 + 2 + 32 + 8 + 8 + 8 + 64 + 32
-_KEYNUM_SK_LEN = 8 + 64 + 32  # the encrypted tail: key id, secret key, checksum
-
-
-class SecretKeyError(MuxError):
-    """A minisign secret key cannot be used: malformed, unsupported, or wrong password."""
 
 
 def format_key_id(key_id: bytes) -> str:
@@ -165,6 +142,27 @@ def _ed25519_valid(public_key: bytes, signature: bytes, message: bytes) -> bool:
     return True
 
 
+def _comment_is_signed(key: PublicKey, sig: _Signature) -> bool:
+    """The global signature: ``key`` signed this signature together with its trusted comment."""
+    comment = sig.trusted_comment.encode("utf-8")
+    return _ed25519_valid(key.key, sig.global_signature, sig.signature + comment)
+
+
+def verify_trusted_comment(signature_file: bytes, key: PublicKey) -> str:
+    """The trusted comment of a ``.minisig``, once its global signature verified with ``key``.
+
+    This proves that ``key`` signed this comment, not that the signature matches any file (the
+    file may have changed since): what a signer needs to continue a counter kept in the
+    comment. Raises :class:`VerificationError`.
+    """
+    sig = _parse_signature(signature_file)
+    if sig.key_id != key.key_id_bytes:
+        raise VerificationError(f"signed by another minisign key {format_key_id(sig.key_id)}")
+    if not _comment_is_signed(key, sig):
+        raise VerificationError("minisign trusted comment was tampered with")
+    return sig.trusted_comment
+
+
 def verify(message: bytes, signature_file: bytes, keys: Sequence[PublicKey]) -> VerifiedSignature:
     """Check a ``.minisig`` over ``message`` against the trusted ``keys``.
 
@@ -187,152 +185,6 @@ def verify(message: bytes, signature_file: bytes, keys: Sequence[PublicKey]) -> 
     )
     if not _ed25519_valid(key.key, sig.signature, signed):
         raise VerificationError("minisign signature does not match the file")
-    comment = sig.trusted_comment.encode("utf-8")
-    if not _ed25519_valid(key.key, sig.global_signature, sig.signature + comment):
+    if not _comment_is_signed(key, sig):
         raise VerificationError("minisign trusted comment was tampered with")
     return VerifiedSignature(trusted_comment=sig.trusted_comment, key_id=key.key_id)
-
-
-def scrypt_params(opslimit: int, memlimit: int) -> tuple[int, int, int]:
-    """libsodium's ``pickparams``: (opslimit, memlimit) to scrypt's (N, r, p), bit for bit."""
-    opslimit = max(opslimit, 32768)
-    r = 8
-    if opslimit < memlimit // 32:
-        p = 1
-        max_n = opslimit // (r * 4)
-    else:
-        max_n = memlimit // (r * 128)
-    n_log2 = 1
-    while n_log2 < 63 and (1 << n_log2) <= max_n // 2:
-        n_log2 += 1
-    if opslimit >= memlimit // 32:
-        max_rp = min((opslimit // 4) // (1 << n_log2), 0x3FFFFFFF)
-        p = max_rp // r
-    return 1 << n_log2, r, p
-
-
-def _scrypt_stream(password: str, salt: bytes, opslimit: int, memlimit: int) -> bytes:
-    n, r, p = scrypt_params(opslimit, memlimit)
-    needed = 128 * r * (n + 2 + p) + 65536
-    if p < 1 or needed > _MAX_SCRYPT_MEMORY:
-        raise SecretKeyError("the secret key's password hashing parameters are not supported")
-    try:
-        return hashlib.scrypt(
-            password.encode("utf-8"), salt=salt, n=n, r=r, p=p, maxmem=needed, dklen=_KEYNUM_SK_LEN
-        )
-    except (ValueError, MemoryError) as exc:
-        raise SecretKeyError(f"cannot derive the secret key's encryption key ({exc})") from None
-
-
-def _checksum(key_id: bytes, secret: bytes) -> bytes:
-    return hashlib.blake2b(SIG_ALG + key_id + secret, digest_size=32).digest()
-
-
-def _xor(data: bytes, stream: bytes) -> bytes:
-    return bytes(a ^ b for a, b in zip(data, stream, strict=True))
-
-
-@dataclass(frozen=True)
-class SecretKey:
-    key_id_bytes: bytes
-    seed: bytes  # the 32-byte Ed25519 private key
-    public_key: PublicKey
-
-    @classmethod
-    def parse(cls, data: bytes, password: str | None) -> SecretKey:
-        """A secret key file from ``minisign -G`` (encrypted) or ``minisign -G -W`` (not)."""
-        try:
-            text = data.decode("utf-8")
-        except (UnicodeDecodeError, AttributeError):
-            raise SecretKeyError("not a minisign secret key (not text)") from None
-        raw = _b64decode(_payload_line(text))
-        if raw is None or len(raw) != _SECRET_KEY_LEN:
-            raise SecretKeyError("not a minisign secret key")
-        sig_alg, kdf_alg, chk_alg = raw[0:2], raw[2:4], raw[4:6]
-        if sig_alg != SIG_ALG or chk_alg != CHK_ALG or kdf_alg not in (KDF_SCRYPT, KDF_NONE):
-            raise SecretKeyError("unsupported minisign secret key algorithm")
-        salt = raw[6:38]
-        opslimit = int.from_bytes(raw[38:46], "little")
-        memlimit = int.from_bytes(raw[46:54], "little")
-        keynum_sk = raw[54:]
-        if kdf_alg == KDF_SCRYPT:
-            if password is None:
-                raise SecretKeyError(
-                    "the minisign secret key is encrypted and no password was given"
-                )
-            keynum_sk = _xor(keynum_sk, _scrypt_stream(password, salt, opslimit, memlimit))
-        key_id, secret, chk = keynum_sk[:8], keynum_sk[8:72], keynum_sk[72:]
-        # minisign -W leaves the checksum zero and never checks it for unencrypted keys.
-        if kdf_alg == KDF_SCRYPT and not secrets.compare_digest(chk, _checksum(key_id, secret)):
-            raise SecretKeyError("wrong password for the minisign secret key")
-        seed, public = secret[:32], secret[32:]
-        if _private_key(seed).public_key().public_bytes_raw() != public:
-            raise SecretKeyError("the minisign secret key is corrupt (its halves disagree)")
-        return cls(key_id_bytes=key_id, seed=seed, public_key=PublicKey(key_id, public))
-
-    @property
-    def key_id(self) -> str:
-        return format_key_id(self.key_id_bytes)
-
-    def sign(
-        self,
-        message: bytes,
-        trusted_comment: str,
-        untrusted_comment: str = DEFAULT_SIGNATURE_COMMENT,
-    ) -> bytes:
-        """A prehashed (``ED``) ``.minisig`` file for ``message``."""
-        for name, comment in (("trusted", trusted_comment), ("untrusted", untrusted_comment)):
-            if "\n" in comment or "\r" in comment:
-                raise MuxError(f"a minisign {name} comment must be one line")
-        if len(trusted_comment.encode("utf-8")) > TRUSTED_COMMENT_MAX:
-            raise MuxError("the minisign trusted comment is too long")
-        key = _private_key(self.seed)
-        signature = key.sign(hashlib.blake2b(message, digest_size=64).digest())
-        global_signature = key.sign(signature + trusted_comment.encode("utf-8"))
-        return (
-            f"{UNTRUSTED_PREFIX}{untrusted_comment}\n"
-            f"{_b64(SIG_ALG_HASHED + self.key_id_bytes + signature)}\n"
-            f"{TRUSTED_PREFIX}{trusted_comment}\n"
-            f"{_b64(global_signature)}\n"
-        ).encode()
-
-
-def _private_key(seed: bytes) -> Ed25519PrivateKey:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    return Ed25519PrivateKey.from_private_bytes(seed)
-
-
-def generate_keypair(
-    password: str | None,
-    *,
-    opslimit: int = OPSLIMIT_SENSITIVE,
-    memlimit: int = MEMLIMIT_SENSITIVE,
-) -> tuple[bytes, str]:
-    """A new key pair as (secret key file bytes, public key file text), as ``minisign -G``.
-
-    With ``password=None`` the secret key is stored unencrypted, as ``minisign -G -W`` does
-    (zero salt, limits and checksum). ``opslimit``/``memlimit`` are stored in the key and
-    read back by minisign; lower values only make test keys cheaper to open.
-    """
-    seed = os.urandom(32)
-    key_id = os.urandom(8)
-    public = _private_key(seed).public_key().public_bytes_raw()
-    secret = seed + public
-    if password is None:
-        head = SIG_ALG + KDF_NONE + CHK_ALG + bytes(32 + 8 + 8)
-        keynum_sk = key_id + secret + bytes(32)
-    else:
-        salt = os.urandom(32)
-        head = (
-            SIG_ALG
-            + KDF_SCRYPT
-            + CHK_ALG
-            + salt
-            + opslimit.to_bytes(8, "little")
-            + memlimit.to_bytes(8, "little")
-        )
-        plain = key_id + secret + _checksum(key_id, secret)
-        keynum_sk = _xor(plain, _scrypt_stream(password, salt, opslimit, memlimit))
-    secret_file = f"{UNTRUSTED_PREFIX}{SECRET_KEY_COMMENT}\n{_b64(head + keynum_sk)}\n"
-    return secret_file.encode("ascii"), PublicKey(key_id, public).to_file_text()

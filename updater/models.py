@@ -3,7 +3,8 @@
 A release holds ``mux-<target>.tar.gz`` per target, ``manifest.json``, ``SHA256SUMS``,
 ``SHA256SUMS.minisig`` and ``mux-<version>.sigstore.json``. A static feed adds
 ``releases.json``. Every parser raises :class:`ParseError` and nothing else; unknown fields
-are ignored.
+are ignored. The writers are release tooling (:mod:`release.formats`). ``packaging`` is
+imported on first use, so that the cached check can import this module for free.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
-
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING, Any
 
 from .errors import ParseError
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 MANIFEST_NAME = "manifest.json"
 SUMS_NAME = "SHA256SUMS"
@@ -25,11 +27,17 @@ MANIFEST_SCHEMA = 1
 
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-_TAG_RE = re.compile(r"v\d+\.\d+\.\d+(?:[-.+]?[0-9A-Za-z.]+)?")
+# A release tag: v + a version. Checked with the regex first (stdlib), then by packaging.
+TAG_RE = re.compile(r"v\d+\.\d+\.\d+(?:[-.+]?[0-9A-Za-z.]+)?")
 
 
 def archive_name(target: str) -> str:
     return f"mux-{target}.tar.gz"
+
+
+def archive_folder(target: str) -> str:
+    """The one top folder every member of ``mux-<target>.tar.gz`` sits under."""
+    return f"mux-{target}"
 
 
 def attestation_name(version: str) -> str:
@@ -42,8 +50,10 @@ def tag_for(version: str) -> str:
 
 def parse_tag(tag: str) -> Version:
     """``vX.Y.Z`` (optionally with a pre-release suffix) to a comparable version."""
-    if not isinstance(tag, str) or not _TAG_RE.fullmatch(tag):
+    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag):
         raise ParseError(f"{str(tag)[:60]!r} is not a release tag of the form vX.Y.Z")
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(tag[1:])
     except InvalidVersion:
@@ -51,6 +61,8 @@ def parse_tag(tag: str) -> Version:
 
 
 def parse_version(text: str) -> Version:
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(text.removeprefix("v"))
     except (InvalidVersion, TypeError, AttributeError):
@@ -97,19 +109,6 @@ class Manifest:
     @property
     def targets(self) -> tuple[str, ...]:
         return tuple(a.target for a in self.assets)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": MANIFEST_SCHEMA,
-            "name": self.name,
-            "version": self.version,
-            "protocol_version": self.protocol_version,
-            "released_at": self.released_at,
-            "assets": [
-                {"name": a.name, "target": a.target, "size": a.size, "sha256": a.sha256}
-                for a in self.assets
-            ],
-        }
 
 
 def _int_field(doc: dict[str, Any], key: str, what: str) -> int:
@@ -187,11 +186,6 @@ def parse_sha256sums(raw: bytes) -> dict[str, str]:
     return sums
 
 
-def format_sha256sums(digests: dict[str, str]) -> bytes:
-    """The inverse of :func:`parse_sha256sums`, sorted by name (what ``mux-release`` writes)."""
-    return "".join(f"{digests[name]}  {name}\n" for name in sorted(digests)).encode()
-
-
 @dataclass(frozen=True)
 class FeedRelease:
     tag: str
@@ -225,9 +219,3 @@ def parse_releases_json(raw: bytes) -> list[FeedRelease]:
             continue  # drafts are never offered
         releases.append(FeedRelease(tag=tag, prerelease=entry.get("prerelease") is True))
     return releases
-
-
-def format_releases_json(releases: list[FeedRelease]) -> bytes:
-    ordered = sorted(releases, key=lambda r: r.version, reverse=True)
-    doc = {"releases": [{"tag": r.tag, "prerelease": r.prerelease} for r in ordered]}
-    return (json.dumps(doc, indent=2) + "\n").encode()

@@ -1,88 +1,258 @@
-"""Pure planning: from what a source said and what the live servers said, to a verdict.
+"""Pure planning: what was asked for, what is on offer, and what to do about it (no I/O).
 
-No I/O here. :func:`release_answer` summarises a release for the cache; :func:`plan_check`
-turns that summary, the running build and the live servers into a :class:`CheckReport`.
+* :class:`ReleaseRequest` and its :meth:`~ReleaseRequest.decide`: "is this an update?", the
+  one answer ``mux update --check``, ``mux update`` and ``mux-release repin`` all act on;
+* :class:`ReleaseOffer` and :class:`CheckReport`: what the check found (and caches);
+* :func:`server_verdicts`: which live servers need a restart, now or after the update;
+* :func:`settle`, :func:`rollback_choice` and the other record rules: what ``install.json``
+  becomes and which versions stay; :mod:`updater.install` applies them.
+
+The cached check imports this module, so it stays cheap: ``models`` and ``packaging`` are
+imported only where a tag is built or versions are compared, and the records the cached path
+defines are NamedTuples (defining a frozen dataclass costs about a millisecond).
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE
+from .errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE, UsageError
 
 if TYPE_CHECKING:
+    from packaging.version import Version
+
     from .buildinfo import BuildInfo
-    from .models import Manifest
     from .servers import ServerReport
 
-REPORT_SCHEMA = 1
+
+# -- what was asked for, and the decision ------------------------------------------------------
 
 
-def release_answer(
-    *,
-    source_kind: str,
-    source_location: str,
-    tag: str,
-    manifest: Manifest,
-    release_url: str,
-    target: str,
-    update_available: bool,
-    requested: bool,
-) -> dict[str, Any]:
-    """The cacheable part of a check: what the source says, decided against this build."""
-    asset = manifest.asset_for(target)
-    return {
-        "ok": True,
-        "source": {"kind": source_kind, "location": source_location},
-        "latest": {
-            "tag": tag,
-            "version": manifest.version,
-            "protocol_version": manifest.protocol_version,
-            "released_at": manifest.released_at,
-            "release_url": release_url,
-            "asset": (
-                {"name": asset.name, "size": asset.size, "sha256": asset.sha256} if asset else None
-            ),
-            "requested": requested,
-        },
-        "update_available": update_available,
-    }
+class Decision(StrEnum):
+    """What a request makes of the release on offer, against the current version."""
+
+    INSTALL = "install"  # nothing is installed yet
+    UPDATE = "update"  # the offered release is newer
+    UP_TO_DATE = "up-to-date"  # it is the current version
+    DOWNGRADE = "downgrade"  # it is older, and the request allows going back
+    DOWNGRADE_REFUSED = "downgrade-refused"  # older, asked for by version, not allowed
+    NEWER_INSTALLED = "newer-installed"  # older: the current one is ahead of the newest offered
+
+    @property
+    def installs(self) -> bool:
+        """``mux update`` installs the offered release."""
+        return self in (Decision.INSTALL, Decision.UPDATE, Decision.DOWNGRADE)
+
+    @property
+    def offers_release(self) -> bool:
+        """``mux update --check`` reports a release to install (exit 10)."""
+        return self.installs or self is Decision.DOWNGRADE_REFUSED
+
+
+class ReleaseRequest(NamedTuple):
+    """The newest release (stable, or including pre-releases), or exactly one release.
+
+    An exact request names its tag; mux's own tags are ``v`` + the version as the release
+    was built (``--version 1.2.3-rc1`` asks for ``v1.2.3-rc1``, as install.sh does).
+    ``allow_downgrade`` lets an older release through; ``mux update`` sets it only together
+    with ``--version`` (:meth:`from_flags`), ``mux-release repin`` with either.
+    """
+
+    exact_tag: str | None = None
+    include_pre: bool = False
+    allow_downgrade: bool = False
+
+    @classmethod
+    def latest(cls, *, include_pre: bool = False, allow_downgrade: bool = False) -> ReleaseRequest:
+        return cls(include_pre=include_pre, allow_downgrade=allow_downgrade)
+
+    @classmethod
+    def exactly(cls, version: str, *, allow_downgrade: bool = False) -> ReleaseRequest:
+        """mux's release ``v<version>``; a leading ``v`` is accepted. Raises UsageError."""
+        from . import models
+
+        tag = models.tag_for(version.strip().removeprefix("v"))
+        if not models.TAG_RE.fullmatch(tag):
+            raise UsageError(
+                f"--version {version[:60]!r} is not a release version",
+                hint="give one like 1.2.3 or 1.2.3-rc1",
+            )
+        return cls(exact_tag=tag, allow_downgrade=allow_downgrade)
+
+    @classmethod
+    def tagged(cls, tag: str, *, allow_downgrade: bool = False) -> ReleaseRequest:
+        """Exactly the release tagged ``tag``, in any tag family (``libfoo-v1.2.3``)."""
+        return cls(exact_tag=tag, allow_downgrade=allow_downgrade)
+
+    @classmethod
+    def from_flags(cls, *, version: str | None, pre: bool, allow_downgrade: bool) -> ReleaseRequest:
+        """``mux update [--pre] [--version X [--allow-downgrade]]``."""
+        if version is None:
+            return cls.latest(include_pre=pre)
+        return cls.exactly(version, allow_downgrade=allow_downgrade)
+
+    @property
+    def exact(self) -> bool:
+        return self.exact_tag is not None
+
+    def tag(self) -> str | None:
+        """The tag to ask the source for; None: the source's newest (see ``include_pre``)."""
+        return self.exact_tag
+
+    def cache_key(self) -> dict[str, Any]:
+        """What makes two requests the same question (the check cache's key)."""
+        return {"tag": self.exact_tag, "pre": self.include_pre}
+
+    def decide(self, current: str | Version | None, offered: str | Version) -> Decision:
+        """The one answer to "is ``offered`` an update from ``current``?" (None: not installed)."""
+        if current is None:
+            return Decision.INSTALL
+        have, get = _version(current), _version(offered)
+        if get == have:
+            return Decision.UP_TO_DATE
+        if get > have:
+            return Decision.UPDATE
+        if self.allow_downgrade:
+            return Decision.DOWNGRADE
+        return Decision.DOWNGRADE_REFUSED if self.exact else Decision.NEWER_INSTALLED
+
+
+def _version(value: str | Version) -> Version:
+    from .models import parse_version
+
+    return parse_version(value) if isinstance(value, str) else value
+
+
+# -- what the check found ----------------------------------------------------------------------
+
+
+class OfferedAsset(NamedTuple):
+    name: str
+    size: int
+    sha256: str
+
+
+class ReleaseOffer(NamedTuple):
+    """The release a source offers for a request, decided against the running mux.
+
+    This is what the check caches: everything here comes from the source, so a cached
+    answer needs no network; the live servers are asked afresh each time.
+    """
+
+    source_kind: str
+    source_location: str
+    tag: str
+    version: str
+    protocol_version: int
+    released_at: str
+    release_url: str
+    asset: OfferedAsset | None  # the build for this mux's target, if the release has one
+    requested: bool  # asked for with --version
+    decision: Decision
+
+    @property
+    def update_available(self) -> bool:
+        return self.decision.offers_release
+
+    def to_cache(self) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "source": {"kind": self.source_kind, "location": self.source_location},
+            "latest": {
+                "tag": self.tag,
+                "version": self.version,
+                "protocol_version": self.protocol_version,
+                "released_at": self.released_at,
+                "release_url": self.release_url,
+                "asset": (
+                    {"name": self.asset.name, "size": self.asset.size, "sha256": self.asset.sha256}
+                    if self.asset
+                    else None
+                ),
+                "requested": self.requested,
+            },
+            "decision": self.decision.value,
+        }
+
+    @classmethod
+    def from_cache(cls, doc: Mapping[str, Any]) -> ReleaseOffer | None:
+        """The offer :meth:`to_cache` wrote; None when ``doc`` is anything else."""
+        try:
+            source, latest, asset = doc["source"], doc["latest"], doc["latest"]["asset"]
+            offer = cls(
+                source_kind=str(source["kind"]),
+                source_location=str(source["location"]),
+                tag=str(latest["tag"]),
+                version=str(latest["version"]),
+                protocol_version=int(latest["protocol_version"]),
+                released_at=str(latest["released_at"]),
+                release_url=str(latest["release_url"]),
+                asset=(
+                    OfferedAsset(str(asset["name"]), int(asset["size"]), str(asset["sha256"]))
+                    if asset is not None
+                    else None
+                ),
+                requested=bool(latest["requested"]),
+                decision=Decision(doc["decision"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        return offer if doc.get("ok") is True else None
 
 
 @dataclass(frozen=True)
 class ServerVerdict:
+    """One server's answer, and whether it needs a restart."""
+
     report: ServerReport
-    restart_needed: bool  # speaks another protocol than the running mux
+    restart_needed: bool  # speaks another protocol than the running (or installed) mux
     restart_needed_after_update: bool  # speaks another protocol than the release on offer
     restart_command: str | None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self.report.to_json(),
-            "restart_needed": self.restart_needed,
-            "restart_needed_after_update": self.restart_needed_after_update,
-            "restart_command": self.restart_command,
-        }
+    @property
+    def live(self) -> bool:
+        return self.report.status is not None
+
+
+def server_verdicts(
+    reports: Sequence[ServerReport], *, running_protocol: int, offered_protocol: int | None = None
+) -> tuple[ServerVerdict, ...]:
+    """Which live servers speak another protocol than ``running_protocol`` (restart now) or
+    than ``offered_protocol`` (restart after the update). Servers that did not answer with a
+    status line need nothing: there is nothing to compare."""
+    from .servers import restart_command
+
+    verdicts = []
+    for report in reports:
+        status = report.status
+        if report.state != "live" or status is None:
+            verdicts.append(ServerVerdict(report, False, False, None))
+            continue
+        now = status.protocol_version != running_protocol
+        after = offered_protocol is not None and status.protocol_version != offered_protocol
+        command = restart_command(report) if (now or after) else None
+        verdicts.append(ServerVerdict(report, now, after, command))
+    return tuple(verdicts)
 
 
 @dataclass(frozen=True)
 class CheckReport:
+    """The answer of ``mux update --check``."""
+
     build: BuildInfo
-    answer: dict[str, Any]
+    offer: ReleaseOffer
     servers: tuple[ServerVerdict, ...]
     cached: bool
     checked_at: str
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
-    def latest(self) -> dict[str, Any] | None:
-        latest = self.answer.get("latest")
-        return latest if isinstance(latest, dict) else None
-
-    @property
     def update_available(self) -> bool:
-        return bool(self.answer.get("update_available"))
+        return self.offer.update_available
 
     @property
     def restart_needed(self) -> bool:
@@ -104,61 +274,129 @@ class CheckReport:
             "up-to-date": EXIT_OK,
         }[self.status]
 
-    def to_json(self) -> dict[str, Any]:
-        latest = self.latest
-        return {
-            "schema": REPORT_SCHEMA,
-            "status": self.status,
-            "exit_code": self.exit_code,
-            "update_available": self.update_available,
-            "restart_needed": self.restart_needed,
-            "restart_needed_after_update": any(v.restart_needed_after_update for v in self.servers),
-            "current": {
-                "version": self.build.version,
-                "protocol_version": self.build.protocol_version,
-                "target": self.build.target,
-                "development": self.build.development,
-            },
-            "latest": latest,
-            "source": self.answer.get("source"),
-            "servers": [v.to_json() for v in self.servers],
-            "checked_at": self.checked_at,
-            "cached": self.cached,
-            "notes": list(self.notes),
-        }
-
 
 def plan_check(
     build: BuildInfo,
-    answer: dict[str, Any],
-    servers: list[ServerReport],
+    offer: ReleaseOffer,
+    servers: Sequence[ServerReport],
     *,
+    target: str,
     cached: bool,
     checked_at: str,
-    restart_command: Any,
 ) -> CheckReport:
-    latest = answer.get("latest") if isinstance(answer.get("latest"), dict) else None
-    offered_protocol = (
-        latest.get("protocol_version") if latest and answer.get("update_available") else None
-    )
-    verdicts = []
-    for report in servers:
-        status = report.status
-        if report.state != "live" or status is None:
-            verdicts.append(ServerVerdict(report, False, False, None))
-            continue
-        now = status.protocol_version != build.protocol_version
-        after = offered_protocol is not None and status.protocol_version != offered_protocol
-        command = restart_command(report) if (now or after) else None
-        verdicts.append(ServerVerdict(report, now, after, command))
+    offered_protocol = offer.protocol_version if offer.update_available else None
     notes = []
-    if latest and latest.get("asset") is None and answer.get("update_available"):
-        notes.append(f"release {latest['tag']} has no build for {build.target or 'this platform'}")
+    if offer.asset is None and offer.update_available:
+        notes.append(f"release {offer.tag} has no build for {target or 'this platform'}")
     return CheckReport(
         build=build,
-        answer=answer,
-        servers=tuple(verdicts),
+        offer=offer,
+        servers=server_verdicts(
+            servers, running_protocol=build.protocol_version, offered_protocol=offered_protocol
+        ),
         cached=cached,
         checked_at=checked_at,
         notes=tuple(notes),
     )
+
+
+# -- install.json: what it becomes, and which versions stay ------------------------------------
+#
+# The bin-dir link is the truth of which version is active; install.json follows it. Two
+# versions are kept: the active one and the previous one (for --rollback), plus whatever the
+# running mux was started from. A record written by install.sh or an older mux may miss
+# fields or hold garbage: the rules below read it defensively and keep unknown fields.
+
+RECORD_SCHEMA = 1
+
+
+class Settlement(NamedTuple):
+    """What settling an install does: the versions to remove, the record to write."""
+
+    remove: tuple[str, ...]
+    record: dict[str, Any] | None  # None: the record already agrees
+
+
+def settle(
+    record: Mapping[str, Any],
+    *,
+    active: str | None,
+    installed: Collection[str],
+    running: str | None = None,
+) -> Settlement:
+    """Make the record agree with the link, and keep two versions.
+
+    ``active`` is the version the link points at, ``installed`` the version folders there
+    are, ``running`` the one this process runs from (never removed). After a switch, or
+    after one that a kill cut short between moving the link and recording it, the recorded
+    "active" that the link no longer names is the previous version.
+    """
+    if active is None:
+        return Settlement((), None)
+    recorded, previous = record.get("active"), record.get("previous")
+    if isinstance(recorded, str) and recorded != active:
+        previous = recorded
+    if not (isinstance(previous, str) and previous != active and previous in installed):
+        previous = None
+    keep = [active, *([previous] if previous else [])]
+    remove = tuple(v for v in installed if v not in keep and v != running)
+    versions = record.get("versions")
+    settled = {
+        **record,
+        "active": active,
+        "previous": previous,
+        "versions": {
+            v: entry
+            for v, entry in (versions if isinstance(versions, dict) else {}).items()
+            if v in keep
+        },
+    }
+    return Settlement(remove, None if settled == dict(record) else settled)
+
+
+def record_install(
+    record: Mapping[str, Any],
+    version: str,
+    *,
+    archive_sha256: str,
+    files_sha256: str,
+    target: str,
+    source: str,
+    bin_dir: str,
+) -> dict[str, Any]:
+    """The record with ``version`` added; "active" still names the version it replaces.
+
+    It is written before the link moves: a kill after the switch still finds the new
+    version's file list on record, and :func:`settle` turns the old "active" into "previous".
+    """
+    updated = copy.deepcopy(dict(record))
+    versions = updated.get("versions")
+    if not isinstance(versions, dict):
+        versions = updated["versions"] = {}
+    versions[version] = {
+        "archive_sha256": archive_sha256,
+        "files_sha256": files_sha256,
+        "target": target,
+        "source": source,
+        "installed_by": "mux update",
+    }
+    updated.update(
+        {"schema": RECORD_SCHEMA, "bin_dir": bin_dir, "target": target, "source": source}
+    )
+    return updated
+
+
+def rollback_choice(
+    record: Mapping[str, Any], *, active: str | None, installed: Collection[str]
+) -> str | None:
+    """The version ``--rollback`` goes back to: the recorded previous one, else the only
+    other installed one; None when there is none (or it is gone)."""
+    previous = record.get("previous")
+    if not isinstance(previous, str) or previous == active:
+        others = [v for v in installed if v != active]
+        previous = others[-1] if len(others) == 1 else None
+    return previous if previous in installed else None
+
+
+def record_rollback(record: Mapping[str, Any], *, to: str, from_: str | None) -> dict[str, Any]:
+    return {**record, "active": to, "previous": from_}

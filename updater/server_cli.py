@@ -17,17 +17,15 @@ from typing import Annotated, TypeVar
 import typer
 
 from . import buildinfo
-from .cli_text import report_error
 from .errors import MuxError, UsageError
+from .render import describe_live, report_error, server_status_lines
 from .servers import (
     DEFAULT_SOCKET_NAME,
     SERVER_URL_ENV,
-    ServerReport,
     UnixAddress,
     default_socket_path,
     parse_server_address,
     query_all,
-    restart_command,
     runtime_dir,
 )
 
@@ -87,15 +85,6 @@ def _server_address(name: str | None, socket: Path | None, url: str | None) -> P
     return default_socket_path(DEFAULT_SOCKET_NAME)
 
 
-def _describe_live(report: ServerReport) -> str:
-    status = report.status
-    assert status is not None
-    return (
-        f"mux {status.version}, protocol {status.protocol_version}, pid {status.pid}, "
-        f"started {status.started_at or 'unknown'}"
-    )
-
-
 @server_app.command("run", hidden=True)
 def run_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
@@ -114,7 +103,7 @@ def start_command(
     from .server_daemon import start
 
     report = _run(lambda: start(_server_address(name, socket, url)))
-    print(f"started a mux server on {report.address}: {_describe_live(report)}")
+    print(f"started a mux server on {report.address}: {describe_live(report)}")
 
 
 @server_app.command("stop")
@@ -140,26 +129,7 @@ def restart_command_(
     from .server_daemon import restart
 
     report = _run(lambda: restart(_server_address(name, socket, url)))
-    print(f"restarted the mux server on {report.address}: {_describe_live(report)}")
-
-
-def render_status(reports: list[ServerReport], protocol_version: int) -> list[str]:
-    """One line per server; stale sockets are reported and skipped."""
-    lines = []
-    for report in reports:
-        if report.state == "live" and report.status is not None:
-            line = f"{report.address}: live, {_describe_live(report)}"
-            if report.status.protocol_version != protocol_version:
-                line += (
-                    f"; this mux speaks protocol {protocol_version},"
-                    f" restart it with: {restart_command(report)}"
-                )
-        elif report.state == "stale":
-            line = f"{report.address}: stale ({report.detail}; skipped)"
-        else:
-            line = f"{report.address}: {report.state} ({report.detail})"
-        lines.append(line)
-    return lines
+    print(f"restarted the mux server on {report.address}: {describe_live(report)}")
 
 
 @server_app.command("status")
@@ -178,5 +148,5 @@ def status_command(
         where = os.environ.get(SERVER_URL_ENV) or _run(runtime_dir)
         print(f"no mux server found (looked in {where})")
         return
-    for line in render_status(reports, buildinfo.current().protocol_version):
+    for line in server_status_lines(reports, buildinfo.current().protocol_version):
         print(line)

@@ -59,12 +59,13 @@ from .servers import (
     TcpAddress,
     UnixAddress,
     http_request,
-    is_loopback_host,
     parse_server_address,
     query_server,
     restart_command,
     runtime_dir,
 )
+from .timestamps import rfc3339
+from .urls import is_loopback_host
 
 StopResult = Literal["stopped", "not-running"]
 
@@ -84,7 +85,7 @@ _ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
 
 
 def _log(message: str) -> None:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    stamp = rfc3339()
     print(f"{stamp} {message}", file=sys.stderr, flush=True)
 
 
@@ -392,7 +393,7 @@ def serve(
     ``status_override`` replaces status line fields: for tests that need another protocol.
     """
     target = _as_address(address)
-    started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    started_at = rfc3339()
     stopper = _Stopper()
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(stopper.close)

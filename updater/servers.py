@@ -33,7 +33,6 @@ DEFAULT_SOCKET_NAME = "default"
 DEFAULT_TIMEOUT = 1.0
 # A status line is a few hundred bytes; never buffer whatever a confused server streams at us.
 MAX_STATUS_BYTES = 64 * 1024
-_LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 @dataclass(frozen=True)
@@ -81,18 +80,6 @@ class ServerReport:
         }
 
 
-def is_loopback_host(host: str) -> bool:
-    """``localhost`` or a loopback IP literal (no DNS lookup)."""
-    if host in _LOOPBACK_NAMES:
-        return True
-    import ipaddress  # only URL addresses need it
-
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def parse_server_address(text: str) -> ServerAddress:
     """Read ``unix:///path.sock``, ``http://127.0.0.1:PORT`` or a plain socket path.
 
@@ -103,7 +90,9 @@ def parse_server_address(text: str) -> ServerAddress:
         if not text:
             raise UsageError("empty server address")
         return UnixAddress(Path(text))
-    from urllib.parse import unquote, urlsplit  # only URL addresses need it
+    from urllib.parse import unquote, urlsplit  # only URL addresses need these
+
+    from .urls import is_loopback_host
 
     expected = "expected unix:///path/to.sock or http://127.0.0.1:PORT"
     try:
@@ -159,18 +148,23 @@ def default_socket_path(name: str = DEFAULT_SOCKET_NAME) -> Path:
 
 
 def discover_server_addresses(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """``MUX_SERVER_URL`` names one server; otherwise every ``*.sock`` in the runtime dir, sorted.
+    """:func:`server_addresses` for ``MUX_SERVER_URL`` as ``environ`` has it."""
+    return server_addresses(environ.get(SERVER_URL_ENV))
 
-    Raises :class:`UsageError` when ``MUX_SERVER_URL`` is malformed.
+
+def server_addresses(server_url: str | None) -> list[str]:
+    """``server_url`` (``MUX_SERVER_URL``) names one server; otherwise every ``*.sock`` in
+    the runtime dir, sorted.
+
+    Raises :class:`UsageError` when ``server_url`` is malformed.
     """
-    url = environ.get(SERVER_URL_ENV)
-    if url:
-        if "://" not in url:
+    if server_url:
+        if "://" not in server_url:
             raise UsageError(
-                f"{SERVER_URL_ENV} must be a URL, got {url!r}",
+                f"{SERVER_URL_ENV} must be a URL, got {server_url!r}",
                 hint="use unix:///path/to.sock or http://127.0.0.1:PORT",
             )
-        return [parse_server_address(url).display]
+        return [parse_server_address(server_url).display]
     directory = runtime_dir()
     try:
         names = sorted(entry.name for entry in os.scandir(directory))

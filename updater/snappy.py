@@ -1,7 +1,7 @@
 """Snappy decompression in pure Python: the block format and the framed (stream) format.
 
 GitHub's attestations API has served bundles as snappy blobs behind ``bundle_url`` since
-2026-07-16 (``../shared/notes/attestations.md`` §1.4). mux may not depend on python-snappy
+2026-07-16 (docs/design.md, "GitHub's attestations API"). mux may not depend on python-snappy
 or cramjam, and a decoder is small. Formats: google/snappy ``format_description.txt`` and
 ``framing_format.txt``.
 

@@ -1,23 +1,37 @@
-"""Where releases come from: GitHub, or a static feed (mirror, air-gapped network, tests).
+"""Where releases come from: GitHub, a static feed, or one release folder.
 
-Both implement :class:`ReleaseSource`. The GitHub source keeps off the rate-limited API for
-everything it can: the latest tag comes from the ``/releases/latest`` redirect and release
-files from ``/releases/download/<tag>/``; the API is asked only for what only it has (asset
-digests, the release list for ``--pre``, attestations), with ``If-None-Match``.
+Every source is a :class:`ReleaseSource`: it finds tags, reads a release's small files,
+downloads its archives and, where it can, lists GitHub's asset digests and finds attestations
+by digest. It also declares what a trust policy must demand of its releases
+(:attr:`~ReleaseSource.signature_required`, :attr:`~ReleaseSource.attestation_required`).
+Nothing outside this module opens an HTTP client or asks which kind a source is.
+
+The GitHub source keeps off the rate-limited API for everything it can: the latest tag comes
+from the ``/releases/latest`` redirect and release files from ``/releases/download/<tag>/``;
+the API is asked only for what only it has (asset digests, the release list for ``--pre``,
+attestations), with ``If-None-Match``.
 """
 
 from __future__ import annotations
 
 import json
-import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from . import models
 from .errors import NetworkError, ParseError, UsageError, VerificationError
-from .http import Fetched, HostPolicy, HttpClient, check_url_scheme, url_origin
+from .http import Fetched, HostPolicy, HttpClient
+from .settings import HttpSettings
+from .urls import check_url_scheme, is_loopback_host, url_origin
+
+if TYPE_CHECKING:
+    from .download import Downloaded, Progress
+    from .plan import ReleaseRequest
+    from .settings import Settings
 
 GITHUB_WEB = "https://github.com"
 GITHUB_API = "https://api.github.com"
@@ -27,33 +41,149 @@ GITHUB_DOWNLOAD_HOSTS = (
     "release-assets.githubusercontent.com",
 )
 SMALL_FILE_LIMIT = 8 * 1024 * 1024
+BUNDLE_LIMIT = 16 * 1024 * 1024
+
+# Checks that a string is a release tag (raises ParseError when not).
+TagRule = Callable[[str], object]
 
 
-class ReleaseSource(Protocol):
-    kind: str
+class PublishedAsset(NamedTuple):
+    """An asset as the release page lists it (GitHub's API), before anything is downloaded."""
+
+    name: str
+    size: int | None
+    sha256: str | None  # GitHub's own digest (absent on releases made before 2025-06)
+
+
+class ReleaseListing(NamedTuple):
+    tag: str
+    draft: bool
+    assets: Mapping[str, PublishedAsset]
+
+
+class ReleaseSource(ABC):
+    kind: str  # "github" | "feed" | "folder": for reports; decisions use the properties below
     location: str
-    policy: HostPolicy
+    # A release from here must carry a SHA256SUMS.minisig that a trusted key signed.
+    signature_required: bool
+    # A release from here must carry a verifiable build attestation.
+    attestation_required: bool
+    # attestation_bundles() can find attestations by digest (GitHub's attestations API).
+    attestation_lookup: bool
 
-    def latest_tag(self, *, include_pre: bool) -> str: ...
+    @abstractmethod
+    def latest_tag(self, *, include_pre: bool, parse: TagRule = models.parse_tag) -> str:
+        """The newest release's tag (pre-releases only with ``include_pre``), checked by
+        ``parse`` (mux's ``vX.Y.Z`` by default; ``mux-release repin`` passes its pins' rule)."""
 
+    @abstractmethod
     def release_page(self, tag: str) -> str: ...
 
+    @abstractmethod
     def file_url(self, tag: str, name: str) -> str: ...
 
-    def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes: ...
+    @abstractmethod
+    def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
+        """A small file of the release, read whole (:class:`NetworkError` when it cannot be)."""
 
-    def asset_digests(self, tag: str) -> dict[str, str]: ...
+    # Where download() gets file_url()s from: an HTTP client, or None for local paths.
+    _files_client: HttpClient | None = None
 
-    def attestation_bundles(self, sha256: str) -> list[bytes]: ...
+    def download(
+        self,
+        tag: str,
+        name: str,
+        into: Path,
+        *,
+        size: int | None,
+        max_size: int,
+        progress: Progress | None = None,
+    ) -> Downloaded:
+        """A release file into a temporary file in ``into`` (see :mod:`updater.download`)."""
+        from .download import download  # (not at the top: the check downloads nothing)
 
-    def close(self) -> None: ...
+        return download(
+            self.file_url(tag, name),
+            into,
+            size=size,
+            max_size=max_size,
+            client=self._files_client,
+            label=name,
+            progress=progress,
+        )
+
+    def listing(self, tag: str) -> ReleaseListing | None:
+        """The release's assets as its host lists them; None where there is no such list."""
+        return None
+
+    def attestation_bundles(self, sha256: str) -> list[bytes]:
+        """Attestation bundles for ``sha256`` (only where :attr:`attestation_lookup`)."""
+        return []
+
+    def close(self) -> None:  # noqa: B027 - a source without a connection has nothing to close
+        """Release the connection (a local source holds none)."""
+
+    def resolve(self, request: ReleaseRequest, *, parse: TagRule = models.parse_tag) -> str:
+        """The tag ``request`` names, or this source's newest for it."""
+        return request.tag() or self.latest_tag(include_pre=request.include_pre, parse=parse)
+
+    def fetch_optional(
+        self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT
+    ) -> bytes | None:
+        """A file the release may lack: None when it cannot be read."""
+        try:
+            return self.fetch(tag, name, max_size=max_size)
+        except NetworkError:
+            return None
+
+    def __enter__(self) -> ReleaseSource:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
 
-def github_token() -> str | None:
-    return os.environ.get("MUX_GITHUB_TOKEN") or os.environ.get("GITHUB_TOKEN") or None
+def open_source(settings: Settings, *, spec: str | None = None) -> ReleaseSource:
+    """``spec`` (default ``settings.source``): ``github``, a feed URL or a feed directory."""
+    chosen = spec or settings.source
+    try:
+        if chosen == "github":
+            github = settings.github
+            return GitHubSource(
+                github.repo,
+                web_url=github.web_url,
+                api_url=github.api_url,
+                token=github.token,
+                http=settings.http,
+            )
+        return FeedSource(chosen, http=settings.http)
+    except ValueError as exc:  # urllib's word on a malformed URL (a bad port, a bad [host])
+        what = "MUX_GITHUB_URL / MUX_GITHUB_API_URL" if chosen == "github" else chosen[:200]
+        raise UsageError(f"invalid release source URL in {what}: {exc}") from None
 
 
-def _cache_dir() -> Path:
+def github_identity_url(web_url: str | None) -> str:
+    """The GitHub whose workflows sign mux's attestations: a configured GitHub Enterprise,
+    else github.com (a loopback ``MUX_GITHUB_URL`` is an impersonator for tests: the
+    attestations it serves still name github.com)."""
+    if not web_url:
+        return GITHUB_WEB
+    try:
+        host = urlsplit(web_url).hostname
+    except ValueError:
+        raise UsageError(f"MUX_GITHUB_URL is not a URL: {web_url[:200]!r}") from None
+    return GITHUB_WEB if is_loopback_host(host) else web_url.rstrip("/")
+
+
+# -- GitHub ------------------------------------------------------------------------------------
+
+
+def github_download_url(web: str, repo: str, tag: str, name: str) -> str:
+    """Where GitHub serves a release file (off the rate-limited API)."""
+    return f"{web.rstrip('/')}/{repo}/releases/download/{quote(tag)}/{quote(name)}"
+
+
+def _etag_cache_dir() -> Path:
     from .cache import cache_dir
 
     return cache_dir() / "http"
@@ -78,7 +208,7 @@ class _Conditional:
             return None
 
     def store(self, url: str, etag: str, body: bytes) -> None:
-        from .cache import atomic_write
+        from .files import atomic_write
 
         try:
             doc = {"url": url, "etag": etag, "body": body.decode()}
@@ -87,8 +217,12 @@ class _Conditional:
             pass  # the ETag cache is an optimisation; never fail a check over it
 
 
-class GitHubSource:
+class GitHubSource(ReleaseSource):
     kind = "github"
+    # The build trusts a key or not (the policy decides); the release workflow attests all.
+    signature_required = False
+    attestation_required = True
+    attestation_lookup = True
 
     def __init__(
         self,
@@ -97,6 +231,7 @@ class GitHubSource:
         web_url: str | None = None,
         api_url: str | None = None,
         token: str | None = None,
+        http: HttpSettings | None = None,
     ) -> None:
         if not repo or repo.count("/") != 1:
             raise UsageError(
@@ -104,8 +239,8 @@ class GitHubSource:
                 hint="set MUX_REPO=owner/name, or use --source with a feed",
             )
         self.repo = repo
-        self.web = (web_url or os.environ.get("MUX_GITHUB_URL") or GITHUB_WEB).rstrip("/")
-        self.api = (api_url or os.environ.get("MUX_GITHUB_API_URL") or GITHUB_API).rstrip("/")
+        self.web = (web_url or GITHUB_WEB).rstrip("/")
+        self.api = (api_url or GITHUB_API).rstrip("/")
         for base in (self.web, self.api):
             check_url_scheme(base)
         self.location = f"{self.web}/{repo}"
@@ -114,29 +249,29 @@ class GitHubSource:
             allowed_hosts=frozenset({*GITHUB_DOWNLOAD_HOSTS, "api.github.com", *configured}),
             token_hosts=frozenset({"github.com", "api.github.com", *configured}),
         )
-        self.client = HttpClient(
-            policy=self.policy, token=token if token is not None else github_token()
-        )
-        self._conditional = _Conditional(_cache_dir())
+        self._http = http or HttpSettings()
+        self._client = HttpClient(policy=self.policy, token=token, settings=self._http)
+        self._files_client = self._client
+        self._conditional = _Conditional(_etag_cache_dir())
         self._release_docs: dict[str, dict[str, Any]] = {}
 
     def close(self) -> None:
-        self.client.close()
+        self._client.close()
 
-    def latest_tag(self, *, include_pre: bool) -> str:
+    def latest_tag(self, *, include_pre: bool, parse: TagRule = models.parse_tag) -> str:
         if include_pre:
             return self._latest_from_api()
         url = f"{self.web}/{self.repo}/releases/latest"
-        with self.client.stream(url, follow_redirects=False) as response:
+        with self._client.stream(url, follow_redirects=False) as response:
             location = response.headers.get("location", "")
-        tag = location.rstrip("/").rsplit("/releases/tag/", 1)
-        if response.status_code not in (301, 302, 303, 307, 308) or len(tag) != 2:
+        _, found, tag = location.rstrip("/").rpartition("/releases/tag/")
+        if response.status_code not in (301, 302, 303, 307, 308) or not found or not tag:
             raise NetworkError(
                 f"{self.location} has no published release ({url} did not redirect to one)",
                 hint="check MUX_REPO, or pass --pre to include pre-releases",
             )
-        tag_name = unquote(tag[1])
-        models.parse_tag(tag_name)
+        tag_name = unquote(tag)
+        parse(tag_name)
         return tag_name
 
     def _api_json(self, path: str) -> Any:
@@ -145,7 +280,7 @@ class GitHubSource:
         cached = self._conditional.load(url)
         if cached:
             headers["If-None-Match"] = cached[0]
-        response: Fetched = self.client.get(url, headers=headers)
+        response: Fetched = self._client.get(url, headers=headers)
         if response.status == 304 and cached:
             body = cached[1]
         else:
@@ -179,43 +314,53 @@ class GitHubSource:
         return f"{self.web}/{self.repo}/releases/tag/{quote(tag)}"
 
     def file_url(self, tag: str, name: str) -> str:
-        return f"{self.web}/{self.repo}/releases/download/{quote(tag)}/{quote(name)}"
+        return github_download_url(self.web, self.repo, tag, name)
 
     def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
-        return self.client.get(self.file_url(tag, name), max_size=max_size).content
+        return self._client.get(self.file_url(tag, name), max_size=max_size).content
 
-    def asset_digests(self, tag: str) -> dict[str, str]:
-        """GitHub's own ``sha256:`` asset digests (absent on releases made before 2025-06)."""
+    def listing(self, tag: str) -> ReleaseListing:
+        """The release as GitHub's API lists it (one request per tag, with its ETag).
+
+        A ``sha256:`` digest GitHub publishes must be well formed: a malformed one fails
+        closed (:class:`VerificationError`), it is never skipped.
+        """
         doc = self._release_docs.get(tag)
         if doc is None:
-            found = self._api_json(f"/repos/{self.repo}/releases/tags/{quote(tag)}")
+            found = self._api_json(f"/repos/{self.repo}/releases/tags/{quote(tag, safe='')}")
             if not isinstance(found, dict):
-                return {}
-            doc = found
-        digests = {}
+                raise NetworkError(f"{self.api} did not answer a release object for {tag}")
+            doc = self._release_docs[tag] = found
+        assets: dict[str, PublishedAsset] = {}
         for asset in doc.get("assets") or []:
             if not isinstance(asset, dict):
                 continue
+            name = str(asset.get("name"))
+            size = asset.get("size")
             digest = asset.get("digest")
+            sha256 = None
             if isinstance(digest, str) and digest.startswith("sha256:"):
-                value = digest.removeprefix("sha256:").lower()
-                if not models.is_sha256(value):
-                    # Fail closed: a digest GitHub publishes must be usable, never skipped.
+                sha256 = digest.removeprefix("sha256:").lower()
+                if not models.is_sha256(sha256):
                     raise VerificationError(
                         f"verification failed (digest): GitHub gave a malformed digest "
-                        f"for {str(asset.get('name'))[:80]}"
+                        f"for {name[:80]}"
                     )
-                digests[str(asset.get("name"))] = value
-        return digests
+            assets[name] = PublishedAsset(
+                name=name,
+                size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+                sha256=sha256,
+            )
+        return ReleaseListing(tag=tag, draft=doc.get("draft") is True, assets=assets)
 
     def attestation_bundles(self, sha256: str) -> list[bytes]:
         """The SLSA provenance bundles GitHub lists for ``sha256``, one JSON line each.
 
         An item carries its bundle inline (``{"bundle": {...}}``) or, since 2026-07-16, as
         ``"bundle": null`` (or no ``bundle`` at all) plus a ``bundle_url``: a pre-signed blob
-        of snappy-compressed JSON (notes §1.4), fetched by :meth:`_download_bundle`. An item
-        that cannot be read is skipped when another one can; when none can, this raises a
-        :class:`NetworkError` naming the URL that failed.
+        of snappy-compressed JSON (see docs/design.md), fetched by :meth:`_download_bundle`.
+        An item that cannot be read is skipped when another one can; when none can, this
+        raises a :class:`NetworkError` naming the URL that failed.
         """
         from urllib.parse import urlencode
 
@@ -252,8 +397,7 @@ class GitHubSource:
             raise NetworkError(failures[0] + more)
         return bundles
 
-    @staticmethod
-    def _download_bundle(url: str, *, max_size: int = 16 * 1024 * 1024) -> bytes:
+    def _download_bundle(self, url: str, *, max_size: int = BUNDLE_LIMIT) -> bytes:
         """One ``bundle_url`` blob as a one-line JSON bundle.
 
         The blob lives on another host (Azure storage for github.com), so it is fetched by a
@@ -262,8 +406,6 @@ class GitHubSource:
         decompresses to at most ``max_size`` bytes. Errors name the URL without its query,
         which carries the pre-signed access signature.
         """
-        from urllib.parse import urlsplit
-
         import httpx
 
         from . import snappy
@@ -271,7 +413,7 @@ class GitHubSource:
         try:
             shown = urlsplit(url)._replace(query="", fragment="").geturl()
             policy = HostPolicy(allowed_hosts=frozenset({url_origin(url)}))
-            with HttpClient(policy=policy, token=None) as client:
+            with HttpClient(policy=policy, token=None, settings=self._http) as client:
                 blob = client.get(url, max_size=max_size).content
             stored_plain = blob.lstrip()[:1] == b"{"  # an uncompressed blob is JSON as it is
             text = blob if stored_plain else snappy.decompress(blob, max_size=max_size)
@@ -292,23 +434,45 @@ class GitHubSource:
         return json.dumps(document).encode()
 
 
-class FeedSource:
+# -- local files -------------------------------------------------------------------------------
+
+
+def _read_local(path: Path, max_size: int) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(max_size + 1)
+    except OSError as exc:
+        raise NetworkError(f"cannot read {path}: {exc.strerror}") from None
+    if len(data) > max_size:
+        raise NetworkError(f"{path} is larger than {max_size} bytes; refusing it")
+    return data
+
+
+# -- a static feed -----------------------------------------------------------------------------
+
+
+class FeedSource(ReleaseSource):
     """A static feed: ``releases.json`` plus one folder per tag, in a directory or at a URL."""
 
     kind = "feed"
+    # A mirror is trusted only through the release key; attestations are checked when the
+    # feed carries them (it has no API to look them up by digest).
+    signature_required = True
+    attestation_required = False
+    attestation_lookup = False
 
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, *, http: HttpSettings | None = None) -> None:
         self.location = location.rstrip("/") or location
         self._directory: Path | None = None
-        self.client: HttpClient | None = None
+        self._client: HttpClient | None = None
         parts = urlsplit(location)
         if parts.scheme in ("http", "https"):
             check_url_scheme(location)
-            self.policy = HostPolicy(allowed_hosts=frozenset({url_origin(location)}))
             # A feed is not GitHub: it never sees a GitHub token.
-            self.client = HttpClient(
-                policy=self.policy,
+            self._client = self._files_client = HttpClient(
+                policy=HostPolicy(allowed_hosts=frozenset({url_origin(location)})),
                 token=None,
+                settings=http,
                 plain_loopback_only=parts.scheme == "http",  # check_url_scheme: loopback only
             )
         elif parts.scheme in ("", "file"):
@@ -317,7 +481,6 @@ class FeedSource:
                 raise UsageError(f"release feed {location} is not a directory or a URL")
             self._directory = path.resolve()
             self.location = str(self._directory)
-            self.policy = HostPolicy()
         else:
             raise UsageError(
                 f"unsupported release source {location}",
@@ -325,24 +488,17 @@ class FeedSource:
             )
 
     def close(self) -> None:
-        if self.client:
-            self.client.close()
+        if self._client:
+            self._client.close()
 
     def _read(self, relative: str, max_size: int) -> bytes:
         if self._directory is not None:
-            path = self._directory / relative
-            try:
-                with path.open("rb") as handle:
-                    data = handle.read(max_size + 1)
-            except OSError as exc:
-                raise NetworkError(f"cannot read {path}: {exc.strerror}") from None
-            if len(data) > max_size:
-                raise NetworkError(f"{path} is larger than {max_size} bytes; refusing it")
-            return data
-        assert self.client is not None
-        return self.client.get(f"{self.location}/{relative}", max_size=max_size).content
+            return _read_local(self._directory / relative, max_size)
+        assert self._client is not None
+        return self._client.get(f"{self.location}/{relative}", max_size=max_size).content
 
-    def latest_tag(self, *, include_pre: bool) -> str:
+    def latest_tag(self, *, include_pre: bool, parse: TagRule = models.parse_tag) -> str:
+        # releases.json holds mux's tags (vX.Y.Z): parse_releases_json checks them all.
         releases = models.parse_releases_json(self._read(models.FEED_INDEX_NAME, SMALL_FILE_LIMIT))
         candidates = [r for r in releases if include_pre or not r.prerelease]
         if not candidates:
@@ -360,20 +516,41 @@ class FeedSource:
     def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
         return self._read(f"{tag}/{name}", max_size)
 
-    def asset_digests(self, tag: str) -> dict[str, str]:
-        return {}
 
-    def attestation_bundles(self, sha256: str) -> list[bytes]:
-        return []
+# -- one release folder ------------------------------------------------------------------------
 
 
-def open_source(spec: str | None, *, repo: str) -> ReleaseSource:
-    """``--source`` / ``MUX_UPDATE_SOURCE``: ``github`` (default), a feed URL or directory."""
-    chosen = spec or os.environ.get("MUX_UPDATE_SOURCE") or "github"
-    try:
-        if chosen == "github":
-            return GitHubSource(repo)
-        return FeedSource(chosen)
-    except ValueError as exc:  # urllib's word on a malformed URL (a bad port, a bad [host])
-        what = "MUX_GITHUB_URL / MUX_GITHUB_API_URL" if chosen == "github" else chosen[:200]
-        raise UsageError(f"invalid release source URL in {what}: {exc}") from None
+class ReleaseFolderSource(ReleaseSource):
+    """The files of one release in a folder, as ``mux-release package`` writes them.
+
+    Its only tag is ``tag``, else ``v`` + its manifest's version. A release about to be
+    published must pass every layer, so both its signature and its attestation are required.
+    """
+
+    kind = "folder"
+    signature_required = True
+    attestation_required = True
+    attestation_lookup = False
+
+    def __init__(self, folder: Path, *, tag: str | None = None) -> None:
+        folder = Path(folder)
+        if not (folder / models.MANIFEST_NAME).is_file():
+            raise UsageError(f"{folder} holds no {models.MANIFEST_NAME}; is it a release folder?")
+        self.folder = folder
+        self.location = str(folder)
+        if tag is None:
+            manifest = models.parse_manifest(self.fetch("", models.MANIFEST_NAME))
+            tag = models.tag_for(manifest.version)
+        self.tag = tag
+
+    def latest_tag(self, *, include_pre: bool, parse: TagRule = models.parse_tag) -> str:
+        return self.tag
+
+    def release_page(self, tag: str) -> str:
+        return str(self.folder)
+
+    def file_url(self, tag: str, name: str) -> str:
+        return str(self.folder / name)
+
+    def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
+        return _read_local(self.folder / name, max_size)

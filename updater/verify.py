@@ -1,33 +1,55 @@
 """The verification layers of a release, in order, each failing closed.
 
-1. ``SHA256SUMS`` is authentic: its minisign signature verifies with a trusted key.
-2. The files are what was published: ``manifest.json`` matches its ``SHA256SUMS`` line and
-   its tag; the download's streamed SHA-256 equals its ``SHA256SUMS`` line, its manifest
-   entry and GitHub's asset digest when there is one.
-3. Our release workflow built it: the Sigstore attestation verifies against the identity.
+1. **signature**: ``SHA256SUMS`` is authentic: its minisign signature verifies with a trusted key.
+2. **manifest / digest**: the files are what was published: ``manifest.json`` matches its
+   ``SHA256SUMS`` line and its tag; the download's streamed SHA-256 equals its ``SHA256SUMS``
+   line, its manifest entry and GitHub's asset digest when there is one.
+3. **attestation**: our release workflow built it: the Sigstore attestation verifies against
+   the identity.
+4. **archive**: the archive is safe to unpack: members stay in their folder, sizes are capped,
+   the ``mux`` executable is there.
+5. **smoke-test**: the new build runs here and says it is what the manifest says.
 
-Layers 4 (the archive is safe to unpack) and 5 (the new build runs) happen while installing
-(:mod:`updater.install`). ``mux update`` and ``mux-release verify`` both run exactly this code.
-Every failure raises :class:`VerificationError` naming the layer.
+The order is encoded once, in two phases: :func:`verify_release_metadata` (layers 1-2 on the
+small documents) and :func:`verify_release_files` (layers 2-5 on one archive). ``mux update``
+and ``mux-release verify`` both run exactly these. Every failure raises
+:class:`VerificationError` naming the layer; nothing is executed or extracted before the
+layers before it passed.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
-from collections.abc import Callable
+import json
+import os
+import subprocess
+import tarfile
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 from . import models
-from .errors import MuxError, NetworkError, ParseError, VerificationError
+from .errors import InstallError, MuxError, NetworkError, ParseError, VerificationError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .buildinfo import BuildInfo
+    from .download import Progress
+    from .settings import Settings
+    from .sources import ReleaseSource
 
 LAYER_SIGNATURE = "signature"
 LAYER_MANIFEST = "manifest"
 LAYER_DIGEST = "digest"
+LAYER_API_DIGEST = "api-digest"
 LAYER_ATTESTATION = "attestation"
 LAYER_ARCHIVE = "archive"
 LAYER_SMOKE_TEST = "smoke-test"
+
+MAX_MEMBERS = 50_000
+MAX_UNPACKED_BYTES = 2 * 1024**3
 
 
 @dataclass(frozen=True)
@@ -35,35 +57,6 @@ class LayerResult:
     layer: str
     status: str  # "ok" | "skipped"
     detail: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"layer": self.layer, "status": self.status, "detail": self.detail}
-
-
-@dataclass(frozen=True)
-class TrustPolicy:
-    """What must hold before anything is installed."""
-
-    minisign_keys: tuple[str, ...]
-    require_signature: bool
-    repository: str  # owner/name whose release workflow must have built the release
-    signer_workflow: str
-    oidc_issuer: str
-    require_attestation: bool
-    skip_attestation: bool = False
-    github_url: str = "https://github.com"
-    trusted_root: Path | None = None
-
-    def identity(self, tag: str) -> Any:
-        from .attestation import AttestationIdentity
-
-        return AttestationIdentity(
-            repository=self.repository,
-            signer_workflow=self.signer_workflow,
-            ref=f"refs/tags/{tag}",
-            issuer=self.oidc_issuer,
-            github_url=self.github_url,
-        )
 
 
 @dataclass
@@ -78,12 +71,211 @@ class VerificationLog:
     def skipped(self, layer: str, detail: str) -> None:
         self.layers.append(LayerResult(layer, "skipped", detail))
 
-    def to_json(self) -> list[dict[str, str]]:
-        return [layer.to_json() for layer in self.layers]
+
+# -- the policy ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """What must hold before anything is installed."""
+
+    minisign_keys: tuple[str, ...]
+    require_signature: bool
+    repository: str  # owner/name whose release workflow must have built the release
+    signer_workflow: str
+    oidc_issuer: str
+    require_attestation: bool
+    skip_attestation: bool = False
+    github_url: str = "https://github.com"
+    trusted_root: Path | None = None  # Sigstore's trust root (None: Sigstore's production one)
+    require_api_digests: bool = False  # an unreadable GitHub asset list fails (not skipped)
+
+    @classmethod
+    def for_update(cls, source: ReleaseSource, build: BuildInfo, settings: Settings) -> TrustPolicy:
+        """``mux update``: what the source demands, with the build's keys and identity.
+
+        A signature is required from a source that demands one (a feed) and whenever the
+        build trusts a key; an attestation wherever the source demands one (GitHub).
+        """
+        from .sources import github_identity_url
+
+        return cls(
+            minisign_keys=tuple(dict.fromkeys((*build.trust.minisign_keys, *settings.trust_keys))),
+            require_signature=source.signature_required or bool(build.trust.minisign_keys),
+            repository=settings.github.repo,
+            signer_workflow=build.trust.signer_workflow,
+            oidc_issuer=build.trust.oidc_issuer,
+            require_attestation=source.attestation_required,
+            skip_attestation=settings.skip_attestation,
+            github_url=github_identity_url(settings.github.web_url),
+            trusted_root=settings.sigstore_trusted_root,
+        )
+
+    @classmethod
+    def for_release(
+        cls,
+        keys: tuple[str, ...],
+        repository: str,
+        *,
+        skip_attestation: bool,
+        trusted_root: Path | None,
+    ) -> TrustPolicy:
+        """``mux-release verify``: a release about to ship must pass everything."""
+        from .buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
+
+        return cls(
+            minisign_keys=keys,
+            require_signature=True,
+            repository=repository,
+            signer_workflow=SIGNER_WORKFLOW,
+            oidc_issuer=OIDC_ISSUER,
+            require_attestation=True,
+            skip_attestation=skip_attestation,
+            trusted_root=trusted_root,
+            require_api_digests=True,
+        )
+
+    def identity(self, tag: str) -> Any:
+        from .attestation import AttestationIdentity
+
+        return AttestationIdentity(
+            repository=self.repository,
+            signer_workflow=self.signer_workflow,
+            ref=f"refs/tags/{tag}",
+            issuer=self.oidc_issuer,
+            github_url=self.github_url,
+        )
+
+    def checks(self) -> tuple[str, ...]:
+        """The layers this policy runs, as a dry run lists them."""
+        return (
+            LAYER_SIGNATURE if self.minisign_keys else f"{LAYER_SIGNATURE} (no trusted key)",
+            LAYER_DIGEST,
+            LAYER_ATTESTATION if not self.skip_attestation else f"{LAYER_ATTESTATION} SKIPPED",
+            LAYER_ARCHIVE,
+            LAYER_SMOKE_TEST,
+        )
 
 
 def _fail(layer: str, message: str, hint: str | None = None) -> VerificationError:
     return VerificationError(f"verification failed ({layer}): {message}", hint=hint)
+
+
+# -- the pipeline ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerifiedRelease:
+    """Layers 1 and 2 on the small documents: the signed sums and the manifest they vouch for."""
+
+    tag: str
+    sums: dict[str, str]
+    manifest: models.Manifest
+
+
+@dataclass(frozen=True)
+class VerifiedFiles:
+    """One archive that passed every layer, unpacked into ``folder``."""
+
+    asset: models.ManifestAsset
+    archive_sha256: str
+    folder: Path
+
+
+def verify_release_metadata(
+    source: ReleaseSource, tag: str, policy: TrustPolicy, log: VerificationLog
+) -> VerifiedRelease:
+    """Layers 1 and 2 for ``SHA256SUMS`` and ``manifest.json`` of the release ``tag``."""
+    sums = verify_sums(
+        source.fetch(tag, models.SUMS_NAME),
+        source.fetch_optional(tag, models.SUMS_SIGNATURE_NAME),
+        policy,
+        log,
+    )
+    manifest = verify_manifest(source.fetch(tag, models.MANIFEST_NAME), sums, tag, log)
+    return VerifiedRelease(tag, sums, manifest)
+
+
+def verify_release_files(
+    source: ReleaseSource,
+    release: VerifiedRelease,
+    asset: models.ManifestAsset,
+    policy: TrustPolicy,
+    log: VerificationLog,
+    *,
+    download_dir: Path,
+    unpack_dir: Path,
+    smoke_target: str | None,
+    smoke_timeout: float,
+    progress: Progress | None = None,
+    check_unpacked: Callable[[Path], None] | None = None,
+) -> VerifiedFiles:
+    """Layers 2 to 5 for one archive of a release that passed :func:`verify_release_metadata`.
+
+    The archive streams into ``download_dir`` (hashed as it goes, removed afterwards) and is
+    unpacked into the empty folder ``unpack_dir``. ``check_unpacked`` (``mux-release verify``:
+    the SBOM) then inspects the unpacked files, before anything in them runs. The build is run
+    for the smoke test when it is built for ``smoke_target`` (the target this machine runs);
+    otherwise that layer is reported skipped.
+    """
+    published = _published_digest(source, release.tag, asset.name, policy, log)
+    fetched = source.download(
+        release.tag,
+        asset.name,
+        download_dir,
+        size=asset.size,
+        max_size=asset.size,
+        progress=progress,
+    )
+    try:
+        verify_download(
+            asset.name,
+            fetched.sha256,
+            fetched.size,
+            sums=release.sums,
+            manifest=release.manifest,
+            api_digest=published,
+            log=log,
+        )
+        verify_release_attestation(source, release, fetched.sha256, policy, log)
+        unpack(fetched.path, unpack_dir, top=models.archive_folder(asset.target))
+    finally:
+        fetched.path.unlink(missing_ok=True)
+    log.ok(LAYER_ARCHIVE, f"{asset.name}: members confined to its folder; mux executable present")
+    if check_unpacked is not None:
+        check_unpacked(unpack_dir)
+    manifest = release.manifest
+    if asset.target != smoke_target:
+        log.skipped(LAYER_SMOKE_TEST, f"{asset.name}: built for another target ({asset.target})")
+    else:
+        smoke_test(
+            unpack_dir,
+            Expected(manifest.version, manifest.protocol_version, asset.target),
+            timeout=smoke_timeout,
+        )
+        log.ok(
+            LAYER_SMOKE_TEST,
+            f"{asset.name}: `mux version --json` reports {manifest.version} for {asset.target}",
+        )
+    return VerifiedFiles(asset, fetched.sha256, unpack_dir)
+
+
+def _published_digest(
+    source: ReleaseSource, tag: str, name: str, policy: TrustPolicy, log: VerificationLog
+) -> str | None:
+    """GitHub's own digest of ``name``, when the source lists one."""
+    try:
+        listing = source.listing(tag)
+    except NetworkError as exc:
+        if policy.require_api_digests:
+            raise
+        log.skipped(LAYER_API_DIGEST, f"GitHub's asset digest unavailable: {exc.message}")
+        return None
+    published = listing.assets.get(name) if listing else None
+    return published.sha256 if published else None
+
+
+# -- layers 1 and 2: the small documents -----------------------------------------------------
 
 
 def verify_sums(
@@ -139,6 +331,9 @@ def verify_manifest(
     return manifest
 
 
+# -- layer 2 for the archive, and layer 3 ----------------------------------------------------
+
+
 def verify_download(
     name: str,
     sha256: str,
@@ -172,14 +367,11 @@ def verify_download(
 
 
 def verify_release_attestation(
-    tag: str,
+    source: ReleaseSource,
+    release: VerifiedRelease,
     sha256: str,
     policy: TrustPolicy,
     log: VerificationLog,
-    *,
-    release_bundle: Callable[[], bytes | None],
-    api_bundles: Callable[[], list[bytes]],
-    source_kind: str,
 ) -> None:
     """Layer 3: the bundle shipped with the release first, the attestations API second."""
     if policy.skip_attestation:
@@ -196,16 +388,13 @@ def verify_release_attestation(
         return
     bundles: list[bytes] = []
     origin = "release asset"
-    try:
-        shipped = release_bundle()
-    except NetworkError:
-        shipped = None
+    shipped = source.fetch_optional(release.tag, models.attestation_name(release.manifest.version))
     if shipped is not None:
         bundles.append(shipped)
-    else:
+    elif source.attestation_lookup:
         origin = "attestations API"
         try:
-            bundles.extend(api_bundles())
+            bundles.extend(source.attestation_bundles(sha256))
         except MuxError as exc:
             if policy.require_attestation:
                 raise _fail(LAYER_ATTESTATION, f"no attestation found ({exc.message})") from None
@@ -216,14 +405,13 @@ def verify_release_attestation(
                 f"no attestation for sha256 {sha256}",
                 hint="only --insecure-skip-attestation installs an unattested release",
             )
-        log.skipped(LAYER_ATTESTATION, f"the {source_kind} publishes no attestation")
+        log.skipped(LAYER_ATTESTATION, f"the {source.kind} publishes no attestation")
         return
     from .attestation import verify_attestation
 
     try:
-        # The trust root: policy.trusted_root, else MUX_SIGSTORE_TRUSTED_ROOT, else Sigstore's.
         report = verify_attestation(
-            bundles, sha256, policy.identity(tag), trusted_root=policy.trusted_root
+            bundles, sha256, policy.identity(release.tag), trusted_root=policy.trusted_root
         )
     except VerificationError as exc:
         raise _fail(LAYER_ATTESTATION, exc.message.removeprefix("attestation: ")) from None
@@ -232,3 +420,118 @@ def verify_release_attestation(
         f"built by {report.signer_workflow}@{report.signer_ref} in {report.repository} "
         f"({origin}, transparency log index {report.log_index})",
     )
+
+
+# -- layer 4: unpacking ----------------------------------------------------------------------
+
+
+def _archive_error(message: str) -> VerificationError:
+    return _fail(LAYER_ARCHIVE, message)
+
+
+def _checked_members(archive: tarfile.TarFile, top: str) -> list[tarfile.TarInfo]:
+    members = []
+    total = 0
+    for count, member in enumerate(archive, start=1):
+        if count > MAX_MEMBERS:
+            raise _archive_error(f"more than {MAX_MEMBERS} members")
+        name = member.name
+        if any(ord(c) < 32 for c in name) or name.startswith("/") or "\\" in name:
+            raise _archive_error(f"unsafe member name {name!r}")
+        parts = PurePosixPath(name).parts
+        if ".." in parts:
+            raise _archive_error(f"member {name!r} escapes the folder")
+        if not parts or parts[0] != top:
+            raise _archive_error(f"member {name!r} is outside the top folder {top}/")
+        if not (member.isfile() or member.isdir() or member.issym()):
+            raise _archive_error(f"member {name!r} is not a file, folder or symlink")
+        if member.issym():
+            # Relative targets without "..", so every link (and every chain of links) stays
+            # at or below its own folder, whatever else the archive holds.
+            target = PurePosixPath(member.linkname)
+            if target.is_absolute() or ".." in target.parts:
+                raise _archive_error(f"symlink {name!r} -> {member.linkname} leaves its folder")
+        total += max(member.size, 0)
+        if total > MAX_UNPACKED_BYTES:
+            raise _archive_error(f"unpacks to more than {MAX_UNPACKED_BYTES} bytes")
+        members.append(member)
+    return members
+
+
+def unpack(archive_path: Path, destination: Path, *, top: str) -> None:
+    """Unpack ``top/`` of the archive into ``destination`` (which must be empty)."""
+    try:
+        with tarfile.open(archive_path, "r:gz") as archive:
+            members = _checked_members(archive, top)
+            for member in members:
+                stripped = PurePosixPath(*PurePosixPath(member.name).parts[1:])
+                member.name = str(stripped) if stripped.parts else "."
+            members = [m for m in members if m.name != "."]
+            archive.extractall(destination, members=members, filter="data")
+    except VerificationError:
+        raise
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            raise InstallError(
+                f"cannot unpack into {destination}: {exc.strerror}",
+                hint="free some disk space, then retry",
+            ) from None
+        raise _archive_error(f"cannot unpack: {exc}") from None
+    executable = destination / "mux"
+    if not executable.is_file() or executable.is_symlink():
+        raise _archive_error(f"no mux executable at the top of {top}/")
+    if not os.access(executable, os.X_OK):
+        raise _archive_error("the mux in the archive is not executable")
+
+
+# -- layer 5: the new build runs -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expected:
+    version: str
+    protocol_version: int
+    target: str
+
+
+def reported_build(folder: Path, *, timeout: float) -> Expected:
+    """What ``<folder>/mux version --json`` says it is (run once, with a timeout)."""
+    command = [str(folder / "mux"), "version", "--json"]
+    try:
+        result = subprocess.run(
+            command, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise _fail(
+            LAYER_SMOKE_TEST, f"{folder / 'mux'} did not answer `mux version --json`"
+        ) from None
+    except OSError as exc:
+        raise _fail(
+            LAYER_SMOKE_TEST,
+            f"{folder / 'mux'} does not run here ({exc.strerror}); wrong architecture?",
+        ) from None
+    try:
+        doc = json.loads(result.stdout)
+        return Expected(str(doc["version"]), int(doc["protocol_version"]), str(doc["target"]))
+    except (ValueError, KeyError, TypeError, RecursionError):
+        raise _fail(
+            LAYER_SMOKE_TEST,
+            f"{folder / 'mux'} exited {result.returncode} without a valid `version --json` "
+            "(wrong architecture or a broken build?)",
+        ) from None
+
+
+def check_build(reported: Expected, expected: Expected) -> None:
+    if reported != expected:
+        raise _fail(
+            LAYER_SMOKE_TEST,
+            "the new mux reports "
+            f"{reported.version} / protocol {reported.protocol_version} / {reported.target}, "
+            f"expected {expected.version} / protocol {expected.protocol_version} / "
+            f"{expected.target}",
+        )
+
+
+def smoke_test(folder: Path, expected: Expected, *, timeout: float) -> None:
+    """``<folder>/mux version --json`` must report the release's version, protocol, target."""
+    check_build(reported_build(folder, timeout=timeout), expected)

@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.formats import format_sha256sums
+from release.signing import SecretKey
 from tests.conftest import run_mux
 from updater import models
-from updater.minisign import SecretKey
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def republish(
         for p in release_dir.iterdir()
         if p.is_file() and p.name not in (models.SUMS_NAME, models.SUMS_SIGNATURE_NAME)
     }
-    sums = models.format_sha256sums(digests)
+    sums = format_sha256sums(digests)
     (release_dir / models.SUMS_NAME).write_bytes(sums)
     (release_dir / models.SUMS_SIGNATURE_NAME).write_bytes(
         secret_key.sign(sums, trusted_comment="republished for a test")

@@ -1,0 +1,431 @@
+"""The pure core of updater.plan: the request's decision, server verdicts, install.json rules.
+
+No I/O here: these are the rules ``mux update --check``, ``mux update`` and ``mux-release
+repin`` act on, tested as tables and, where a rule is a property, with hypothesis. The
+end-to-end tests (test_check.py, test_update.py, test_repin.py) run the same code for real.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from packaging.version import Version
+
+from updater.buildinfo import BuildInfo
+from updater.errors import UsageError
+from updater.plan import (
+    CheckReport,
+    Decision,
+    OfferedAsset,
+    ReleaseOffer,
+    ReleaseRequest,
+    plan_check,
+    record_install,
+    record_rollback,
+    rollback_choice,
+    server_verdicts,
+    settle,
+)
+from updater.protocol import StatusLine
+from updater.servers import ServerReport
+
+LATEST = ReleaseRequest.latest()
+LATEST_DOWN = ReleaseRequest.latest(allow_downgrade=True)
+EXACT = ReleaseRequest.exactly("1.0.0")
+EXACT_DOWN = ReleaseRequest.exactly("1.0.0", allow_downgrade=True)
+
+
+# -- ReleaseRequest.decide -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_", "current", "offered", "decision"),
+    [
+        (LATEST, None, "1.0.0", Decision.INSTALL),
+        (EXACT, None, "1.0.0", Decision.INSTALL),
+        (LATEST, "1.0.0", "1.0.0", Decision.UP_TO_DATE),
+        (EXACT, "1.0.0", "1.0.0", Decision.UP_TO_DATE),
+        (LATEST, "1.0.0", "1.1.0", Decision.UPDATE),
+        (EXACT, "0.9.0", "1.0.0", Decision.UPDATE),
+        (LATEST, "1.1.0", "1.0.0", Decision.NEWER_INSTALLED),
+        (EXACT, "1.1.0", "1.0.0", Decision.DOWNGRADE_REFUSED),
+        (EXACT_DOWN, "1.1.0", "1.0.0", Decision.DOWNGRADE),
+        (LATEST_DOWN, "1.1.0", "1.0.0", Decision.DOWNGRADE),  # repin --latest --allow-downgrade
+        # Versions compare as versions, not as strings.
+        (LATEST, "1.9.0", "1.10.0", Decision.UPDATE),
+        (LATEST, "1.0.0rc1", "1.0.0", Decision.UPDATE),
+        (LATEST, "1.0.0", "1.0.0rc1", Decision.NEWER_INSTALLED),
+        (LATEST, "1.0.0-rc1", "1.0.0rc1", Decision.UP_TO_DATE),  # two spellings, one version
+        (LATEST, "v1.0.0", "1.0.0", Decision.UP_TO_DATE),
+    ],
+)
+def test_decide(
+    request_: ReleaseRequest, current: str | None, offered: str, decision: Decision
+) -> None:
+    assert request_.decide(current, offered) is decision
+
+
+@pytest.mark.parametrize(
+    ("decision", "installs", "offers_release"),
+    [
+        (Decision.INSTALL, True, True),
+        (Decision.UPDATE, True, True),
+        (Decision.DOWNGRADE, True, True),
+        (Decision.UP_TO_DATE, False, False),
+        # --check --version OLDER reports it (exit 10); mux update refuses without the flag.
+        (Decision.DOWNGRADE_REFUSED, False, True),
+        (Decision.NEWER_INSTALLED, False, False),
+    ],
+)
+def test_what_each_decision_means(decision: Decision, installs: bool, offers_release: bool) -> None:
+    assert (decision.installs, decision.offers_release) == (installs, offers_release)
+
+
+versions = st.builds(
+    lambda major, minor, patch, pre: Version(f"{major}.{minor}.{patch}{pre}"),
+    st.integers(0, 30),
+    st.integers(0, 30),
+    st.integers(0, 30),
+    st.sampled_from(["", "rc1", "rc2", "a1", "b3"]),
+)
+requests = st.builds(
+    ReleaseRequest,
+    exact_tag=st.sampled_from([None, "v1.0.0"]),
+    include_pre=st.booleans(),
+    allow_downgrade=st.booleans(),
+)
+
+
+@given(requests, versions, versions)
+def test_decide_installs_exactly_what_is_newer_or_allowed(
+    request_: ReleaseRequest, current: Version, offered: Version
+) -> None:
+    decision = request_.decide(current, offered)
+    assert (decision is Decision.UP_TO_DATE) == (offered == current)
+    assert (decision is Decision.UPDATE) == (offered > current)
+    older = offered < current
+    assert decision.installs == (offered > current or (older and request_.allow_downgrade))
+    # An older release is on offer only when asked for by version, or allowed outright.
+    if older and decision.offers_release:
+        assert request_.exact or request_.allow_downgrade
+
+
+@given(requests, versions)
+def test_a_fresh_install_takes_whatever_is_offered(
+    request_: ReleaseRequest, offered: Version
+) -> None:
+    assert request_.decide(None, offered) is Decision.INSTALL
+
+
+@pytest.mark.parametrize(
+    ("typed", "tag"),
+    [
+        ("1.2.3", "v1.2.3"),
+        ("v1.2.3", "v1.2.3"),
+        # As typed: the tag of a release built as 1.2.3-rc1 (install.sh asks for the same).
+        ("1.2.3-rc1", "v1.2.3-rc1"),
+        ("1.2.3rc1", "v1.2.3rc1"),
+        (" 1.2.3 ", "v1.2.3"),
+    ],
+)
+def test_one_tag_rule_for_an_exact_request(typed: str, tag: str) -> None:
+    request_ = ReleaseRequest.from_flags(version=typed, pre=False, allow_downgrade=False)
+    assert request_.tag() == tag and request_.exact
+
+
+@pytest.mark.parametrize("typed", ["", "1.2", "latest", "1.2.3 4", "v", "../1.2.3"])
+def test_a_version_that_names_no_release_is_a_usage_error(typed: str) -> None:
+    with pytest.raises(UsageError, match="is not a release version"):
+        ReleaseRequest.exactly(typed)
+
+
+def test_allow_downgrade_only_means_something_with_a_version() -> None:
+    assert not ReleaseRequest.from_flags(
+        version=None, pre=True, allow_downgrade=True
+    ).allow_downgrade
+    assert ReleaseRequest.from_flags(
+        version="1.0.0", pre=False, allow_downgrade=True
+    ).allow_downgrade
+    assert ReleaseRequest.latest().tag() is None
+
+
+def test_the_cache_key_tells_requests_apart() -> None:
+    keys = [
+        r.cache_key()
+        for r in (
+            LATEST,
+            ReleaseRequest.latest(include_pre=True),
+            EXACT,
+            ReleaseRequest.exactly("2.0.0"),
+        )
+    ]
+    assert len({repr(k) for k in keys}) == len(keys)
+    # --allow-downgrade does not change what the source offers, so not the question either.
+    assert EXACT.cache_key() == EXACT_DOWN.cache_key()
+
+
+# -- server verdicts -------------------------------------------------------------------------
+
+
+def live(address: str, protocol: int) -> ServerReport:
+    status = StatusLine("mux", protocol, "0.1.0", 42, "2026-01-01T00:00:00Z")
+    return ServerReport(address, "live", status, f"mux 0.1.0, protocol {protocol}")
+
+
+def dead(address: str, state: Any) -> ServerReport:
+    return ServerReport(address, state, None, "no answer")
+
+
+@pytest.mark.parametrize(
+    ("report", "running", "offered", "now", "after"),
+    [
+        (live("/a.sock", 1), 1, None, False, False),
+        (live("/a.sock", 1), 2, None, True, False),  # after mux update switched to protocol 2
+        (live("/a.sock", 1), 1, 2, False, True),  # --check: an update would need a restart
+        (live("/a.sock", 1), 2, 2, True, True),
+        (live("/a.sock", 2), 1, 2, True, False),
+        (dead("/b.sock", "stale"), 2, 3, False, False),
+        (dead("/c.sock", "hung"), 2, 3, False, False),
+        (dead("/d.sock", "garbage"), 2, 3, False, False),
+    ],
+)
+def test_server_verdicts(
+    report: ServerReport, running: int, offered: int | None, now: bool, after: bool
+) -> None:
+    (verdict,) = server_verdicts([report], running_protocol=running, offered_protocol=offered)
+    assert (verdict.restart_needed, verdict.restart_needed_after_update) == (now, after)
+    expected = f"mux server restart --socket {report.address}" if (now or after) else None
+    assert verdict.restart_command == expected
+    assert verdict.live == (report.state == "live")
+
+
+def test_a_loopback_server_is_restarted_by_url() -> None:
+    (verdict,) = server_verdicts([live("http://127.0.0.1:7070", 1)], running_protocol=2)
+    assert verdict.restart_command == "mux server restart --url http://127.0.0.1:7070"
+
+
+def _offer(decision: Decision, asset: bool = True) -> ReleaseOffer:
+    return ReleaseOffer(
+        source_kind="feed",
+        source_location="/feed",
+        tag="v2.0.0",
+        version="2.0.0",
+        protocol_version=2,
+        released_at="2026-01-01T00:00:00Z",
+        release_url="/feed/v2.0.0/",
+        asset=OfferedAsset("mux-x.tar.gz", 3, "ab" * 32) if asset else None,
+        requested=False,
+        decision=decision,
+    )
+
+
+BUILD = BuildInfo(version="1.0.0", protocol_version=1, target="x", repo="", development=False)
+
+
+@pytest.mark.parametrize(
+    ("decision", "servers", "status", "exit_code"),
+    [
+        (Decision.UPDATE, [], "update-available", 10),
+        (Decision.UP_TO_DATE, [], "up-to-date", 0),
+        (Decision.UP_TO_DATE, [live("/a.sock", 1)], "up-to-date", 0),
+        (Decision.UP_TO_DATE, [live("/a.sock", 7)], "restart-needed", 20),
+        (Decision.UPDATE, [live("/a.sock", 7)], "update-available", 10),
+        (Decision.NEWER_INSTALLED, [], "up-to-date", 0),
+        (Decision.DOWNGRADE_REFUSED, [], "update-available", 10),
+    ],
+)
+def test_check_status_and_exit_code(
+    decision: Decision, servers: list[ServerReport], status: str, exit_code: int
+) -> None:
+    report = plan_check(
+        BUILD, _offer(decision), servers, target="x", cached=False, checked_at="now"
+    )
+    assert isinstance(report, CheckReport)
+    assert (report.status, report.exit_code) == (status, exit_code)
+
+
+def test_the_offered_protocol_matters_only_when_an_update_is_on_offer() -> None:
+    servers = [live("/a.sock", 1)]
+    up_to_date = plan_check(
+        BUILD, _offer(Decision.UP_TO_DATE), servers, target="x", cached=False, checked_at=""
+    )
+    update = plan_check(
+        BUILD, _offer(Decision.UPDATE), servers, target="x", cached=False, checked_at=""
+    )
+    assert not up_to_date.servers[0].restart_needed_after_update
+    assert update.servers[0].restart_needed_after_update
+
+
+def test_a_release_without_a_build_for_this_target_is_noted() -> None:
+    report = plan_check(
+        BUILD, _offer(Decision.UPDATE, asset=False), [], target="x", cached=False, checked_at=""
+    )
+    assert report.notes == ("release v2.0.0 has no build for x",)
+
+
+@pytest.mark.parametrize("decision", list(Decision))
+def test_an_offer_survives_the_cache(decision: Decision) -> None:
+    for asset in (True, False):
+        offer = _offer(decision, asset=asset)
+        assert ReleaseOffer.from_cache(offer.to_cache()) == offer
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        {"ok": False, "error": "x"},
+        {"ok": True},
+        {**_offer(Decision.UPDATE).to_cache(), "decision": "maybe"},
+    ],
+)
+def test_anything_else_in_the_cache_is_no_offer(doc: dict[str, Any]) -> None:
+    assert ReleaseOffer.from_cache(doc) is None
+
+
+# -- install.json: settle, record, rollback --------------------------------------------------
+
+
+def entry(version: str) -> dict[str, str]:
+    return {"files_sha256": version}
+
+
+@pytest.mark.parametrize(
+    ("record", "active", "installed", "running", "remove", "previous"),
+    [
+        # Nothing is linked: nothing is touched.
+        ({"active": "1", "versions": {}}, None, ["1", "2"], None, (), "unchanged"),
+        # A clean switch from 1 to 2 that was recorded before the link moved.
+        ({"active": "1", "previous": "0"}, "2", ["0", "1", "2"], None, ("0",), "1"),
+        # Already settled: nothing changes.
+        ({"active": "2", "previous": "1", "versions": {}}, "2", ["1", "2"], None, (), "unchanged"),
+        # A kill between moving the link and recording it: the recorded active is previous.
+        ({"active": "2", "previous": "1"}, "3", ["1", "2", "3"], None, ("1",), "2"),
+        # The previous version's folder is gone: no previous.
+        ({"active": "2", "previous": "1"}, "2", ["2"], None, (), None),
+        # Three versions and no record: keep only the active one (and never the running one).
+        ({}, "3", ["1", "2", "3"], "1", ("2",), None),
+        # A record from someone else, with garbage in it.
+        ({"active": 7, "previous": ["x"], "versions": "no"}, "2", ["1", "2"], None, ("1",), None),
+        # "previous" naming the active version is no previous.
+        ({"active": "2", "previous": "2"}, "2", ["1", "2"], None, ("1",), None),
+    ],
+)
+def test_settle(
+    record: dict[str, Any],
+    active: str | None,
+    installed: list[str],
+    running: str | None,
+    remove: tuple[str, ...],
+    previous: str | None,
+) -> None:
+    settlement = settle(record, active=active, installed=installed, running=running)
+    assert settlement.remove == remove
+    if previous == "unchanged":
+        assert settlement.record is None
+    else:
+        assert settlement.record is not None
+        assert (settlement.record["active"], settlement.record["previous"]) == (active, previous)
+
+
+names = st.sampled_from(["0.1.0", "0.2.0", "0.3.0", "1.0.0", "2.0.0rc1"])
+
+
+@given(
+    record=st.fixed_dictionaries(
+        {},
+        optional={
+            "active": st.one_of(names, st.integers(), st.none()),
+            "previous": st.one_of(names, st.integers(), st.none()),
+            "versions": st.one_of(
+                st.dictionaries(names, st.just({"files_sha256": "x"})), st.text()
+            ),
+            "bin_dir": st.just("/bin"),
+        },
+    ),
+    installed=st.lists(names, unique=True),
+    data=st.data(),
+)
+def test_settle_keeps_the_active_the_previous_and_the_running_version(
+    record: dict[str, Any], installed: list[str], data: st.DataObject
+) -> None:
+    active = data.draw(st.one_of(st.none(), st.sampled_from(installed) if installed else st.none()))
+    running = data.draw(st.one_of(st.none(), names))
+    settlement = settle(record, active=active, installed=installed, running=running)
+    if active is None:
+        assert settlement == settle({}, active=None, installed=[])
+        return
+    settled = settlement.record if settlement.record is not None else record
+    kept = [v for v in installed if v not in settlement.remove]
+    assert set(settlement.remove) <= set(installed)
+    assert active in kept and (running not in settlement.remove)
+    assert settled["active"] == active
+    previous = settled["previous"]
+    assert previous is None or (previous != active and previous in kept)
+    assert set(kept) - {running} <= {active, previous}
+    assert set(settled["versions"]) <= {active, previous}
+    assert settled.get("bin_dir") == record.get("bin_dir")  # unknown fields survive
+    # Settling twice is settling once.
+    again = settle(settled, active=active, installed=kept, running=running)
+    assert again.record is None and set(again.remove) <= ({running} - {active})
+
+
+def test_record_install_adds_the_version_and_keeps_the_rest() -> None:
+    record = {"active": "1", "previous": "0", "versions": {"1": entry("1")}, "custom": [1]}
+    updated = record_install(
+        record,
+        "2",
+        archive_sha256="a",
+        files_sha256="f",
+        target="t",
+        source="s",
+        bin_dir="/bin",
+    )
+    assert record == {"active": "1", "previous": "0", "versions": {"1": entry("1")}, "custom": [1]}
+    assert updated["active"] == "1"  # the link has not moved yet
+    assert updated["versions"]["2"] == {
+        "archive_sha256": "a",
+        "files_sha256": "f",
+        "target": "t",
+        "source": "s",
+        "installed_by": "mux update",
+    }
+    assert (updated["schema"], updated["bin_dir"], updated["custom"]) == (1, "/bin", [1])
+    assert record_install(
+        {"versions": "garbage"},
+        "2",
+        archive_sha256="a",
+        files_sha256="f",
+        target="t",
+        source="s",
+        bin_dir="/b",
+    )["versions"].keys() == {"2"}
+
+
+@pytest.mark.parametrize(
+    ("record", "active", "installed", "choice"),
+    [
+        ({"previous": "1"}, "2", ["1", "2"], "1"),
+        ({"previous": "1"}, "2", ["2"], None),  # its folder is gone
+        ({}, "2", ["1", "2"], "1"),  # no record: the only other version
+        ({}, "3", ["1", "2", "3"], None),  # no record and two others: ambiguous
+        ({"previous": "2"}, "2", ["1", "2"], "1"),
+        ({"previous": 5}, "2", ["2"], None),
+        ({}, None, ["1"], "1"),
+    ],
+)
+def test_rollback_choice(
+    record: dict[str, Any], active: str | None, installed: list[str], choice: str | None
+) -> None:
+    assert rollback_choice(record, active=active, installed=installed) == choice
+
+
+def test_record_rollback_swaps_active_and_previous() -> None:
+    assert record_rollback({"active": "2", "previous": "1", "x": 1}, to="1", from_="2") == {
+        "active": "1",
+        "previous": "2",
+        "x": 1,
+    }

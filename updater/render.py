@@ -1,0 +1,367 @@
+"""Everything mux shows: check, update, version, server status, errors and progress.
+
+For people (plain lines) and programs (one JSON object with stable fields, README.md). The
+library returns typed results (:class:`~updater.plan.CheckReport`,
+:class:`~updater.update.UpdateResult`, ...); only this module turns them into text.
+
+Stdlib only, so the cached check and ``mux version`` render without importing rich (the
+progress bar imports it when it is drawn).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: mux version's fast path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from .buildinfo import BuildInfo
+    from .download import Progress
+    from .errors import MuxError
+    from .plan import CheckReport, ServerVerdict
+    from .servers import ServerReport
+    from .update import UpdateResult
+
+REPORT_SCHEMA = 1
+
+
+def to_json_line(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def report_error(exc: MuxError, *, as_json: bool) -> int:
+    """One line on stderr; with ``--json`` also one JSON object on stdout. Returns the code."""
+    print(f"mux: {exc}", file=sys.stderr)
+    if as_json:
+        print(to_json_line({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))
+    return exc.exit_code
+
+
+# -- mux version -----------------------------------------------------------------------------
+
+
+def version_text(info: BuildInfo) -> str:
+    kind = " (development build)" if info.development else ""
+    return "\n".join(
+        [
+            f"mux {info.version}{kind}",
+            f"protocol: {info.protocol_version}",
+            f"target: {info.target or 'unknown'}",
+            f"repo: {info.repo or '(none)'}",
+            f"trusted minisign keys: {len(info.trust.minisign_keys)}",
+        ]
+    )
+
+
+def version_document(info: BuildInfo) -> dict[str, Any]:
+    return info.to_json()  # exactly the build info (docs/contracts.md)
+
+
+# -- servers ---------------------------------------------------------------------------------
+
+
+def verdict_document(verdict: ServerVerdict) -> dict[str, Any]:
+    return {
+        **verdict.report.to_json(),
+        "restart_needed": verdict.restart_needed,
+        "restart_needed_after_update": verdict.restart_needed_after_update,
+        "restart_command": verdict.restart_command,
+    }
+
+
+def describe_live(report: ServerReport) -> str:
+    status = report.status
+    assert status is not None
+    return (
+        f"mux {status.version}, protocol {status.protocol_version}, pid {status.pid}, "
+        f"started {status.started_at or 'unknown'}"
+    )
+
+
+def server_status_lines(reports: Sequence[ServerReport], protocol_version: int) -> list[str]:
+    """``mux server status``: one line per server; stale sockets are reported and skipped."""
+    from .servers import restart_command
+
+    lines = []
+    for report in reports:
+        if report.state == "live" and report.status is not None:
+            line = f"{report.address}: live, {describe_live(report)}"
+            if report.status.protocol_version != protocol_version:
+                line += (
+                    f"; this mux speaks protocol {protocol_version},"
+                    f" restart it with: {restart_command(report)}"
+                )
+        elif report.state == "stale":
+            line = f"{report.address}: stale ({report.detail}; skipped)"
+        else:
+            line = f"{report.address}: {report.state} ({report.detail})"
+        lines.append(line)
+    return lines
+
+
+def _server_line(verdict: ServerVerdict, *, new_protocol: int | None = None) -> list[str]:
+    report = verdict.report
+    status = report.status
+    if status is None:
+        return [f"  {report.address}: {report.state} ({report.detail})"]
+    who = f"{report.address} (pid {status.pid}, mux {status.version}, protocol {status.protocol_version})"
+    if new_protocol is None:
+        return [f"  {who}"]
+    return [f"  {who} → protocol {new_protocol}", f"    restart it with: {verdict.restart_command}"]
+
+
+def _restart_group(verdicts: list[ServerVerdict], header: str, protocol: int) -> list[str]:
+    lines = [header] if verdicts else []
+    for verdict in verdicts:
+        lines.extend(_server_line(verdict, new_protocol=protocol))
+    return lines
+
+
+# -- mux update --check ----------------------------------------------------------------------
+
+
+def check_document(report: CheckReport) -> dict[str, Any]:
+    offer = report.offer
+    return {
+        "schema": REPORT_SCHEMA,
+        "status": report.status,
+        "exit_code": report.exit_code,
+        "update_available": report.update_available,
+        "restart_needed": report.restart_needed,
+        "restart_needed_after_update": any(v.restart_needed_after_update for v in report.servers),
+        "current": {
+            "version": report.build.version,
+            "protocol_version": report.build.protocol_version,
+            "target": report.build.target,
+            "development": report.build.development,
+        },
+        "latest": offer.to_cache()["latest"],
+        "source": {"kind": offer.source_kind, "location": offer.source_location},
+        "servers": [verdict_document(v) for v in report.servers],
+        "checked_at": report.checked_at,
+        "cached": report.cached,
+        "notes": list(report.notes),
+    }
+
+
+def check_text(report: CheckReport) -> str:
+    from .plan import Decision
+
+    build, offer = report.build, report.offer
+    lines: list[str] = []
+    current = f"mux {build.version}" + (" (development build)" if build.development else "")
+    if report.update_available:
+        released = f", released {offer.released_at}" if offer.released_at else ""
+        verb = "was requested" if offer.requested else "is available"
+        lines.append(f"{current} → {offer.version} {verb}{released}")
+        lines.append(f"  release: {offer.release_url}")
+        command = "mux update" + (f" --version {offer.version}" if offer.requested else "")
+        if offer.decision in (Decision.DOWNGRADE, Decision.DOWNGRADE_REFUSED):
+            command += " --allow-downgrade"  # it is older than this mux
+        lines.append(f"  install it with: {command}")
+    else:
+        lines.append(f"{current} is up to date (latest release {offer.tag})")
+    for note in report.notes:
+        lines.append(f"  note: {note}")
+
+    live = [v for v in report.servers if v.live]
+    others = [v for v in report.servers if not v.live]
+    now = [v for v in live if v.restart_needed]
+    after = [v for v in live if v.restart_needed_after_update and not v.restart_needed]
+    lines += _restart_group(
+        now,
+        f"{len(now)} live server(s) speak another protocol than this mux "
+        f"(protocol {build.protocol_version}); restart when convenient, it ends the programs in it:",
+        build.protocol_version,
+    )
+    lines += _restart_group(
+        after,
+        f"after the update, {len(after)} live server(s) will need a restart "
+        f"(mux {offer.version} speaks protocol {offer.protocol_version}):",
+        offer.protocol_version,
+    )
+    quiet = [v for v in live if v not in now and v not in after]
+    if quiet:
+        lines.append(f"{len(quiet)} live server(s) speak this mux's protocol: nothing to do")
+    if others:
+        lines.append("skipped:")
+        for verdict in others:
+            lines.extend(_server_line(verdict))
+    if report.cached:
+        lines.append(f"(from the check at {report.checked_at})")
+    return "\n".join(lines)
+
+
+# -- mux update ------------------------------------------------------------------------------
+
+
+def update_document(result: UpdateResult) -> dict[str, Any]:
+    plan = result.plan
+    return {
+        "schema": REPORT_SCHEMA,
+        "action": result.action.value,
+        "exit_code": result.exit_code,
+        "from_version": result.from_version,
+        "to_version": result.to_version,
+        "protocol_version": result.protocol_version,
+        "target": result.target,
+        "home": str(result.layout.home),
+        "link": str(result.layout.link),
+        "verification": [
+            {"layer": layer.layer, "status": layer.status, "detail": layer.detail}
+            for layer in result.verification
+        ],
+        "servers": [verdict_document(v) for v in result.servers],
+        "restart_needed": result.restart_needed,
+        "removed_versions": list(result.removed_versions),
+        "plan": (
+            {
+                "tag": plan.tag,
+                "release_url": plan.release_url,
+                "asset": plan.asset,
+                "asset_url": plan.asset_url,
+                "size": plan.size,
+                "sha256": plan.sha256,
+                "checks": list(plan.checks),
+                "version_dir": plan.version_dir,
+                "link": plan.link,
+            }
+            if plan
+            else {}
+        ),
+    }
+
+
+def update_text(result: UpdateResult) -> str:
+    from .update import UpdateAction
+
+    lines = []
+    if result.action is UpdateAction.DRY_RUN and result.plan is not None:
+        plan = result.plan
+        lines += [
+            f"would update mux {result.from_version or '(not installed)'} → {result.to_version} "
+            f"({result.target})",
+            f"  release: {plan.release_url}",
+            f"  asset:   {plan.asset_url} ({plan.size} bytes, sha256 {plan.sha256})",
+            f"  checks:  {', '.join(plan.checks)}",
+            f"  into:    {plan.version_dir}",
+            f"  link:    {plan.link}",
+            "nothing was changed (--dry-run)",
+        ]
+        return "\n".join(lines)
+    if result.action is UpdateAction.UP_TO_DATE:
+        lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
+    elif result.action is UpdateAction.ROLLED_BACK:
+        lines.append(f"rolled back mux {result.from_version} → {result.to_version}")
+    else:
+        lines.append(
+            f"updated mux {result.from_version or '(none)'} → {result.to_version} ({result.target})"
+        )
+    for layer in result.verification:
+        mark = "ok" if layer.status == "ok" else "SKIPPED"
+        lines.append(f"  {layer.layer}: {mark}: {layer.detail}")
+    if result.action in (UpdateAction.UPDATED, UpdateAction.ROLLED_BACK):
+        lines.append(
+            f"  {result.layout.link} → {result.layout.version_dir(str(result.to_version))}"
+        )
+        if result.action is UpdateAction.UPDATED and result.from_version:
+            lines.append(f"  previous version {result.from_version} kept: mux update --rollback")
+    live = [v for v in result.servers if v.report.state == "live" and v.report.status]
+    for verdict in live:
+        status = verdict.report.status
+        assert status is not None
+        if verdict.restart_needed:
+            lines.append(
+                f"server {verdict.report.address} (pid {status.pid}, mux {status.version}) "
+                f"speaks protocol {status.protocol_version}; mux {result.to_version} speaks "
+                f"{result.protocol_version}. It keeps running; restart it when convenient "
+                "(this ends the programs in it):"
+            )
+            lines.append(f"  {verdict.restart_command}")
+    for verdict in live:
+        if not verdict.restart_needed:
+            lines.append(
+                f"server {verdict.report.address} speaks protocol {result.protocol_version}: "
+                "nothing to do, it keeps running"
+            )
+    return "\n".join(lines)
+
+
+# -- while an update runs --------------------------------------------------------------------
+
+
+class PlainProgress:
+    """Plain lines for logs and pipes: one when a download starts, one when it ends."""
+
+    def __init__(self, label: str, write: Callable[[str], None]) -> None:
+        self.label = label
+        self.write = write
+
+    def start(self, total: int | None) -> None:
+        size = f" ({total / 1048576:.1f} MiB)" if total is not None else ""
+        self.write(f"downloading {self.label}{size}")
+
+    def advance(self, done: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        self.write(f"downloaded {self.label}")
+
+
+class BarProgress:
+    """A progress bar on a terminal (rich, imported only here)."""
+
+    def __init__(self, label: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
+        from rich.progress import Progress as RichProgress
+
+        self._progress = RichProgress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=Console(stderr=True),  # stdout stays for the report (and --json)
+            transient=True,
+        )
+        self._label = label
+        self._task: Any = None
+
+    def start(self, total: int | None) -> None:
+        self._progress.start()
+        self._task = self._progress.add_task(self._label, total=total)
+
+    def advance(self, done: int) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, completed=done)
+
+    def finish(self) -> None:
+        self._progress.stop()
+
+
+def make_progress(label: str, *, quiet: bool = False, bar: bool = True) -> Progress:
+    """A bar on a terminal (unless ``bar`` is off: NO_COLOR, TERM=dumb), else plain lines."""
+    if quiet:
+        return PlainProgress(label, lambda _line: None)
+    if bar and sys.stderr.isatty():
+        return BarProgress(label)
+    return PlainProgress(label, lambda line: print(line, file=sys.stderr))
+
+
+class ConsoleEvents:
+    """What ``mux update`` shows on stderr while it runs (:class:`updater.update.UpdateEvents`)."""
+
+    def __init__(self, *, progress_bar: bool) -> None:
+        self._bar = progress_bar
+
+    def warning(self, message: str) -> None:
+        print(f"WARNING: {message}", file=sys.stderr)
+
+    def progress(self, label: str) -> Progress:
+        return make_progress(label, bar=self._bar)

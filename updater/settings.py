@@ -1,0 +1,140 @@
+"""What ``mux update`` and ``mux update --check`` take from the environment and the flags.
+
+:func:`load` reads them once, at the entry point (the CLI, its fast path, or a library call
+that was given no :class:`Settings`), into one frozen :class:`Settings` that is passed down.
+Nothing below reads ``os.environ`` for these: a module that needs a setting is given it.
+
+Precedence, lowest first: built-in defaults, the build (its baked repository), the
+environment, the flags. The machine policy (``/etc/mux/policy.toml``) will be applied last,
+in :func:`load`, where it can pin the source, add trusted keys and refuse flags.
+
+A malformed number (``MUX_HTTP_TIMEOUT=soon``) falls back to its default; URLs and targets are
+checked where they are used (:mod:`updater.sources`, :mod:`updater._targets`), so that a bad
+value fails the command that uses it with one line naming the variable.
+
+Stdlib only: this is on the fast path of the cached check. The records are NamedTuples, not
+frozen dataclasses, for the same reason: defining a frozen dataclass costs about a millisecond
+at import.
+"""
+
+# No `from __future__ import annotations` here: NamedTuple turns string annotations into
+# ForwardRefs, compiling each one at import time, on the fast path.
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+DEFAULT_SOURCE = "github"
+TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
+
+
+class HttpSettings(NamedTuple):
+    """How long and how often to try: ``MUX_HTTP_TIMEOUT``, ``_RETRIES``, ``_BACKOFF``."""
+
+    timeout: float = 10.0  # seconds to connect, and without a byte while reading (a stall)
+    retries: int = 3  # retries after a connection failure, a 5xx or a dropped download
+    backoff: float = 0.5  # seconds before the first retry, doubled for each next one
+
+
+class GitHubSettings(NamedTuple):
+    """Where the GitHub source looks, and with which token."""
+
+    repo: str = ""  # owner/name: MUX_REPO, else the one baked into the build
+    web_url: str | None = None  # MUX_GITHUB_URL (GitHub Enterprise, loopback tests)
+    api_url: str | None = None  # MUX_GITHUB_API_URL
+    token: str | None = None  # MUX_GITHUB_TOKEN, else GITHUB_TOKEN
+
+
+class Settings(NamedTuple):
+    source: str = DEFAULT_SOURCE  # --source / MUX_UPDATE_SOURCE: "github", a feed URL or folder
+    github: GitHubSettings = GitHubSettings()
+    http: HttpSettings = HttpSettings()
+    trust_keys: tuple[str, ...] = ()  # --trust-key: minisign keys trusted besides the build's
+    skip_attestation: bool = False  # --insecure-skip-attestation
+    sigstore_trusted_root: Path | None = None  # MUX_SIGSTORE_TRUSTED_ROOT (private instances)
+    target: str | None = None  # MUX_TARGET: the build to install instead of this machine's
+    home: Path | None = None  # --home / MUX_HOME: the install to update
+    bin_dir: Path | None = None  # MUX_INSTALL_DIR, else XDG_BIN_HOME: where the mux link goes
+    lock_timeout: float = 10.0  # MUX_LOCK_TIMEOUT: how long to wait for another update
+    smoke_test_timeout: float = 30.0  # MUX_SMOKE_TEST_TIMEOUT: a new build's `version --json`
+    server_url: str | None = None  # MUX_SERVER_URL: the one server to ask, else all in the dir
+    progress_bar: bool = True  # False with NO_COLOR or TERM=dumb: plain progress lines
+
+
+def load(
+    environ: Mapping[str, str] | None = None,
+    *,
+    build_repo: str = "",
+    source: str | None = None,
+    home: Path | None = None,
+    trust_keys: Sequence[str] = (),
+    skip_attestation: bool = False,
+) -> Settings:
+    """The settings for one command: ``environ`` (default: the process's) and its flags."""
+    settings = _from_environment(os.environ if environ is None else environ, build_repo)
+    settings = _with_flags(
+        settings,
+        source=source,
+        home=home,
+        trust_keys=tuple(trust_keys),
+        skip_attestation=skip_attestation,
+    )
+    # The machine policy (issue 14) is merged here, last, so that it can overrule both.
+    return settings
+
+
+def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
+    defaults = Settings()
+
+    def text(name: str) -> str | None:
+        return environ.get(name) or None
+
+    def number(name: str, default: float) -> float:
+        try:
+            return float(environ.get(name) or default)
+        except ValueError:
+            return default
+
+    def path(*names: str) -> Path | None:
+        value = next((environ[name] for name in names if environ.get(name)), None)
+        return Path(value).expanduser() if value else None
+
+    root = text(TRUSTED_ROOT_ENV)
+    return Settings(
+        source=text("MUX_UPDATE_SOURCE") or DEFAULT_SOURCE,
+        github=GitHubSettings(
+            repo=text("MUX_REPO") or build_repo,
+            web_url=text("MUX_GITHUB_URL"),
+            api_url=text("MUX_GITHUB_API_URL"),
+            token=text("MUX_GITHUB_TOKEN") or text("GITHUB_TOKEN"),
+        ),
+        http=HttpSettings(
+            timeout=number("MUX_HTTP_TIMEOUT", defaults.http.timeout),
+            retries=int(number("MUX_HTTP_RETRIES", defaults.http.retries)),
+            backoff=number("MUX_HTTP_BACKOFF", defaults.http.backoff),
+        ),
+        sigstore_trusted_root=Path(root) if root else None,
+        target=text("MUX_TARGET"),
+        home=Path(environ["MUX_HOME"]) if environ.get("MUX_HOME") else None,
+        bin_dir=path("MUX_INSTALL_DIR", "XDG_BIN_HOME"),
+        lock_timeout=number("MUX_LOCK_TIMEOUT", defaults.lock_timeout),
+        smoke_test_timeout=number("MUX_SMOKE_TEST_TIMEOUT", defaults.smoke_test_timeout),
+        server_url=text("MUX_SERVER_URL"),
+        progress_bar=not environ.get("NO_COLOR") and environ.get("TERM") != "dumb",
+    )
+
+
+def _with_flags(
+    settings: Settings,
+    *,
+    source: str | None,
+    home: Path | None,
+    trust_keys: tuple[str, ...],
+    skip_attestation: bool,
+) -> Settings:
+    return settings._replace(
+        source=source or settings.source,
+        home=home or settings.home,
+        trust_keys=(*settings.trust_keys, *trust_keys),
+        skip_attestation=skip_attestation or settings.skip_attestation,
+    )

@@ -1,0 +1,62 @@
+"""The URL rules every network path follows: loopback, HTTPS-only, origins (stdlib only).
+
+Plain ``http://`` is allowed only to loopback (tests, the release rehearsal, a local mirror);
+everything else must be ``https://``. ``ipaddress`` and ``urllib.parse`` are imported on first
+use: the cached check reaches :func:`is_loopback_host` through the server status client.
+"""
+
+from __future__ import annotations
+
+from .errors import NetworkError
+
+LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """``localhost`` or a loopback IP literal (``[::1]`` with or without brackets); no DNS."""
+    if not host:
+        return False
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_url_scheme(url: str) -> None:
+    """HTTPS everywhere; plain HTTP only to loopback. Raises :class:`NetworkError`."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "https":
+        return
+    if parts.scheme == "http" and is_loopback_host(parts.hostname):
+        return
+    raise NetworkError(
+        f"refusing {url}: only https:// is allowed (plain http only on loopback)",
+        hint="use an https:// URL for the mirror",
+    )
+
+
+def is_allowed_url(url: str) -> bool:
+    """What :func:`check_url_scheme` accepts, as a yes/no (a malformed URL is a no)."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(url).hostname
+        check_url_scheme(url)
+    except (ValueError, NetworkError):
+        return False
+    return bool(host)
+
+
+def url_origin(url: str) -> str:
+    """``host`` or ``host:port`` (when the URL names a port), lower case."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    return f"{host}:{parts.port}" if parts.port else host
