@@ -155,7 +155,7 @@ class AttestationReport:
         }
 
 
-def _warn_on_stderr(message: str) -> None:
+def print_warning(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
@@ -167,7 +167,7 @@ def verify_attestation(
     trusted_root: Path | None = None,
     offline: bool = False,
     refresh_timeout: float = 5.0,
-    warn: Callable[[str], None] = _warn_on_stderr,
+    warn: Callable[[str], None] = print_warning,
 ) -> AttestationReport:
     """Verify that ``bundle`` attests every digest in ``subject_sha256`` as built by ``identity``.
 

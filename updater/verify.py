@@ -15,6 +15,13 @@ small documents) and :func:`verify_release_files` (layers 2-5 on one archive). `
 and ``mux-release verify`` both run exactly these. Every failure raises
 :class:`VerificationError` naming the layer; nothing is executed or extracted before the
 layers before it passed.
+
+Layer 3 does not wait for the download: the digest it attests is the one the signed
+``SHA256SUMS`` gives, known before the first byte arrives, so the bundle is fetched and
+verified (sigstore's import included, about half a second) in a worker thread while the
+archive streams in. The layers still pass in order for the bytes on disk: the streamed digest
+must equal the signed one (layer 2) and the attested one, and nothing is unpacked before the
+worker's answer is in (:class:`_AttestationInBackground`).
 """
 
 from __future__ import annotations
@@ -24,7 +31,10 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import tarfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -33,7 +43,7 @@ from . import models
 from .errors import InstallError, MuxError, NetworkError, ParseError, VerificationError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from .buildinfo import BuildInfo
     from .download import Progress
@@ -219,14 +229,17 @@ def verify_release_files(
     otherwise that layer is reported skipped.
     """
     published = _published_digest(source, release.tag, asset.name, policy, log)
-    fetched = source.download(
-        release.tag,
-        asset.name,
-        download_dir,
-        size=asset.size,
-        max_size=asset.size,
-        progress=progress,
-    )
+    signed = signed_digest(asset.name, sums=release.sums, manifest=release.manifest)
+    attesting = _AttestationInBackground(source, release, signed, policy)
+    with _responsive_switching():
+        fetched = source.download(
+            release.tag,
+            asset.name,
+            download_dir,
+            size=asset.size,
+            max_size=asset.size,
+            progress=progress,
+        )
     try:
         verify_download(
             asset.name,
@@ -237,7 +250,7 @@ def verify_release_files(
             api_digest=published,
             log=log,
         )
-        verify_release_attestation(source, release, fetched.sha256, policy, log)
+        attesting.finish(fetched.sha256, log)
         unpack(fetched.path, unpack_dir, top=models.archive_folder(asset.target))
     finally:
         fetched.path.unlink(missing_ok=True)
@@ -334,6 +347,23 @@ def verify_manifest(
 # -- layer 2 for the archive, and layer 3 ----------------------------------------------------
 
 
+def signed_digest(name: str, *, sums: dict[str, str], manifest: models.Manifest) -> str:
+    """Layer 2 before the download: the sha256 the signed ``SHA256SUMS`` gives for ``name``,
+    which its manifest entry must repeat. This is the digest layer 3 attests while the archive
+    downloads; :func:`verify_download` then holds the bytes on disk to it."""
+    asset = next((a for a in manifest.assets if a.name == name), None)
+    if asset is None:
+        raise _fail(LAYER_DIGEST, f"manifest.json does not list {name}")
+    listed = sums.get(name)
+    if listed is None:
+        raise _fail(LAYER_DIGEST, f"SHA256SUMS does not list {name}")
+    if asset.sha256 != listed:
+        raise _fail(
+            LAYER_DIGEST, f"manifest.json gives {name} sha256 {asset.sha256}, SHA256SUMS {listed}"
+        )
+    return listed
+
+
 def verify_download(
     name: str,
     sha256: str,
@@ -372,8 +402,14 @@ def verify_release_attestation(
     sha256: str,
     policy: TrustPolicy,
     log: VerificationLog,
+    *,
+    warn: Callable[[str], None] | None = None,
 ) -> None:
-    """Layer 3: the bundle shipped with the release first, the attestations API second."""
+    """Layer 3: the bundle shipped with the release first, the attestations API second.
+
+    ``warn`` receives what is worth a warning but not a failure (Sigstore's trust root could
+    not be refreshed online); by default it is printed on stderr.
+    """
     if policy.skip_attestation:
         log.skipped(LAYER_ATTESTATION, "skipped by --insecure-skip-attestation")
         return
@@ -407,11 +443,15 @@ def verify_release_attestation(
             )
         log.skipped(LAYER_ATTESTATION, f"the {source.kind} publishes no attestation")
         return
-    from .attestation import verify_attestation
+    from .attestation import print_warning, verify_attestation
 
     try:
         report = verify_attestation(
-            bundles, sha256, policy.identity(release.tag), trusted_root=policy.trusted_root
+            bundles,
+            sha256,
+            policy.identity(release.tag),
+            trusted_root=policy.trusted_root,
+            warn=warn or print_warning,
         )
     except VerificationError as exc:
         raise _fail(LAYER_ATTESTATION, exc.message.removeprefix("attestation: ")) from None
@@ -420,6 +460,85 @@ def verify_release_attestation(
         f"built by {report.signer_workflow}@{report.signer_ref} in {report.repository} "
         f"({origin}, transparency log index {report.log_index})",
     )
+
+
+class _AttestationInBackground:
+    """Layer 3 in a worker thread, for the digest the signed ``SHA256SUMS`` gives, while the
+    archive downloads (:func:`verify_release_files`).
+
+    :meth:`finish` waits for the answer and holds the download to it: the bytes on disk must
+    have exactly the digest that was attested. Whatever the worker raised is reported as the
+    attestation layer's one line; its log entries and warnings join the caller's only then,
+    so the report keeps the layers' order. The worker writes nothing, so a run that fails
+    elsewhere (the download, layer 2) just drops it: a daemon thread, it cannot keep the
+    process alive, and its answer is never read.
+    """
+
+    def __init__(
+        self, source: ReleaseSource, release: VerifiedRelease, sha256: str, policy: TrustPolicy
+    ) -> None:
+        self.sha256 = sha256
+        self._log = VerificationLog()
+        self._warnings: list[str] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run,
+            args=(source, release, policy),
+            name="mux-attestation",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _run(self, source: ReleaseSource, release: VerifiedRelease, policy: TrustPolicy) -> None:
+        try:
+            verify_release_attestation(
+                source, release, self.sha256, policy, self._log, warn=self._warnings.append
+            )
+        except BaseException as exc:  # handed to finish(); a thread must not die noisily
+            self._error = exc
+
+    def finish(self, downloaded_sha256: str, log: VerificationLog) -> None:
+        """Wait for layer 3; raise its failure, else add its result to ``log``."""
+        self._thread.join()
+        if self._warnings:
+            from .attestation import print_warning
+
+            for message in self._warnings:
+                print_warning(message)
+        error = self._error
+        if isinstance(error, VerificationError) and error.message.startswith(
+            f"verification failed ({LAYER_ATTESTATION})"
+        ):
+            raise error
+        if isinstance(error, MuxError):
+            raise _fail(LAYER_ATTESTATION, error.message, hint=error.hint) from None
+        if isinstance(error, Exception):
+            raise _fail(LAYER_ATTESTATION, f"{type(error).__name__}: {error}") from None
+        if error is not None:
+            raise error
+        if downloaded_sha256 != self.sha256:
+            raise _fail(
+                LAYER_ATTESTATION,
+                f"the download has sha256 {downloaded_sha256}, the attestation was verified "
+                f"for {self.sha256}",
+            )
+        log.layers.extend(self._log.layers)
+
+
+@contextmanager
+def _responsive_switching() -> Iterator[None]:
+    """Let the downloading thread take the GIL back quickly from the attestation worker.
+
+    The download needs the interpreter only for a moment per block (reading, writing and
+    hashing release it), but with CPython's default 5 ms switch interval it would wait that
+    long for the worker's Python code (sigstore's import) after every one of them.
+    """
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(min(before, 0.0002))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 # -- layer 4: unpacking ----------------------------------------------------------------------

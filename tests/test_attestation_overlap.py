@@ -1,0 +1,371 @@
+"""Layer 3 runs while the archive downloads, and still holds the bytes on disk to account.
+
+The attestation worker starts as soon as the signed ``SHA256SUMS`` gives the archive's digest
+(updater/verify.py). These tests serve the archive from a loopback server that stops halfway
+through it and holds the rest until something only the overlap can produce has happened:
+the attestation verified (the library pipeline, in this process) or its bundle requested
+(``mux update``, a real process). A pipeline that attests after the download never gets
+there: the server gives up after :data:`HOLD` seconds, sends the rest, and the test fails
+on the recorded order. Passing runs never wait for that bound.
+
+Failures keep their layer and their one line: a bad bundle, an archive that is not the signed
+one, a worker that breaks; and none leaves anything behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import http.server
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from release.fake_sigstore import FakeSigstore
+from release.package import rehash_sums
+from tests.support.installs import Install, bootstrap, snapshot
+from tests.support.releases import (
+    KeyPair,
+    flip_byte,
+    make_keypair,
+    make_release,
+    serve_directory,
+    sign_release_dir,
+)
+from updater import attestation, models
+from updater._targets import detect_target
+from updater.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
+from updater.errors import VerificationError
+from updater.settings import HttpSettings
+from updater.sources import FeedSource, ReleaseSource
+from updater.verify import (
+    TrustPolicy,
+    VerificationLog,
+    VerifiedRelease,
+    _AttestationInBackground,
+    signed_digest,
+    verify_release_files,
+    verify_release_metadata,
+)
+
+REPO = "acme/mux"
+TARGET = detect_target()
+ARCHIVE = models.archive_name(TARGET)
+HOLD = 60.0  # the bound a sequential pipeline would hit; a passing run never waits for it
+SLOW_NETWORK = HttpSettings(timeout=HOLD + 30, retries=0)  # the held read must not time out
+
+
+def attest(release: Path, sigstore: FakeSigstore, version: str, keypair: KeyPair) -> None:
+    """Attest the release's archive and manifest as the release workflow would, and re-sign."""
+    subjects = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in release.iterdir()
+        if p.name.endswith(".tar.gz") or p.name == models.MANIFEST_NAME
+    }
+    bundle = sigstore.attest(subjects, repository=REPO, ref=f"refs/tags/v{version}")
+    (release / models.attestation_name(version)).write_bytes(bundle)
+    rehash_sums(release)
+    sign_release_dir(release, keypair)
+
+
+class Gate:
+    """What the loopback server saw, in order, and the event it holds the archive for."""
+
+    def __init__(self) -> None:
+        self.opened = threading.Event()
+        self.events: list[str] = []
+        self.held_until_opened: bool | None = None
+
+    def record(self, event: str) -> None:
+        self.events.append(event)
+
+
+@contextmanager
+def holding_server(feed: Path, gate: Gate, *, open_on_request: str | None = None) -> Iterator[str]:
+    """Serve ``feed``; send half of v0.2.0's archive, then hold the rest until ``gate`` opens.
+
+    ``open_on_request``: a file name whose request opens the gate (else the test opens it).
+    """
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            name = self.path.rsplit("/", 1)[-1]
+            if open_on_request is not None and name == open_on_request:
+                gate.record(f"requested {name}")
+                gate.opened.set()
+            if self.path != f"/v0.2.0/{ARCHIVE}":
+                super().do_GET()
+                return
+            data = (feed / self.path.lstrip("/")).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            half = len(data) // 2
+            self.wfile.write(data[:half])
+            self.wfile.flush()
+            gate.record("archive held")
+            gate.held_until_opened = gate.opened.wait(HOLD)
+            gate.record("archive released")
+            self.wfile.write(data[half:])
+
+    handler = functools.partial(Handler, directory=str(feed))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        gate.opened.set()  # never leave a handler waiting
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+    return make_keypair(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture(scope="module")
+def sigstore(tmp_path_factory: pytest.TempPathFactory) -> FakeSigstore:
+    return FakeSigstore.create(tmp_path_factory.mktemp("sigstore"))
+
+
+@pytest.fixture
+def feed(tmp_path: Path, keypair: KeyPair, sigstore: FakeSigstore) -> Path:
+    feed = tmp_path / "feed"
+    for version in ("0.1.0", "0.2.0"):
+        release = make_release(feed, version, protocol_version=1, keypair=keypair, repo=REPO)
+        attest(release, sigstore, version, keypair)
+    return feed
+
+
+def policy(keypair: KeyPair, sigstore: FakeSigstore) -> TrustPolicy:
+    return TrustPolicy(
+        minisign_keys=(keypair.public_key,),
+        require_signature=True,
+        repository=REPO,
+        signer_workflow=SIGNER_WORKFLOW,
+        oidc_issuer=OIDC_ISSUER,
+        require_attestation=True,
+        trusted_root=sigstore.trusted_root_path,
+    )
+
+
+def test_the_attestation_is_verified_while_the_archive_is_still_downloading(
+    tmp_path: Path, feed: Path, keypair: KeyPair, sigstore: FakeSigstore, monkeypatch
+) -> None:
+    gate = Gate()
+    real_verify = attestation.verify_attestation
+
+    def verify_and_open(*args: Any, **kwargs: Any) -> attestation.AttestationReport:
+        report = real_verify(*args, **kwargs)  # the real check; the gate only records it
+        gate.record("attestation verified")
+        gate.opened.set()
+        return report
+
+    monkeypatch.setattr(attestation, "verify_attestation", verify_and_open)
+    trust = policy(keypair, sigstore)
+    log = VerificationLog()
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    with holding_server(feed, gate) as url, FeedSource(url, http=SLOW_NETWORK) as source:
+        release = verify_release_metadata(source, "v0.2.0", trust, log)
+        asset = release.manifest.asset_for(TARGET)
+        assert asset is not None
+        verified = verify_release_files(
+            source,
+            release,
+            asset,
+            trust,
+            log,
+            download_dir=tmp_path,
+            unpack_dir=unpacked,
+            smoke_target=TARGET,
+            smoke_timeout=60,
+        )
+    assert sorted(gate.events) == sorted(
+        ["archive held", "attestation verified", "archive released"]
+    )
+    assert gate.events[-1] == "archive released"
+    assert gate.held_until_opened is True
+    assert [(layer.layer, layer.status) for layer in log.layers] == [
+        ("signature", "ok"),
+        ("manifest", "ok"),
+        ("digest", "ok"),
+        ("attestation", "ok"),
+        ("archive", "ok"),
+        ("smoke-test", "ok"),
+    ]
+    assert verified.archive_sha256 == release.sums[ARCHIVE]
+    assert (unpacked / "mux").is_file()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".download-")] == []
+
+
+@pytest.fixture
+def installed(tmp_path: Path, sandbox_env: dict[str, str], feed: Path, keypair: KeyPair, sigstore):
+    env = {
+        **sandbox_env,
+        "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+        "MUX_HTTP_TIMEOUT": str(HOLD + 30),
+        "MUX_HTTP_RETRIES": "0",
+    }
+    return lambda url: bootstrap(
+        tmp_path, env, source=url, version="0.1.0", public_key=keypair.public_key
+    )
+
+
+def test_mux_update_fetches_the_bundle_while_the_archive_downloads(feed: Path, installed) -> None:
+    gate = Gate()
+    bundle = models.attestation_name("0.2.0")
+    with holding_server(feed, gate, open_on_request=bundle) as url:
+        install: Install = installed(url)
+        result = install.run("update")
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    # The bundle was asked for before the archive's second half left the server (usually
+    # while it was held; the worker may even be first).
+    assert sorted(gate.events) == sorted(
+        ["archive held", f"requested {bundle}", "archive released"]
+    )
+    assert gate.events[-1] == "archive released"
+    assert gate.held_until_opened is True
+    lines = result.stdout.splitlines()
+    layers = [line.split(":")[0].strip() for line in lines if ": ok: " in line]
+    assert layers == ["signature", "manifest", "digest", "attestation", "archive", "smoke-test"]
+    assert install.active() == "0.2.0"
+
+
+def _refused(install: Install, layer: str, text: str) -> None:
+    before = snapshot(install.home, install.bin_dir)
+    result = install.run("update")
+    assert result.returncode == 3, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"mux: verification failed ({layer}): "), result.stderr
+    assert text in lines[-1], result.stderr
+    assert "Traceback" not in result.stderr
+    after = snapshot(install.home, install.bin_dir)
+    lock = str(install.home / ".lock")
+    assert {k: v for k, v in after.items() if k != lock} == {
+        k: v for k, v in before.items() if k != lock
+    }
+    assert install.active() == "0.1.0"
+
+
+def test_a_bundle_for_other_bytes_still_refuses_and_leaves_nothing(
+    feed: Path, installed, sigstore: FakeSigstore, keypair: KeyPair
+) -> None:
+    release = feed / "v0.2.0"
+    other = hashlib.sha256(b"another archive").hexdigest()
+    bundle = sigstore.attest({ARCHIVE: other}, repository=REPO, ref="refs/tags/v0.2.0")
+    (release / models.attestation_name("0.2.0")).write_bytes(bundle)
+    rehash_sums(release)
+    sign_release_dir(release, keypair)
+    signed = hashlib.sha256((release / ARCHIVE).read_bytes()).hexdigest()
+    with serve_directory(feed) as url:
+        _refused(installed(url), "attestation", f"no subject has sha256 {signed}")
+
+
+def test_a_bundle_from_another_workflow_still_refuses(
+    feed: Path, installed, sigstore: FakeSigstore, keypair: KeyPair
+) -> None:
+    release = feed / "v0.2.0"
+    digest = hashlib.sha256((release / ARCHIVE).read_bytes()).hexdigest()
+    bundle = sigstore.attest({ARCHIVE: digest}, repository="mallory/mux", ref="refs/tags/v0.2.0")
+    (release / models.attestation_name("0.2.0")).write_bytes(bundle)
+    rehash_sums(release)
+    sign_release_dir(release, keypair)
+    with serve_directory(feed) as url:
+        _refused(installed(url), "attestation", "mallory/mux")
+
+
+def test_an_archive_that_is_not_the_signed_one_fails_its_digest_while_attested(
+    feed: Path, installed
+) -> None:
+    """The worker attests the signed digest; the bytes that arrive are held to it (layer 2)."""
+    with serve_directory(feed) as url:
+        install = installed(url)
+        flip_byte(feed / "v0.2.0" / ARCHIVE, 1000)
+        _refused(install, "digest", ARCHIVE)
+
+
+class BrokenBundleSource(FeedSource):
+    """A feed whose bundle cannot be read for a reason no layer anticipates."""
+
+    def fetch_optional(self, tag: str, name: str, *, max_size: int = 1 << 20) -> bytes | None:
+        if name.endswith(".sigstore.json"):
+            raise RuntimeError("the bundle store fell over")
+        return super().fetch_optional(tag, name, max_size=max_size)
+
+
+def _metadata(
+    source: ReleaseSource, keypair: KeyPair, sigstore: FakeSigstore
+) -> tuple[VerifiedRelease, TrustPolicy]:
+    trust = policy(keypair, sigstore)
+    return verify_release_metadata(source, "v0.2.0", trust, VerificationLog()), trust
+
+
+def test_a_worker_that_breaks_is_the_attestation_layers_one_line(
+    tmp_path: Path, feed: Path, keypair: KeyPair, sigstore: FakeSigstore
+) -> None:
+    source = BrokenBundleSource(str(feed))
+    release, trust = _metadata(source, keypair, sigstore)
+    asset = release.manifest.asset_for(TARGET)
+    assert asset is not None
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    with pytest.raises(VerificationError) as failure:
+        verify_release_files(
+            source,
+            release,
+            asset,
+            trust,
+            VerificationLog(),
+            download_dir=tmp_path,
+            unpack_dir=unpacked,
+            smoke_target=TARGET,
+            smoke_timeout=60,
+        )
+    assert failure.value.message == (
+        "verification failed (attestation): RuntimeError: the bundle store fell over"
+    )
+    assert failure.value.exit_code == 3
+    assert list(unpacked.iterdir()) == []  # nothing unpacked
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".download-")] == []
+
+
+def test_the_download_must_have_exactly_the_attested_digest(
+    feed: Path, keypair: KeyPair, sigstore: FakeSigstore
+) -> None:
+    source = FeedSource(str(feed))
+    release, trust = _metadata(source, keypair, sigstore)
+    signed = signed_digest(ARCHIVE, sums=release.sums, manifest=release.manifest)
+    worker = _AttestationInBackground(source, release, signed, trust)
+    log = VerificationLog()
+    with pytest.raises(VerificationError, match=r"verification failed \(attestation\): the "):
+        worker.finish("0" * 64, log)
+    assert log.layers == []
+    worker = _AttestationInBackground(source, release, signed, trust)
+    worker.finish(signed, log)
+    assert [(layer.layer, layer.status) for layer in log.layers] == [("attestation", "ok")]
+
+
+def test_a_manifest_that_disagrees_with_the_signed_sums_fails_before_downloading(
+    feed: Path, keypair: KeyPair, sigstore: FakeSigstore
+) -> None:
+    source = FeedSource(str(feed))
+    release, _ = _metadata(source, keypair, sigstore)
+    (asset,) = [a for a in release.manifest.assets if a.name == ARCHIVE]
+    lying = dataclasses.replace(
+        release.manifest, assets=(dataclasses.replace(asset, sha256="f" * 64),)
+    )
+    with pytest.raises(VerificationError, match=r"verification failed \(digest\): manifest"):
+        signed_digest(ARCHIVE, sums=release.sums, manifest=lying)
