@@ -12,6 +12,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: a cache write uses this
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
+
 _CHUNK = 1 << 20
 
 
@@ -72,11 +79,43 @@ def fsync_tree(root: Path) -> None:
     for dirpath, _dirnames, filenames in os.walk(root):
         for name in filenames:
             file_path = os.path.join(dirpath, name)
-            if os.path.islink(file_path):
-                continue
-            fd = os.open(file_path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            if not os.path.islink(file_path):
+                fsync_file(Path(file_path))
         fsync_dir(Path(dirpath))
+
+
+def fsync_file(path: Path) -> None:
+    """Make one file's bytes durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def while_flushing(root: Path, work: Callable[[], _T]) -> _T:
+    """``work()`` while another thread runs :func:`fsync_tree` on ``root``; its result.
+
+    An install both hashes what it unpacked (CPU) and waits for the disk to hold it (I/O):
+    side by side the two cost about the longer one instead of their sum. Raises what either
+    raised; both have finished by then.
+    """
+    import threading
+
+    failed: list[BaseException] = []
+
+    def flush() -> None:
+        try:
+            fsync_tree(root)
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            failed.append(exc)
+
+    flusher = threading.Thread(target=flush, name="mux-fsync", daemon=True)
+    flusher.start()
+    try:
+        result = work()
+    finally:
+        flusher.join()
+    if failed:
+        raise failed[0]
+    return result

@@ -26,7 +26,7 @@ from typing import Any
 
 from . import models, plan
 from .errors import InstallError, VerificationError
-from .files import atomic_write, fsync_dir, fsync_tree, sha256_file
+from .files import atomic_write, fsync_dir, fsync_file, sha256_file, while_flushing
 from .layout import (
     DOWNLOAD_PREFIX,
     FILES_LIST_NAME,
@@ -277,8 +277,10 @@ class Transaction:
         """
         layout = self.layout
         try:
-            (staged / FILES_LIST_NAME).write_bytes(files_list(staged))
-            fsync_tree(staged)
+            listing = while_flushing(staged, lambda: files_list(staged))
+            (staged / FILES_LIST_NAME).write_bytes(listing)
+            fsync_file(staged / FILES_LIST_NAME)
+            fsync_dir(staged)
         except OSError as exc:
             raise _write_error(layout.versions, exc) from None
         try:
