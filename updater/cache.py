@@ -15,10 +15,14 @@ Stdlib only: this is the fast path of ``mux update --check --max-age``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
 
 CACHE_SCHEMA = 2  # 2: answers carry the typed decision (updater.plan.ReleaseOffer)
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
@@ -41,21 +45,31 @@ def parse_duration(text: str) -> float:
 
 
 def cache_dir() -> Path:
-    from platformdirs import user_cache_dir
+    """``<user cache dir>/mux``, platformdirs' answer (:mod:`updater._dirs`)."""
+    from pathlib import Path
 
-    return Path(user_cache_dir("mux", appauthor=False))
+    from ._dirs import user_cache_dir
+
+    return Path(user_cache_dir())
 
 
 def check_cache_path() -> Path:
-    return cache_dir() / "check.json"
+    return cache_dir() / _CHECK_FILE
+
+
+_CHECK_FILE = "check.json"
 
 
 def load(
     key: dict[str, Any], max_age: float, *, now: float | None = None
 ) -> tuple[dict[str, Any], float] | None:
     """The cached answer for ``key`` and when it was made, if younger than ``max_age`` s."""
+    from ._dirs import user_cache_dir
+
     try:
-        doc = json.loads(check_cache_path().read_bytes())
+        # Plain os.path: a cache hit imports neither pathlib nor platformdirs.
+        with open(os.path.join(user_cache_dir(), _CHECK_FILE), "rb") as stream:
+            doc = json.loads(stream.read())
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("schema") != CACHE_SCHEMA or doc.get("key") != key:

@@ -10,14 +10,18 @@ call.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from . import buildinfo, cache
-from .buildinfo import BuildInfo
 from .errors import MuxError
 from .plan import CheckReport, ReleaseOffer, ReleaseRequest, plan_check
-from .settings import Settings
 from .timestamps import rfc3339
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .buildinfo import BuildInfo
+    from .settings import Settings
 
 
 def check(

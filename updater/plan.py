@@ -8,21 +8,23 @@
   becomes and which versions stay; :mod:`updater.install` applies them.
 
 The cached check imports this module, so it stays cheap: ``models`` and ``packaging`` are
-imported only where a tag is built or versions are compared, and the records the cached path
-defines are NamedTuples (defining a frozen dataclass costs about a millisecond).
+imported only where a tag is built or versions are compared, and its records are NamedTuples
+(:mod:`updater._records`): no ``typing`` or ``dataclasses`` at run time (``dataclasses``
+imports ``inspect``, and defining a frozen dataclass costs about a millisecond).
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ._records import NamedTuple
 from .errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE, UsageError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping, Sequence
+    from typing import Any
+
     from packaging.version import Version
 
     from .buildinfo import BuildInfo
@@ -204,8 +206,7 @@ class ReleaseOffer(NamedTuple):
         return offer if doc.get("ok") is True else None
 
 
-@dataclass(frozen=True)
-class ServerVerdict:
+class ServerVerdict(NamedTuple):
     """One server's answer, and whether it needs a restart."""
 
     report: ServerReport
@@ -239,8 +240,7 @@ def server_verdicts(
     return tuple(verdicts)
 
 
-@dataclass(frozen=True)
-class CheckReport:
+class CheckReport(NamedTuple):
     """The answer of ``mux update --check``."""
 
     build: BuildInfo
@@ -248,7 +248,7 @@ class CheckReport:
     servers: tuple[ServerVerdict, ...]
     cached: bool
     checked_at: str
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = ()
 
     @property
     def update_available(self) -> bool:
@@ -369,6 +369,8 @@ def record_install(
     It is written before the link moves: a kill after the switch still finds the new
     version's file list on record, and :func:`settle` turns the old "active" into "previous".
     """
+    import copy  # (not at the top: only an install records one)
+
     updated = copy.deepcopy(dict(record))
     versions = updated.get("versions")
     if not isinstance(versions, dict):

@@ -54,6 +54,7 @@ from .protocol import (
 )
 from .servers import (
     DEFAULT_TIMEOUT,
+    NotHttp,
     ServerAddress,
     ServerReport,
     TcpAddress,
@@ -91,7 +92,7 @@ def _log(message: str) -> None:
 
 def _as_address(address: Path | str) -> ServerAddress:
     if isinstance(address, Path):
-        return UnixAddress(address)
+        return UnixAddress(str(address))
     return parse_server_address(address)
 
 
@@ -525,7 +526,7 @@ def _remove_stale_socket(socket_path: Path) -> None:
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if not _listening(UnixAddress(socket_path), DEFAULT_TIMEOUT):
+        if not _listening(UnixAddress(str(socket_path)), DEFAULT_TIMEOUT):
             socket_path.unlink(missing_ok=True)
     except OSError:
         pass  # locked by a starting server, or already gone
@@ -560,7 +561,7 @@ def start(
     """
     target = _as_address(address)
     if isinstance(target, UnixAddress):
-        target = UnixAddress(Path(os.path.abspath(target.path)))  # the daemon runs from /
+        target = UnixAddress(os.path.abspath(target.path))  # the daemon runs from /
     elif target.port == 0:
         raise UsageError("a server started in the background needs a fixed port")
     existing = query_server(target.display, timeout=min(timeout, DEFAULT_TIMEOUT))
@@ -634,8 +635,6 @@ def stop(address: Path | str, *, timeout: float = STOP_TIMEOUT) -> StopResult:
     when nobody listens. Raises :class:`MuxError` when the server does not take the request
     or does not go away within ``timeout`` seconds.
     """
-    import http.client
-
     target = _as_address(address)
     display = target.display
     deadline = time.monotonic() + timeout
@@ -653,10 +652,10 @@ def stop(address: Path | str, *, timeout: float = STOP_TIMEOUT) -> StopResult:
             f"the server on {display} did not answer the shutdown request within {timeout:g}s",
             hint=hint,
         ) from None
-    except (http.client.HTTPException, OSError) as exc:
-        reason = (
-            exc.strerror if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
-        )
+    except NotHttp as exc:
+        raise MuxError(f"cannot ask the server on {display} to shut down: {exc}") from None
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
         raise MuxError(f"cannot ask the server on {display} to shut down: {reason}") from None
     if not 200 <= code < 300:
         raise MuxError(

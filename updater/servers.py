@@ -1,9 +1,11 @@
 """Find mux servers and read their status lines (the client side of the server status contract).
 
 This module is on the fast path of ``mux update --check --max-age`` (a sidebar runs it every
-few minutes), so it uses the standard library only and imports the costly parts late:
-``http.client`` only when there is a server to ask, ``platformdirs`` only to locate the
-runtime directory.
+few minutes), so it uses the standard library only, imports ``socket`` and the protocol only
+when there is a server to ask, and speaks the little HTTP a status line needs over a plain
+socket (``http.client``, with ``email`` and ``ssl`` behind it, cost more than the rest of the
+check). Its records are NamedTuples (:mod:`updater._records`), and the runtime directory is
+platformdirs' answer without importing platformdirs in the usual cases (:mod:`updater._dirs`).
 
 An *address* is either the filesystem path of a server's Unix socket or a loopback
 ``http://127.0.0.1:PORT`` URL. ``unix:///path.sock`` URLs are accepted wherever an address is
@@ -14,18 +16,20 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
 
+from ._records import NamedTuple
 from .errors import MuxError, UsageError
-from .protocol import STATUS_PATH, StatusLine, StatusLineError, parse_status_line
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
-    import http.client
-    from collections.abc import Callable, Iterable, Mapping
+    import socket
+    from collections.abc import Iterable, Mapping
+    from pathlib import Path
+    from typing import Any, Literal
 
-ServerState = Literal["live", "stale", "hung", "garbage", "foreign", "no-protocol", "error"]
+    from .protocol import StatusLine
+
+    ServerState = Literal["live", "stale", "hung", "garbage", "foreign", "no-protocol", "error"]
 
 SERVER_URL_ENV = "MUX_SERVER_URL"
 SOCKET_SUFFIX = ".sock"
@@ -35,19 +39,23 @@ DEFAULT_TIMEOUT = 1.0
 MAX_STATUS_BYTES = 64 * 1024
 
 
-@dataclass(frozen=True)
-class UnixAddress:
+class UnixAddress(NamedTuple):
     """A server listening on a Unix socket."""
 
-    path: Path
+    socket_path: str  # a string: asking a server needs no pathlib
+
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.socket_path)
 
     @property
     def display(self) -> str:
-        return str(self.path)
+        return self.socket_path
 
 
-@dataclass(frozen=True)
-class TcpAddress:
+class TcpAddress(NamedTuple):
     """A server listening on a loopback TCP port (``MUX_SERVER_URL=http://127.0.0.1:PORT``)."""
 
     host: str
@@ -62,8 +70,7 @@ class TcpAddress:
 ServerAddress = UnixAddress | TcpAddress
 
 
-@dataclass(frozen=True)
-class ServerReport:
+class ServerReport(NamedTuple):
     """What one address answered: its state and, when it is a mux server, its status line."""
 
     address: str
@@ -89,7 +96,7 @@ def parse_server_address(text: str) -> ServerAddress:
     if "://" not in text:
         if not text:
             raise UsageError("empty server address")
-        return UnixAddress(Path(text))
+        return UnixAddress(text)
     from urllib.parse import unquote, urlsplit  # only URL addresses need these
 
     from .urls import is_loopback_host
@@ -104,7 +111,7 @@ def parse_server_address(text: str) -> ServerAddress:
         path = unquote(parts.path)
         if parts.netloc or not path.startswith("/") or parts.query or parts.fragment:
             raise UsageError(f"invalid server URL {text!r}: needs an absolute path", hint=expected)
-        return UnixAddress(Path(path))
+        return UnixAddress(path)
     if parts.scheme == "http":
         host = parts.hostname or ""
         if not is_loopback_host(host):
@@ -128,18 +135,18 @@ def runtime_dir() -> Path:
     ``runtime-<uid>`` in the temp dir). Clients and servers both call this, so they agree.
     Raises :class:`MuxError` when no usable directory exists.
     """
-    import warnings
+    from pathlib import Path
 
-    import platformdirs  # late: costly to import, and the --max-age path imports it anyway
+    return Path(_runtime_dir())
 
-    with warnings.catch_warnings():
-        # platformdirs warns once when it falls back from a bad XDG_RUNTIME_DIR; the fallback
-        # is the documented behaviour, so a status query stays quiet about it.
-        warnings.simplefilter("ignore")
-        try:
-            return Path(platformdirs.user_runtime_dir("mux"))
-        except (OSError, RuntimeError) as exc:
-            raise MuxError(f"no usable runtime directory for mux servers: {exc}") from None
+
+def _runtime_dir() -> str:
+    from ._dirs import user_runtime_dir
+
+    try:
+        return user_runtime_dir()
+    except (OSError, RuntimeError) as exc:
+        raise MuxError(f"no usable runtime directory for mux servers: {exc}") from None
 
 
 def default_socket_path(name: str = DEFAULT_SOCKET_NAME) -> Path:
@@ -165,118 +172,106 @@ def server_addresses(server_url: str | None) -> list[str]:
                 hint="use unix:///path/to.sock or http://127.0.0.1:PORT",
             )
         return [parse_server_address(server_url).display]
-    directory = runtime_dir()
+    directory = _runtime_dir()
     try:
         names = sorted(entry.name for entry in os.scandir(directory))
     except (FileNotFoundError, NotADirectoryError):
         return []
     except OSError as exc:
         raise MuxError(f"cannot list {directory}: {exc.strerror}") from None
-    return [str(directory / name) for name in names if name.endswith(SOCKET_SUFFIX)]
+    return [os.path.join(directory, name) for name in names if name.endswith(SOCKET_SUFFIX)]
 
 
-_connection_class: Callable[[str, float], http.client.HTTPConnection] | None = None
+class NotHttp(Exception):
+    """What a server answered is not an HTTP response."""
 
 
-def _unix_connection_class() -> Callable[[str, float], http.client.HTTPConnection]:
-    """An ``HTTPConnection`` that talks over a Unix socket, built on first use.
-
-    ``http.client`` is the costliest import of this module; a machine with no server never
-    pays for it.
-    """
-    global _connection_class
-    if _connection_class is None:
-        import http.client
-
-        class UnixHTTPConnection(http.client.HTTPConnection):
-            def __init__(self, socket_path: str, timeout: float) -> None:
-                super().__init__("localhost", timeout=timeout)
-                self.socket_path = socket_path
-
-            def connect(self) -> None:
-                import socket
-
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    sock.settimeout(self.timeout)
-                    sock.connect(self.socket_path)
-                except BaseException:
-                    sock.close()
-                    raise
-                self.sock = sock
-
-        _connection_class = UnixHTTPConnection
-    return _connection_class
+# A status line's answer has a few headers; anything past this before the body is not one.
+_MAX_HEAD_BYTES = 16 * 1024
 
 
-def _connection(address: ServerAddress, timeout: float) -> http.client.HTTPConnection:
-    if isinstance(address, UnixAddress):
-        return _unix_connection_class()(str(address.path), timeout)
-    import http.client
+def _connect(address: ServerAddress, timeout: float) -> socket.socket:
+    import socket
 
-    return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
-
-
-class _Watchdog:
-    """Cuts a connection at its deadline, so a server that drips bytes cannot outlast it.
-
-    Socket timeouts bound each read, not the whole exchange; shutting the socket down wakes
-    the blocked read, which then fails and is reported as a timeout.
-    """
-
-    def __init__(self, connection: http.client.HTTPConnection, timeout: float) -> None:
-        import threading
-
-        self.fired = False
-        self._connection = connection
-        self._timer = threading.Timer(timeout, self._cut)
-        self._timer.daemon = True
-
-    def _cut(self) -> None:
-        import socket
-
-        self.fired = True
-        sock = self._connection.sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def __enter__(self) -> _Watchdog:
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._timer.cancel()
+    if isinstance(address, TcpAddress):
+        return socket.create_connection((address.host, address.port), timeout=timeout)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(address.socket_path)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def http_request(
     address: ServerAddress, method: str, path: str, *, timeout: float
 ) -> tuple[int, bytes]:
-    """One request to a server; the whole exchange is bounded by ``timeout``.
+    """One HTTP/1.0 request to a server; the whole exchange is bounded by ``timeout``.
 
     Returns (HTTP status, body up to :data:`MAX_STATUS_BYTES` + 1 bytes). Raises
-    ``TimeoutError`` past the deadline, ``FileNotFoundError``/``ConnectionRefusedError`` when
-    nobody listens, ``http.client.HTTPException`` when the answer is not HTTP, ``OSError``
-    otherwise.
+    ``TimeoutError`` past the deadline (every read waits only for what is left of it, so a
+    server that drips bytes cannot outlast it), ``FileNotFoundError``/
+    ``ConnectionRefusedError`` when nobody listens, :class:`NotHttp` when the answer is not
+    HTTP, ``OSError`` otherwise.
     """
-    connection = _connection(address, timeout)
-    try:
-        with _Watchdog(connection, timeout) as watchdog:
-            try:
-                connection.request(method, path, headers={"Accept": "application/json"})
-                response = connection.getresponse()
-                body = response.read(MAX_STATUS_BYTES + 1)
-            except Exception as exc:
-                if watchdog.fired:
-                    raise TimeoutError(f"no complete answer within {timeout:g}s") from exc
-                raise
-            if watchdog.fired:  # a body read until close ends quietly when the watchdog cuts it
+    deadline = time.monotonic() + timeout
+    host = (
+        "localhost" if isinstance(address, UnixAddress) else address.display.removeprefix("http://")
+    )
+    request = (
+        f"{method} {path} HTTP/1.0\r\nHost: {host}\r\nAccept: application/json\r\n"
+        "Content-Length: 0\r\n\r\n"
+    )
+    with _connect(address, timeout) as sock:
+        sock.sendall(request.encode("ascii"))
+        received = b""
+        status, length, head_end = 0, None, -1
+        while True:
+            if head_end < 0:
+                head_end = received.find(b"\r\n\r\n")
+                if head_end >= 0:
+                    status = _status_code(received[:head_end])
+                    length = _content_length(received[:head_end])
+                elif len(received) > _MAX_HEAD_BYTES:
+                    raise NotHttp("headers larger than 16 KiB")
+            if head_end >= 0:
+                read = len(received) - head_end - 4
+                if read > MAX_STATUS_BYTES or (length is not None and read >= length):
+                    break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
                 raise TimeoutError(f"no complete answer within {timeout:g}s")
-        return response.status, body
-    finally:
-        connection.close()
+            sock.settimeout(remaining)
+            chunk = sock.recv(64 * 1024)
+            if not chunk:
+                break  # HTTP/1.0: the server closes after its answer
+            received += chunk
+    if head_end < 0:
+        raise NotHttp("no complete status line and headers" if received else "no answer")
+    body = received[head_end + 4 :]
+    if length is not None:
+        body = body[:length]
+    return status, body[: MAX_STATUS_BYTES + 1]
+
+
+def _status_code(head: bytes) -> int:
+    status_line = head.split(b"\r\n", 1)[0]
+    parts = status_line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise NotHttp("no HTTP status line")
+    return int(parts[1])
+
+
+def _content_length(head: bytes) -> int | None:
+    for line in head.split(b"\r\n")[1:]:
+        name, colon, value = line.partition(b":")
+        if colon and name.strip().lower() == b"content-length":
+            if not value.strip().isdigit():
+                raise NotHttp("a malformed Content-Length")
+            return int(value.strip())
+    return None
 
 
 def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport:
@@ -286,7 +281,8 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
     except UsageError as exc:
         return ServerReport(address, "error", None, exc.message)
     display = target.display
-    import http.client
+    # Only now that there is a server to ask: the protocol (its records) and the socket.
+    from .protocol import STATUS_PATH, StatusLineError, parse_status_line
 
     try:
         status, body = http_request(target, "GET", STATUS_PATH, timeout=timeout)
@@ -296,9 +292,8 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
         return ServerReport(display, "stale", None, "no such socket")
     except ConnectionRefusedError:
         return ServerReport(display, "stale", None, "nobody listens")
-    except http.client.HTTPException as exc:
-        reason = exc.__class__.__name__
-        return ServerReport(display, "garbage", None, f"answer is not HTTP ({reason})")
+    except NotHttp as exc:
+        return ServerReport(display, "garbage", None, f"answer is not HTTP ({exc})")
     except OSError as exc:
         return ServerReport(display, "error", None, exc.strerror or str(exc))
     except Exception as exc:  # never let a strange server crash a status query

@@ -12,17 +12,21 @@ A malformed number (``MUX_HTTP_TIMEOUT=soon``) falls back to its default; URLs a
 checked where they are used (:mod:`updater.sources`, :mod:`updater._targets`), so that a bad
 value fails the command that uses it with one line naming the variable.
 
-Stdlib only: this is on the fast path of the cached check. The records are NamedTuples, not
-frozen dataclasses, for the same reason: defining a frozen dataclass costs about a millisecond
-at import.
+Stdlib only: this is on the fast path of the cached check. The records are NamedTuples
+(:mod:`updater._records`: no ``typing`` at run time), not frozen dataclasses, for the same
+reason; ``pathlib`` is imported only when a variable names a path.
 """
 
-# No `from __future__ import annotations` here: NamedTuple turns string annotations into
-# ForwardRefs, compiling each one at import time, on the fast path.
+from __future__ import annotations
+
 import os
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import NamedTuple
+
+from ._records import NamedTuple
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
 
 DEFAULT_SOURCE = "github"
 TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
@@ -95,11 +99,14 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         except ValueError:
             return default
 
-    def path(*names: str) -> Path | None:
+    def path(*names: str, expand: bool = True) -> Path | None:
         value = next((environ[name] for name in names if environ.get(name)), None)
-        return Path(value).expanduser() if value else None
+        if not value:
+            return None
+        from pathlib import Path  # only when set: the sidebar's check sets none of these
 
-    root = text(TRUSTED_ROOT_ENV)
+        return Path(value).expanduser() if expand else Path(value)
+
     return Settings(
         source=text("MUX_UPDATE_SOURCE") or DEFAULT_SOURCE,
         github=GitHubSettings(
@@ -113,9 +120,9 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
             retries=int(number("MUX_HTTP_RETRIES", defaults.http.retries)),
             backoff=number("MUX_HTTP_BACKOFF", defaults.http.backoff),
         ),
-        sigstore_trusted_root=Path(root) if root else None,
+        sigstore_trusted_root=path(TRUSTED_ROOT_ENV, expand=False),
         target=text("MUX_TARGET"),
-        home=Path(environ["MUX_HOME"]) if environ.get("MUX_HOME") else None,
+        home=path("MUX_HOME", expand=False),
         bin_dir=path("MUX_INSTALL_DIR", "XDG_BIN_HOME"),
         lock_timeout=number("MUX_LOCK_TIMEOUT", defaults.lock_timeout),
         smoke_test_timeout=number("MUX_SMOKE_TEST_TIMEOUT", defaults.smoke_test_timeout),
