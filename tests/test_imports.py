@@ -65,6 +65,7 @@ _JSON = {
 
 VERSION_ALLOWED = {
     *_JSON,
+    "gc",  # built in: freezing what is alive spares the interpreter's last collection
     "updater",
     "updater.__main__",
     "updater.buildinfo",

@@ -59,6 +59,13 @@ def main() -> None:
         from .cli import run
 
         code = run(args)
+    # The interpreter's last garbage collection walks every object still alive: after
+    # `mux update` (sigstore, pydantic, httpx loaded) it took longer than the switch to the
+    # new version. Nothing needs it (no finalizer of ours relies on it; atexit handlers and
+    # stream flushing still run), so its objects are frozen out of that walk.
+    import gc
+
+    gc.freeze()
     sys.exit(code)
 
 
