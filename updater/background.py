@@ -37,7 +37,9 @@ def next_delay(interval: float, *, rng: Callable[[], float] = random.random) -> 
 
 
 def first_delay(interval: float, *, rng: Callable[[], float] = random.random) -> float:
-    return min(interval, FIRST_CHECK_DELAY) * (0.5 + rng() / 2)
+    """Soon after the server starts (a quarter to half of the interval, at most 15 s): a
+    fresh cache answers it without the network, and a stale one is refreshed."""
+    return min(interval, FIRST_CHECK_DELAY) * (0.25 + rng() / 4)
 
 
 class BackgroundCheck:

@@ -27,7 +27,8 @@ What you get:
   ``build_standin`` keyword arguments (``report_version``, ``report_target``, ``python``,
   ``minisign_keys``, ``repo``); ``sign=False`` leaves the release unsigned; ``extra_files``
   are copied in and covered by ``SHA256SUMS`` (add a Sigstore bundle this way, or later with
-  ``release.package.rehash_sums`` and then :func:`sign_release_dir`).
+  ``release.package.rehash_sums`` and then :func:`sign_release_dir`). ``post_build`` is
+  called with each build folder before it is packaged (``tests.support.standins``).
 * :func:`make_feed` makes a whole feed of several releases with one key pair.
 * :func:`serve_directory` serves a folder over real HTTP on 127.0.0.1;
   :func:`serve_directory_recording` does the same and records every request's path.
@@ -45,7 +46,7 @@ import functools
 import http.server
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +129,7 @@ def make_release(
     released_at: str = RELEASED_AT,
     extra_files: Sequence[Path] = (),
     build: Mapping[str, Any] | None = None,
+    post_build: Callable[[Path], None] | None = None,
 ) -> Path:
     """Build, package and sign ``v<version>`` into ``feed_dir``; returns the release folder."""
     feed_dir = Path(feed_dir)
@@ -145,6 +147,8 @@ def make_release(
             build_standin(Path(scratch), target=target, **settings)
             for target in (targets or (detect_target(),))
         ]
+        for folder in build_dirs if post_build else ():
+            post_build(folder)
         package_release(build_dirs, release_dir, released_at=released_at, extra_files=extra_files)
     if sign:
         sign_release_dir(release_dir, keypair)
@@ -162,6 +166,7 @@ def make_feed(
     keypair: KeyPair | None = None,
     targets: Sequence[str] | None = None,
     repo: str = "",
+    post_build: Callable[[Path], None] | None = None,
 ) -> Feed:
     """A feed folder ``tmp/feed`` with one signed release per version.
 
@@ -180,6 +185,7 @@ def make_feed(
             targets=targets,
             repo=repo,
             prerelease=version in prereleases,
+            post_build=post_build,
         )
     if not versions:
         feed.path.mkdir(parents=True, exist_ok=True)
