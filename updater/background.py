@@ -78,7 +78,10 @@ class BackgroundCheck:
         delay = first_delay(self._interval)
         while not self._stop.wait(delay):
             try:
-                self._on_answer(self._check_once())
+                answer = self._check_once()
+                if self._stop.is_set():
+                    return
+                self._on_answer(answer)
             except Exception as exc:  # a bad answer must not end the schedule
                 self._log(f"background check: {exc.__class__.__name__}: {exc}")
             delay = next_delay(self._interval)

@@ -182,11 +182,20 @@ class WatchHub:
 
 
 def _reader_gone(connection: socket.socket) -> bool:
-    """An idle stream's reader hung up (so its thread need not wait for the next event)."""
+    """An idle stream's reader hung up (so its thread need not wait for the next event).
+
+    Polled, never blocking: the connection has a send timeout, which a plain ``recv`` would
+    wait out. Readable with nothing to read is the end of the stream; anything the reader
+    sends (it should send nothing) is left where it is.
+    """
+    import select
+
     try:
-        return connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
-        return False
+        poller = select.poll()
+        poller.register(connection, select.POLLIN)
+        if not poller.poll(0):
+            return False
+        return connection.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
 
@@ -250,6 +259,7 @@ class WatchStream:
         raise StreamEnded("the server closed the stream without saying why", clean=False)
 
     def close(self) -> None:
+        self._response.close()
         self._connection.close()
 
 
@@ -282,6 +292,8 @@ def open_watch(address: str, *, timeout: float) -> WatchStream:
     try:
         with _Watchdog(connection, timeout) as watchdog:
             try:
+                connection.connect()
+                sock = connection.sock  # the response keeps it; the connection lets go of it
                 connection.request("GET", WATCH_PATH, headers={"Accept": "application/x-ndjson"})
                 response = connection.getresponse()
                 first = response.readline(MAX_WATCH_LINE + 1) if response.status == 200 else b""
@@ -323,8 +335,7 @@ def open_watch(address: str, *, timeout: float) -> WatchStream:
                 peer_pid=peer.pid,
             )
         )
-        if connection.sock is not None:
-            connection.sock.settimeout(None)  # events may be hours apart
+        sock.settimeout(None)  # events may be hours apart
     except BaseException:
         connection.close()
         raise

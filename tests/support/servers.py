@@ -47,6 +47,7 @@ FakeKind = Literal[
     "foreign",  # another service's JSON; refuses POST /api/shutdown with 404
     "no-protocol",  # a mux status line without protocol_version
     "raw",  # answers exactly the given payload bytes
+    "old-mux",  # a protocol-1 mux: a status line, and 404 for anything else (no watch stream)
 ]
 
 SERVE_SCRIPT = (
@@ -202,6 +203,11 @@ class FakeServer:
 
         if self.kind == "raw":
             return self.payload
+        if self.kind == "old-mux":
+            if request.startswith(b"GET /api/status "):
+                line = b'{"service": "mux", "protocol_version": 1, "version": "0.9.0", "pid": 1}'
+                return http("200 OK", line)
+            return http("404 Not Found", b'{"error": "no such endpoint"}')
         if self.kind == "not-http":
             return b"SSH-2.0-OpenSSH_9.6\r\n"
         if request.startswith(b"POST"):
