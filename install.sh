@@ -4,11 +4,13 @@
 #   curl -fsSL https://raw.githubusercontent.com/OWNER/mux/main/install.sh | sh
 #   curl -fsSL .../install.sh | sh -s -- --help
 #
-# What it does: finds the release, downloads the build for this machine into MUX_HOME,
-# verifies it (SHA-256 from SHA256SUMS and manifest.json, minisign signature of SHA256SUMS
+# What it does: finds the release (a feed's signed, unexpired release list, or GitHub's
+# latest), downloads the build for this machine into MUX_HOME, verifies it (SHA-256 from
+# SHA256SUMS and manifest.json, minisign signature of SHA256SUMS: always for a feed, else
 # when minisign is installed), runs it once, moves it into MUX_HOME/versions/<version> and
 # points <bin dir>/mux at it. `mux update` keeps it up to date from there
 # (docs/contracts.md, "Installed layout"). Nothing runs as root, nothing runs from /tmp.
+# Everything read from the network is bounded in size and time, and shown escaped.
 #
 # Every line of this file is inside a function except these settings; the last line
 # calls main, so a download cut short anywhere runs nothing.
@@ -39,6 +41,10 @@ usage() {
         '  --version VERSION   install this version (e.g. 0.2.0) instead of the latest' \
         '  --no-modify-path    do not edit shell startup files; print the line to add instead' \
         '  --require-signature fail unless the minisign signature of SHA256SUMS verifies' \
+        '                      (always required for a feed: MUX_DOWNLOAD_URL)' \
+        '  --allow-expired-feed  install from a feed whose signed release list has expired' \
+        '                      (an air-gapped mirror synced on purpose); warns loudly' \
+        '  --allow-downgrade   install a release older (by its signed time) than the installed one' \
         '  --dry-run           print the plan (target, URLs, checks, paths, files to edit); change nothing' \
         '  --uninstall         remove the installed versions, the mux link, the install record' \
         '                      and the PATH blocks this script added; nothing else' \
@@ -58,9 +64,18 @@ usage() {
         '  MUX_NO_MODIFY_PATH=1   same as --no-modify-path' \
         '  MUX_REQUIRE_SIGNATURE=1  same as --require-signature' \
         '  MUX_INSTALL_PRINT=target print the detected target and exit' \
+        '  MUX_ALLOW_EXPIRED_FEED=1  same as --allow-expired-feed' \
         '  MUX_LOCK_TIMEOUT       seconds to wait for another install or update (default 10)' \
+        '  MUX_HTTP_DEADLINE      seconds for each small document, tries and redirects included (default 30)' \
+        '  MUX_HTTP_MIN_SPEED     the archive download gives up below this many bytes/s (default 1024; 0: never)' \
+        '  MUX_HTTP_SPEED_WINDOW  ... averaged over this many seconds (default 30)' \
         '  NO_COLOR               no colours' \
         '  HTTPS_PROXY, HTTP_PROXY, NO_PROXY  proxies, for curl and wget alike (lower-case names too)' \
+        '' \
+        'Limits: each small document (release list, manifest, checksums, signatures) at most' \
+        '1 MiB; the archive at most the size its signed manifest gives.' \
+        'A feed'"'"'s release list must be signed (releases.json.minisig), not expired, and not older' \
+        '(by its sequence number) than one this machine saw: see <state dir>/mux/feed-seq.' \
         '' \
         'Exit status: 0 done, 1 error, 2 usage error, 3 verification failed.'
 }
@@ -76,25 +91,59 @@ setup_colours() {
 }
 
 say() {
-    [ "$opt_quiet" = 1 ] || printf '%s\n' "$*" >&2
+    [ "$opt_quiet" = 1 ] || printf '%s\n' "$(printable "$*")" >&2
 }
+
+# A line in bold (on a terminal): the values in it are escaped like any message.
+headline() {
+    [ "$opt_quiet" = 1 ] || printf '%s%s%s%s\n' "$c_bold" "$(printable "$1")" "$c_reset" "$(printable "${2:-}")" >&2
+}
+
 
 verbose() {
-    [ "$opt_verbose" != 1 ] || printf '%s\n' "$*" >&2
+    [ "$opt_verbose" != 1 ] || printf '%s\n' "$(printable "$*")" >&2
 }
 
+
 warn() {
-    [ "$opt_quiet" = 1 ] || printf '%swarning:%s %s\n' "$c_yellow" "$c_reset" "$*" >&2
+    [ "$opt_quiet" = 1 ] || printf '%swarning:%s %s\n' "$c_yellow" "$c_reset" "$(printable "$*")" >&2
 }
+
 
 # die CODE MESSAGE [HINT]: one error line (what failed, with its URL), one line on what to do.
 die() {
     die_code=$1
-    printf '%serror:%s %s\n' "$c_red" "$c_reset" "$2" >&2
+    printf '%serror:%s %s\n' "$c_red" "$c_reset" "$(printable "$2")" >&2
     if [ $# -ge 3 ] && [ -n "$3" ]; then
-        printf '  to fix: %s\n' "$3" >&2
+        printf '  to fix: %s\n' "$(printable "$3")" >&2
     fi
     exit "$die_code"
+}
+
+
+# Messages carry values from the network (versions, tags, URLs, a server's error text),
+# which may hold terminal control sequences. Every message is shown with its control
+# characters (C0, DEL, and C1 as UTF-8) written as \xNN, so no ESC byte reaches the
+# terminal, and cut at 2000 bytes.
+printable() {
+    printf '%s\n' "$1" | LC_ALL=C awk '
+        BEGIN { for (i = 1; i < 256; i++) code[sprintf("%c", i)] = i; left = 2000 }
+        left > 0 {
+            line = substr($0, 1, left); left -= length(line) + 1
+            out = (NR > 1) ? "\\x0a" : ""
+            n = length(line)
+            for (i = 1; i <= n; i++) {
+                c = substr(line, i, 1); k = code[c]
+                if (k < 32 || k == 127) { out = out sprintf("\\x%02x", k); continue }
+                if (k == 194 && i < n) {
+                    k2 = code[substr(line, i + 1, 1)]
+                    if (k2 >= 128 && k2 < 160) { out = out sprintf("\\xc2\\x%02x", k2); i++; continue }
+                }
+                out = out c
+            }
+            printf "%s", out
+        }
+        END { if (left < 0) printf "..." }'
 }
 
 usage_error() {
@@ -126,11 +175,188 @@ json_unescape() {
 
 is_version() {
     printf '%s\n' "$1" | grep -Eq '^[0-9]+\.[0-9]+\.[0-9]+([-.+]?[0-9A-Za-z.]+)?$' &&
-        [ "${#1}" -le 64 ]
+        [ "${#1}" -le 64 ] || return 1
+    # And valid by PEP 440, as mux reads it (1.2.3-foo matches the pattern, but is not).
+    iv_line=$(printf '%s\n' "$1" | version_keys)
+    case $iv_line in "	"*) return 1 ;; esac
 }
 
 is_sha256() {
     printf '%s\n' "$1" | grep -Eq '^[0-9a-f]{64}$'
+}
+
+is_decimal() {
+    case $1 in '' | *[!0-9]*) return 1 ;; esac
+}
+
+# A decimal number without leading zeros (sh arithmetic reads 010 as octal).
+strip_zeros() {
+    sz_value=$1
+    while :; do
+        case $sz_value in
+            0?*) sz_value=${sz_value#0} ;;
+            *) break ;;
+        esac
+    done
+    printf '%s' "$sz_value"
+}
+
+
+# dec_lt A B: decimal integers of any length, A < B. Never sh arithmetic: mksh's is 32-bit,
+# and a signed sequence number or time may be larger than any machine integer.
+dec_lt() {
+    LC_ALL=C awk -v a="$1" -v b="$2" 'BEGIN {
+        a = a ""; b = b ""; sub(/^0+/, "", a); sub(/^0+/, "", b)
+        if (length(a) != length(b)) exit !(length(a) < length(b))
+        exit !(a < b)
+    }'
+}
+
+
+# Seconds since the epoch: date +%s (GNU, BusyBox, BSD), else POSIX awk's srand(), which
+# seeds from the time of day and returns the previous seed.
+now_unix() {
+    nu_now=$(date +%s 2>/dev/null) || nu_now=
+    is_decimal "$nu_now" || nu_now=$(awk 'BEGIN { srand(); print srand() }')
+    printf '%s' "$nu_now"
+}
+
+
+# A Unix time as "YYYY-MM-DD HH:MM:SS UTC" (civil-from-days arithmetic; no date -d or -r,
+# which differ between GNU and BSD).
+utc_text() {
+    LC_ALL=C awk -v t="$1" 'BEGIN {
+        if (t !~ /^[0-9]+$/ || length(t) > 12) { print "Unix time " t; exit }
+        t += 0; s = t % 86400; z = (t - s) / 86400 + 719468
+        era = int(z / 146097); doe = z - era * 146097
+        yoe = int((doe - int(doe / 1460) + int(doe / 36524) - int(doe / 146096)) / 365)
+        y = yoe + era * 400; doy = doe - (365 * yoe + int(yoe / 4) - int(yoe / 100))
+        mp = int((5 * doy + 2) / 153); d = doy - int((153 * mp + 2) / 5) + 1
+        m = (mp < 10) ? mp + 3 : mp - 9; if (m <= 2) y++
+        printf "%04d-%02d-%02d %02d:%02d:%02d UTC\n", y, m, d, int(s / 3600), int(s % 3600 / 60), s % 60
+    }'
+}
+
+
+# The key id of a minisign public key (its base64 line) as minisign prints it: bytes 2-9
+# of the decoded key, a little-endian integer, in upper-case hex without leading zeros.
+key_id_of() {
+    LC_ALL=C awk -v k="$1" 'BEGIN {
+        a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+        nb = 0
+        for (i = 1; i <= 16; i += 4) {
+            v = 0
+            for (j = 0; j < 4; j++) {
+                c = index(a, substr(k, i + j, 1)); if (c == 0) exit 1
+                v = v * 64 + c - 1
+            }
+            b[nb++] = int(v / 65536); b[nb++] = int(v / 256) % 256; b[nb++] = v % 256
+        }
+        s = ""; for (i = 9; i >= 2; i--) s = s sprintf("%02X", b[i])
+        sub(/^0+/, "", s); print (s == "") ? "0" : s
+    }'
+}
+
+
+# comment_value COMMENT KEY: the value of KEY in a minisign trusted comment, whose tokens are
+# tab-separated "key:value" or a bare word ("hashed"); empty when absent. Fails on a
+# comment of more than one line, an empty key, or KEY given twice (two readers could
+# otherwise disagree about what was signed).
+comment_value() {
+    printf '%s\n' "$1" | LC_ALL=C awk -F '\t' -v key="$2" '
+        NR > 1 { bad = 1; exit }
+        {
+            for (i = 1; i <= NF; i++) {
+                p = index($i, ":"); k = p ? substr($i, 1, p - 1) : $i
+                if (k == "") bad = 1
+                if (k == key) { n++; v = p ? substr($i, p + 1) : "" }
+            }
+        }
+        END { if (bad || n > 1) exit 1; print v }'
+}
+
+
+file_size() {
+    fs_size=$(wc -c <"$1" 2>/dev/null | tr -d ' ') || fs_size=
+    is_decimal "$fs_size" || return 1
+    printf '%s' "$fs_size"
+}
+
+
+# PEP 440 for the versions tags take (what packaging.version, and so mux, does): vkey(v) is a
+# string whose byte order (LC_ALL=C) is the order of the versions, "" for an invalid one;
+# after a call, vkey_pre tells a pre-release (an a, b, rc or dev segment). Release numbers
+# lose trailing zeros (1.2.0 == 1.2); a missing pre-release sorts above every pre-release
+# but a dev-only one below (1.0.dev1 < 1.0a1 < 1.0 < 1.0.post1); local versions sort above
+# their public one, numeric parts above alphanumeric ones. Numbers are compared by length,
+# then digits, so they may be longer than any machine integer.
+version_awk() {
+    printf '%s\n' '
+    function vnum(d) { sub(/^0+/, "", d); return sprintf("%02d", length(d)) d }
+    function vkey(v,   s, n, i, parts, k, m, lab, num, has_pre, has_post, has_dev, pre, post, dev, loc) {
+        vkey_pre = 0
+        s = tolower(v)
+        if (!match(s, /^[0-9]+(\.[0-9]+)*/)) return ""
+        n = split(substr(s, 1, RLENGTH), parts, ".")
+        s = substr(s, RLENGTH + 1)
+        while (n > 0 && parts[n] ~ /^0+$/) n--
+        k = "v"
+        for (i = 1; i <= n; i++) k = k "1" vnum(parts[i])
+        k = k "0"
+        if (match(s, /^[-_.]?(alpha|a|beta|b|preview|pre|c|rc)[-_.]?[0-9]*/)) {
+            m = substr(s, 1, RLENGTH); s = substr(s, RLENGTH + 1)
+            match(m, /[a-z]+/); lab = substr(m, RSTART, RLENGTH)
+            num = substr(m, RSTART + RLENGTH); sub(/^[-_.]/, "", num)
+            if (lab == "alpha" || lab == "a") lab = "a"
+            else if (lab == "beta" || lab == "b") lab = "b"
+            else lab = "c"
+            has_pre = 1; pre = "1" lab vnum(num)
+        }
+        if (match(s, /^-[0-9]+/)) {
+            has_post = 1; post = "1" vnum(substr(s, 2, RLENGTH - 1)); s = substr(s, RLENGTH + 1)
+        } else if (match(s, /^[-_.]?(post|rev|r)[-_.]?[0-9]*/)) {
+            m = substr(s, 1, RLENGTH); s = substr(s, RLENGTH + 1)
+            sub(/^[-_.]?[a-z]+[-_.]?/, "", m)
+            has_post = 1; post = "1" vnum(m)
+        }
+        if (match(s, /^[-_.]?dev[-_.]?[0-9]*/)) {
+            m = substr(s, 1, RLENGTH); s = substr(s, RLENGTH + 1)
+            sub(/^[-_.]?dev[-_.]?/, "", m)
+            has_dev = 1; dev = "1" vnum(m)
+        }
+        loc = "0"
+        if (match(s, /^\+[a-z0-9]+([-_.][a-z0-9]+)*/)) {
+            m = substr(s, 2, RLENGTH - 1); s = substr(s, RLENGTH + 1)
+            n = split(m, parts, /[-_.]/); loc = "1"
+            for (i = 1; i <= n; i++) loc = loc ((parts[i] ~ /^[0-9]+$/) ? "2" vnum(parts[i]) : "1" parts[i] "!")
+            loc = loc "0"
+        }
+        if (s != "") return ""
+        if (!has_pre) pre = (!has_post && has_dev) ? "0" : "2"
+        if (!has_post) post = "0"
+        if (!has_dev) dev = "2"
+        vkey_pre = has_pre || has_dev
+        return k pre post dev loc
+    }'
+}
+
+
+# Versions on standard input, one a line, to "key<TAB>pre<TAB>version" (key empty when the
+# version is invalid, pre 1 for a pre-release): the order and channel rules in one place.
+version_keys() {
+    LC_ALL=C awk "$(version_awk)"'
+        { k = vkey($0); printf "%s\t%d\t%s\n", k, vkey_pre, $0 }'
+}
+
+
+# A pre-release by its version string (the only thing that decides it: flags in a feed's
+# list and GitHub's "latest" are not signed).
+is_prerelease() {
+    ip_line=$(printf '%s\n' "$1" | version_keys)
+    case $ip_line in
+        *"	1	"*) return 0 ;;
+    esac
+    return 1
 }
 
 # The authority of a URL (user info, host, port), lower-cased: what follows "scheme://" up
@@ -206,97 +432,133 @@ absolute_path() {
     esac
 }
 
+
 # A JSON document flattened to one line per scalar: "path<TAB>type<TAB>value", where path
-# joins object keys and array indexes with "/", type is s (string, raw: escapes kept as
-# written) or l (number, true, false, null). Fails on anything that is not valid JSON, so
-# no value is ever read from a broken document. Plain POSIX awk, no jq or python needed.
+# joins object keys and array indexes with "/" (a "/" inside a key is written "\/"), type is
+# s (string, raw: escapes kept as written) or l (number, true, false, null). Fails on
+# anything that is not valid JSON, so no value is ever read from a broken document, and on a
+# document larger than json_limit, before reading it. Plain POSIX awk, no jq or python.
+#
+# Linear in the input, whatever its shape: no token of JSON spans lines (a raw newline in a
+# string is invalid), so each line is split at its quotes once (split is linear) and the
+# parser's state (a stack of open containers) carries over from line to line. Nothing is
+# ever cut from the front of a string or appended to a growing one.
 json_flatten() {
-    awk '
-    function fail(m) { if (bad == "") bad = m; pos = n + 1 }
-    function skip_ws(   c) {
-        while (pos <= n) {
-            c = substr(s, pos, 1)
-            if (c == " " || c == "\t" || c == "\n" || c == "\r") pos++; else break
+    jf_size=$(file_size "$1") || return 1
+    [ "$jf_size" -le "$json_limit" ] || return 1
+    LC_ALL=C awk '
+    function fail() { bad = 1; exit 1 }
+    # A value starts: where it goes (its path), and whether one may come here.
+    function begin_value(   kind) {
+        if (d == 0) { if (done) fail(); vpath = ""; done = 1; return }
+        kind = ctype[d]
+        if (kind == "o") {
+            if (state[d] != "value") fail()
+            vpath = (cpath[d] == "" ? "" : cpath[d] "/") ckey[d]
+        } else {
+            if (state[d] != "first" && state[d] != "value") fail()
+            vpath = (cpath[d] == "" ? "" : cpath[d] "/") cidx[d]
+            cidx[d]++
         }
+        state[d] = "after"
     }
-    function read_string(   start, c) {
-        pos++; start = pos
-        while (pos <= n) {
-            if (!match(substr(s, pos), /["\\]/)) break
-            pos += RSTART - 1
-            c = substr(s, pos, 1)
-            if (c == "\\") { pos += 2; continue }
-            pos++
-            c = substr(s, start, pos - start - 1)
-            if (index(c, "\n") || index(c, "\t") || index(c, "\r")) { fail("control character in a string"); return "" }
-            return c
-        }
-        fail("unterminated string"); return ""
+    function open_container(kind) {
+        begin_value()
+        if (d >= 32) fail()
+        d++; ctype[d] = kind; cpath[d] = vpath; state[d] = "first"; cidx[d] = 0
     }
-    function read_value(path, depth,   c, key, i, lit) {
-        if (depth > 32) { fail("nested too deeply"); return }
-        skip_ws()
-        c = substr(s, pos, 1)
-        if (c == "{") {
-            pos++; skip_ws()
-            if (substr(s, pos, 1) == "}") { pos++; return }
-            while (pos <= n) {
-                skip_ws()
-                if (substr(s, pos, 1) != "\"") { fail("expected a key"); return }
-                key = read_string()
-                skip_ws()
-                if (substr(s, pos, 1) != ":") { fail("expected a colon"); return }
-                pos++
-                read_value((path == "") ? key : (path "/" key), depth + 1)
-                if (bad != "") return
-                skip_ws(); c = substr(s, pos, 1); pos++
-                if (c == "}") return
-                if (c != ",") { fail("expected , or }"); return }
-            }
-            fail("unterminated object"); return
-        }
-        if (c == "[") {
-            pos++; skip_ws()
-            if (substr(s, pos, 1) == "]") { pos++; return }
-            i = 0
-            while (pos <= n) {
-                read_value((path == "") ? i : (path "/" i), depth + 1)
-                if (bad != "") return
-                i++
-                skip_ws(); c = substr(s, pos, 1); pos++
-                if (c == "]") return
-                if (c != ",") { fail("expected , or ]"); return }
-            }
-            fail("unterminated array"); return
-        }
-        if (c == "\"") {
-            lit = read_string()
-            if (bad == "") print path "\ts\t" lit
+    function close_container(kind) {
+        if (d == 0 || ctype[d] != kind) fail()
+        if (state[d] != "first" && state[d] != "after") fail()
+        d--
+    }
+    function literal(text) {
+        if (text !~ /^(true|false|null|-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?)$/) fail()
+        begin_value()
+        print vpath "\tl\t" text
+    }
+    function string(text,   copy) {
+        if (text ~ ctl) fail()
+        copy = text
+        gsub(/\\(["\\\/bfnrt]|u[0-9A-Fa-f][0-9A-Fa-f][0-9A-Fa-f][0-9A-Fa-f])/, "", copy)
+        if (index(copy, "\\")) fail()
+        if (d > 0 && ctype[d] == "o" && (state[d] == "first" || state[d] == "key")) {
+            # A "/" in a key would forge a path: such keys get a byte no lookup names.
+            gsub(/\//, sep, text)
+            ckey[d] = text; state[d] = "colon"
             return
         }
-        lit = ""
-        while (pos <= n && substr(s, pos, 1) ~ /[-+.0-9A-Za-z]/) { lit = lit substr(s, pos, 1); pos++ }
-        if (lit !~ /^(true|false|null|-?[0-9][0-9.eE+-]*)$/) { fail("unexpected value"); return }
-        print path "\tl\t" lit
+        begin_value()
+        print vpath "\ts\t" text
     }
-    { s = s $0 "\n" }
+    # The text between strings: punctuation, white space, numbers and literals.
+    function outside(seg,   n, i, j, c) {
+        n = length(seg)
+        for (i = 1; i <= n; i++) {
+            c = substr(seg, i, 1)
+            if (index(word, c)) {
+                for (j = i + 1; j <= n && index(word, substr(seg, j, 1)); j++) ;
+                literal(substr(seg, i, j - i))
+                i = j - 1
+                continue
+            }
+            if (c == " " || c == "\t" || c == "\r") continue
+            if (c == "{") open_container("o")
+            else if (c == "[") open_container("a")
+            else if (c == "}") close_container("o")
+            else if (c == "]") close_container("a")
+            else if (c == ":") {
+                if (d == 0 || ctype[d] != "o" || state[d] != "colon") fail()
+                state[d] = "value"
+            } else if (c == ",") {
+                if (d == 0 || state[d] != "after") fail()
+                state[d] = (ctype[d] == "o") ? "key" : "value"
+            } else fail()
+        }
+    }
+    BEGIN {
+        ctl = "[" sprintf("%c", 1) "-" sprintf("%c", 31) "]"; sep = sprintf("%c", 1)
+        word = "-+.0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"; d = 0
+    }
+    {
+        n = split($0, part, "\"")
+        # Where each part starts in the line: a string is cut from the line in one piece.
+        at[1] = 1
+        for (i = 2; i <= n; i++) at[i] = at[i - 1] + length(part[i - 1]) + 1
+        outside(part[1])
+        i = 2
+        while (i <= n) {
+            first = i
+            # A quote after an odd number of backslashes is inside the string.
+            while (i < n) {
+                m = length(part[i]); b = 0
+                while (m > 0 && substr(part[i], m, 1) == "\\") { b++; m-- }
+                if (b % 2 == 0) break
+                i++
+            }
+            if (i >= n) fail()
+            string(substr($0, at[first], at[i] + length(part[i]) - at[first]))
+            outside(part[i + 1])
+            i += 2
+        }
+    }
     END {
-        n = length(s); pos = 1; bad = ""
-        read_value("", 0)
-        skip_ws()
-        if (bad == "" && pos <= n) bad = "trailing data"
-        if (bad != "") exit 1
+        if (bad) exit 1
+        if (d != 0 || !done) exit 1
     }' "$1"
 }
 
-# json_get FLATFILE PATH: the value at PATH (empty when absent).
+
+# json_get FLATFILE PATH: the value at PATH (empty when absent; the last one when a key is
+# repeated, as Python reads it).
 json_get() {
-    awk -F '\t' -v key="$2" '$1 == key { print $3; exit }' "$1"
+    awk -F '\t' -v key="$2" '$1 == key { v = $3 } END { print v }' "$1"
 }
+
 
 # json_type FLATFILE PATH: s, l, or empty when absent.
 json_type() {
-    awk -F '\t' -v key="$2" '$1 == key { print $2; exit }' "$1"
+    awk -F '\t' -v key="$2" '$1 == key { t = $2 } END { print t }' "$1"
 }
 
 # ---- platform -----------------------------------------------------------------------------
@@ -549,97 +811,156 @@ resolve_location() {
 # A download tool runs in the background and is waited for, so that when a background
 # download is cancelled (TERM, see download_start) the trap can stop the tool: a shell
 # runs its traps only after a foreground command ends, but `wait` is interrupted.
-wait_tool() {
-    tool_pid=$!
-    wt_status=0
-    wait "$tool_pid" || wt_status=$?
-    tool_pid=
-    return "$wt_status"
+#
+# Its body never goes straight to a file: it goes through a pipe to `head -c LIMIT+1`, so
+# no server can write more than the limit to disk, chunked or not, whatever the tool.
+# capture_start FILE opens the pipe (the tool is then started with >"$FILE.fifo" and its
+# pid put in tool_pid); capture_end FILE LIMIT waits for both and fails with status 99
+# ("too large", never retried) when more than LIMIT bytes came.
+capture_start() {
+    rm -f "$1.fifo"
+    mkfifo "$1.fifo" || {
+        printf 'could not create a pipe in %s\n' "${1%/*}" >&2
+        return 1
+    }
+    head -c "$(($2 + 1))" <"$1.fifo" >"$1" &
+    head_pid=$!
 }
 
-# request URL FILE: one GET of URL into FILE; a redirect is not followed. 0 with next_url
-# set to the redirect's absolute target (empty for a final answer; followed_url is the
-# first hop BusyBox wget followed itself), else non-zero with the reason as the last line
-# on standard error.
-request() {
-    next_url=
-    followed_url=
-    case $downloader in
-        curl) request_curl "$1" "$2" ;;
-        wget) request_wget "$1" "$2" ;;
-        busybox-wget) request_busybox "$1" "$2" ;;
-    esac
+
+capture_end() {
+    ce_status=0
+    wait "$tool_pid" || ce_status=$?
+    tool_pid=
+    wait "$head_pid" || :
+    head_pid=
+    rm -f "$1.fifo"
+    ce_size=$(file_size "$1") || ce_size=0
+    if [ "$ce_size" -gt "$2" ]; then
+        rm -f "$1"
+        printf 'the server sent more than %s bytes, more than this file can be\n' "$2" >&2
+        return 99
+    fi
+    return "$ce_status"
 }
+
+
+# request URL FILE LIMIT: one GET of URL into FILE (at most LIMIT bytes); a redirect is not
+# followed. 0 with next_url set to the redirect's absolute target (empty for a final
+# answer; followed_url is the first hop BusyBox wget followed itself), else non-zero with
+# the reason as the last line on standard error. A failure with no answer, or a 408, 429 or
+# 5xx answer, is tried again (three tries in all, a second apart); the download's deadline
+# (see watchdog) bounds them all.
+request() {
+    rq_try=1
+    while :; do
+        next_url=
+        followed_url=
+        rq_status=
+        rq_rc=0
+        case $downloader in
+            curl) request_curl "$1" "$2" "$3" || rq_rc=$? ;;
+            wget) request_wget "$1" "$2" "$3" || rq_rc=$? ;;
+            busybox-wget) request_busybox "$1" "$2" "$3" || rq_rc=$? ;;
+        esac
+        [ "$rq_rc" != 0 ] || return 0
+        [ "$rq_rc" != 99 ] || return 99
+        case $rq_status in
+            '' | 408 | 429 | 5??) ;;
+            *) return "$rq_rc" ;;
+        esac
+        [ "$rq_try" -lt 3 ] || return "$rq_rc"
+        rq_try=$((rq_try + 1))
+        sleep 1
+    done
+}
+
+
+# The status and Location of the last answer in a file of HTTP headers (curl -D, or wget -S
+# output, whose header lines are indented): "<code> <location>".
+last_answer() {
+    LC_ALL=C awk '
+        { line = $0; sub(/\r$/, "", line); sub(/^[ \t]+/, "", line) }
+        line ~ /^HTTP\/[0-9.]+ [0-9][0-9][0-9]/ { split(line, f, " "); code = f[2]; loc = ""; next }
+        tolower(line) ~ /^location:/ { loc = line; sub(/^[^:]*:[ \t]*/, "", loc) }
+        END { print code " " loc }' "$1"
+}
+
 
 request_curl() {
     rc_url=$1
     rc_out=$2
+    rc_limit=$3
     rc_token=$(token_for "$rc_url")
     # shellcheck disable=SC2046 # one option per line, no spaces in them
-    set -- -fsS --retry 3 --connect-timeout 15 $(curl_scheme_options "$rc_url") \
-        -o "$rc_out" -w '%{http_code} %{redirect_url}' -- "$rc_url"
-    rc_status=0
+    set -- -fsS --connect-timeout 15 $(curl_scheme_options "$rc_url") \
+        -D "$rc_out.hdr" -o - -- "$rc_url"
+    capture_start "$rc_out" "$rc_limit" || return 1
     if [ -n "$rc_token" ]; then
         # Read from standard input (-K -), never put on the command line.
-        printf 'header = "Authorization: Bearer %s"\n' "$rc_token" | curl -K - "$@" >"$rc_out.code" &
+        printf 'header = "Authorization: Bearer %s"\n' "$rc_token" | curl -K - "$@" >"$rc_out.fifo" &
     else
-        curl "$@" </dev/null >"$rc_out.code" &
+        curl "$@" </dev/null >"$rc_out.fifo" &
     fi
-    wait_tool || rc_status=$?
-    rc_answer=
-    IFS= read -r rc_answer <"$rc_out.code" || : # -w prints no final newline
-    rm -f "$rc_out.code"
+    tool_pid=$!
+    rc_status=0
+    capture_end "$rc_out" "$rc_limit" || rc_status=$?
+    rc_answer=$(last_answer "$rc_out.hdr" 2>/dev/null) || rc_answer=
+    rm -f "$rc_out.hdr"
+    rq_status=${rc_answer%% *}
     [ "$rc_status" = 0 ] || return "$rc_status"
     case $rc_answer in
-        3[0-9][0-9]' '?*) next_url=${rc_answer#* } ;;
+        3[0-9][0-9]' '?*) next_url=$(resolve_location "$rc_url" "${rc_answer#* }") ;;
         2[0-9][0-9]' '*) ;;
         *)
             printf 'the server answered HTTP %s without a usable redirect\n' "${rc_answer%% *}" >&2
-            return 1
+            return 98
             ;;
     esac
 }
 
+
 request_wget() {
     rw_url=$1
     rw_out=$2
-    set -- -nv -S --max-redirect=0 --tries=3 --timeout=30
+    rw_limit=$3
+    set -- -nv -S --max-redirect=0 --tries=1 --timeout=30
     is_loopback_url "$rw_url" || set -- "$@" --secure-protocol=TLSv1_2 --https-only
+    capture_start "$rw_out" "$rw_limit" || return 1
+    wget "$@" -O - -- "$rw_url" </dev/null 2>"$rw_out.log" >"$rw_out.fifo" &
+    tool_pid=$!
     rw_status=0
-    wget "$@" -O "$rw_out" -- "$rw_url" </dev/null 2>"$rw_out.log" &
-    wait_tool || rw_status=$?
+    capture_end "$rw_out" "$rw_limit" || rw_status=$?
+    rw_answer=$(last_answer "$rw_out.log") || rw_answer=
+    rq_status=${rw_answer%% *}
     if [ "$rw_status" = 8 ]; then
-        # Exit status 8 is any error answer; a redirect is one when it names a Location
-        # ("-S" prints the headers, indented).
-        rw_code=$(sed -n 's/^ *HTTP\/[0-9.]* \([0-9][0-9][0-9]\).*/\1/p' "$rw_out.log" | tail -n 1)
-        rw_location=$(sed -n 's/^ *[Ll]ocation: *//p' "$rw_out.log" | tail -n 1 | tr -d '\r')
-        case $rw_code in
-            30[12378])
-                if [ -n "$rw_location" ]; then
-                    next_url=$(resolve_location "$rw_url" "$rw_location")
-                    rw_status=0
-                fi
+        # Exit status 8 is any error answer; a redirect is one when it names a Location.
+        case $rw_answer in
+            30[12378]' '?*)
+                next_url=$(resolve_location "$rw_url" "${rw_answer#* }")
+                rw_status=0
                 ;;
         esac
     fi
-    [ "$rw_status" = 0 ] || grep -v '^ ' "$rw_out.log" >&2
+    [ "$rw_status" = 0 ] || [ "$rw_status" = 99 ] || grep -v '^ ' "$rw_out.log" >&2
     rm -f "$rw_out.log"
     return "$rw_status"
 }
 
+
 request_busybox() {
     rb_url=$1
     rb_out=$2
-    set -- -q -S -O "$rb_out"
+    rb_limit=$3
+    set -- -q -S -O -
     if proxy_bypassed "$rb_url"; then set -- -Y off "$@"; fi
-    # BusyBox wget has no retry option: three tries here.
-    for rb_try in 1 2 3; do
-        rb_status=0
-        wget "$@" "$rb_url" </dev/null 2>"$rb_out.log" &
-        wait_tool || rb_status=$?
-        [ "$rb_status" -ne 0 ] || break
-        [ "$rb_try" = 3 ] || sleep "$rb_try"
-    done
+    capture_start "$rb_out" "$rb_limit" || return 1
+    wget "$@" "$rb_url" </dev/null 2>"$rb_out.log" >"$rb_out.fifo" &
+    tool_pid=$!
+    rb_status=0
+    capture_end "$rb_out" "$rb_limit" || rb_status=$?
+    rb_answer=$(last_answer "$rb_out.log") || rb_answer=
+    rq_status=${rb_answer%% *}
     # The redirects it followed, checked now: a refused one voids the download.
     rb_hop=$rb_url
     rb_refused=
@@ -656,24 +977,33 @@ request_busybox() {
     if [ -n "$rb_refused" ]; then
         rm -f "$rb_out" "$rb_out.log"
         printf 'refused the redirect to %s (plain http is allowed only to this machine; BusyBox wget had followed it, and nothing it fetched is used)\n' "$rb_refused" >&2
-        return 1
+        return 98
     fi
-    [ "$rb_status" = 0 ] || grep -v '^ ' "$rb_out.log" >&2
+    [ "$rb_status" = 0 ] || [ "$rb_status" = 99 ] || grep -v '^ ' "$rb_out.log" >&2
     rm -f "$rb_out.log"
     return "$rb_status"
 }
 
-# fetch_hops URL FILE: URL into FILE, its redirects followed here, each checked first. Runs
+
+# fetch_hops URL FILE LIMIT FOLLOW: URL into FILE, its redirects followed here (FOLLOW=1),
+# each checked first, or (FOLLOW=0) the redirect's target written to FILE.location. Runs
 # as a background job: the reason for a failure is the last line on standard error, and a
 # TERM stops the running download tool too.
 fetch_hops() {
     tool_pid=
-    trap '[ -z "$tool_pid" ] || kill "$tool_pid" 2>/dev/null; exit 143' TERM
+    head_pid=
+    trap '[ -z "$tool_pid$head_pid" ] || kill $tool_pid $head_pid 2>/dev/null; exit 143' TERM
     fh_url=$1
     fh_hops=0
     fh_max=5
     while :; do
-        request "$fh_url" "$2" || return 1
+        fh_rc=0
+        request "$fh_url" "$2" "$3" || fh_rc=$?
+        [ "$fh_rc" = 0 ] || return "$fh_rc"
+        if [ "$4" = 0 ]; then
+            printf '%s\n' "${next_url:-$followed_url}" >"$2.location"
+            return 0
+        fi
         [ -n "$next_url" ] || return 0
         if ! check_url_scheme "$next_url"; then
             printf 'refused the redirect to %s (plain http is allowed only to this machine)\n' "$next_url" >&2
@@ -688,12 +1018,50 @@ fetch_hops() {
     done
 }
 
-# download_start URL FILE: start a download in the background (dl_pid), or refuse its URL
-# (dl_rc, dl_reason).
+
+# watchdog PID FILE KIND: stop the download PID (TERM) when it runs past the deadline
+# (KIND doc: a small document, all tries and redirects included) or, for the archive
+# (KIND archive), when less than the minimum speed times the window arrived in a window.
+# wget has no overall time limit and no speed limit of its own, curl's apply per try: one
+# watchdog, the same for every tool. The reason goes to FILE.why.
+watchdog() {
+    wd_t=0
+    wd_mark=0
+    wd_why=
+    while kill -0 "$1" 2>/dev/null; do
+        sleep 1
+        wd_t=$((wd_t + 1))
+        if [ "$3" = doc ]; then
+            if [ "$wd_t" -ge "$http_deadline" ]; then
+                wd_why="no answer within $http_deadline s (MUX_HTTP_DEADLINE)"
+                break
+            fi
+        elif [ "$min_speed" -gt 0 ] && [ $((wd_t % speed_window)) = 0 ]; then
+            # shellcheck disable=SC2012 # a file this script named; ls -l is the portable stat
+            wd_size=$(ls -ln "$2" 2>/dev/null | awk '{ print $5 }') || wd_size=
+            is_decimal "$wd_size" || wd_size=0
+            if [ $((wd_size - wd_mark)) -lt $((min_speed * speed_window)) ]; then
+                wd_why="slower than $min_speed bytes/s over $speed_window s (MUX_HTTP_MIN_SPEED, MUX_HTTP_SPEED_WINDOW)"
+                break
+            fi
+            wd_mark=$wd_size
+        fi
+    done
+    if [ -n "$wd_why" ] && kill -0 "$1" 2>/dev/null; then
+        printf '%s\n' "$wd_why" >"$2.why"
+        kill -TERM "$1" 2>/dev/null || :
+    fi
+}
+
+
+# download_start URL FILE LIMIT KIND [FOLLOW]: start a download in the background (dl_pid,
+# its watchdog dl_watch), or refuse its URL (dl_rc, dl_reason). KIND is doc or archive
+# (see watchdog); FOLLOW 0 reads a redirect instead of following it (FILE.location).
 download_start() {
     dl_url=$1
     dl_out=$2
     dl_pid=
+    dl_watch=
     dl_rc=0
     dl_reason=
     check_url_scheme "$dl_url" || {
@@ -702,39 +1070,54 @@ download_start() {
         return 0
     }
     verbose "GET $dl_url"
-    fetch_hops "$dl_url" "$dl_out" </dev/null >/dev/null 2>"$dl_out.err" 9>&- &
+    rm -f "$dl_out.why"
+    fetch_hops "$dl_url" "$dl_out" "$3" "${5:-1}" </dev/null >/dev/null 2>"$dl_out.err" 9>&- &
     dl_pid=$!
+    watchdog "$dl_pid" "$dl_out" "$4" </dev/null >/dev/null 2>&1 9>&- &
+    dl_watch=$!
 }
 
-# download_finish PID RC FILE: wait for a started download; 0 when FILE arrived, else
-# sets dl_reason (from the last line of its error output).
+
+# download_finish PID WATCHDOG RC FILE: wait for a started download; 0 when FILE arrived,
+# else sets dl_reason (the watchdog's, else the last line of its error output) and
+# dl_too_large (1 when the server sent more than the limit).
 download_finish() {
-    df_rc=$2
+    df_rc=$3
+    dl_too_large=0
     if [ -n "$1" ]; then
         df_rc=0
         wait "$1" || df_rc=$?
     fi
+    if [ -n "$2" ]; then
+        kill "$2" 2>/dev/null || :
+        wait "$2" 2>/dev/null || :
+    fi
     if [ "$df_rc" -ne 0 ]; then
+        [ "$df_rc" != 99 ] || dl_too_large=1
         if [ -z "$dl_reason" ]; then
-            dl_reason=$(grep -v '^[[:space:]]*$' "$3.err" 2>/dev/null | tail -n 1) || dl_reason=
+            dl_reason=$(cat "$4.why" 2>/dev/null) || dl_reason=
+            [ -n "$dl_reason" ] || dl_reason=$(grep -v '^[[:space:]]*$' "$4.err" 2>/dev/null | tail -n 1) || dl_reason=
             [ -n "$dl_reason" ] || dl_reason="$downloader exited with status $df_rc"
         fi
-        rm -f "$3" "$3.err"
+        rm -f "$4" "$4.err" "$4.why" "$4.fifo" "$4.hdr" "$4.log" "$4.location"
         return 1
     fi
-    rm -f "$3.err"
+    rm -f "$4.err" "$4.why"
     return 0
 }
 
-# download URL FILE: 0 on success; else sets dl_reason.
+
+# download URL FILE LIMIT KIND: 0 on success; else sets dl_reason.
 download() {
-    download_start "$1" "$2"
-    download_finish "$dl_pid" "$dl_rc" "$2"
+    download_start "$1" "$2" "$3" "$4"
+    download_finish "$dl_pid" "$dl_watch" "$dl_rc" "$2"
 }
 
-# fetch URL FILE WHAT: download or stop with an error naming the URL.
+
+# fetch URL FILE WHAT: a small document (at most doc_limit bytes, within the deadline), or
+# stop with an error naming the URL.
 fetch() {
-    download "$1" "$2" || die 1 "could not download $3 from $1: $dl_reason" \
+    download "$1" "$2" "$doc_limit" doc || die 1 "could not download $3 from $1: $dl_reason" \
         "check the network and proxy settings (HTTPS_PROXY, NO_PROXY) and that this release exists, then run again"
 }
 
@@ -793,17 +1176,22 @@ flush_created() {
 
 # ---- lock ---------------------------------------------------------------------------------
 
-# The lock is MUX_HOME/.lock held with flock(2) on file descriptor 9 for the whole run,
-# the same lock mux update takes (fcntl.flock in Python).
+# The lock is MUX_HOME/.lock held with flock(2) for the whole run, the same lock mux update
+# takes (fcntl.flock in Python). The shell keeps the file open on descriptor 9; the locking
+# tool gets it as descriptor 8 (8>&9): ksh93 and mksh open `exec 9>>file` close-on-exec, so
+# a tool never sees descriptor 9 itself, while a redirection made for one command is
+# inherited. Both descriptors share one open file description, which holds the lock until
+# the shell exits. The file is never removed (not after a failed first install, not by
+# --uninstall): a waiter holds the old inode, so a new file would let two runs both hold
+# "the" lock.
 take_lock() {
     lock_path=$mux_home/.lock
-    [ -e "$lock_path" ] || lock_created=1
     exec 9>>"$lock_path" || die 1 "could not open the lock file $lock_path" "check the permissions of $mux_home"
     if has flock; then
-        set -- flock -n 9
+        set -- flock -n 8
     elif has perl; then
         # shellcheck disable=SC2016 # perl code
-        set -- perl -MFcntl=:flock -e 'open(my $f, ">&=", 9) or exit 2; flock($f, LOCK_EX | LOCK_NB) or exit 1; exit 0'
+        set -- perl -MFcntl=:flock -e 'open(my $f, ">&=", 8) or exit 2; flock($f, LOCK_EX | LOCK_NB) or exit 1; exit 0'
     else
         warn "neither flock nor perl is installed: not locking $lock_path (do not run two installs at once)"
         return 0
@@ -812,7 +1200,7 @@ take_lock() {
     tl_limit=${tl_limit%%.*}
     case $tl_limit in '' | *[!0-9]*) tl_limit=10 ;; esac
     tl_waited=0
-    until "$@"; do
+    until "$@" 8>&9; do
         if [ "$tl_waited" -ge "$tl_limit" ]; then
             die 1 "another mux install or update is running (it holds $lock_path)" \
                 "wait for it to finish, then run this again"
@@ -825,20 +1213,22 @@ take_lock() {
 
 # ---- clean-up -----------------------------------------------------------------------------
 
+
 on_exit() {
     oe_rc=$?
     trap - EXIT
-    if [ -n "$prefetch_pid" ]; then
-        kill "$prefetch_pid" 2>/dev/null || true
-        wait "$prefetch_pid" 2>/dev/null || true
-    fi
+    for oe_pid in $prefetch_pid $prefetch_watch; do
+        kill "$oe_pid" 2>/dev/null || true
+        wait "$oe_pid" 2>/dev/null || true
+    done
     [ -z "$work_dir" ] || rm -rf "$work_dir"
     [ -z "$partial_dir" ] || rm -rf "$partial_dir"
     [ -z "$tmp_link" ] || rm -f "$tmp_link"
     [ -z "$tmp_record" ] || rm -f "$tmp_record"
+    [ -z "$tmp_state" ] || rm -f "$tmp_state"
     if [ "$oe_rc" -ne 0 ] && [ "$installing" = 1 ]; then
-        # A failed run leaves nothing it created: lock file, empty directories.
-        [ "$lock_created" != 1 ] || rm -f "$lock_path"
+        # A failed run leaves nothing it created but the lock file (and the folders that
+        # hold it): empty directories go.
         printf '%s' "$created" | awk -F '\t' '$1 == "dir" { print $2 }' | sort -r |
             while IFS= read -r oe_dir; do rmdir "$oe_dir" 2>/dev/null || true; done
     fi
@@ -920,18 +1310,21 @@ list_files() {
 
 # The latest release's version from GitHub's <repo>/releases/latest redirect to
 # .../releases/tag/<tag>: no API call, so no rate limit. One request, with the same TLS
-# options and checks as every download; the redirect is read, not followed.
+# options, limits and checks as every download; the redirect is read, not followed. Sets
+# version. GitHub's "latest" is not signed, so a tag that is a pre-release by its version
+# string is refused here (the signed version: in SHA256SUMS.minisig must then equal it).
 latest_github_version() {
     lg_url=$github_url/$repo/releases/latest
-    verbose "GET $lg_url (reading its redirect)"
+    lg_file=$work_dir/latest.html
+    download_start "$lg_url" "$lg_file" "$doc_limit" doc 0
+    lg_location=
     lg_why=
-    if request "$lg_url" "$work_dir/latest.html" </dev/null 2>"$work_dir/latest.err" 9>&-; then
-        lg_location=${next_url:-$followed_url}
+    if download_finish "$dl_pid" "$dl_watch" "$dl_rc" "$lg_file"; then
+        IFS= read -r lg_location <"$lg_file.location" || lg_location=
     else
-        lg_location=
-        lg_why=$(grep -v '^[[:space:]]*$' "$work_dir/latest.err" | tail -n 1) || lg_why=
+        lg_why=$dl_reason
     fi
-    rm -f "$work_dir/latest.html" "$work_dir/latest.err"
+    rm -f "$lg_file" "$lg_file.location"
     case $lg_location in
         */releases/tag/v*) ;;
         '') die 1 "could not find the latest mux release: $lg_url did not answer with a redirect${lg_why:+ ($lg_why)}" \
@@ -942,54 +1335,235 @@ latest_github_version() {
     lg_tag=${lg_location%/}
     lg_tag=${lg_tag##*/}
     is_version "${lg_tag#v}" || die 1 "the latest release of $repo has an unexpected tag: $lg_tag" "set MUX_VERSION"
-    printf '%s' "${lg_tag#v}"
+    version=${lg_tag#v}
+    if is_prerelease "$version"; then
+        die 3 "GitHub's latest release of $repo is v$version, a pre-release by its version (GitHub's latest flag is not signed)" \
+            "install it on purpose with --version $version, or wait for a stable release"
+    fi
 }
 
-# Sets version (no "v") and release_url (the folder or GitHub download URL of that tag).
+
+# Where mux keeps the state mux update and install.sh share: platformdirs'
+# user_state_dir("mux"), that is $XDG_STATE_HOME/mux when that is an absolute path, else
+# ~/.local/state/mux (Linux) or ~/Library/Application Support/mux (macOS).
+state_dir() {
+    case ${XDG_STATE_HOME:-} in
+        /*)
+            printf '%s/mux' "${XDG_STATE_HOME%/}"
+            return 0
+            ;;
+    esac
+    case $home in /*) ;; *) return 1 ;; esac
+    if [ "$(uname -s 2>/dev/null)" = Darwin ]; then
+        printf '%s/Library/Application Support/mux' "$home"
+    else
+        printf '%s/.local/state/mux' "$home"
+    fi
+}
+
+
+# The highest sequence number seen for a key id (docs/contracts.md, "Feed sequence state":
+# "<KEYID> <seq>" lines), empty when none.
+recorded_seq() {
+    [ -f "$seq_file" ] || return 0
+    LC_ALL=C awk -v id="$1" '
+        $1 == id && NF == 2 && $2 ~ /^[0-9]+$/ {
+            v = $2; sub(/^0+/, "", v); if (v == "") v = "0"
+            if (best == "" || length(v) > length(best) || (length(v) == length(best) && v > best)) best = v
+        }
+        END { if (best != "") print best }' "$seq_file"
+}
+
+
+# Record index_seq for index_key_id after a successful install from a feed. The file is
+# re-read just before a temp file in its folder is renamed over it, keeping the maximum of
+# every key, so two writers (install.sh, mux) never lower a counter; unreadable lines go.
+# A failure here is a warning: the install itself is done.
+record_feed_seq() {
+    [ -n "$index_key_id" ] || return 0
+    rs_seen=$(recorded_seq "$index_key_id") || rs_seen=
+    [ "$rs_seen" != "$index_seq" ] || return 0
+    rs_dir=${seq_file%/*}
+    if [ ! -d "$rs_dir" ]; then
+        rs_new=$rs_dir
+        while [ -n "$rs_new" ] && [ ! -d "$rs_new" ]; do
+            note_created dir "$rs_new"
+            rs_new=${rs_new%/*}
+        done
+        mkdir -p "$rs_dir" 2>/dev/null || {
+            warn "could not create $rs_dir, so the feed's sequence number $index_seq was not recorded"
+            return 0
+        }
+    fi
+    tmp_state=$(mktemp "$rs_dir/.feed-seq.XXXXXX") || {
+        warn "could not write in $rs_dir, so the feed's sequence number $index_seq was not recorded"
+        return 0
+    }
+    if { [ ! -f "$seq_file" ] || cat "$seq_file"; } 2>/dev/null | {
+        cat
+        printf '%s %s\n' "$index_key_id" "$index_seq"
+    } | LC_ALL=C awk '
+        NF == 2 && $1 ~ /^[0-9A-F]+$/ && $2 ~ /^[0-9]+$/ {
+            v = $2; sub(/^0+/, "", v); if (v == "") v = "0"
+            if (!($1 in best) || length(v) > length(best[$1]) || (length(v) == length(best[$1]) && v > best[$1])) best[$1] = v
+        }
+        END { for (k in best) print k " " best[k] }' | LC_ALL=C sort >"$tmp_state" &&
+        mv -f "$tmp_state" "$seq_file"; then
+        tmp_state=
+        verbose "recorded sequence number $index_seq of key $index_key_id in $seq_file"
+    else
+        warn "could not update $seq_file, so the feed's sequence number $index_seq was not recorded"
+    fi
+}
+
+
+# The feed's release list, verified (docs/contracts.md, "Signed feed index"):
+# releases.json.minisig must verify with a key of this script, its signed comment must be
+# for releases.json, not expired (unless --allow-expired-feed), and carry a seq no lower
+# than the highest this machine saw for that key. Sets index_flat, index_seq, index_key_id.
+verify_feed_index() {
+    vi_index=$work_dir/releases.json
+    vi_sig=$work_dir/releases.json.minisig
+    fetch "$feed_url/releases.json" "$vi_index" "the release list"
+    download "$feed_url/releases.json.minisig" "$vi_sig" "$doc_limit" doc ||
+        die 3 "could not download the signature of the release list, $feed_url/releases.json.minisig: $dl_reason" \
+            "a mux feed signs its release list (mux-release feed); use a complete, up-to-date mirror"
+    vi_comment=
+    vi_key=
+    for vi_try in $MUX_MINISIGN_KEYS; do
+        if vi_out=$(minisign -V -H -Q -m "$vi_index" -x "$vi_sig" -P "$vi_try" </dev/null 2>/dev/null); then
+            vi_comment=$vi_out
+            vi_key=$vi_try
+            break
+        fi
+    done
+    [ -n "$vi_key" ] || die 3 "the release list $feed_url/releases.json is not signed by a key this script trusts (releases.json.minisig does not verify)" \
+        "the list was altered or made up: do not install from this mirror, and report it"
+    vi_file=$(comment_value "$vi_comment" file) || vi_file=
+    index_seq=$(comment_value "$vi_comment" seq) || index_seq=
+    vi_expires=$(comment_value "$vi_comment" expires) || vi_expires=
+    vi_time=$(comment_value "$vi_comment" timestamp) || vi_time=
+    if [ "$vi_file" != releases.json ] || ! is_decimal "$index_seq" || ! is_decimal "$vi_expires" || ! is_decimal "$vi_time"; then
+        die 3 "the signature of $feed_url/releases.json does not say file:releases.json, seq, expires and timestamp (its trusted comment: $vi_comment)" \
+            "the feed's release list must be signed with mux-release feed"
+    fi
+    if ! dec_lt "$(now_unix)" "$vi_expires"; then
+        if [ "$opt_allow_expired_feed" != 1 ]; then
+            die 3 "the feed $feed_url expired at $(utc_text "$vi_expires") (a mirror that stopped updating, or a replay)" \
+                "use an up-to-date mirror; to install from a mirror synced rarely on purpose (air-gapped), pass --allow-expired-feed or set MUX_ALLOW_EXPIRED_FEED=1"
+        fi
+        warn "THE FEED $feed_url EXPIRED at $(utc_text "$vi_expires"). Installing from it anyway because --allow-expired-feed (or MUX_ALLOW_EXPIRED_FEED=1) says so: an expired list can hide newer releases and their fixes."
+    fi
+    index_key_id=$(key_id_of "$vi_key") || die 1 "could not read the key id of a trusted key in this script" \
+        "use the install.sh published with a mux release"
+    vi_seen=$(recorded_seq "$index_key_id") || vi_seen=
+    if [ -n "$vi_seen" ] && dec_lt "$index_seq" "$vi_seen"; then
+        die 3 "the release list from $feed_url has sequence number $index_seq, lower than $vi_seen, which this machine already saw for key $index_key_id (a rollback to an older list)" \
+            "use an up-to-date mirror (what was seen is in $seq_file)"
+    fi
+    verbose "release list signed by key $index_key_id: seq $index_seq, expires $(utc_text "$vi_expires")"
+    index_flat=$work_dir/releases.flat
+    json_flatten "$vi_index" >"$index_flat" 2>/dev/null ||
+        die 3 "the release list $feed_url/releases.json is not valid JSON" "report it to whoever runs the feed"
+}
+
+
+# From a flattened releases.json ({"releases": [{"tag", "draft"}...]} or a bare list): a
+# "listed<TAB>version" line per release (drafts are never offered), then "latest<TAB>version"
+# for the highest stable version (by PEP 440, never list order; "prerelease" flags are not
+# read: the version string decides), or a single "bad<TAB>tag" when a tag is invalid.
+pick_from_index() {
+    LC_ALL=C awk -F '\t' "$(version_awk)"'
+        { p = $1; sub(/^releases\//, "", p) }
+        p ~ /^[0-9]+\/tag$/ {
+            i = p; sub(/\/.*/, "", i)
+            if (!(i in tag)) order[++count] = i
+            tag[i] = ($2 == "s") ? $3 : ""
+        }
+        p ~ /^[0-9]+\/draft$/ && $3 == "true" { i = p; sub(/\/.*/, "", i); draft[i] = 1 }
+        END {
+            for (c = 1; c <= count; c++) {
+                t = tag[order[c]]; v = substr(t, 2)
+                k = (t ~ /^v[0-9]+\.[0-9]+\.[0-9]+([-.+]?[0-9A-Za-z.]+)?$/ && length(v) <= 64) ? vkey(v) : ""
+                if (k == "") { print "bad\t" t; exit }
+                if (order[c] in draft) continue
+                print "listed\t" v
+                if (!vkey_pre && (best == "" || k > best)) { best = k; latest = v }
+            }
+            if (best != "") print "latest\t" latest
+        }' "$1"
+}
+
+
+# Sets version (no "v") and release_url (the folder or GitHub download URL of that tag). A
+# feed's signed release list decides (a version asked for must be listed in it); a dry run
+# for a version asked for makes no request at all.
 resolve_release() {
-    if [ -n "$requested_version" ]; then
-        version=$requested_version
-    elif [ -n "$feed_url" ]; then
-        rr_index=$work_dir/releases.json
-        fetch "$feed_url/releases.json" "$rr_index" "the release list"
-        json_flatten "$rr_index" >"$work_dir/releases.flat" 2>/dev/null ||
-            die 3 "the release list $feed_url/releases.json is not valid JSON" "check that MUX_DOWNLOAD_URL points at a mux feed"
-        # {"releases": [{"tag", "prerelease", "draft"}...]} newest first, or a bare list.
-        version=$(awk -F '\t' '
-            { p = $1; sub(/^releases\//, "", p) }
-            p ~ /^[0-9]+\/tag$/ && $2 == "s" { i = p; sub(/\/.*/, "", i); tag[i] = $3; if (!(i in seen)) { seen[i] = 1; order[++count] = i } }
-            p ~ /^[0-9]+\/prerelease$/ && $3 == "true" { i = p; sub(/\/.*/, "", i); pre[i] = 1 }
-            p ~ /^[0-9]+\/draft$/ && $3 == "true" { i = p; sub(/\/.*/, "", i); pre[i] = 1 }
-            END {
-                best = -1
-                for (k = 1; k <= count; k++) { i = order[k] + 0; if (!(order[k] in pre) && (best < 0 || i < best)) best = i }
-                if (best >= 0) { v = tag[best ""]; sub(/^v/, "", v); print v }
-            }' "$work_dir/releases.flat")
-        [ -n "$version" ] || die 1 "the release list $feed_url/releases.json names no stable release" \
-            "set MUX_VERSION to install a pre-release, or check the feed"
-        is_version "$version" || die 3 "the release list $feed_url/releases.json names an invalid version: $version" \
-            "check the feed"
-    else
-        version=$(latest_github_version)
-    fi
-    if [ -n "$feed_url" ]; then
-        release_url=$feed_url/v$version
-    else
+    if [ -z "$feed_url" ]; then
+        if [ -n "$requested_version" ]; then
+            version=$requested_version
+        else
+            latest_github_version
+        fi
         release_url=$github_url/$repo/releases/download/v$version
+        return 0
     fi
+    if [ -n "$requested_version" ] && [ "$opt_dry_run" = 1 ]; then
+        version=$requested_version
+    else
+        verify_feed_index
+        rr_pick=$(pick_from_index "$index_flat") || rr_pick=
+        case $rr_pick in
+            bad*) die 3 "the release list $feed_url/releases.json names an invalid version: ${rr_pick#bad	}" \
+                "report it to whoever runs the feed" ;;
+        esac
+        if [ -n "$requested_version" ]; then
+            version=$requested_version
+            printf '%s\n' "$rr_pick" | grep -Fqx "listed	$version" ||
+                die 1 "the signed release list of $feed_url does not list v$version" \
+                    "choose a version it lists (run without --version for the newest), or check MUX_DOWNLOAD_URL"
+        else
+            version=$(printf '%s\n' "$rr_pick" | sed -n 's/^latest	//p')
+            [ -n "$version" ] || die 1 "the release list $feed_url/releases.json names no stable release" \
+                "set MUX_VERSION to install a pre-release, or check the feed"
+        fi
+    fi
+    release_url=$feed_url/v$version
 }
 
+
+# The small documents of the release, and (when this version is not on disk yet) the
+# archive, fetched in the background while the rest is fetched and verified. The archive is
+# capped at the size the manifest gives for it (the manifest is verified against the signed
+# SHA256SUMS before the archive is used, so a larger download is refused, and stopped at
+# the cap, whatever the server sends).
 fetch_release_documents() {
     manifest=$work_dir/manifest.json
     fetch "$release_url/manifest.json" "$manifest" "the release manifest"
+    archive_name=mux-$target.tar.gz
+    if [ "$want_archive" = 1 ] && json_flatten "$manifest" >"$work_dir/manifest.flat" 2>/dev/null; then
+        fr_size=$(asset_field size)
+        if is_decimal "$fr_size" && ! dec_lt "$archive_limit" "$fr_size"; then
+            download_start "$release_url/$archive_name" "$archive" "$fr_size" archive
+            prefetch_pid=$dl_pid prefetch_watch=$dl_watch prefetch_rc=$dl_rc prefetch_reason=$dl_reason prefetch=1
+        fi
+    fi
     sums=$work_dir/SHA256SUMS
     fetch "$release_url/SHA256SUMS" "$sums" "the checksum list"
     sums_sig=$work_dir/SHA256SUMS.minisig
     if [ "$verify_signature" = 1 ]; then
-        download "$release_url/SHA256SUMS.minisig" "$sums_sig" ||
+        download "$release_url/SHA256SUMS.minisig" "$sums_sig" "$doc_limit" doc ||
             die 3 "could not download the signature $release_url/SHA256SUMS.minisig: $dl_reason" \
                 "every mux release is signed; check the URL or mirror, and try again"
     fi
+}
+
+
+# asset_field FIELD: the FIELD of this target's asset in the flattened manifest.
+asset_field() {
+    af_index=$(awk -F '\t' -v t="$target" '$1 ~ /^assets\/[0-9]+\/target$/ && $2 == "s" && $3 == t { i = $1; sub(/^assets\//, "", i); sub(/\/.*/, "", i); print i; exit }' "$work_dir/manifest.flat")
+    [ -n "$af_index" ] || return 0
+    json_get "$work_dir/manifest.flat" "assets/$af_index/$1"
 }
 
 # sum_for NAME: the digest SHA256SUMS lists for NAME; exactly one line must name it.
@@ -999,32 +1573,33 @@ sum_for() {
         END { if (n == 1) print d; else if (n > 1) print "duplicate" }' "$sums"
 }
 
+
+# The signed (trusted) comment of SHA256SUMS.minisig names the release's version and time:
+# the version must be this one (a signature moved onto another release is a mix of
+# releases), and the time is recorded (signed_at) and compared with the installed one's.
 verify_signature_of_sums() {
+    signed_at=
     if [ "$verify_signature" != 1 ]; then
         return 0
     fi
     for vs_key in $MUX_MINISIGN_KEYS; do
-        if minisign -V -H -q -m "$sums" -x "$sums_sig" -P "$vs_key" </dev/null >/dev/null 2>&1; then
-            # The signed (trusted) comment names the version since mux-release signs it so;
-            # a signature for another version is a replay.
-            vs_comment=$(minisign -V -Q -m "$sums" -x "$sums_sig" -P "$vs_key" </dev/null 2>/dev/null) || vs_comment=
-            case "	$vs_comment	" in
-                *"	version:"*)
-                    case "	$vs_comment	" in
-                        *"	version:$version	"*) ;;
-                        *) die 3 "the signature $release_url/SHA256SUMS.minisig is for another version (trusted comment: $vs_comment)" \
-                            "the mirror is serving mixed releases; do not install from it" ;;
-                    esac
-                    ;;
-            esac
+        if vs_comment=$(minisign -V -H -Q -m "$sums" -x "$sums_sig" -P "$vs_key" </dev/null 2>/dev/null); then
+            vs_version=$(comment_value "$vs_comment" version) || vs_version=
+            [ "$vs_version" = "$version" ] ||
+                die 3 "the signature $release_url/SHA256SUMS.minisig is for another version (${vs_version:-none named}, not $version; its trusted comment: $vs_comment)" \
+                    "the mirror serves files of different releases together; do not install from it"
+            signed_at=$(comment_value "$vs_comment" timestamp) || signed_at=
+            is_decimal "$signed_at" || die 3 "the signature $release_url/SHA256SUMS.minisig has no signed timestamp (its trusted comment: $vs_comment)" \
+                "the release was not signed by mux-release; report it"
             signature_status="verified with minisign key ${vs_key%"${vs_key#????????????}"}..."
-            say "Verified the minisign signature of SHA256SUMS."
+            say "Verified the minisign signature of SHA256SUMS (mux $version, signed $(utc_text "$signed_at"))."
             return 0
         fi
     done
     die 3 "the minisign signature $release_url/SHA256SUMS.minisig does not verify with the keys in this script" \
         "the checksum list was altered or signed by someone else; do not install it, and report it"
 }
+
 
 verify_documents() {
     verify_signature_of_sums
@@ -1042,34 +1617,81 @@ verify_documents() {
         "this installer is too old for the release; download the newest install.sh"
     vd_version=$(json_get "$mf" version)
     [ "$vd_version" = "$version" ] || die 3 "the manifest at $release_url says version ${vd_version:-(none)}, expected $version" \
-        "the release is inconsistent; report it"
+        "the mirror serves files of different releases together; do not install from it"
     manifest_protocol=$(json_get "$mf" protocol_version)
-    archive_name=mux-$target.tar.gz
     # The asset for our target: name, size, sha256.
-    vd_index=$(awk -F '\t' -v t="$target" '$1 ~ /^assets\/[0-9]+\/target$/ && $3 == t { i = $1; sub(/^assets\//, "", i); sub(/\/.*/, "", i); print i; exit }' "$mf")
-    if [ -z "$vd_index" ]; then
+    if [ -z "$(asset_field target)" ]; then
         vd_targets=$(awk -F '\t' '$1 ~ /^assets\/[0-9]+\/target$/ { printf "%s%s", sep, $3; sep = ", " }' "$mf")
         die 1 "release v$version has no build for $target (it has: ${vd_targets:-none})" \
             "choose another version with MUX_VERSION, or set MUX_TARGET to a build that runs here"
     fi
-    [ "$(json_get "$mf" "assets/$vd_index/name")" = "$archive_name" ] ||
+    [ "$(asset_field name)" = "$archive_name" ] ||
         die 3 "the manifest at $release_url names an unexpected file for $target" "report it"
-    asset_sha256=$(json_get "$mf" "assets/$vd_index/sha256")
-    asset_size=$(json_get "$mf" "assets/$vd_index/size")
+    asset_sha256=$(asset_field sha256)
+    asset_size=$(asset_field size)
+    if ! is_decimal "$asset_size" || dec_lt "$archive_limit" "$asset_size"; then
+        die 3 "the manifest at $release_url gives no valid size for $archive_name (${asset_size:-none}; at most $archive_limit bytes)" "report it"
+    fi
     archive_expected=$(sum_for "$archive_name")
     is_sha256 "$archive_expected" || die 3 "the checksum list $release_url/SHA256SUMS has no (or more than one) line for $archive_name" \
         "the release is incomplete or altered; report it"
     [ "$asset_sha256" = "$archive_expected" ] || die 3 "manifest.json and SHA256SUMS at $release_url disagree about $archive_name" \
         "the release is inconsistent or altered; do not install it, and report it"
+    check_attestation_bundle
+    check_downgrade
 }
 
+
+# install.sh cannot verify a Sigstore attestation (that takes a Sigstore client; mux update
+# and `gh attestation verify` do it). What it can do, it does: when the signed SHA256SUMS
+# lists the release's bundle, the bundle must be there and match its line, so a mirror
+# cannot strip or swap it and `mux update`, `mux-release verify` or `gh attestation verify`
+# can still check it.
+check_attestation_bundle() {
+    ca_name=mux-$version.sigstore.json
+    ca_expected=$(sum_for "$ca_name")
+    [ -n "$ca_expected" ] || return 0
+    is_sha256 "$ca_expected" || die 3 "the checksum list $release_url/SHA256SUMS lists $ca_name more than once" \
+        "the release is altered; do not install it, and report it"
+    download "$release_url/$ca_name" "$work_dir/$ca_name" "$doc_limit" doc ||
+        die 3 "the Sigstore bundle $release_url/$ca_name, listed in the signed SHA256SUMS, could not be downloaded: $dl_reason" \
+            "a mirror must serve every file of a release; use a complete one"
+    ca_actual=$(sha256_of "$work_dir/$ca_name") || die 1 "could not hash $ca_name with $(hash_tool_name)" ""
+    [ "$ca_actual" = "$ca_expected" ] || die 3 "the Sigstore bundle $release_url/$ca_name does not match its SHA256SUMS line (expected $ca_expected, got $ca_actual)" \
+        "the mirror altered or swapped it; do not install from it, and report it"
+    say "The Sigstore bundle $ca_name matches SHA256SUMS (install.sh does not verify attestations: gh attestation verify and mux update do)."
+}
+
+
+# A release older than the installed one is a downgrade, or an old release replayed: by the
+# signed timestamps of their SHA256SUMS.minisig when both are known, else by version. Only
+# --allow-downgrade installs it.
+check_downgrade() {
+    [ -n "$active_version" ] && [ "$active_version" != "$version" ] || return 0
+    [ "$opt_allow_downgrade" != 1 ] || return 0
+    cd_active_at=$(json_get "$record_flat" "versions/$active_version/signed_at")
+    if [ "$(json_type "$record_flat" "versions/$active_version/signed_at")" = l ] && is_decimal "$cd_active_at" && [ -n "$signed_at" ]; then
+        dec_lt "$signed_at" "$cd_active_at" || return 0
+        cd_why="mux $version was signed $(utc_text "$signed_at"), before the installed mux $active_version ($(utc_text "$cd_active_at"))"
+    else
+        cd_order=$(printf '%s\n%s\n' "$version" "$active_version" | version_keys | LC_ALL=C awk -F '\t' '
+            NR == 1 { new = $1 } NR == 2 { old = $1 }
+            END { if (new != "" && old != "" && new < old) print "older" }')
+        [ "$cd_order" = older ] || return 0
+        cd_why="mux $version is older than the installed mux $active_version"
+    fi
+    die 3 "$cd_why: installing it would be a downgrade (or an old release replayed)" \
+        "to go back on purpose, run again with --version $version --allow-downgrade ('mux update --rollback' returns to the previous version)"
+}
+
+
 verify_archive() {
+    va_size=$(file_size "$archive") || va_size=
+    [ "$va_size" = "$asset_size" ] || die 3 "$release_url/$archive_name is ${va_size:-an unknown number of} bytes, its signed manifest says $asset_size" \
+        "the download was corrupted or altered; run this again, and report it if it persists"
     va_actual=$(sha256_of "$archive") || die 1 "could not hash $archive with $(hash_tool_name)" ""
     [ "$va_actual" = "$archive_expected" ] || die 3 "checksum mismatch for $release_url/$archive_name: expected $archive_expected, got $va_actual" \
         "the download was corrupted or altered; run this again, and report it if it persists"
-    va_size=$(wc -c <"$archive" | tr -d ' ')
-    [ -z "$asset_size" ] || [ "$va_size" = "$asset_size" ] || die 3 "$release_url/$archive_name is $va_size bytes, the manifest says $asset_size" \
-        "report it"
     archive_sha256=$va_actual
     say "Verified $archive_name (SHA-256 $archive_expected, $(hash_tool_name))."
 }
@@ -1179,7 +1801,8 @@ switch_link() {
 }
 
 # install.json, written to a temporary file and renamed over the old one. The previous
-# version's entry is carried over from the old record (every scalar field of it).
+# version's entry is carried over from the old record (every scalar field of it). signed_at
+# is the signed timestamp of the release's SHA256SUMS.minisig (absent when unchecked).
 write_record() {
     tmp_record=$(mktemp "$mux_home/.install.json-XXXXXX")
     wr_source=$(json_escape "$source_label")
@@ -1211,8 +1834,8 @@ write_record() {
             fi
             printf '%s},\n' "$wr_prev"
         fi
-        printf '    "%s": {"archive_sha256": "%s", "files_sha256": "%s", "target": "%s", "source": "%s", "installed_by": "install.sh"}\n' \
-            "$version" "$archive_sha256" "$files_sha256" "$target" "$wr_source"
+        printf '    "%s": {"archive_sha256": "%s", "files_sha256": "%s", "target": "%s", "source": "%s", "installed_by": "install.sh"%s}\n' \
+            "$version" "$archive_sha256" "$files_sha256" "$target" "$wr_source" "${signed_at:+, \"signed_at\": $signed_at}"
         printf '  }\n}\n'
     } >"$tmp_record" || die 1 "could not write $tmp_record" "check the free space in $mux_home"
     mv -f "$tmp_record" "$record_path" || die 1 "could not write $record_path" "check the permissions of $mux_home"
@@ -1449,8 +2072,9 @@ configure_source() {
 }
 
 # Decide how SHA256SUMS is authenticated: with minisign and the embedded keys when both
-# are there; required with MUX_REQUIRE_SIGNATURE=1 (and over BusyBox wget, which cannot
-# promise TLS 1.2 with certificate checks).
+# are there. Required for a feed (its release list is signed and nothing else vouches for
+# it), with MUX_REQUIRE_SIGNATURE=1, and over BusyBox wget (which cannot promise TLS 1.2
+# with certificate checks).
 configure_signature() {
     verify_signature=0
     signature_status=
@@ -1469,26 +2093,72 @@ configure_signature() {
         signature_status="minisign with $cs_count trusted key(s)"
         return 0
     fi
+    if [ -n "$feed_url" ]; then
+        die 3 "a feed's signed release list and releases must be verified with minisign, but $cs_why" \
+            "install minisign (apt-get install minisign, brew install minisign, apk add minisign) and use an install.sh from the mux release page"
+    fi
     if [ "$cs_required" = 1 ]; then
         die 3 "a verified signature is required, but $cs_why" \
             "install minisign (apt-get install minisign, brew install minisign) and use an install.sh from the mux release page"
     fi
-    if [ "$downloader" = busybox-wget ] && ! is_loopback_url "${feed_url:-$github_url}"; then
+    if [ "$downloader" = busybox-wget ] && ! is_loopback_url "$github_url"; then
         die 1 "only BusyBox wget is available, which cannot promise TLS 1.2 with certificate checks, and $cs_why" \
             "install curl (apk add curl) or minisign, then run this again"
     fi
     signature_status="not checked ($cs_why; SHA256SUMS is trusted as served over HTTPS)"
 }
 
+
+# seconds VARIABLE VALUE DEFAULT: a whole number of seconds from the environment (a
+# fraction is dropped), at least 1.
+seconds_setting() {
+    ss_value=${2:-$3}
+    ss_value=${ss_value%%.*}
+    case $ss_value in
+        '' | *[!0-9]*) usage_error "$1=$2 is not a number of seconds" ;;
+    esac
+    ss_value=$(strip_zeros "$ss_value")
+    [ "$ss_value" != 0 ] || usage_error "$1=$2: at least 1 second"
+    [ "${#ss_value}" -le 6 ] || usage_error "$1=$2 is more than 999999 seconds"
+    printf '%s' "$ss_value"
+}
+
+
+# Every limit on what comes from the network (README, install.sh): the size of a small
+# document, the archive's largest size, the deadline of a small document and the archive's
+# minimum speed.
+configure_limits() {
+    doc_limit=1048576
+    json_limit=$doc_limit
+    archive_limit=2147483646
+    http_deadline=$(seconds_setting MUX_HTTP_DEADLINE "${MUX_HTTP_DEADLINE:-}" 30)
+    speed_window=$(seconds_setting MUX_HTTP_SPEED_WINDOW "${MUX_HTTP_SPEED_WINDOW:-}" 30)
+    min_speed=${MUX_HTTP_MIN_SPEED:-1024}
+    case $min_speed in
+        '' | *[!0-9]*) usage_error "MUX_HTTP_MIN_SPEED=$min_speed is not a number of bytes per second (0: no minimum)" ;;
+    esac
+    min_speed=$(strip_zeros "$min_speed")
+    [ "${#min_speed}" -le 9 ] || usage_error "MUX_HTTP_MIN_SPEED=$min_speed is too large"
+    if [ -n "$feed_url" ]; then
+        seq_file=$(state_dir)/feed-seq || die 1 "there is no state folder to keep the feed's sequence numbers in (HOME is not an absolute path)" \
+            "set XDG_STATE_HOME to an absolute path"
+    fi
+}
+
+
 print_plan() {
-    say "${c_bold}mux install plan (dry run: nothing will be changed)${c_reset}"
+    headline "mux install plan (dry run: nothing will be changed)"
     say "  target:       $target"
     say "  source:       $source_label"
     say "  version:      $version"
+    if [ -n "$feed_url" ]; then
+        say "  release list: $feed_url/releases.json (+ .minisig: signed by a key in this script, not expired, seq not below the one seen: $seq_file)"
+    fi
     say "  downloads:    $release_url/manifest.json"
     say "                $release_url/SHA256SUMS"
     [ "$verify_signature" != 1 ] || say "                $release_url/SHA256SUMS.minisig"
     say "                $release_url/mux-$target.tar.gz"
+    say "  limits:       ${doc_limit} bytes and $http_deadline s for each small document; the archive at most its manifest's size, at least $min_speed bytes/s over $speed_window s"
     say "  checksum:     SHA-256 of the archive must match SHA256SUMS and manifest.json ($(hash_tool_name))"
     say "  signature:    $signature_status"
     say "  installs to:  $versions_dir/$version (staged in $versions_dir/$version.partial-*)"
@@ -1525,6 +2195,7 @@ print_manual_verification() {
     esac
 }
 
+
 cmd_install() {
     detect_target
     if [ "${MUX_INSTALL_PRINT:-}" = target ]; then
@@ -1532,13 +2203,15 @@ cmd_install() {
         return 0
     fi
     configure_source
+    configure_limits
     proxy_from_environment
     pick_downloader
     pick_hasher
     configure_signature
     verbose "target $target, downloader $downloader, checksums with $(hash_tool_name), signature: $signature_status"
     if [ "$opt_dry_run" = 1 ]; then
-        # Read-only: a scratch folder for the small documents, removed on exit.
+        # Read-only: a scratch folder for the small documents, removed on exit; the feed's
+        # sequence number is checked, not recorded.
         work_dir=$(mktemp -d "${TMPDIR:-/tmp}/mux-install-plan.XXXXXX")
         resolve_release
         print_plan
@@ -1556,11 +2229,9 @@ cmd_install() {
     resolve_release
     say "Release: mux $version for $target from $source_label"
     archive=$work_dir/mux-$target.tar.gz
+    want_archive=0
     if [ "$active_version" != "$version" ] && [ ! -d "$versions_dir/$version" ]; then
-        # Fetch the archive while the small documents are fetched and verified; it is
-        # only used once they vouch for it.
-        download_start "$release_url/mux-$target.tar.gz" "$archive"
-        prefetch_pid=$dl_pid prefetch_rc=$dl_rc prefetch_reason=$dl_reason prefetch=1
+        want_archive=1
     fi
     fetch_release_documents
     verify_documents
@@ -1569,6 +2240,7 @@ cmd_install() {
     if version_intact "$version"; then
         if [ "$active_version" = "$version" ]; then
             say "mux $version is already installed at $link_path; nothing to do."
+            record_feed_seq
             setup_path
             flush_created
             return 0
@@ -1578,12 +2250,11 @@ cmd_install() {
     else
         if [ "$prefetch" = 1 ]; then
             dl_reason=$prefetch_reason
-            download_finish "$prefetch_pid" "$prefetch_rc" "$archive" ||
-                die 1 "could not download the mux archive from $release_url/$archive_name: $dl_reason" \
-                    "check the network and proxy settings (HTTPS_PROXY, NO_PROXY) and that this release exists, then run again"
+            download_finish "$prefetch_pid" "$prefetch_watch" "$prefetch_rc" "$archive" || archive_failed
             prefetch_pid=
+            prefetch_watch=
         else
-            fetch "$release_url/$archive_name" "$archive" "the mux archive"
+            download "$release_url/$archive_name" "$archive" "$asset_size" archive || archive_failed
         fi
         verify_archive
         unpack
@@ -1604,15 +2275,29 @@ cmd_install() {
     prune_versions
     rm -rf "$work_dir"
     work_dir=
+    record_feed_seq
 
     if [ -n "$active_version" ] && [ "$active_version" != "$version" ]; then
-        say "${c_bold}Switched mux from $active_version to $version${c_reset} ($link_path); $active_version is kept for 'mux update --rollback'."
+        headline "Switched mux from $active_version to $version" " ($link_path); $active_version is kept for 'mux update --rollback'."
     else
-        say "${c_bold}Installed mux $version${c_reset} at $link_path"
+        headline "Installed mux $version" " at $link_path"
     fi
+    [ ! -f "$versions_dir/$version/THIRD_PARTY_NOTICES.md" ] || say "Third-party licences: $versions_dir/$version/THIRD_PARTY_NOTICES.md (mux version --notices)"
     setup_path
     flush_created
     print_manual_verification
+}
+
+
+# The archive download failed: larger than the signed manifest says (verification, exit 3),
+# or anything else (network, exit 1).
+archive_failed() {
+    if [ "$dl_too_large" = 1 ]; then
+        die 3 "$release_url/$archive_name is larger than the $asset_size bytes its signed manifest says (the download was stopped there and removed)" \
+            "the mirror serves something else than the release; do not install from it, and report it"
+    fi
+    die 1 "could not download the mux archive from $release_url/$archive_name: $dl_reason" \
+        "check the network and proxy settings (HTTPS_PROXY, NO_PROXY) and that this release exists, then run again"
 }
 
 cmd_uninstall() {
@@ -1625,6 +2310,7 @@ cmd_uninstall() {
             link_path=$bin_dir/mux
         fi
     fi
+    un_seq=$(state_dir)/feed-seq || un_seq=
     un_link=
     if [ -L "$link_path" ]; then
         case $(readlink "$link_path") in
@@ -1640,9 +2326,11 @@ cmd_uninstall() {
         return 0
     fi
     if [ "$opt_dry_run" = 1 ]; then
-        say "${c_bold}mux uninstall plan (dry run: nothing will be changed)${c_reset}"
+        headline "mux uninstall plan (dry run: nothing will be changed)"
         [ ! -d "$versions_dir" ] || say "  remove $versions_dir"
         [ ! -f "$record_path" ] || say "  remove $record_path"
+        [ -z "$un_seq" ] || [ ! -f "$un_seq" ] || say "  remove $un_seq"
+        [ ! -e "$mux_home/.lock" ] || say "  keep $mux_home/.lock (the install lock is never removed)"
         [ -z "$un_link" ] || say "  remove the link $link_path"
         printf '%s\n' "$un_blocks" | while IFS= read -r uf; do
             [ -z "$uf" ] || say "  remove the mux PATH block from $uf"
@@ -1674,8 +2362,20 @@ cmd_uninstall() {
         fi
     done
     rm -rf "$versions_dir" "$record_path" "$mux_home"/.download-* "$mux_home"/.install.json-* "$mux_home"/.mux-rc-* "$created_record"
-    rm -f "$mux_home/.lock"
-    rmdir "$mux_home" 2>/dev/null || warn "$mux_home still holds files this script did not install; left in place"
+    if [ -n "$un_seq" ] && [ -f "$un_seq" ]; then
+        rm -f "$un_seq" "${un_seq%/*}"/.feed-seq.*
+        rmdir "${un_seq%/*}" 2>/dev/null || :
+    fi
+    # The lock file stays (a run waiting on it must keep the only lock there is); the
+    # folder goes when nothing else is in it.
+    un_left=$(cd "$mux_home" 2>/dev/null && printf '%s\n' * .[!.]* ..?* | grep -v -x -e '\*' -e '\.\[!\.\]\*' -e '\.\.?\*' -e '\.lock') || un_left=
+    if [ -n "$un_left" ]; then
+        warn "$mux_home still holds files this script did not install; left in place"
+    elif [ -e "$mux_home/.lock" ]; then
+        verbose "kept $mux_home/.lock: the install lock is never removed"
+    else
+        rmdir "$mux_home" 2>/dev/null || :
+    fi
     # Directories the installs created, deepest first, when empty.
     printf '%s\n' "$un_created" | awk -F '\t' '$1 == "dir" { print $2 }' | sort -r |
         while IFS= read -r ud; do
@@ -1686,8 +2386,9 @@ cmd_uninstall() {
 
 parse_args() {
     opt_quiet=0 opt_verbose=0 opt_dry_run=0 opt_uninstall=0 opt_no_modify_path=0
-    opt_require_signature=0 opt_version=
+    opt_require_signature=0 opt_version='' opt_allow_expired_feed=0 opt_allow_downgrade=0
     [ "${MUX_NO_MODIFY_PATH:-0}" = 0 ] || opt_no_modify_path=1
+    [ "${MUX_ALLOW_EXPIRED_FEED:-0}" = 0 ] || opt_allow_expired_feed=1
     while [ $# -gt 0 ]; do
         case $1 in
             -h | --help) usage; exit 0 ;;
@@ -1697,6 +2398,8 @@ parse_args() {
             --uninstall) opt_uninstall=1 ;;
             --no-modify-path) opt_no_modify_path=1 ;;
             --require-signature) opt_require_signature=1 ;;
+            --allow-expired-feed) opt_allow_expired_feed=1 ;;
+            --allow-downgrade) opt_allow_downgrade=1 ;;
             --version)
                 [ $# -ge 2 ] || usage_error "--version needs a value, e.g. --version 0.2.0"
                 opt_version=$2
@@ -1717,16 +2420,17 @@ main() {
     umask 022
     nl=$(printf '\n_')
     nl=${nl%_}
-    prefetch=0 prefetch_pid='' prefetch_rc=0 prefetch_reason=''
-    work_dir='' partial_dir='' tmp_link='' tmp_record='' created='' installing=0
-    lock_created=0 lock_path='' build_repo='' c_red='' c_yellow='' c_bold='' c_reset=''
-    opt_quiet=0
+    prefetch=0 prefetch_pid='' prefetch_watch='' prefetch_rc=0 prefetch_reason=''
+    work_dir='' partial_dir='' tmp_link='' tmp_record='' tmp_state='' created='' installing=0
+    lock_path='' build_repo='' c_red='' c_yellow='' c_bold='' c_reset=''
+    index_key_id='' index_seq='' seq_file='' signed_at='' want_archive=0 dl_too_large=0
+    opt_quiet=0 opt_verbose=0
     trap on_exit EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
     trap 'exit 129' HUP
     setup_colours
-    parse_args "$@"
+    parse_args ${1+"$@"}
     resolve_paths
     if [ "$(id -u 2>/dev/null || echo 1)" = 0 ] && [ -n "${SUDO_USER:-}" ]; then
         warn "running as root through sudo: installing into root's home ($mux_home), not $SUDO_USER's. mux needs no root; run this without sudo."
@@ -1739,5 +2443,6 @@ main() {
 }
 
 # The call stands alone in a brace group: a download cut short before the final "}" is a
-# syntax error, so not even "main" without its arguments can run.
-{ main "$@"; }
+# syntax error, so not even "main" without its arguments can run. ${1+"$@"}: posh (and old
+# shells) treat a bare "$@" without arguments as an unset parameter under set -u.
+{ main ${1+"$@"}; }

@@ -29,9 +29,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from release.build import build_standin  # noqa: E402
-from release.package import package_release, write_feed_index  # noqa: E402
+from release.package import package_release  # noqa: E402
 from tests.support.installsh import make_toolbox, render_install_sh  # noqa: E402
-from tests.support.releases import make_keypair, serve_directory, sign_release_dir  # noqa: E402
+from tests.support.releases import (  # noqa: E402
+    make_keypair,
+    serve_directory,
+    sign_index,
+    sign_release_dir,
+)
 from updater._targets import detect_target  # noqa: E402
 
 VERSION = "1.0.0"
@@ -67,7 +72,7 @@ def make_big_release(root: Path, payload_mib: int) -> tuple[Path, str]:
         release = feed / f"v{VERSION}"
         package_release([build], release, released_at="2024-01-01T00:00:00Z")
     sign_release_dir(release, keypair)
-    write_feed_index(feed)
+    sign_index(feed, keypair, refresh=False)
     return feed, keypair.public_key
 
 

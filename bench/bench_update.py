@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 def make_feed_with_payload(tmp: Path, mib: int):
     from release.build import build_standin
-    from release.package import package_release, sign_release, write_feed_index
+    from release.feed import write_feed_index
+    from release.package import package_release, sign_release
     from tests.support.releases import make_keypair, make_release
     from updater._targets import detect_target
 

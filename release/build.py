@@ -9,17 +9,22 @@ at its top and ``updater/_build_info.json`` somewhere below (see docs/contracts.
 * :func:`build_standin`: a fast stand-in for tests and the release rehearsal: a POSIX ``sh``
   launcher that runs a copy of the ``updater`` package with a given Python.
 
-Both ship every pinned artifact of ``release/pins.toml`` (``pins_path``) as
-``vendor/<name>/<asset>`` inside the build folder, so it ends up in ``mux-<target>.tar.gz``.
-The build never downloads: the release engineer or the release workflow puts each pinned
-asset, under its asset name, into one folder and passes it as ``artifacts_dir``
-(``mux-release build --artifacts DIR``), e.g. with
-``gh release download <tag> --repo <repository> --pattern <asset> --dir DIR`` or
-``curl -fLo DIR/<asset> <url>`` using the pin's own fields. Every file is checked against its
-pin (size, then a streamed sha256) before anything is written, and hashed again while it is
-copied in, so a file that changes in between still fails closed. A missing file is a
-:class:`BuildError`, a size or digest mismatch a :class:`~updater.errors.VerificationError`
-(exit 3); either way no build folder is left behind. With no pins this is a no-op.
+Both ship the pinned artifacts of ``release/pins.toml`` (``pins_path``) that the build's
+target ships, as ``vendor/<name>/<asset>`` inside the build folder, so they end up in
+``mux-<target>.tar.gz``: an entry's single asset, or its asset for this target (an entry that
+does not declare the target ships nothing there). The build never downloads: the release
+engineer or the release workflow puts each of them, under its asset name, into one folder and
+passes it as ``artifacts_dir`` (``mux-release build --artifacts DIR``), e.g. with
+``mux-release fetch-artifacts --target T --out DIR`` (:mod:`release.fetch_artifacts`). Every
+file is checked against its pin (size, then a streamed sha256) before anything is written, and
+hashed again while it is copied in, so a file that changes in between still fails closed. A
+missing file is a :class:`BuildError`, a size or digest mismatch a
+:class:`~updater.errors.VerificationError` (exit 3); either way no build folder is left
+behind. With no pins this is a no-op.
+
+Then :func:`write_build_bill` records what the folder ships (:mod:`release.bill`): the
+third-party notices (``THIRD_PARTY_NOTICES.md``) and the CycloneDX SBOM, both derived from the
+same mapping of every file of the folder to its origin.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from updater.minisign import PublicKey
 from updater.models import archive_folder, parse_version
 
 if TYPE_CHECKING:
-    from .pins import Pin
+    from .pins import Pin, PinnedAsset
 
 PACKAGE_DIR = Path(updater.__file__).resolve().parent
 BUILD_INFO_NAME = BUILD_INFO_FILE.name
@@ -147,73 +152,101 @@ class PinnedFile:
     """A pinned artifact's file in the artifacts folder, checked against its pin."""
 
     pin: Pin
+    item: PinnedAsset
     source: Path
 
     @property
     def destination(self) -> PurePosixPath:
         """Its place inside the build folder (and so inside ``mux-<target>/``)."""
-        return PurePosixPath(VENDOR_DIR_NAME, self.pin.name, self.pin.asset)
+        return PurePosixPath(VENDOR_DIR_NAME, self.pin.name, self.item.asset)
 
 
-def _check_against_pin(pin: Pin, *, size: int, sha256: str | None, where: Path) -> None:
-    if pin.size is not None and size != pin.size:
+def _check_against_pin(
+    pin: Pin, item: PinnedAsset, *, size: int, sha256: str | None, where: Path
+) -> None:
+    who = f"{item.label(pin.name)} {pin.tag}"
+    if item.size is not None and size != item.size:
         raise VerificationError(
-            f"{pin.name} {pin.tag}: {where} is {size} bytes, the pin says {pin.size}",
+            f"{who}: {where} is {size} bytes, the pin says {item.size}",
             hint="use the asset the pin names, or repin it",
         )
-    if sha256 is not None and sha256 != pin.sha256:
+    if sha256 is not None and sha256 != item.sha256:
         raise VerificationError(
-            f"{pin.name} {pin.tag}: {where} has sha256 {sha256}, the pin says {pin.sha256}",
+            f"{who}: {where} has sha256 {sha256}, the pin says {item.sha256}",
             hint="use the asset the pin names, or repin it",
         )
 
 
-def check_pinned_artifacts(pins_path: Path | None, artifacts_dir: Path | None) -> list[PinnedFile]:
-    """Find and check every pinned artifact of ``pins_path`` in ``artifacts_dir`` (offline).
+def shipped_pins(pins: Sequence[Pin], target: str) -> list[tuple[Pin, PinnedAsset]]:
+    """The pinned files a build for ``target`` ships, each with its pin (pure)."""
+    from .pins import PinsError
 
-    No ``pins_path``, or a pins.toml without entries, needs no artifacts. An entry that was
-    never pinned cannot be shipped, so it fails the build, as it fails ``pins --check``.
+    shipped = []
+    for pin in pins:
+        item = pin.file_for(target)
+        if item is None:
+            continue
+        if pin.tag is None or not item.is_pinned:
+            raise PinsError(
+                f"{item.label(pin.name)} is not pinned yet, so the build cannot ship it",
+                hint=f"run mux-release repin {pin.name} --tag <tag>",
+            )
+        shipped.append((pin, item))
+    by_asset: dict[str, str] = {}
+    for pin, item in shipped:
+        other = by_asset.setdefault(item.asset, pin.name)
+        if other != pin.name:
+            raise PinsError(f"{other} and {pin.name} both pin an asset named {item.asset}")
+    return shipped
+
+
+def check_pinned_artifacts(
+    pins_path: Path | None, artifacts_dir: Path | None, target: str | None = None
+) -> list[PinnedFile]:
+    """Find and check, in ``artifacts_dir``, every pinned file a ``target`` build ships (offline).
+
+    No ``pins_path``, or a pins.toml without entries for the target, needs no artifacts. An
+    entry that was never pinned cannot be shipped, so it fails the build, as it fails
+    ``pins --check``. ``target`` defaults to this machine's.
     """
     if pins_path is None:
         return []
-    from .pins import PinsError, load_pins
+    from .pins import load_pins
 
     pins = load_pins(Path(pins_path))
-    if not pins:
+    wanted = shipped_pins(pins, _resolve_target(target)) if pins else []
+    if not wanted:
         return []
-    for pin in pins:
-        if not pin.is_pinned:
-            raise PinsError(
-                f"{pin.name} is not pinned yet, so the build cannot ship it",
-                hint=f"run mux-release repin {pin.name} --tag <tag>",
-            )
-    by_asset: dict[str, str] = {}
-    for pin in pins:
-        other = by_asset.setdefault(pin.asset, pin.name)
-        if other != pin.name:
-            raise PinsError(f"{other} and {pin.name} both pin an asset named {pin.asset}")
     if artifacts_dir is None:
         raise UsageError(
-            f"{pins_path} pins {', '.join(pin.name for pin in pins)}; give the folder holding "
-            f"{', '.join(pin.asset for pin in pins)} with --artifacts"
+            f"{pins_path} pins {', '.join(pin.name for pin, _ in wanted)}; give the folder "
+            f"holding {', '.join(item.asset for _, item in wanted)} with --artifacts"
         )
     folder = Path(artifacts_dir)
     if not folder.is_dir():
         raise UsageError(f"the artifacts folder {folder} does not exist")
     found = []
-    for pin in pins:
-        source = folder / pin.asset
+    for pin, item in wanted:
+        source = folder / item.asset
         if not source.is_file():
             raise BuildError(
-                f"{pin.name} {pin.tag}: {source} is missing (the pin wants sha256 {pin.sha256})",
-                hint=f"download {pin.url} into {folder}",
+                f"{item.label(pin.name)} {pin.tag}: {source} is missing (the pin wants sha256 "
+                f"{item.sha256})",
+                hint=f"download {item.url} into {folder}",
             )
         # The size first: a wrong file usually fails here without reading it.
         size = source.stat().st_size
-        _check_against_pin(pin, size=size, sha256=None, where=source)
-        _check_against_pin(pin, size=size, sha256=sha256_file(source), where=source)
-        found.append(PinnedFile(pin=pin, source=source))
+        _check_against_pin(pin, item, size=size, sha256=None, where=source)
+        _check_against_pin(pin, item, size=size, sha256=sha256_file(source), where=source)
+        found.append(PinnedFile(pin=pin, item=item, source=source))
     return found
+
+
+def write_bill(folder: Path, pins_path: Path | None) -> None:
+    """The build's last step: its notices and SBOM, from what the folder now holds."""
+    from .bill import write_build_bill
+
+    write_build_bill(folder, pins_path=pins_path)
 
 
 def vendor_pinned_artifacts(files: Sequence[PinnedFile], build_folder: Path) -> None:
@@ -223,19 +256,21 @@ def vendor_pinned_artifacts(files: Sequence[PinnedFile], build_folder: Path) -> 
     :func:`check_pinned_artifacts` fails here rather than slipping into the release. The caller
     removes the build folder on failure.
     """
-    for item in files:
-        destination = Path(build_folder, *item.destination.parts)
+    for entry in files:
+        destination = Path(build_folder, *entry.destination.parts)
         destination.parent.mkdir(parents=True, exist_ok=True)
         digest = hashlib.sha256()
         size = 0
-        with open(item.source, "rb") as source, open(destination, "xb") as copy:
+        with open(entry.source, "rb") as source, open(destination, "xb") as copy:
             while chunk := source.read(_CHUNK):
                 digest.update(chunk)
                 size += len(chunk)
                 copy.write(chunk)
         # Fixed mode: the archive's modes must not depend on how the file was downloaded.
         destination.chmod(0o644)
-        _check_against_pin(item.pin, size=size, sha256=digest.hexdigest(), where=item.source)
+        _check_against_pin(
+            entry.pin, entry.item, size=size, sha256=digest.hexdigest(), where=entry.source
+        )
 
 
 _LAUNCHER = """\
@@ -312,7 +347,7 @@ def build_standin(
         development=False,
         trust=declared.trust,
     )
-    pinned = check_pinned_artifacts(pins_path, artifacts_dir)
+    pinned = check_pinned_artifacts(pins_path, artifacts_dir, target)
     folder = _fresh_output_folder(out_dir, target)
     try:
         vendor_pinned_artifacts(pinned, folder)
@@ -323,6 +358,7 @@ def build_standin(
         launcher = folder / "mux"
         launcher.write_text(_LAUNCHER.format(python=shlex.quote(python)), encoding="utf-8")
         launcher.chmod(0o755)
+        write_bill(folder, pins_path)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -373,7 +409,7 @@ def build_standalone(
             "PyInstaller is not installed",
             hint="it is a development dependency: run `uv sync` and use `uv run mux-release`",
         )
-    pinned = check_pinned_artifacts(pins_path, artifacts_dir)
+    pinned = check_pinned_artifacts(pins_path, artifacts_dir, target)
     folder = _fresh_output_folder(out_dir, target)
     with tempfile.TemporaryDirectory(prefix="mux-build-") as scratch_name:
         scratch = Path(scratch_name)
@@ -415,6 +451,7 @@ def build_standalone(
             raise BuildError("PyInstaller finished but produced no mux executable")
         # Into the scratch build, so the output folder only ever appears complete.
         vendor_pinned_artifacts(pinned, built)
+        write_bill(built, pins_path)
         try:
             shutil.move(str(built), str(folder))
         except BaseException:

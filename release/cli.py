@@ -13,11 +13,14 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from updater.errors import EXIT_ERROR, MuxError, UsageError
+
+if TYPE_CHECKING:
+    from release.signing import SecretKey
 
 app = typer.Typer(
     name="mux-release",
@@ -37,6 +40,39 @@ RELEASE_EXTRA_MODULES = frozenset({"tomlkit"})
 
 def _password_from_env(variable: str) -> str | None:
     return os.environ.get(variable) or None
+
+
+# How `sign` and `feed` take the release's secret key.
+_KeyFileOption = Annotated[
+    Path | None, typer.Option("--key-file", help="minisign secret key file.")
+]
+_KeyEnvOption = Annotated[
+    str | None,
+    typer.Option("--key-env", help="Environment variable holding the secret key file text."),
+]
+_PasswordEnvOption = Annotated[
+    str, typer.Option("--password-env", help="Environment variable holding the password.")
+]
+
+
+def _read_secret_key(key_file: Path | None, key_env: str | None, password_env: str) -> SecretKey:
+    """The secret key from ``--key-file`` or ``--key-env``, opened with the password variable."""
+    from release.signing import SecretKey
+
+    if (key_file is None) == (key_env is None):
+        raise UsageError("give exactly one of --key-file and --key-env")
+    if key_file is not None:
+        try:
+            data = key_file.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"cannot read {key_file}: {exc.strerror}") from None
+    else:
+        assert key_env is not None
+        text = os.environ.get(key_env)
+        if not text:
+            raise UsageError(f"the environment variable {key_env} is not set")
+        data = text.encode("utf-8")
+    return SecretKey.parse(data, _password_from_env(password_env))
 
 
 # --- build -------------------------------------------------------------------------------
@@ -140,37 +176,55 @@ def package(
 @app.command()
 def sign(
     release_dir: Annotated[Path, typer.Argument(help="A packaged release folder.")],
-    key_file: Annotated[
-        Path | None, typer.Option("--key-file", help="minisign secret key file.")
-    ] = None,
-    key_env: Annotated[
-        str | None,
-        typer.Option("--key-env", help="Environment variable holding the secret key file text."),
-    ] = None,
-    password_env: Annotated[
-        str, typer.Option("--password-env", help="Environment variable holding the password.")
-    ] = DEFAULT_PASSWORD_ENV,
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
 ) -> None:
     """Sign SHA256SUMS into SHA256SUMS.minisig with a minisign secret key."""
     from release.package import sign_release
-    from release.signing import SecretKey
 
-    if (key_file is None) == (key_env is None):
-        raise UsageError("give exactly one of --key-file and --key-env")
-    if key_file is not None:
-        try:
-            data = key_file.read_bytes()
-        except OSError as exc:
-            raise UsageError(f"cannot read {key_file}: {exc.strerror}") from None
-    else:
-        assert key_env is not None
-        text = os.environ.get(key_env)
-        if not text:
-            raise UsageError(f"the environment variable {key_env} is not set")
-        data = text.encode("utf-8")
-    key = SecretKey.parse(data, _password_from_env(password_env))
+    key = _read_secret_key(key_file, key_env, password_env)
     path = sign_release(release_dir, key)
     print(f"{path} signed with minisign key {key.key_id}")
+
+
+# --- feed --------------------------------------------------------------------------------
+
+
+@app.command("feed")
+def feed_command(
+    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    expires_in: Annotated[
+        str, typer.Option("--expires-in", help="How long the signature holds (14d, 12h, 3600s).")
+    ] = "14d",
+    refresh: Annotated[
+        bool,
+        typer.Option("--refresh", help="Re-sign releases.json as it is (next seq, new expiry)."),
+    ] = False,
+    seq: Annotated[
+        int | None,
+        typer.Option("--seq", help="Sequence number to sign (default: the previous one + 1)."),
+    ] = None,
+) -> None:
+    """Write releases.json from the v*/ folders and sign it (releases.json.minisig).
+
+    The trusted comment carries seq (previous + 1) and expires; clients refuse an expired
+    index and a lower seq than they have seen. Re-sign before it expires (--refresh).
+    """
+    from release.feed import parse_duration, sign_feed_index
+    from updater.timestamps import rfc3339
+
+    seconds = parse_duration(expires_in)
+    key = _read_secret_key(key_file, key_env, password_env)
+    signed = sign_feed_index(feed_dir, key, expires_in=seconds, refresh=refresh, seq=seq)
+    action = "re-signed" if refresh else "wrote and signed"
+    print(
+        f"{action} {signed.index} with minisign key {signed.key_id}: "
+        f"seq {signed.comment.seq}, expires {rfc3339(signed.comment.expires)}"
+    )
 
 
 # --- keygen ------------------------------------------------------------------------------
@@ -334,7 +388,9 @@ def pins_command(
         return
     loaded = load_pins(path)
     for pin in loaded:
-        print(f"{pin.name}  {pin.tag}  {pin.sha256}  {pin.repository}/{pin.asset}")
+        for item in pin.files:
+            where = f" [{item.target}]" if item.target else ""
+            print(f"{pin.name}{where}  {pin.tag}  {item.sha256}  {pin.repository}/{item.asset}")
     if not loaded:
         print(f"{path}: no artifact is pinned")
 
@@ -348,11 +404,30 @@ def notices_command(
         Path | None,
         typer.Option("--output", help="Notices file (default: THIRD_PARTY_NOTICES.md)."),
     ] = None,
+    check_build: Annotated[
+        Path | None,
+        typer.Option(
+            "--check-build",
+            help="Map every file of this build folder to a notice entry (exit 1 naming any "
+            "that maps to nothing) and check its THIRD_PARTY_NOTICES.md and SBOM.",
+        ),
+    ] = None,
     pins: _PinsOption = None,
 ) -> None:
     """Write THIRD_PARTY_NOTICES.md, or (--check) fail when it is stale."""
     from release.notices import check_notices, generate_notices, write_text_atomically
 
+    if check_build is not None:
+        from release.bill import check_build as run_check_build
+
+        if not check_build.is_dir():
+            raise UsageError(f"{check_build} is not a build folder")
+        bill = run_check_build(check_build, pins_path=_pins_path(pins))
+        print(
+            f"{check_build}: every one of its {bill.files} files maps to one of "
+            f"{bill.components} components; its notices and SBOM are current"
+        )
+        return
     path = _notices_path(output)
     expected = generate_notices(_pins_path(pins))
     if check:
@@ -487,3 +562,67 @@ def install_sh_command(
         print(f"mux-release: {exc}", file=sys.stderr)
         raise typer.Exit(exc.exit_code) from None
     print(f"wrote {written} (repo {repo or 'unchanged'}, {len(keys or [])} trusted key(s))")
+
+
+# --- fetch-artifacts, glibc, compare-builds, publish-flags --------------------------------------
+
+
+@app.command("fetch-artifacts")
+def fetch_artifacts_command(
+    target: Annotated[str, typer.Option("--target", help="The target whose build needs them.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to download them into.")],
+    pins: _PinsOption = None,
+) -> None:
+    """Download the pinned artifacts a build for TARGET ships (and nothing else), checked
+    against their pins; then `mux-release build --artifacts DIR` ships them."""
+    from release.fetch_artifacts import fetch_artifacts
+    from updater import settings
+
+    fetched = fetch_artifacts(
+        _pins_path(pins), target, out, quiet=False, settings=settings.load(os.environ)
+    )
+    for item in fetched:
+        state = "already there" if item.reused else "downloaded"
+        print(f"{item.path}  {item.sha256}  ({item.pin}, {state})")
+    if not fetched:
+        print(f"no pinned artifact ships in a {target} build")
+
+
+@app.command("glibc")
+def glibc_command(
+    folder: Annotated[Path, typer.Argument(help="A built mux-<target>/ folder (Linux, gnu).")],
+    maximum: Annotated[
+        str, typer.Option("--max", help="The newest glibc the build may need.")
+    ] = "2.17",
+) -> None:
+    """Print the newest glibc a build needs (objdump -T); exit 1 when it exceeds --max."""
+    from release.glibc import check_glibc_floor
+
+    requirement = check_glibc_floor(folder, maximum)
+    print(f"{folder} {requirement.describe()}; the floor is glibc {maximum}")
+
+
+@app.command("compare-builds")
+def compare_builds_command(
+    first: Annotated[Path, typer.Argument(help="A build folder.")],
+    second: Annotated[Path, typer.Argument(help="Another build of the same version and target.")],
+) -> None:
+    """Fail (exit 1, naming the files) unless two builds package to identical archives."""
+    from release.reproduce import compare_builds
+
+    result = compare_builds(first, second)
+    print(
+        f"the builds are identical: {result.files} entries, archive sha256 {result.archive_sha256}"
+    )
+
+
+@app.command("publish-flags")
+def publish_flags_command(
+    tag: Annotated[str, typer.Option("--tag", help="The tag being published (vX.Y.Z).")],
+) -> None:
+    """Print the gh release flags for TAG: --latest=true only for the highest stable version
+    among the published tags read from standard input (one per line)."""
+    from release.publish import plan_publish
+
+    plan = plan_publish(tag, sys.stdin.read().splitlines())
+    print(" ".join(plan.gh_flags()))

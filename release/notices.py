@@ -42,7 +42,7 @@ from typing import Any
 from updater.errors import MuxError
 from updater.files import atomic_write
 
-from .pins import Pin, load_pins, pin_marker
+from .pins import Pin, PinnedAsset, load_pins, pin_marker
 from .textdiff import capped_unified_diff
 
 ROOT_DISTRIBUTION = "mux"
@@ -100,10 +100,12 @@ class Distribution:
 
 @dataclass(frozen=True)
 class PinnedArtifact:
-    """A pinned artifact with its vendored licence text."""
+    """A pinned artifact with its vendored licence text; ``files``: the pinned files to name
+    (default: all of the pin's, e.g. only the one a build for a target ships)."""
 
     pin: Pin
     licence_text: LicenceText
+    files: tuple[PinnedAsset, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -432,19 +434,93 @@ def _inline_code(value: str) -> str:
     return f"{fence}{value}{fence}" if fence == "`" else f"{fence} {value} {fence}"
 
 
-def render_notices(
-    distributions: Iterable[Distribution],
-    pins: Iterable[PinnedArtifact],
-    components: Iterable[RuntimeComponent] = (),
+@dataclass(frozen=True)
+class _Entry:
+    """One ``###`` entry of the notices: its heading, its lines, the texts it refers to."""
+
+    heading: str
+    lines: tuple[str, ...]
+    texts: tuple[tuple[LicenceText, str], ...]  # (text, label shown next to its link)
+
+
+def _pin_entries(artifacts: Iterable[PinnedArtifact]) -> list[_Entry]:
+    entries = []
+    for artifact in sorted(artifacts, key=lambda a: a.pin.name):
+        pin, text = artifact.pin, artifact.licence_text
+        source = f", from <{pin.license_url}>" if pin.license_url else ""
+        files = artifact.files if artifact.files is not None else pin.files
+        lines = [f"- Repository: <https://github.com/{pin.repository}>"]
+        if len(files) == 1 and files[0].target is None:
+            item = files[0]
+            lines = [
+                pin_marker(pin.name, str(pin.tag), str(item.sha256)),
+                "",
+                *lines,
+                f"- Asset: {_inline_code(item.asset)} (<{item.url}>)",
+                f"- SHA-256: `{item.sha256}`",
+            ]
+        else:
+            markers = [
+                pin_marker(pin.name, str(pin.tag), str(item.sha256), item.target)
+                for item in files
+                if item.sha256 is not None
+            ]
+            lines = [*markers, "", *lines, "- Assets:"]
+            lines += [
+                f"  - {item.target}: {_inline_code(item.asset)} (<{item.url}>), "
+                f"SHA-256 `{item.sha256}`"
+                for item in files
+                if item.sha256 is not None
+            ]
+        lines += [
+            f"- Licence: {pin.license}",
+            f"- Licence text: {{link}} ({_inline_code(text.label)}{source})",
+        ]
+        entries.append(_Entry(f"{pin.name} {pin.tag}", tuple(lines), ((text, ""),)))
+    return entries
+
+
+def _runtime_entries(components: Iterable[RuntimeComponent]) -> list[_Entry]:
+    return [
+        _Entry(
+            f"{c.name} {c.version}",
+            (
+                f"- Part: {c.role}",
+                f"- Licence: {c.licence}",
+                f"- Licence text: {{link}} ({_inline_code(c.licence_text.label)})",
+            ),
+            ((c.licence_text, ""),),
+        )
+        for c in sorted(components, key=lambda c: (c.name, c.version))
+    ]
+
+
+def _distribution_entries(distributions: Iterable[Distribution]) -> list[_Entry]:
+    entries = []
+    for dist in sorted(distributions, key=lambda d: (d.name, d.version)):
+        texts = tuple(
+            (text, _inline_code(text.label))
+            for text in sorted(dist.licence_files, key=lambda t: t.label)
+        )
+        entries.append(
+            _Entry(
+                f"{dist.name} {dist.version}",
+                (f"- Licence: {dist.licence}", "- Licence files:"),
+                texts,
+            )
+        )
+    return entries
+
+
+def _render(
+    intro: Sequence[str], sections: Sequence[tuple[str, Sequence[str], Sequence[_Entry]]]
 ) -> str:
-    """THIRD_PARTY_NOTICES.md for these inputs; the same inputs in any order give the same bytes."""
-    dists = sorted(distributions, key=lambda d: (d.name, d.version))
-    artifacts = sorted(pins, key=lambda a: a.pin.name)
-    runtime = sorted(components, key=lambda c: (c.name, c.version))
+    """The notices: ``intro``, then each (title, preamble, entries) section, then every
+    distinct licence text once, referenced by its identifier from every entry using it."""
     users: dict[str, list[str]] = {}
     texts: dict[str, LicenceText] = {}
 
-    def register(text: LicenceText, user: str) -> None:
+    def register(text: LicenceText, user: str) -> str:
         known = texts.setdefault(text.text_id, text)
         if known.text != text.text:
             raise NoticesError(
@@ -452,67 +528,24 @@ def render_notices(
                 f" ({known.label}, {text.label})"
             )
         users.setdefault(text.text_id, []).append(user)
+        return _text_link(text)
 
-    out = [
-        "# Third-party notices",
-        "",
-        "<!-- Generated by `mux-release notices` from release/pins.toml, the runtime "
-        "dependencies of the mux distribution and the runtime of its standalone build. Do not "
-        "edit: `mux-release notices --check` fails when this file is stale. -->",
-        "",
-        "A mux release includes the third-party software listed below. Each distinct licence "
-        'text is printed once, under "Licence texts", and referenced by its identifier.',
-        "",
-        "## Pinned artifacts",
-        "",
-    ]
-    if not artifacts:
-        out += ["None.", ""]
-    for artifact in artifacts:
-        pin, text = artifact.pin, artifact.licence_text
-        register(text, f"{pin.name} {pin.tag}")
-        source = f", from <{pin.license_url}>" if pin.license_url else ""
-        out += [
-            f"### {pin.name} {pin.tag}",
-            "",
-            pin_marker(pin.name, str(pin.tag), str(pin.sha256)),
-            "",
-            f"- Repository: <https://github.com/{pin.repository}>",
-            f"- Asset: {_inline_code(pin.asset)} (<{pin.url}>)",
-            f"- SHA-256: `{pin.sha256}`",
-            f"- Licence: {pin.license}",
-            f"- Licence text: {_text_link(text)} ({_inline_code(text.label)}{source})",
-            "",
-        ]
-    out += [
-        "## Standalone build runtime",
-        "",
-        "Besides the Python distributions below, the standalone build carries:",
-        "",
-    ]
-    if not runtime:
-        out += ["None.", ""]
-    for component in runtime:
-        text = component.licence_text
-        register(text, f"{component.name} {component.version}")
-        out += [
-            f"### {component.name} {component.version}",
-            "",
-            f"- Part: {component.role}",
-            f"- Licence: {component.licence}",
-            f"- Licence text: {_text_link(text)} ({_inline_code(text.label)})",
-            "",
-        ]
-    out += ["## Python distributions", ""]
-    if not dists:
-        out += ["None.", ""]
-    for dist in dists:
-        out += [f"### {dist.name} {dist.version}", "", f"- Licence: {dist.licence}"]
-        out.append("- Licence files:")
-        for text in sorted(dist.licence_files, key=lambda t: t.label):
-            register(text, f"{dist.name} {dist.version}")
-            out.append(f"  - {_inline_code(text.label)}: {_text_link(text)}")
-        out.append("")
+    out = list(intro)
+    for title, preamble, entries in sections:
+        out += [f"## {title}", "", *preamble]
+        if not entries:
+            out += ["None.", ""]
+        for entry in entries:
+            out += [f"### {entry.heading}", ""]
+            links = [register(text, entry.heading) for text, _ in entry.texts]
+            for line in entry.lines:
+                out.append(line.replace("{link}", links[0]) if "{link}" in line else line)
+            out += [
+                f"  - {label}: {link}"
+                for (_, label), link in zip(entry.texts, links, strict=True)
+                if label
+            ]
+            out.append("")
     out += ["## Licence texts", ""]
     for text_id in sorted(texts):
         text = texts[text_id]
@@ -529,6 +562,82 @@ def render_notices(
             "",
         ]
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+_INTRO_SHARED = (
+    "A mux release includes the third-party software listed below. Each distinct licence "
+    'text is printed once, under "Licence texts", and referenced by its identifier.'
+)
+
+
+def render_notices(
+    distributions: Iterable[Distribution],
+    pins: Iterable[PinnedArtifact],
+    components: Iterable[RuntimeComponent] = (),
+) -> str:
+    """THIRD_PARTY_NOTICES.md for these inputs; the same inputs in any order give the same bytes."""
+    intro = [
+        "# Third-party notices",
+        "",
+        "<!-- Generated by `mux-release notices` from release/pins.toml, the runtime "
+        "dependencies of the mux distribution and the runtime of its standalone build. Do not "
+        "edit: `mux-release notices --check` fails when this file is stale. -->",
+        "",
+        _INTRO_SHARED,
+        "",
+    ]
+    return _render(
+        intro,
+        [
+            ("Pinned artifacts", [], _pin_entries(pins)),
+            (
+                "Standalone build runtime",
+                ["Besides the Python distributions below, the standalone build carries:", ""],
+                _runtime_entries(components),
+            ),
+            ("Python distributions", [], _distribution_entries(distributions)),
+        ],
+    )
+
+
+def _component_entry(component: Any) -> _Entry:
+    """An entry for an :class:`release.inventory.Component` (what a build folder ships)."""
+    lines = [f"- Part: {component.role}", f"- Licence: {component.licence}"]
+    if component.source:
+        lines.insert(1, f"- From: {component.source}")
+    texts = tuple(
+        (text, _inline_code(text.label))
+        for text in sorted(component.licence_texts, key=lambda t: t.label)
+    )
+    return _Entry(f"{component.name} {component.version}", (*lines, "- Licence texts:"), texts)
+
+
+BUILD_SECTIONS = (
+    ("pinned-artifact", "Pinned artifacts"),
+    ("runtime", "Standalone build runtime"),
+    ("shared-library", "Shared libraries"),
+    ("python-distribution", "Python distributions"),
+    ("application", "mux itself"),
+)
+
+
+def render_build_notices(components: Iterable[Any], *, version: str, target: str) -> str:
+    """The THIRD_PARTY_NOTICES.md a build folder ships, from its inventory's components."""
+    ordered = sorted(components, key=lambda c: (c.name, c.version, c.key))
+    intro = [
+        f"# Third-party notices: mux {version} ({target})",
+        "",
+        "<!-- Generated by `mux-release build` from what this folder ships; "
+        "`mux-release notices --check-build` maps every file of it to an entry below. -->",
+        "",
+        _INTRO_SHARED,
+        "",
+    ]
+    sections: list[tuple[str, Sequence[str], Sequence[_Entry]]] = [
+        (title, [], [_component_entry(c) for c in ordered if c.kind == kind])
+        for kind, title in BUILD_SECTIONS
+    ]
+    return _render(intro, sections)
 
 
 # --- files (I/O) ------------------------------------------------------------------------

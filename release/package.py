@@ -1,10 +1,12 @@
-"""Package built folders into a release, sign it, and index a static feed.
+"""Package built folders into a release and sign it.
 
 :func:`package_release` turns ``mux-<target>/`` build folders into the release layout of
-docs/contracts.md: one deterministic ``mux-<target>.tar.gz`` per build, ``manifest.json`` and
-``SHA256SUMS``. :func:`sign_release` adds ``SHA256SUMS.minisig``; :func:`rehash_sums`
-recomputes ``SHA256SUMS`` after a file (the Sigstore bundle) was added;
-:func:`write_feed_index` writes a static feed's ``releases.json``.
+docs/contracts.md: one deterministic ``mux-<target>.tar.gz`` per build, its SBOM
+``mux-<target>.cdx.json`` (the build's own ``sbom.cdx.json``, checked against the folder
+first), ``manifest.json`` and ``SHA256SUMS``. :func:`sign_release` adds
+``SHA256SUMS.minisig``; :func:`rehash_sums` recomputes ``SHA256SUMS`` after a file (the
+Sigstore bundle) was added. A static feed's ``releases.json`` and its signature are
+:mod:`release.feed`'s.
 
 Determinism: the same build folders give the same archive bytes (sorted members, mtime 0 or
 ``SOURCE_DATE_EPOCH``, owner 0/0 with empty names, modes 0755/0644, gzip without name or
@@ -20,30 +22,27 @@ import shutil
 import stat
 import tarfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from updater.buildinfo import BuildInfo
 from updater.errors import MuxError, ParseError, UsageError
 from updater.files import atomic_write, sha256_file
 from updater.models import (
-    FEED_INDEX_NAME,
     MANIFEST_NAME,
     SUMS_NAME,
     SUMS_SIGNATURE_NAME,
-    FeedRelease,
     Manifest,
     ManifestAsset,
     archive_name,
     parse_manifest,
-    parse_releases_json,
-    parse_tag,
     tag_for,
 )
 from updater.timestamps import rfc3339
 
 from .build import BUILD_INFO_NAME, build_folder_name
-from .formats import format_releases_json, format_sha256sums, manifest_document
+from .formats import format_sha256sums, manifest_document
+from .sbom import SBOM_NAME, check_sbom_matches, sbom_asset_name
 from .signing import SecretKey
 
 _NOT_SUMMED = frozenset({SUMS_NAME, SUMS_SIGNATURE_NAME})
@@ -201,6 +200,7 @@ def package_release(
     for build_dir, _ in infos:
         if not (build_dir / "mux").is_file():
             raise PackageError(f"{build_dir} has no mux executable at its top")
+    sboms = {build_dir: _checked_sbom(build_dir) for build_dir, _ in infos}
     first = infos[0][1]
     for build_dir, info in infos[1:]:
         if (info.version, info.protocol_version) != (first.version, first.protocol_version):
@@ -213,7 +213,8 @@ def package_release(
     if duplicates:
         raise PackageError(f"more than one build for {', '.join(duplicates)}")
     extras = [Path(f) for f in extra_files]
-    reserved = {archive_name(t) for t in targets} | {MANIFEST_NAME, *_NOT_SUMMED}
+    reserved = {archive_name(t) for t in targets} | {sbom_asset_name(t) for t in targets}
+    reserved |= {MANIFEST_NAME, *_NOT_SUMMED}
     for extra in extras:
         if not extra.is_file():
             raise UsageError(f"{extra} is not a file")
@@ -230,6 +231,7 @@ def package_release(
         for build_dir, info in sorted(infos, key=lambda item: item[1].target):
             archive = out_dir / archive_name(info.target)
             write_archive(build_dir, info.target, archive)
+            (out_dir / sbom_asset_name(info.target)).write_bytes(sboms[build_dir])
             assets.append(
                 ManifestAsset(
                     name=archive.name,
@@ -259,6 +261,27 @@ def package_release(
     return manifest
 
 
+def _checked_sbom(build_dir: Path) -> bytes:
+    """The build's SBOM, which must list exactly the files the archive will hold."""
+    root = build_dir.resolve()
+    for path in _walk(root):
+        if path.is_symlink() and not _link_stays_inside(root, path):
+            raise PackageError(f"{path} is a symlink that leaves the build folder")
+    try:
+        raw = (build_dir / SBOM_NAME).read_bytes()
+    except FileNotFoundError:
+        raise PackageError(
+            f"{build_dir} has no {SBOM_NAME}", hint="build it with mux-release build"
+        ) from None
+    try:
+        check_sbom_matches(raw, build_dir, what=f"{build_dir / SBOM_NAME}")
+    except MuxError as exc:
+        raise PackageError(
+            exc.message, hint="the folder changed after it was built: rebuild it"
+        ) from None
+    return raw
+
+
 def trusted_comment_for(version: str, timestamp: int) -> str:
     """The signed comment of ``SHA256SUMS.minisig``: minisign's default fields plus the version."""
     return f"timestamp:{timestamp}\tfile:{SUMS_NAME}\thashed\tversion:{version}"
@@ -277,32 +300,6 @@ def sign_release(release_dir: Path, secret_key: SecretKey) -> Path:
     path = release_dir / SUMS_SIGNATURE_NAME
     _atomic_write(path, signature)
     return path
-
-
-def write_feed_index(feed_dir: Path, *, prerelease: Mapping[str, bool] | None = None) -> Path:
-    """Write ``releases.json`` from the ``v<version>/`` folders (with a manifest) in a feed.
-
-    A release's prerelease flag comes from ``prerelease`` (by tag), else the existing
-    ``releases.json``, else its version (``1.0.0rc1`` is a prerelease).
-    """
-    feed_dir = Path(feed_dir)
-    index = feed_dir / FEED_INDEX_NAME
-    known: dict[str, bool] = {}
-    if index.is_file():
-        known = {r.tag: r.prerelease for r in parse_releases_json(index.read_bytes())}
-    known.update(prerelease or {})
-    releases = []
-    for folder in sorted(feed_dir.iterdir()):
-        if not (folder.is_dir() and (folder / MANIFEST_NAME).is_file()):
-            continue
-        try:
-            version = parse_tag(folder.name)
-        except ParseError:
-            continue
-        flag = known.get(folder.name, version.is_prerelease)
-        releases.append(FeedRelease(tag=folder.name, prerelease=flag))
-    _atomic_write(index, format_releases_json(releases))
-    return index
 
 
 def release_dir_for(feed_dir: Path, version: str) -> Path:

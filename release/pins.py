@@ -5,6 +5,12 @@ own comments). Only ``mux-release repin`` writes an entry's ``tag``, ``url``, ``
 ``size``, after a verified download; people write the rest (repository, asset, licence,
 attestation identity) and the comments, which every rewrite keeps.
 
+An entry pins one release asset that every target ships (``asset = "name"``), or one asset per
+target, all from the same release tag: ``asset = "libfoo-{target}.tar.gz"`` (a template, for
+the targets in ``targets``, default all of ``updater._targets.TARGETS``) or a table
+``[artifacts.<name>.assets]`` mapping each target to its asset name. A per-target entry's
+digests live in ``[artifacts.<name>.pinned.<target>]`` (``url``, ``sha256``, ``size``).
+
 Reading is pure (:func:`read_pins` on a parsed document); :func:`check_pins` is the offline CI
 check behind ``mux-release pins --check``. tomlkit (style-preserving) parses, so the same
 document can be edited in place by :mod:`release.repin`.
@@ -39,16 +45,24 @@ DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 
 # The fields repin writes from a verified download; everything else is written by people.
 PINNED_FIELDS = ("tag", "url", "sha256", "size")
+# Per-target entries: repin writes ``tag`` and one ``pinned.<target>`` table of these per target.
+FILE_FIELDS = ("url", "sha256", "size")
+PINNED_KEY = "pinned"
+ASSETS_KEY = "assets"
+TARGET_PLACEHOLDER = "{target}"
 _ENTRY_KEYS = frozenset(
     {
         "repository",
         "asset",
+        ASSETS_KEY,
+        "targets",
         "license",
         "license_file",
         "license_url",
         "attestation",
         "attestation_asset",
         "max_bytes",
+        PINNED_KEY,
         *PINNED_FIELDS,
     }
 )
@@ -59,9 +73,11 @@ _REPOSITORY_RE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1
 _WORKFLOW_RE = re.compile(r"\.github/workflows/[A-Za-z0-9._-]+\.ya?ml")
 # A tag is an optional digit-free prefix ("libfoo-"), an optional "v", then a version.
 _TAG_RE = re.compile(r"(?P<prefix>[^0-9\s]*?)v?(?P<version>[0-9][0-9A-Za-z.+!_-]*)")
-# The line the notices carry for each pin; ``pins --check`` compares them with the pins.
+# The line the notices carry for each pinned file; ``pins --check`` compares them with the pins.
 PIN_MARKER_RE = re.compile(
-    r"^<!-- pin: (?P<name>\S+) tag=(?P<tag>\S+) sha256=(?P<sha256>\S+) -->$", re.MULTILINE
+    r"^<!-- pin: (?P<name>\S+)(?: target=(?P<target>\S+))? tag=(?P<tag>\S+)"
+    r" sha256=(?P<sha256>\S+) -->$",
+    re.MULTILINE,
 )
 
 
@@ -78,30 +94,94 @@ class PinIdentity:
 
 
 @dataclass(frozen=True)
-class Pin:
-    """One ``[artifacts.<name>]`` entry. The pinned fields are None until the first repin."""
+class PinnedAsset:
+    """One release asset of a pin: what a target ships. ``target`` is None for the single
+    asset of an entry that every target ships. The digest fields are None until repinned."""
 
-    name: str
-    repository: str
+    target: str | None
     asset: str
-    license: str
-    license_file: str
-    identity: PinIdentity
-    license_url: str | None = None
-    attestation_asset: str | None = None
-    max_bytes: int = DEFAULT_MAX_BYTES
-    tag: str | None = None
     url: str | None = None
     sha256: str | None = None
     size: int | None = None
 
     @property
     def is_pinned(self) -> bool:
-        return self.tag is not None and self.url is not None and self.sha256 is not None
+        return self.url is not None and self.sha256 is not None
+
+    def label(self, pin_name: str) -> str:
+        return f"{pin_name} ({self.target})" if self.target else pin_name
 
 
-def pin_marker(name: str, tag: str, sha256: str) -> str:
-    return f"<!-- pin: {name} tag={tag} sha256={sha256} -->"
+@dataclass(frozen=True)
+class Pin:
+    """One ``[artifacts.<name>]`` entry. The pinned fields are None until the first repin.
+
+    ``files`` holds one :class:`PinnedAsset` per declared target (sorted by target), or the one
+    target-independent asset. ``asset``, ``url``, ``sha256`` and ``size`` describe that single
+    asset; for a per-target entry they are None (``asset`` keeps a ``{target}`` template).
+    """
+
+    name: str
+    repository: str
+    license: str
+    license_file: str
+    identity: PinIdentity
+    files: tuple[PinnedAsset, ...]
+    license_url: str | None = None
+    attestation_asset: str | None = None
+    max_bytes: int = DEFAULT_MAX_BYTES
+    tag: str | None = None
+    template: str | None = None
+
+    @property
+    def per_target(self) -> bool:
+        return self.files[0].target is not None
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The targets that ship this artifact (every published target for a single asset)."""
+        from updater._targets import TARGETS
+
+        if not self.per_target:
+            return TARGETS
+        return tuple(str(item.target) for item in self.files)
+
+    def file_for(self, target: str) -> PinnedAsset | None:
+        """The asset ``target`` ships, or None when this artifact is not shipped there."""
+        for item in self.files:
+            if item.target in (None, target):
+                return item
+        return None
+
+    @property
+    def asset(self) -> str | None:
+        return self.template if self.per_target else self.files[0].asset
+
+    @property
+    def url(self) -> str | None:
+        return None if self.per_target else self.files[0].url
+
+    @property
+    def sha256(self) -> str | None:
+        return None if self.per_target else self.files[0].sha256
+
+    @property
+    def size(self) -> int | None:
+        return None if self.per_target else self.files[0].size
+
+    @property
+    def is_pinned(self) -> bool:
+        return self.tag is not None and all(item.is_pinned for item in self.files)
+
+    def attestation_asset_for(self, target: str | None) -> str | None:
+        if self.attestation_asset is None or target is None:
+            return self.attestation_asset
+        return self.attestation_asset.replace(TARGET_PLACEHOLDER, target)
+
+
+def pin_marker(name: str, tag: str, sha256: str, target: str | None = None) -> str:
+    where = f" target={target}" if target else ""
+    return f"<!-- pin: {name}{where} tag={tag} sha256={sha256} -->"
 
 
 def parse_tag_version(tag: str) -> tuple[str, Version]:
@@ -155,6 +235,54 @@ def _check_license_file(value: object, base_dir: Path | None) -> str | None:
     return None
 
 
+_PLAIN_NAME = "a plain file name (letters, digits, '.', '_', '+', '-')"
+
+
+def declared_assets(entry: Mapping[str, Any]) -> tuple[dict[str, str] | None, list[str]]:
+    """``{target: asset}`` of a per-target entry (None: one asset for every target), and the
+    problems found in how the entry declares its assets."""
+    from updater._targets import TARGETS
+
+    asset, table, targets = entry.get("asset"), entry.get(ASSETS_KEY), entry.get("targets")
+    if table is not None:
+        if asset is not None or targets is not None:
+            return {}, [f"give either [{ASSETS_KEY}] or asset (and targets), not both"]
+        if not isinstance(table, Mapping) or not table:
+            return {}, [f"[{ASSETS_KEY}] must map targets to asset names"]
+        problems = [
+            f"{ASSETS_KEY}: {target!r} is not a published target ({', '.join(TARGETS)})"
+            for target in table
+            if target not in TARGETS
+        ]
+        problems += [
+            f"{ASSETS_KEY}.{target} must be {_PLAIN_NAME}"
+            for target, name in table.items()
+            if not is_safe_asset_name(name)
+        ]
+        return {str(k): str(v) for k, v in table.items()}, problems
+    if not isinstance(asset, str) or TARGET_PLACEHOLDER not in asset:
+        if targets is not None:
+            return {}, [f"targets needs an asset template with {TARGET_PLACEHOLDER}"]
+        if not is_safe_asset_name(asset):
+            return None, [f"asset must be {_PLAIN_NAME}"]
+        return None, []
+    if targets is None:
+        targets = list(TARGETS)
+    if not isinstance(targets, list) or not targets:
+        return {}, ["targets must be a non-empty list of targets"]
+    problems = [
+        f"targets: {target!r} is not a published target ({', '.join(TARGETS)})"
+        for target in targets
+        if target not in TARGETS
+    ]
+    if len(set(targets)) != len(targets):
+        problems.append("targets names a target twice")
+    mapping = {str(target): asset.replace(TARGET_PLACEHOLDER, str(target)) for target in targets}
+    if not all(is_safe_asset_name(name) for name in mapping.values()):
+        problems.append(f"asset must expand to {_PLAIN_NAME} for every target")
+    return mapping, problems
+
+
 def _entry_problems(name: str, entry: Mapping[str, Any], base_dir: Path | None) -> list[str]:
     """Problems in the human-written part of an entry (everything but the pinned fields)."""
     problems: list[str] = []
@@ -166,8 +294,7 @@ def _entry_problems(name: str, entry: Mapping[str, Any], base_dir: Path | None) 
     repository = entry.get("repository")
     if not isinstance(repository, str) or not _REPOSITORY_RE.fullmatch(repository):
         problems.append("repository must be owner/name")
-    if not is_safe_asset_name(entry.get("asset")):
-        problems.append("asset must be a plain file name (letters, digits, '.', '_', '+', '-')")
+    problems += declared_assets(entry)[1]
     licence = entry.get("license")
     if not isinstance(licence, str) or not licence.strip():
         problems.append("license (an SPDX expression) is missing")
@@ -201,7 +328,10 @@ def _entry_problems(name: str, entry: Mapping[str, Any], base_dir: Path | None) 
                 "attestation.signer_workflow must be a workflow path like .github/workflows/x.yml"
             )
     att_asset = entry.get("attestation_asset")
-    if att_asset is not None and not is_safe_asset_name(att_asset):
+    if att_asset is not None and not (
+        isinstance(att_asset, str)
+        and is_safe_asset_name(att_asset.replace(TARGET_PLACEHOLDER, "x86_64-unknown-linux-gnu"))
+    ):
         problems.append("attestation_asset must be a plain file name")
     max_bytes = entry.get("max_bytes")
     if max_bytes is not None and (
@@ -211,30 +341,59 @@ def _entry_problems(name: str, entry: Mapping[str, Any], base_dir: Path | None) 
     return problems
 
 
-def _pinned_problems(entry: Mapping[str, Any]) -> list[str]:
-    """Problems in the fields repin writes; all four absent means 'not pinned yet'."""
-    present = [key for key in PINNED_FIELDS if key in entry]
-    if not present:
-        return []
+def _file_problems(fields: Mapping[str, Any], asset: str, where: str = "") -> list[str]:
     problems: list[str] = []
+    url = fields.get("url")
+    if not is_allowed_url(url):
+        problems.append(f"{where}url must be an https:// URL (plain http only on loopback)")
+    elif url_asset_name(str(url)) != asset:
+        problems.append(f"{where}url does not end in the asset name {asset!r}")
+    if not is_sha256(fields.get("sha256")):
+        problems.append(f"{where}sha256 must be 64 lower-case hex digits")
+    size = fields.get("size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        problems.append(f"{where}size must be a non-negative integer")
+    return problems
+
+
+def _tag_problems(entry: Mapping[str, Any]) -> list[str]:
     tag = entry.get("tag")
     if not isinstance(tag, str):
-        problems.append("tag is missing")
-    else:
-        try:
-            parse_tag_version(tag)
-        except ParseError as exc:
-            problems.append(exc.message)
-    url = entry.get("url")
-    if not is_allowed_url(url):
-        problems.append("url must be an https:// URL (plain http only on loopback)")
-    elif url_asset_name(str(url)) != entry.get("asset"):
-        problems.append(f"url does not end in the asset name {entry.get('asset')!r}")
-    if not is_sha256(entry.get("sha256")):
-        problems.append("sha256 must be 64 lower-case hex digits")
-    size = entry.get("size")
-    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
-        problems.append("size must be a non-negative integer")
+        return ["tag is missing"]
+    try:
+        parse_tag_version(tag)
+    except ParseError as exc:
+        return [exc.message]
+    return []
+
+
+def _pinned_problems(entry: Mapping[str, Any]) -> list[str]:
+    """Problems in the fields repin writes; all of them absent means 'not pinned yet'."""
+    assets, declaration_problems = declared_assets(entry)
+    if declaration_problems:
+        return []
+    if assets is None:
+        if not any(key in entry for key in PINNED_FIELDS):
+            return []
+        if PINNED_KEY in entry:
+            return [f"[{PINNED_KEY}] is for per-target entries; this one pins url and sha256"]
+        return _tag_problems(entry) + _file_problems(entry, str(entry.get("asset")))
+    stray = [key for key in FILE_FIELDS if key in entry]
+    if stray:
+        return [f"{', '.join(stray)}: a per-target entry pins them in [{PINNED_KEY}.<target>]"]
+    pinned = entry.get(PINNED_KEY)
+    if "tag" not in entry and pinned is None:
+        return []
+    problems = _tag_problems(entry)
+    if not isinstance(pinned, Mapping):
+        return [*problems, f"[{PINNED_KEY}] is missing; run mux-release repin"]
+    for target, fields in pinned.items():
+        if target not in assets:
+            problems.append(f"{PINNED_KEY}.{target}: the entry does not declare this target")
+        elif not isinstance(fields, Mapping):
+            problems.append(f"{PINNED_KEY}.{target} must be a table")
+        else:
+            problems += _file_problems(fields, assets[target], f"{PINNED_KEY}.{target}: ")
     return problems
 
 
@@ -243,25 +402,43 @@ def _plain(value: Any) -> Any:
     return unwrap() if callable(unwrap) else value
 
 
+def _pinned_asset(target: str | None, asset: str, fields: Mapping[str, Any]) -> PinnedAsset:
+    size = fields.get("size")
+    return PinnedAsset(
+        target=target,
+        asset=asset,
+        url=fields.get("url"),
+        sha256=fields.get("sha256"),
+        size=size if isinstance(size, int) else None,
+    )
+
+
 def _build_pin(name: str, entry: Mapping[str, Any]) -> Pin:
     attestation = entry["attestation"]
-    size = entry.get("size")
+    assets, _ = declared_assets(entry)
+    if assets is None:
+        files: tuple[PinnedAsset, ...] = (_pinned_asset(None, entry["asset"], entry),)
+    else:
+        pinned = entry.get(PINNED_KEY) or {}
+        files = tuple(
+            _pinned_asset(target, assets[target], pinned.get(target) or {})
+            for target in sorted(assets)
+        )
+    template = entry.get("asset") if assets is not None else None
     return Pin(
         name=name,
         repository=entry["repository"],
-        asset=entry["asset"],
         license=entry["license"],
         license_file=entry["license_file"],
         identity=PinIdentity(
             repository=attestation["repository"], signer_workflow=attestation["signer_workflow"]
         ),
+        files=files,
         license_url=entry.get("license_url"),
         attestation_asset=entry.get("attestation_asset"),
         max_bytes=entry.get("max_bytes", DEFAULT_MAX_BYTES),
         tag=entry.get("tag"),
-        url=entry.get("url"),
-        sha256=entry.get("sha256"),
-        size=size if isinstance(size, int) else None,
+        template=template,
     )
 
 
@@ -309,23 +486,32 @@ def load_pins(path: Path) -> list[Pin]:
 
 
 def notices_problems(pins: Iterable[Pin], notices_text: str | None) -> list[str]:
-    """The notices must name exactly the current pins (name, tag and sha256)."""
+    """The notices must name exactly the current pins (name, target, tag and sha256)."""
     expected = {
-        (pin.name, pin.tag, pin.sha256)
+        (pin.name, item.target or "", pin.tag, item.sha256)
         for pin in pins
-        if pin.tag is not None and pin.sha256 is not None
+        for item in pin.files
+        if pin.tag is not None and item.sha256 is not None
     }
     if notices_text is None:
         return ["THIRD_PARTY_NOTICES.md is missing (run mux-release notices)"] if expected else []
-    found = {(m["name"], m["tag"], m["sha256"]) for m in PIN_MARKER_RE.finditer(notices_text)}
+    found = {
+        (m["name"], m["target"] or "", m["tag"], m["sha256"])
+        for m in PIN_MARKER_RE.finditer(notices_text)
+    }
+
+    def who(name: str, target: str) -> str:
+        return f"{name} ({target})" if target else name
+
     problems = [
-        f"{name}: the notices do not name {tag} ({sha256[:12]}); run mux-release notices"
-        for name, tag, sha256 in sorted(expected - found)
+        f"{who(name, target)}: the notices do not name {tag} ({sha256[:12]});"
+        " run mux-release notices"
+        for name, target, tag, sha256 in sorted(expected - found)
     ]
     problems += [
-        f"{name}: the notices name {tag} ({sha256[:12]}), which is not the current pin;"
-        " run mux-release notices"
-        for name, tag, sha256 in sorted(found - expected)
+        f"{who(name, target)}: the notices name {tag} ({sha256[:12]}), which is not the"
+        " current pin; run mux-release notices"
+        for name, target, tag, sha256 in sorted(found - expected)
     ]
     return problems
 
@@ -340,11 +526,16 @@ def check_pins(path: Path, *, notices_path: Path | None = None) -> list[str]:
     except PinsError as exc:
         return [exc.message]
     pins, problems = read_pins(document, base_dir=path.parent)
-    problems += [
-        f"{pin.name}: not pinned yet; run mux-release repin {pin.name} --tag <tag>"
-        for pin in pins
-        if not pin.is_pinned
-    ]
+    for pin in pins:
+        repin = f"run mux-release repin {pin.name} --tag <tag>"
+        if pin.tag is None:
+            problems.append(f"{pin.name}: not pinned yet; {repin}")
+            continue
+        problems += [
+            f"{pin.name}: {item.target} is declared but has no pin; {repin}"
+            for item in pin.files
+            if not item.is_pinned
+        ]
     if notices_path is not None:
         try:
             notices_text: str | None = notices_path.read_text(encoding="utf-8")

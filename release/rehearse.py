@@ -1,7 +1,8 @@
 """``mux-release rehearse``: a whole release, offline, on this machine, in one command.
 
-Build mux twice (the second release with a higher version and a bumped protocol), package
-both into a local static feed, sign them with a throwaway minisign key, attest them with a
+Build mux twice (the second release with a higher version and a bumped protocol), check
+that every file of the build maps to a notice entry, build the first version again and check
+the two builds are identical (reproducible builds), package both into a local static feed, sign them with a throwaway minisign key, attest them with a
 throwaway Sigstore instance, serve the feed on loopback, install the older release with
 ``install.sh`` into a temporary HOME, start a mux server from it, run the installed
 ``mux update --check`` and ``mux update``, show that the server kept its pid and that mux
@@ -153,16 +154,17 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         build_standalone,
         build_standin,
         make_build_info,
+        write_bill,
         write_build_info,
     )
     from release.fake_sigstore import FakeSigstore
+    from release.feed import sign_feed_index
     from release.install_script import write_install_script
     from release.package import (
         package_release,
         read_build_info,
         rehash_sums,
         sign_release,
-        write_feed_index,
     )
     from release.serve import serve_directory
     from release.signing import SecretKey, generate_keypair
@@ -220,12 +222,61 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                 minisign_keys=key,
             )
             write_build_info(package_dir, info)
+            write_bill(builds[r.new_version], None)  # its notices and SBOM name the new version
             kind = "a standalone PyInstaller one-folder build"
         return [
             f"{kind}: mux {r.old_version} (protocol {r.old_protocol}) and "
             f"mux {r.new_version} (protocol {r.new_protocol})",
             *(f"{version}: {folder}" for version, folder in builds.items()),
         ]
+
+    def check_build_bill() -> list[str]:
+        from release.bill import check_build
+
+        folder = builds[r.old_version]
+        bill = check_build(folder, pins_path=None)  # the rehearsal ships no pinned artifact
+        lines = [
+            f"every one of the {bill.files} files maps to one of {bill.components} components",
+            "THIRD_PARTY_NOTICES.md and sbom.cdx.json are current",
+        ]
+        if not r.standin and folder.name.endswith("-linux-gnu") and shutil.which("objdump"):
+            from release.glibc import required_glibc
+
+            lines.append(f"glibc: {required_glibc(folder).describe()}")
+        return lines
+
+    def reproduce() -> list[str]:
+        from release.reproduce import compare_builds
+
+        again = r.workdir / "builds" / "again"
+        settings: dict[str, Any] = {
+            "version": r.old_version,
+            "protocol_version": r.old_protocol,
+            "repo": REHEARSAL_REPO,
+            "minisign_keys": [keys["public"]],
+        }
+        build_again = build_standin if r.standin else build_standalone
+        second = build_again(again, **settings)
+        result = compare_builds(builds[r.old_version], second)
+        return [
+            f"built mux {r.old_version} again into {second}",
+            f"identical: {result.files} entries, archive sha256 {result.archive_sha256[:16]}…",
+        ]
+
+    def verify_releases() -> list[str]:
+        from release.verify_release import verify_release
+
+        lines = []
+        for version in (r.old_version, r.new_version):
+            result = verify_release(
+                str(feed / f"v{version}"),
+                keys=[keys["public"]],
+                repo=REHEARSAL_REPO,
+                trusted_root=keys["sigstore"].trusted_root_path,
+            )
+            layers = ", ".join(f"{layer.layer}: {layer.status}" for layer in result.log.layers)
+            lines.append(f"v{version}: {layers}")
+        return lines
 
     def sigstore() -> list[str]:
         keys["sigstore"] = FakeSigstore.create(r.workdir / "sigstore")
@@ -252,7 +303,8 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                 f"  protocol {manifest.protocol_version}; attested as "
                 f"{REHEARSAL_REPO} .github/workflows/release.yml@refs/tags/v{version}"
             )
-        write_feed_index(feed)
+        index = sign_feed_index(feed, keys["secret"])
+        lines.append(f"releases.json signed: seq {index.comment.seq}, expires in 14 days")
         return lines
 
     def install() -> list[str]:
@@ -316,8 +368,11 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
 
     r.step("make a throwaway minisign key", make_key)
     r.step("build mux twice (the second with a higher version and protocol)", build)
+    r.step("map every file of the build to its notices (notices --check-build)", check_build_bill)
+    r.step(f"build mux {r.old_version} again and compare (reproducible builds)", reproduce)
     r.step("create a throwaway Sigstore instance", sigstore)
     r.step("package, attest and sign both releases into a static feed", package_attest_sign)
+    r.step("verify both releases as mux-release verify does (SBOM included)", verify_releases)
     with serve_directory(feed) as url:
         r.feed_url = url
         home = r.workdir / "home"

@@ -8,18 +8,20 @@ The steps (docs/design.md, "Pins"), each failing closed:
    ``releases.json``); a tag must keep the entry's tag prefix;
 3. refuse a downgrade unless ``allow_downgrade`` (the updater's decision,
    :meth:`updater.plan.ReleaseRequest.decide`);
-4. read the release (GitHub API): not a draft, the asset is listed, its size is within the
-   cap, its ``digest``; whether it publishes ``SHA256SUMS``;
-5. download the asset while hashing it, with a size cap (the bytes are not kept: the pin is the
-   digest, and ``mux-release build`` checks the file it is given in --artifacts DIR against the pin);
+4. read the release (GitHub API, :meth:`~updater.sources.ReleaseSource.listing`): not a draft, every asset of the entry is listed (one per
+   declared target, all from this one tag; a missing one is named with its target), each
+   size is within the cap, each ``digest``; whether it publishes ``SHA256SUMS``;
+5. for every asset, in parallel under one progress display: download it while hashing it
+   (the updater's own download), with a size cap (the bytes are not kept: the pin is the digest, and ``mux-release build``
+   checks the file it is given in --artifacts DIR against the pin), then
 6. every available digest must agree: the computed one, the API ``digest`` and the release's
-   ``SHA256SUMS`` line (mandatory on a mirror, which has no API);
-7. the artifact's build-provenance attestation must verify for the entry's identity, at
+   ``SHA256SUMS`` line (mandatory on a mirror, which has no API), and
+7. its build-provenance attestation must verify for the entry's identity, at
    ``refs/tags/<tag>`` (the updater's own verifier, :mod:`updater.attestation`);
-8. rewrite the entry's ``tag``, ``url``, ``sha256`` and ``size`` with tomlkit (comments and
-   order kept, nothing else touched), regenerate the notices, and write both files together:
-   both are staged as temp files next to their targets, then renamed; if anything fails,
-   neither changes.
+8. only when every asset passed: rewrite the entry's ``tag`` and each asset's ``url``,
+   ``sha256`` and ``size`` with tomlkit (comments and order kept, nothing else touched),
+   regenerate the notices, and write both files together: both are staged as temp files next
+   to their targets, then renamed; if anything fails, neither changes.
 
 ``dry_run`` stops before step 8's writes and reports the diffs.
 """
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +43,7 @@ from updater.sources import (
     BUNDLE_LIMIT,
     GITHUB_WEB,
     GitHubSource,
+    PublishedAsset,
     ReleaseSource,
     github_download_url,
     open_source,
@@ -51,7 +54,9 @@ from .pins import (
     ARTIFACTS_KEY,
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
+    PINNED_KEY,
     Pin,
+    PinnedAsset,
     PinsError,
     load_document,
     parse_tag_version,
@@ -61,9 +66,11 @@ from .textdiff import capped_unified_diff
 
 if TYPE_CHECKING:
     from updater.attestation import AttestationReport
+    from updater.download import Progress
     from updater.settings import Settings
 
 MAX_DIFF_LINES = 120
+MAX_PARALLEL = 4  # assets downloaded and verified at once
 # What the updater's decision refuses without --allow-downgrade.
 _REFUSED = (Decision.DOWNGRADE_REFUSED, Decision.NEWER_INSTALLED)
 
@@ -73,31 +80,63 @@ class RepinRefused(MuxError):
 
 
 @dataclass(frozen=True)
-class RepinResult:
-    """What a repin found and did; ``changed`` is False when the pin already was this."""
+class RepinnedFile:
+    """One verified asset: what its target will ship."""
 
-    name: str
-    old_tag: str | None
-    old_sha256: str | None
-    tag: str
+    target: str | None
+    asset: str
     url: str
     sha256: str
     size: int
     digests: tuple[str, ...]  # which sources agreed on the sha256
     attestation: AttestationReport
+
+
+@dataclass(frozen=True)
+class RepinResult:
+    """What a repin found and did; ``changed`` is False when the pin already was this."""
+
+    name: str
+    old_tag: str | None
+    tag: str
+    files: tuple[RepinnedFile, ...]
     pins_diff: str
     notices_diff: str
     changed: bool
     written: bool
 
+    # The single asset's fields (an entry shipped by every target).
+    @property
+    def sha256(self) -> str:
+        return self.files[0].sha256
+
+    @property
+    def size(self) -> int:
+        return self.files[0].size
+
+    @property
+    def url(self) -> str:
+        return self.files[0].url
+
+    @property
+    def digests(self) -> tuple[str, ...]:
+        return self.files[0].digests
+
+    @property
+    def attestation(self) -> AttestationReport:
+        return self.files[0].attestation
+
     def describe(self) -> list[str]:
         """Human-readable lines for the CLI, ending with a ready commit message."""
-        attested = f"{self.attestation.signer_workflow}@{self.attestation.signer_ref}"
-        lines = [
-            f"{self.name}: {self.tag} sha256 {self.sha256} ({self.size} bytes)",
-            "  digests agree: " + ", ".join(self.digests),
-            f"  attested by {self.attestation.repository} {attested}",
-        ]
+        lines = []
+        for item in self.files:
+            report = item.attestation
+            what = f" ({item.target}) {item.asset}" if item.target else ""
+            lines += [
+                f"{self.name}{what}: {self.tag} sha256 {item.sha256} ({item.size} bytes)",
+                "  digests agree: " + ", ".join(item.digests),
+                f"  attested by {report.repository} {report.signer_workflow}@{report.signer_ref}",
+            ]
         if not self.changed:
             lines.append(f"{self.name} is already pinned to {self.tag}; nothing to change")
             return lines
@@ -107,9 +146,12 @@ class RepinResult:
                 lines.append(self.notices_diff.rstrip("\n"))
             return lines
         old = f"{self.old_tag} " if self.old_tag else ""
+        what = (
+            f"sha256 {self.sha256[:12]}" if len(self.files) == 1 else f"{len(self.files)} targets"
+        )
         lines.append(
-            f"commit: repin {self.name}: {old}-> {self.tag}, sha256 {self.sha256[:12]}, "
-            f"attested by {self.attestation.repository}"
+            f"commit: repin {self.name}: {old}-> {self.tag}, {what}, "
+            f"attested by {self.files[0].attestation.repository}"
         )
         return lines
 
@@ -160,14 +202,32 @@ def agree_on_digest(computed: str, others: Sequence[tuple[str, str | None]]) -> 
     return agreed
 
 
-def rewrite_pin(document_text: str, name: str, fields: dict[str, Any]) -> str:
-    """``document_text`` with only ``fields`` of ``[artifacts.<name>]`` replaced (tomlkit)."""
+def rewrite_pin(
+    document_text: str,
+    name: str,
+    fields: dict[str, Any],
+    per_target: dict[str, dict[str, Any]] | None = None,
+) -> str:
+    """``document_text`` with only ``fields`` of ``[artifacts.<name>]`` replaced (tomlkit), and
+    for a per-target entry its ``[artifacts.<name>.pinned.<target>]`` tables."""
     import tomlkit
 
     document = tomlkit.parse(document_text)
     entry = document[ARTIFACTS_KEY][name]
     for key, value in fields.items():
         entry[key] = value
+    if per_target is not None:
+        pinned = entry.get(PINNED_KEY)
+        if pinned is None:
+            pinned = tomlkit.table(is_super_table=True)
+            entry[PINNED_KEY] = pinned
+        for target in sorted(per_target):
+            table = pinned.get(target)
+            if table is None:
+                table = tomlkit.table()
+                pinned[target] = table
+            for key, value in per_target[target].items():
+                table[key] = value
     return tomlkit.dumps(document)
 
 
@@ -176,10 +236,10 @@ def rewrite_pin(document_text: str, name: str, fields: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class _Release:
-    """What the release's host lists about the pinned asset, before it is downloaded."""
+    """What the release's host lists about the entry's assets, before anything is downloaded."""
 
-    api_digest: str | None
-    api_size: int | None
+    tag: str
+    assets: Mapping[str, PublishedAsset] | None  # None: a mirror, which lists nothing
     publishes_sums: bool
 
 
@@ -207,59 +267,64 @@ def _pin_web(mirror: str | None, github_url: str | None, settings: Settings) -> 
 
 
 def _release_info(source: ReleaseSource, tag: str, pin: Pin) -> _Release:
+    """The release's asset list (names, API digests, sizes); every asset of ``pin`` must be in
+    it and within the size cap, or nothing is downloaded."""
     listing = source.listing(tag)
     if listing is None:
         # A mirror has no API: no asset list and no digest field, so SHA256SUMS is mandatory.
-        return _Release(None, None, True)
+        return _Release(tag, None, True)
     if listing.draft:
         raise RepinRefused(f"{pin.name}: release {tag} is a draft; pin a published release")
-    asset = listing.assets.get(pin.asset)
-    if asset is None:
-        raise NetworkError(f"release {tag} of {pin.repository} has no asset {pin.asset}")
-    if asset.size is not None and asset.size > pin.max_bytes:
-        raise RepinRefused(
-            f"{pin.name}: {pin.asset} is {asset.size} bytes, more than max_bytes ({pin.max_bytes})"
+    missing = [item for item in pin.files if item.asset not in listing.assets]
+    if missing:
+        named = ", ".join(
+            f"{item.asset} (for {item.target})" if item.target else item.asset for item in missing
         )
-    return _Release(asset.sha256, asset.size, SUMS_NAME in listing.assets)
+        raise NetworkError(f"release {tag} of {pin.repository} has no asset {named}")
+    for item in pin.files:
+        size = listing.assets[item.asset].size
+        if size is not None and size > pin.max_bytes:
+            raise RepinRefused(
+                f"{pin.name}: {item.asset} is {size} bytes, more than max_bytes ({pin.max_bytes})"
+            )
+    return _Release(tag, listing.assets, SUMS_NAME in listing.assets)
 
 
 def _download_and_hash(
-    source: ReleaseSource, tag: str, pin: Pin, size: int | None, *, quiet: bool, bar: bool
+    source: ReleaseSource,
+    tag: str,
+    asset: str,
+    *,
+    max_bytes: int,
+    size: int | None,
+    progress: Progress,
 ) -> tuple[str, int]:
     """Fetch the asset and hash it; the bytes are not kept (the pin is their digest).
 
     The updater's own download: never past ``max_bytes``; with a known size (GitHub's API
     lists it) resumed with Range and retried.
     """
-    from updater.render import make_progress
-
-    label = f"{pin.asset} {tag}"
     with tempfile.TemporaryDirectory(prefix="mux-repin-") as scratch:
         fetched = source.download(
-            tag,
-            pin.asset,
-            Path(scratch),
-            size=size,
-            max_size=pin.max_bytes,
-            progress=make_progress(label, quiet=quiet, bar=bar),
+            tag, asset, Path(scratch), size=size, max_size=max_bytes, progress=progress
         )
         return fetched.sha256, fetched.size
 
 
-def _sums_digest(source: ReleaseSource, tag: str, pin: Pin) -> str:
+def _sums(source: ReleaseSource, tag: str) -> dict[str, str]:
     raw = source.fetch(tag, SUMS_NAME)
     try:
-        sums = parse_sha256sums(raw)
+        return parse_sha256sums(raw)
     except ParseError as exc:
         raise VerificationError(f"release {tag}: {exc.message}") from None
-    if pin.asset not in sums:
-        raise VerificationError(f"release {tag}: {SUMS_NAME} does not list {pin.asset}")
-    return sums[pin.asset]
 
 
-def _attestation_bundles(source: ReleaseSource, tag: str, pin: Pin, sha256: str) -> bytes:
-    if pin.attestation_asset:
-        return source.fetch(tag, pin.attestation_asset, max_size=BUNDLE_LIMIT)
+def _attestation_bundles(
+    source: ReleaseSource, tag: str, pin: Pin, item: PinnedAsset, sha256: str
+) -> bytes:
+    bundle_asset = pin.attestation_asset_for(item.target)
+    if bundle_asset:
+        return source.fetch(tag, bundle_asset, max_size=BUNDLE_LIMIT)
     if not source.attestation_lookup:
         raise VerificationError(
             f"{pin.name}: a mirror has no attestations API",
@@ -273,9 +338,185 @@ def _attestation_bundles(source: ReleaseSource, tag: str, pin: Pin, sha256: str)
         bundles = []
     if not bundles:
         raise VerificationError(
-            f"{pin.name}: {pin.asset} of {tag} is not attested (no attestation for sha256 {sha256})"
+            f"{item.label(pin.name)}: {item.asset} of {tag} is not attested (no attestation "
+            f"for sha256 {sha256})"
         )
     return b"\n".join(bundles)
+
+
+def _verify_one(
+    source: ReleaseSource,
+    pin: Pin,
+    item: PinnedAsset,
+    release: _Release,
+    sums: dict[str, str] | None,
+    *,
+    pin_web: str,
+    trusted_root: Path | None,
+    progress: Progress,
+) -> RepinnedFile:
+    """Download, cross-check and attestation-verify one asset (runs in a worker thread)."""
+    from updater.attestation import AttestationIdentity, verify_attestation
+
+    tag = release.tag
+    listed = release.assets.get(item.asset) if release.assets is not None else None
+    api_digest, api_size = (listed.sha256, listed.size) if listed else (None, None)
+    computed, size = _download_and_hash(
+        source, tag, item.asset, max_bytes=pin.max_bytes, size=api_size, progress=progress
+    )
+    if api_size is not None and size != api_size:
+        raise VerificationError(
+            f"{item.asset}: downloaded {size} bytes, the release lists {api_size}"
+        )
+    if sums is not None and item.asset not in sums:
+        raise VerificationError(f"release {tag}: {SUMS_NAME} does not list {item.asset}")
+    agreed = agree_on_digest(
+        computed,
+        [
+            ("GitHub's asset digest", api_digest),
+            (SUMS_NAME, sums.get(item.asset) if sums is not None else None),
+        ],
+    )
+    if pin.tag == tag and item.sha256 is not None and item.sha256 != computed:
+        raise VerificationError(
+            f"{item.label(pin.name)}: {item.asset} of {tag} changed since it was pinned "
+            f"(pinned {item.sha256}, now {computed})"
+        )
+    bundle = _attestation_bundles(source, tag, pin, item, computed)
+    identity = AttestationIdentity(
+        repository=pin.identity.repository,
+        signer_workflow=pin.identity.signer_workflow,
+        ref=f"refs/tags/{tag}",
+    )
+    report = verify_attestation(bundle, computed, identity, trusted_root=trusted_root)
+    return RepinnedFile(
+        target=item.target,
+        asset=item.asset,
+        url=github_download_url(pin_web, pin.repository, tag, item.asset),
+        sha256=computed,
+        size=size,
+        digests=tuple(agreed),
+        attestation=report,
+    )
+
+
+def _verify_all(
+    source: ReleaseSource,
+    pin: Pin,
+    release: _Release,
+    sums: dict[str, str] | None,
+    *,
+    pin_web: str,
+    trusted_root: Path | None,
+    quiet: bool,
+    bar: bool,
+) -> tuple[RepinnedFile, ...]:
+    """Every asset of the entry, in parallel under one progress display; the first failure
+    (in the entry's target order) is raised once all have finished, so nothing is half done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    display = RepinProgress(quiet=quiet, bar=bar)
+    with display, ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
+        futures = [
+            pool.submit(
+                _verify_one,
+                source,
+                pin,
+                item,
+                release,
+                sums,
+                pin_web=pin_web,
+                trusted_root=trusted_root,
+                progress=display.task(f"{item.asset} {release.tag}"),
+            )
+            for item in pin.files
+        ]
+        outcomes: list[RepinnedFile | MuxError] = []
+        for future in futures:
+            try:
+                outcomes.append(future.result())
+            except MuxError as exc:
+                outcomes.append(exc)
+    for item, outcome in zip(pin.files, outcomes, strict=True):
+        if isinstance(outcome, MuxError) and item.target is not None:
+            # Name the target and asset: with several in flight, the bare reason is ambiguous.
+            outcome.message = f"{item.label(pin.name)} {item.asset}: {outcome.message}"
+    for outcome in outcomes:
+        if isinstance(outcome, MuxError):
+            raise outcome
+    return tuple(o for o in outcomes if isinstance(o, RepinnedFile))
+
+
+class RepinProgress:
+    """One progress display for parallel downloads: a rich bar per asset on a terminal (unless
+    ``bar`` is off: NO_COLOR, TERM=dumb), else one line when each starts and ends (the
+    updater's :func:`updater.render.make_progress`)."""
+
+    def __init__(self, *, quiet: bool, bar: bool) -> None:
+        import sys
+
+        self._quiet = quiet
+        self._rich: Any = None
+        if not quiet and bar and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+            self._rich = Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+
+    def __enter__(self) -> RepinProgress:
+        if self._rich is not None:
+            self._rich.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+    def task(self, label: str) -> Progress:
+        if self._rich is None:
+            from updater.render import make_progress
+
+            return make_progress(label, quiet=self._quiet, bar=False)
+        return _RichTask(self._rich, label)
+
+
+class _RichTask:
+    """One asset's bar in a shared rich display."""
+
+    def __init__(self, rich: Any, label: str) -> None:
+        self._rich = rich
+        self._label = label
+        self._id: Any = None
+
+    def start(self, total: int | None) -> None:
+        self._id = self._rich.add_task(self._label, total=total)
+
+    def advance(self, done: int) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, completed=done)
+
+    def finish(self) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, visible=False)
+
+
+def _rewrite(original: str, pin: Pin, tag: str, verified: Sequence[RepinnedFile]) -> str:
+    if not pin.per_target:
+        (item,) = verified
+        fields = {"tag": tag, "url": item.url, "sha256": item.sha256, "size": item.size}
+        return rewrite_pin(original, pin.name, fields)
+    per_target = {
+        str(item.target): {"url": item.url, "sha256": item.sha256, "size": item.size}
+        for item in verified
+    }
+    return rewrite_pin(original, pin.name, {"tag": tag}, per_target)
 
 
 # --- writing (I/O) ----------------------------------------------------------------------
@@ -340,7 +581,7 @@ def repin(
     progress: Callable[[str], None] | None = None,
     settings: Settings | None = None,
 ) -> RepinResult:
-    """Move pin ``name`` to ``tag`` (or the latest release) after verifying the asset.
+    """Move pin ``name`` to ``tag`` (or the latest release) after verifying its assets.
 
     ``source`` is a mirror (feed URL or folder) instead of GitHub; ``github_url`` and
     ``api_url`` replace GitHub's bases (GitHub Enterprise, tests), else ``settings``' apply
@@ -350,7 +591,6 @@ def repin(
     ``distributions`` replaces the installed ones in the regenerated notices (tests).
     """
     from updater import settings as mux_settings
-    from updater.attestation import AttestationIdentity, verify_attestation
 
     settings = settings or mux_settings.load()
 
@@ -382,52 +622,25 @@ def repin(
         except ParseError as exc:
             raise UsageError(f"{pin.name}: {exc.message}") from None
         release = _release_info(artifact_source, new_tag, pin)
+        sums = _sums(artifact_source, new_tag) if release.publishes_sums else None
 
-        say(f"[3/7] download {pin.asset} of {new_tag}")
-        computed, size = _download_and_hash(
+        count = f"{len(pin.files)} assets" if len(pin.files) > 1 else pin.files[0].asset
+        say(f"[3/7] download {count} of {new_tag}")
+        say("[4/7] cross-check digests")
+        say("[5/7] verify the attestation" + ("s" if len(pin.files) > 1 else ""))
+        verified = _verify_all(
             artifact_source,
-            new_tag,
             pin,
-            release.api_size,
+            release,
+            sums,
+            pin_web=_pin_web(source, github_url, settings),
+            trusted_root=trusted_root or settings.sigstore_trusted_root,
             quiet=progress is None,
             bar=settings.progress_bar,
         )
-        if release.api_size is not None and size != release.api_size:
-            raise VerificationError(
-                f"{pin.asset}: downloaded {size} bytes, the release lists {release.api_size}"
-            )
-
-        say("[4/7] cross-check digests")
-        sums = _sums_digest(artifact_source, new_tag, pin) if release.publishes_sums else None
-        agreed = agree_on_digest(
-            computed, [("GitHub's asset digest", release.api_digest), (SUMS_NAME, sums)]
-        )
-        if pin.tag == new_tag and pin.sha256 is not None and pin.sha256 != computed:
-            raise VerificationError(
-                f"{pin.name}: {pin.asset} of {new_tag} changed since it was pinned "
-                f"(pinned {pin.sha256}, now {computed})"
-            )
-
-        say("[5/7] verify the attestation")
-        bundle = _attestation_bundles(artifact_source, new_tag, pin, computed)
-        identity = AttestationIdentity(
-            repository=pin.identity.repository,
-            signer_workflow=pin.identity.signer_workflow,
-            ref=f"refs/tags/{new_tag}",
-        )
-        report = verify_attestation(
-            bundle,
-            computed,
-            identity,
-            trusted_root=trusted_root or settings.sigstore_trusted_root,
-        )
-    url = github_download_url(
-        _pin_web(source, github_url, settings), pin.repository, new_tag, pin.asset
-    )
 
     say("[6/7] plan the writes")
-    fields: dict[str, Any] = {"tag": new_tag, "url": url, "sha256": computed, "size": size}
-    updated = rewrite_pin(original, name, fields)
+    updated = _rewrite(original, pin, new_tag, verified)
     new_pins, problems = read_pins(load_document_text(updated), base_dir=pins_path.parent)
     if problems:  # the rewrite must round-trip into a valid file, or nothing is written
         raise PinsError(f"the rewritten pins.toml is invalid: {problems[0]}")
@@ -448,13 +661,8 @@ def repin(
     return RepinResult(
         name=name,
         old_tag=pin.tag,
-        old_sha256=pin.sha256,
         tag=new_tag,
-        url=url,
-        sha256=computed,
-        size=size,
-        digests=tuple(agreed),
-        attestation=report,
+        files=verified,
         pins_diff=pins_diff,
         notices_diff=notices_diff,
         changed=changed,

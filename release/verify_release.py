@@ -4,16 +4,21 @@ The release is read through a source of :mod:`updater.sources` (the folder, or G
 tag) and checked by :mod:`updater.verify`'s pipeline, the one ``mux update`` runs, with the
 strictest policy: signature, manifest, digests and attestation for every archive, each
 unpacked into a scratch folder, and the one built for this machine smoke-tested. Each
-layer's result is reported.
+layer's result is reported. On top of ``mux update``'s layers, right after each archive is
+unpacked (and before its build runs), it checks the archive's SBOM (``mux-<target>.cdx.json``,
+covered by the signed ``SHA256SUMS``): present, and listing exactly the files the archive
+unpacks to (:func:`release.sbom.check_release_sbom`).
 """
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from release.sbom import check_release_sbom
 from updater import models
 from updater.errors import UsageError
 from updater.plan import ReleaseRequest
@@ -81,6 +86,9 @@ def verify_release(
                     unpack_dir=unpacked,
                     smoke_target=this_target,
                     smoke_timeout=settings.smoke_test_timeout,
+                    check_unpacked=functools.partial(
+                        check_release_sbom, source, release, asset.target, log=result.log
+                    ),
                 )
     return result
 

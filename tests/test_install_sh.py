@@ -25,6 +25,7 @@ from tests.support.installsh import (
     Proxy,
     Site,
     TlsIdentity,
+    changes_besides_the_lock,
     default_shell,
     error_lines,
     find_tool,
@@ -45,6 +46,7 @@ from tests.support.releases import (
     make_keypair,
     make_release,
     serve_directory,
+    sign_index,
     sign_release_dir,
 )
 from updater._targets import detect_target
@@ -187,8 +189,14 @@ def free_port() -> int:
 # -- installing ----------------------------------------------------------------------------
 
 
+# Every POSIX shell a user's /bin/sh may be: ksh93 and mksh open `exec 9>` descriptors
+# close-on-exec (flock once locked nothing there), posh has no printf or kill builtin and
+# calls a bare "$@" unset under set -u.
+ALL_SHELLS = ["dash", "bash", "busybox", "ksh93", "mksh", "yash", "posh"]
+
+
 @pytest.mark.parametrize("downloader", ["curl", "wget", "busybox-wget"])
-@pytest.mark.parametrize("shell", ["dash", "bash", "busybox"])
+@pytest.mark.parametrize("shell", ALL_SHELLS)
 def test_fresh_install_then_second_run_changes_nothing(
     shell: str, downloader: str, env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
 ) -> None:
@@ -208,15 +216,20 @@ def test_fresh_install_then_second_run_changes_nothing(
     assert snapshot(home) == before
 
 
-def test_piped_install_and_piped_help(env: dict[str, str], script: Path, feed: Feed) -> None:
+@pytest.mark.parametrize("shell", ALL_SHELLS)
+def test_piped_install_and_piped_help(
+    shell: str, env: dict[str, str], script: Path, feed: Feed
+) -> None:
     home = Path(env["HOME"])
     before = snapshot(home)
-    shown = run_install(script, env=env, piped=True, args=["--help"])
+    # (posh refuses `-s`: its users run `curl ... | posh` without options.)
+    shown = run_install(script, shell=shell, env=env, piped=shell != "posh", args=["--help"])
     assert shown.returncode == 0
     assert "Usage:" in shown.stdout and "--uninstall" in shown.stdout
     assert snapshot(home) == before
 
-    installed = run_install(script, env=env, piped=True, args=["--version", "0.2.0"])
+    # No arguments at all: `sh -s` with an empty "$@" (posh once died on set -u here).
+    installed = run_install(script, shell=shell, env={**env, "MUX_VERSION": "0.2.0"}, piped=True)
     assert installed.returncode == 0, installed.stderr
     assert_installed(env, feed, "0.2.0")
 
@@ -235,8 +248,17 @@ def test_upgrade_keeps_the_previous_version_and_prunes_older_ones(
     assert set(record["versions"]) == {"0.2.0", "0.3.0"}
     assert record["versions"]["0.2.0"]["archive_sha256"] == sums_line(feed, "0.2.0", ARCHIVE)
 
-    # Going back to the kept version reuses it (no download), keeping the other one.
-    back = run_install(script, env={**env, "MUX_VERSION": "0.2.0"})
+    # Going back is a downgrade (0.2.0 was signed before 0.3.0): only on purpose. Then the
+    # kept version is reused (no download), keeping the other one.
+    home = Path(env["HOME"])
+    before = snapshot(home)
+    refused = run_install(script, env={**env, "MUX_VERSION": "0.2.0"})
+    assert refused.returncode == 3, refused.stderr
+    [line] = error_lines(refused.stderr)
+    assert "mux 0.2.0 was signed" in line and "before the installed mux 0.3.0" in line
+    assert "--allow-downgrade" in refused.stderr
+    assert snapshot(home) == before
+    back = run_install(script, env={**env, "MUX_VERSION": "0.2.0"}, args=["--allow-downgrade"])
     assert back.returncode == 0, back.stderr
     assert "Reusing the kept mux 0.2.0" in back.stderr
     assert_installed(env, feed, "0.2.0")
@@ -358,10 +380,13 @@ def test_a_mux_not_installed_by_us_is_left_alone(env: dict[str, str], script: Pa
     assert result.returncode == 1
     [line] = error_lines(result.stderr)
     assert str(bin_dir / "mux") in line
-    assert snapshot(home) == before
+    assert changes_besides_the_lock(home, before) == {}
 
 
-def test_waits_for_the_lock_mux_update_holds(env: dict[str, str], script: Path, feed: Feed) -> None:
+@pytest.mark.parametrize("shell", ALL_SHELLS)
+def test_waits_for_the_lock_mux_update_holds(
+    shell: str, env: dict[str, str], script: Path, feed: Feed
+) -> None:
     import fcntl
     import time
 
@@ -371,7 +396,7 @@ def test_waits_for_the_lock_mux_update_holds(env: dict[str, str], script: Path, 
     mux_home.mkdir(parents=True)
     with open(mux_home / ".lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # what updater/install.py's install_lock takes
-        busy = run_install(script, env={**env, "MUX_LOCK_TIMEOUT": "1"})
+        busy = run_install(script, shell=shell, env={**env, "MUX_LOCK_TIMEOUT": "1"})
         assert busy.returncode == 1
         [line] = error_lines(busy.stderr)
         assert "another mux install or update is running" in line
@@ -380,7 +405,7 @@ def test_waits_for_the_lock_mux_update_holds(env: dict[str, str], script: Path, 
         log = mux_home.parent / "install.log"
         with open(log, "w") as stderr:
             process = subprocess.Popen(
-                [*shell_argv(default_shell()), str(script)],
+                [*shell_argv(shell), str(script)],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -501,8 +526,11 @@ def test_busybox_wget_alone_is_refused_for_https_without_a_signature_check(
     env: dict[str, str], script: Path, tmp_path: Path
 ) -> None:
     env["PATH"] = str(make_toolbox(tmp_path / "bbw", downloader="busybox-wget", minisign=False))
+    del env["MUX_DOWNLOAD_URL"]
     result = run_install(
-        script, env={**env, "MUX_DOWNLOAD_URL": "https://mirror.invalid/mux"}, args=["--dry-run"]
+        script,
+        env={**env, "MUX_GITHUB_URL": "https://github.invalid", "MUX_REPO": "acme/mux"},
+        args=["--dry-run"],
     )
     assert result.returncode == 1
     [line] = error_lines(result.stderr)
@@ -621,6 +649,7 @@ def test_redirects_of_every_form_are_followed_hop_by_hop(
         site.redirects.update(
             {
                 "/releases.json": f"{site.url}/real/releases.json",
+                "/releases.json.minisig": "/real/releases.json.minisig",
                 f"{release}/manifest.json": f"/real{release}/manifest.json",
                 f"{release}/SHA256SUMS": busybox_safe(f"../real{release}/SHA256SUMS"),
                 f"{release}/SHA256SUMS.minisig": busybox_safe(
@@ -677,7 +706,7 @@ def test_a_redirect_to_plain_http_elsewhere_is_refused(
         assert listener.requests == []
     # (BusyBox wget follows before anything can check: its -S output is checked afterwards,
     # and what it fetched is thrown away, as the unchanged HOME shows.)
-    assert snapshot(home) == before
+    assert changes_besides_the_lock(home, before) == {}
     assert list(Path(env["TMPDIR"]).iterdir()) == []
 
 
@@ -743,7 +772,7 @@ def test_https_redirected_to_plain_http_is_refused(
     assert site.paths() == ["/releases.json"]  # the TLS request was made, and answered
     assert proxy.gets() == []
     assert proxy.connects() == ([] if start == "loopback-https" else ["mirror.test:443"])
-    assert snapshot(home) == before
+    assert changes_besides_the_lock(home, before) == {}
 
 
 @pytest.mark.parametrize("downloader", ["curl", "wget"])
@@ -901,7 +930,7 @@ def test_a_failed_install_stops_the_download_it_started(
         [line] = error_lines(result.stderr)
         assert "does not verify" in line
         assert site.client_left.wait(timeout=20), "the archive download outlived install.sh"
-    assert snapshot(home) == before
+    assert changes_besides_the_lock(home, before) == {}
 
 
 # -- the GitHub path -----------------------------------------------------------------------
@@ -944,12 +973,23 @@ def test_latest_from_the_github_redirect_and_the_token_only_to_github(
 # -- refusing bad releases -----------------------------------------------------------------
 
 
+# The sequence number of the one-release feeds built below: above what the shared feed
+# reaches, so that a HOME that installed from it first still takes them.
+COPY_SEQ = 1_000_000
+
+
 def _copy_release(feed: Feed, dest: Path, version: str = LATEST) -> Path:
+    """A feed at ``dest`` with one release of ``feed``, its release list signed."""
     shutil.copytree(feed.releases[version], dest / f"v{version}")
-    (dest / "releases.json").write_text(
-        json.dumps({"releases": [{"tag": f"v{version}", "prerelease": False}]})
-    )
+    _list_releases(feed, dest, f"v{version}")
     return dest / f"v{version}"
+
+
+def _list_releases(feed: Feed, dest: Path, *tags: str) -> None:
+    (dest / "releases.json").write_text(
+        json.dumps({"releases": [{"tag": tag, "prerelease": False} for tag in tags]})
+    )
+    sign_index(dest, feed.keypair, seq=COPY_SEQ)
 
 
 def _flip_archive(release: Path) -> bytes:
@@ -994,17 +1034,18 @@ def _bad_feed(case: str, feed: Feed, root: Path) -> tuple[Path, dict[str, Any]]:
     if case == "tampered-archive":
         _flip_archive(_copy_release(feed, root))
         expect["text"] = "checksum mismatch"
-    elif case in ("tampered-sums", "tampered-sums-no-minisign"):
+    elif case == "tampered-sums":
         release = _copy_release(feed, root)
         old = hashlib.sha256((release / ARCHIVE).read_bytes()).hexdigest()
         new = hashlib.sha256(_flip_archive(release)).hexdigest()
         sums = release / "SHA256SUMS"
         sums.write_text(sums.read_text().replace(old, new))
-        if case == "tampered-sums":
-            expect["text"] = "does not verify"
-        else:
-            expect["toolbox"] = {"minisign": False}
-            expect["text"] = "disagree"
+        expect["text"] = "does not verify"
+    elif case == "feed-without-minisign":
+        # A feed is never installed from unverified: its release list is signed.
+        _copy_release(feed, root)
+        expect["toolbox"] = {"minisign": False}
+        expect["text"] = "must be verified with minisign, but minisign is not installed"
     elif case == "bad-signature":
         release = _copy_release(feed, root)
         sign_release_dir(release, make_keypair(root.parent / "other-key"))
@@ -1035,16 +1076,19 @@ def _bad_feed(case: str, feed: Feed, root: Path) -> tuple[Path, dict[str, Any]]:
         expect["text"] = "says it is mux 7.7.7"
     elif case == "no-build-for-target":
         make_release(
-            root, LATEST, protocol_version=1, keypair=feed.keypair, targets=["aarch64-apple-darwin"]
+            root,
+            LATEST,
+            protocol_version=1,
+            keypair=feed.keypair,
+            targets=["aarch64-apple-darwin"],
+            index_seq=COPY_SEQ,
         )
         expect["code"] = 1
         expect["text"] = "has no build for"
     elif case == "replayed-old-release":
         # An old, genuinely signed release served as the new one.
         shutil.copytree(feed.releases["0.2.0"], root / f"v{LATEST}")
-        (root / "releases.json").write_text(
-            json.dumps({"releases": [{"tag": f"v{LATEST}", "prerelease": False}]})
-        )
+        _list_releases(feed, root, f"v{LATEST}")
         expect["text"] = "another version"
     elif case == "unreachable":
         expect["url"] = f"http://127.0.0.1:{free_port()}"
@@ -1058,7 +1102,7 @@ def _bad_feed(case: str, feed: Feed, root: Path) -> tuple[Path, dict[str, Any]]:
 BAD_CASES = [
     "tampered-archive",
     "tampered-sums",
-    "tampered-sums-no-minisign",
+    "feed-without-minisign",
     "bad-signature",
     "missing-signature",
     "signature-required-without-minisign",
@@ -1088,10 +1132,15 @@ def test_a_bad_release_installs_nothing_and_changes_nothing(
     assert result.returncode == expect["code"], result.stderr
     [line] = error_lines(result.stderr)
     assert expect["text"] in line, line
-    if case not in ("no-hash-tool", "signature-required-without-minisign", "no-build-for-target"):
+    if case not in (
+        "no-hash-tool",
+        "signature-required-without-minisign",
+        "no-build-for-target",
+        "feed-without-minisign",
+    ):
         assert source in line  # the error names the URL
     assert "to fix:" in result.stderr
-    assert snapshot(home) == before
+    assert changes_besides_the_lock(home, before) == {}
     assert list(Path(env["TMPDIR"]).iterdir()) == []
 
 
@@ -1266,14 +1315,17 @@ def test_uninstall_leaves_home_as_it_was(env: dict[str, str], script: Path, tmp_
     assert planned.returncode == 0 and str(bin_dir / "mux") in planned.stderr
     assert (bin_dir / "mux").is_symlink()
 
+    assert (Path(env["XDG_STATE_HOME"]) / "mux" / "feed-seq").is_file()
     removed = run_install(script, env=env, args=["--uninstall"])
     assert removed.returncode == 0, removed.stderr
-    assert snapshot(home) == before
-    assert not mux_home.exists()
+    # All gone but the lock file, which is never removed (a run waiting on it must keep
+    # holding the only lock there is); so is the feed's sequence state.
+    assert changes_besides_the_lock(home, before) == {}
+    assert [p.name for p in mux_home.iterdir()] == [".lock"]
 
     again = run_install(script, env=env, args=["--uninstall"])
-    assert again.returncode == 0 and "not installed" in again.stderr
-    assert snapshot(home) == before
+    assert again.returncode == 0, again.stderr
+    assert changes_besides_the_lock(home, before) == {}
 
 
 def test_uninstall_removes_only_what_it_added(env: dict[str, str], script: Path) -> None:
@@ -1287,7 +1339,7 @@ def test_uninstall_removes_only_what_it_added(env: dict[str, str], script: Path)
     assert result.returncode == 0, result.stderr
     assert profile.read_text() == "umask 022\nexport LANG=C\n"
     assert (bin_dir / "other-tool").exists() and not (bin_dir / "mux").exists()
-    assert sorted(p.name for p in mux_home.iterdir()) == ["notes.txt"]
+    assert sorted(p.name for p in mux_home.iterdir()) == [".lock", "notes.txt"]
 
 
 # -- target detection ----------------------------------------------------------------------
@@ -1426,7 +1478,7 @@ def test_shellcheck_clean() -> None:
 def test_the_script_is_truncation_safe_by_construction() -> None:
     text = INSTALL_SH.read_text()
     assert text.startswith("#!/bin/sh\n")
-    assert text.rstrip("\n").splitlines()[-1] == '{ main "$@"; }'
+    assert text.rstrip("\n").splitlines()[-1] == '{ main ${1+"$@"}; }'
     assert "\nset -eu\n" in text
     # No top-level command besides settings, `set -eu` and the final call: every other
     # line at column 0 opens or closes a function or is a comment.
@@ -1435,7 +1487,7 @@ def test_the_script_is_truncation_safe_by_construction() -> None:
             continue
         assert (
             line.endswith("() {")
-            or line in ("set -eu", '{ main "$@"; }')
+            or line in ("set -eu", '{ main ${1+"$@"}; }')
             or line.startswith(("MUX_DEFAULT_REPO=", "MUX_MINISIGN_KEYS="))
         ), line
     # Nothing may read the rest of a piped script: main's first act is to drop stdin.

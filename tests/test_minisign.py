@@ -16,7 +16,7 @@ from release import signing
 from release.signing import SecretKey, SecretKeyError, generate_keypair
 from tests.support.releases import make_keypair
 from updater.errors import MuxError, ParseError, VerificationError
-from updater.minisign import PublicKey, verify
+from updater.minisign import PublicKey, verify, verify_trusted_comment
 
 MINISIGN = shutil.which("minisign")
 MESSAGE = b"0123abcd  mux-x86_64-unknown-linux-gnu.tar.gz\n"
@@ -192,6 +192,25 @@ def test_tampered_trusted_comment_is_rejected(signed: tuple[bytes, PublicKey, Se
     assert forged != signature
     with pytest.raises(VerificationError, match="trusted comment was tampered"):
         verify(MESSAGE, forged, [public])
+
+
+def test_the_trusted_comment_alone_is_checked_with_one_key(
+    signed: tuple[bytes, PublicKey, SecretKey],
+) -> None:
+    signature, public, key = signed
+    # The comment is vouched for whatever the file became (verify() would refuse the file).
+    assert verify_trusted_comment(signature, public) == "timestamp:1\tfile:SHA256SUMS"
+    forged = signature.replace(b"timestamp:1\t", b"timestamp:2\t")
+    with pytest.raises(VerificationError, match="trusted comment was tampered"):
+        verify_trusted_comment(forged, public)
+    other = PublicKey.parse(generate_keypair(None)[1])
+    with pytest.raises(VerificationError, match=f"another minisign key {key.key_id}"):
+        verify_trusted_comment(signature, other)
+    impostor = PublicKey(public.key_id_bytes, other.key)
+    with pytest.raises(VerificationError, match="tampered"):
+        verify_trusted_comment(signature, impostor)
+    with pytest.raises(VerificationError, match="malformed"):
+        verify_trusted_comment(b"not a signature", public)
 
 
 def test_tampered_signature_bytes_are_rejected(signed: tuple[bytes, PublicKey, SecretKey]) -> None:

@@ -29,7 +29,14 @@ from release.notices import (
     shipped_distributions,
     standalone_components,
 )
-from release.pins import DEFAULT_NOTICES_PATH, DEFAULT_PINS_PATH, Pin, PinIdentity, check_pins
+from release.pins import (
+    DEFAULT_NOTICES_PATH,
+    DEFAULT_PINS_PATH,
+    Pin,
+    PinIdentity,
+    PinnedAsset,
+    check_pins,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MIT = "MIT License\n\nCopyright (c) 2020 Someone\n\nPermission is hereby granted...\n"
@@ -84,14 +91,19 @@ def pin(name: str = "libfoo", *, tag: str = "v1.2.3", sha: str = "ab" * 32) -> P
     return Pin(
         name=name,
         repository=f"acme/{name}",
-        asset=f"{name}.tar.gz",
         license="MIT",
         license_file=f"licenses/{name}.txt",
         identity=PinIdentity(f"acme/{name}", ".github/workflows/release.yml"),
+        files=(
+            PinnedAsset(
+                target=None,
+                asset=f"{name}.tar.gz",
+                url=f"https://github.com/acme/{name}/releases/download/{tag}/{name}.tar.gz",
+                sha256=sha,
+                size=10,
+            ),
+        ),
         tag=tag,
-        url=f"https://github.com/acme/{name}/releases/download/{tag}/{name}.tar.gz",
-        sha256=sha,
-        size=10,
     )
 
 

@@ -24,7 +24,7 @@ def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up() -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "rehearsal passed: 10 steps" in out
+    assert "rehearsal passed: 13 steps" in out
     for expected in (
         "a standalone PyInstaller one-folder build",
         "install mux 1.0.0 with install.sh",
@@ -59,8 +59,36 @@ def test_a_failing_step_stops_the_rehearsal_with_its_error(
     with pytest.raises(rehearsal.RehearsalError) as caught:
         rehearsal.rehearse(standin=True, say=said.append)
     message = str(caught.value)
-    assert message.startswith("step 8 (mux update"), message
+    assert message.startswith("step 7 (verify both releases"), message
     assert "verification failed (attestation)" in message
-    assert not any(line.startswith("[ 9]") for line in said)  # nothing ran after it
+    assert not any(line.startswith("[ 8]") for line in said)  # nothing ran after it
+    workdir = Path(said[0].rsplit(" in ", 1)[1])
+    assert not workdir.exists()
+
+
+def test_the_reproducibility_step_fails_when_the_second_build_differs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from release import build as builder
+    from release import rehearse as rehearsal
+
+    real_build = builder.build_standin
+
+    def differing_second_build(out_dir, **kwargs):  # type: ignore[no-untyped-def]
+        folder = real_build(out_dir, **kwargs)
+        if Path(out_dir).name == "again":  # the rehearsal's second build of the same version
+            (folder / "lib" / "updater" / "stamp.txt").write_text("built at another time\n")
+            builder.write_bill(folder, None)
+        return folder
+
+    monkeypatch.setattr(builder, "build_standin", differing_second_build)
+    said: list[str] = []
+    with pytest.raises(rehearsal.RehearsalError) as caught:
+        rehearsal.rehearse(standin=True, say=said.append)
+    message = str(caught.value)
+    assert message.startswith("step 4 (build mux 1.0.0 again and compare"), message
+    assert "the two builds of mux 1.0.0" in message
+    assert "lib/updater/stamp.txt (only in the second)" in message
+    assert not any(line.startswith("[ 5]") for line in said)
     workdir = Path(said[0].rsplit(" in ", 1)[1])
     assert not workdir.exists()

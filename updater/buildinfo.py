@@ -119,3 +119,19 @@ def executable() -> str:
     invoked = sys.argv[0] if sys.argv else ""
     found = invoked if os.sep in invoked else shutil.which(invoked or "mux")
     return os.path.realpath(found or sys.executable)
+
+
+NOTICES_NAME = "THIRD_PARTY_NOTICES.md"
+
+
+def notices_file() -> Path | None:
+    """The third-party notices this mux ships: in a release build, the file at the top of its
+    version folder (two levels above ``updater/`` with its build info); in a development
+    checkout, the repository's. None when there is none."""
+    base = BUILD_INFO_FILE.parent
+    candidates = (
+        [base.parent.parent / NOTICES_NAME, base.parent / NOTICES_NAME]
+        if BUILD_INFO_FILE.is_file()
+        else [base.parent / NOTICES_NAME]
+    )
+    return next((path for path in candidates if path.is_file()), None)

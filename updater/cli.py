@@ -43,8 +43,20 @@ def _mount_server_commands() -> None:
 @app.command()
 def version(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    notices: Annotated[
+        bool, typer.Option("--notices", help="Print the path of the third-party notices.")
+    ] = False,
 ) -> None:
     """Print what this mux was built as."""
+    if notices:
+        from .buildinfo import notices_file
+        from .errors import MuxError
+
+        path = notices_file()
+        if path is None:
+            raise MuxError("this mux ships no THIRD_PARTY_NOTICES.md")
+        print(path)
+        return
     from .cli_fast import print_version  # the same code answers the fast path
 
     print_version(as_json=as_json)

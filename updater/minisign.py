@@ -142,6 +142,27 @@ def _ed25519_valid(public_key: bytes, signature: bytes, message: bytes) -> bool:
     return True
 
 
+def _comment_is_signed(key: PublicKey, sig: _Signature) -> bool:
+    """The global signature: ``key`` signed this signature together with its trusted comment."""
+    comment = sig.trusted_comment.encode("utf-8")
+    return _ed25519_valid(key.key, sig.global_signature, sig.signature + comment)
+
+
+def verify_trusted_comment(signature_file: bytes, key: PublicKey) -> str:
+    """The trusted comment of a ``.minisig``, once its global signature verified with ``key``.
+
+    This proves that ``key`` signed this comment, not that the signature matches any file (the
+    file may have changed since): what a signer needs to continue a counter kept in the
+    comment. Raises :class:`VerificationError`.
+    """
+    sig = _parse_signature(signature_file)
+    if sig.key_id != key.key_id_bytes:
+        raise VerificationError(f"signed by another minisign key {format_key_id(sig.key_id)}")
+    if not _comment_is_signed(key, sig):
+        raise VerificationError("minisign trusted comment was tampered with")
+    return sig.trusted_comment
+
+
 def verify(message: bytes, signature_file: bytes, keys: Sequence[PublicKey]) -> VerifiedSignature:
     """Check a ``.minisig`` over ``message`` against the trusted ``keys``.
 
@@ -164,7 +185,6 @@ def verify(message: bytes, signature_file: bytes, keys: Sequence[PublicKey]) -> 
     )
     if not _ed25519_valid(key.key, sig.signature, signed):
         raise VerificationError("minisign signature does not match the file")
-    comment = sig.trusted_comment.encode("utf-8")
-    if not _ed25519_valid(key.key, sig.global_signature, sig.signature + comment):
+    if not _comment_is_signed(key, sig):
         raise VerificationError("minisign trusted comment was tampered with")
     return VerifiedSignature(trusted_comment=sig.trusted_comment, key_id=key.key_id)

@@ -33,6 +33,8 @@ from . import models
 from .errors import InstallError, MuxError, NetworkError, ParseError, VerificationError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .buildinfo import BuildInfo
     from .download import Progress
     from .settings import Settings
@@ -206,13 +208,15 @@ def verify_release_files(
     smoke_target: str | None,
     smoke_timeout: float,
     progress: Progress | None = None,
+    check_unpacked: Callable[[Path], None] | None = None,
 ) -> VerifiedFiles:
     """Layers 2 to 5 for one archive of a release that passed :func:`verify_release_metadata`.
 
     The archive streams into ``download_dir`` (hashed as it goes, removed afterwards) and is
-    unpacked into the empty folder ``unpack_dir``. Its build is run for the smoke test when
-    it is built for ``smoke_target`` (the target this machine runs); otherwise that layer is
-    reported skipped.
+    unpacked into the empty folder ``unpack_dir``. ``check_unpacked`` (``mux-release verify``:
+    the SBOM) then inspects the unpacked files, before anything in them runs. The build is run
+    for the smoke test when it is built for ``smoke_target`` (the target this machine runs);
+    otherwise that layer is reported skipped.
     """
     published = _published_digest(source, release.tag, asset.name, policy, log)
     fetched = source.download(
@@ -238,6 +242,8 @@ def verify_release_files(
     finally:
         fetched.path.unlink(missing_ok=True)
     log.ok(LAYER_ARCHIVE, f"{asset.name}: members confined to its folder; mux executable present")
+    if check_unpacked is not None:
+        check_unpacked(unpack_dir)
     manifest = release.manifest
     if asset.target != smoke_target:
         log.skipped(LAYER_SMOKE_TEST, f"{asset.name}: built for another target ({asset.target})")

@@ -15,7 +15,9 @@ Typical use::
 * :func:`make_toolbox` builds a directory of symlinks to the tools a test allows, plus stub
   scripts (fake ``uname``, ``sysctl``, ``ldd``), to be the whole PATH of the script.
 * :func:`snapshot` describes a tree (type, mode, content digest, link target) so a test can
-  prove that a run changed nothing, or that an uninstall restored it.
+  prove that a run changed nothing, or that an uninstall restored it;
+  :func:`changes_besides_the_lock` is the same proof for a run that took the install lock
+  (whose empty file stays, on purpose).
 * :func:`find_tool`, :func:`require_tools` and :func:`shell_argv` find shells and tools on
   PATH (and Homebrew's folder), so a machine without one (macOS has no BusyBox, flock or
   ldd) skips the tests that need it, naming it, instead of erroring.
@@ -69,8 +71,15 @@ SHELLS: dict[str, tuple[str, ...]] = {
     "dash": ("dash",),
     "bash": ("bash",),
     "busybox": ("busybox", "sh"),
+    "ksh93": ("ksh93",),
+    "mksh": ("mksh",),
+    "yash": ("yash",),
+    "posh": ("posh",),
     "sh": ("sh",),
 }
+
+# Where each POSIX shell comes from, for the skip message (Debian package names).
+SHELL_PACKAGES = {"ksh93": "ksh93u+m", "busybox": "busybox"}
 
 # What install.sh needs besides a downloader, a hash tool and minisign (and what the
 # stand-in mux launcher needs: readlink, dirname). Every Unix has these.
@@ -85,10 +94,14 @@ BASE_TOOLS = (
     "gzip",
     "head",
     "id",
+    "kill",  # a builtin in most shells, not in posh
     "ln",
+    "ls",
     "mkdir",
+    "mkfifo",
     "mktemp",
     "mv",
+    "printf",  # a builtin in most shells, not in mksh and posh
     "readlink",
     "rm",
     "rmdir",
@@ -136,7 +149,10 @@ def shell_argv(shell: str) -> list[str]:
     first, *rest = SHELLS[shell]
     found = find_tool(first)
     if found is None:
-        pytest.skip(f"{first} is not installed here (needed to run install.sh under {shell})")
+        package = SHELL_PACKAGES.get(shell, first)
+        pytest.skip(
+            f"{first} is not installed here (Debian package {package}; install.sh runs under {shell})"
+        )
     return [found, *rest]
 
 
@@ -240,18 +256,20 @@ def run_install(
     timeout: float = 120,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run install.sh as ``<shell> install.sh ARGS`` or, piped, as ``cat install.sh | <shell> -s -- ARGS``.
+    """Run install.sh as ``<shell> install.sh ARGS`` or, piped, as ``cat install.sh | <shell> -s -- ARGS``
+    (``cat install.sh | <shell>`` without arguments).
 
     ``shell`` is a key of SHELLS (default: :func:`default_shell`); the test is skipped when
     that shell is not installed.
     """
     command = shell_argv(shell or default_shell())
-    if piped:
+    stdin_data: bytes | None = Path(script).read_bytes() if piped else None
+    if piped and args:
+        if shell == "posh":
+            pytest.skip("posh refuses -s, so `curl ... | posh -s -- ARGS` cannot be run")
         command += ["-s", "--", *args]
-        stdin_data: bytes | None = Path(script).read_bytes()
-    else:
+    elif not piped:
         command += [str(script), *args]
-        stdin_data = None
     completed = subprocess.run(
         command,
         env=dict(env),
@@ -297,6 +315,29 @@ def snapshot(root: Path) -> dict[str, Entry]:
                 digest = hashlib.sha256(path.read_bytes()).hexdigest()
                 result[relative] = ("file", mode, digest)
     return result
+
+
+def changes_besides_the_lock(
+    home: Path, before: Mapping[str, Entry], mux_home: str = ".local/share/mux"
+) -> dict[str, tuple[Entry | None, Entry | None]]:
+    """What changed under ``home`` since ``before`` (path: (before, after)), except the
+    empty lock file ``<mux_home>/.lock`` and the folders holding it, which a run that took
+    the lock leaves behind on purpose: the lock file is never removed (docs/contracts.md)."""
+    after = snapshot(home)
+    allowed = {f"{mux_home}/.lock"}
+    parts = mux_home.split("/")
+    allowed |= {"/".join(parts[:i]) for i in range(1, len(parts) + 1)}
+    changed = {}
+    for path in sorted(set(before) | set(after)):
+        old, new = before.get(path), after.get(path)
+        if old == new:
+            continue
+        if old is None and path in allowed:
+            if path.endswith("/.lock") and new != ("file", "0o644", hashlib.sha256().hexdigest()):
+                changed[path] = (old, new)  # the lock file holds nothing
+            continue
+        changed[path] = (old, new)
+    return changed
 
 
 def installed_target(link: Path) -> str:
@@ -386,12 +427,28 @@ class Site:
     relative, whatever the test wants). A path in ``stall`` gets its headers and half its
     body, then the connection is held until the client goes away (``client_left`` is set).
     ``after`` maps a path to another that must have been requested before it is answered.
+
+    Hostile answers, each held until the client goes away (``client_left``), with what was
+    sent counted in ``sent`` (bytes of body, by path):
+
+    * ``endless`` maps a path to a status (200, 404...): a chunked body (HTTP/1.1) of
+      well-formed chunks that never ends;
+    * ``trickle`` maps a path to a delay: headers (with the real Content-Length) at once,
+      then the file's bytes one at a time, a delay apart;
+    * ``silent``: the connection is accepted and the request read, then nothing is sent;
+    * ``reasons`` maps a path to (status, reason phrase): an error answer whose status line
+      says that (a server's words end up in the download tools' messages).
     """
 
     root: Path
     redirects: dict[str, str] = field(default_factory=dict)
     stall: set[str] = field(default_factory=set)
     after: dict[str, str] = field(default_factory=dict)
+    endless: dict[str, int] = field(default_factory=dict)
+    trickle: dict[str, float] = field(default_factory=dict)
+    silent: set[str] = field(default_factory=set)
+    reasons: dict[str, tuple[int, str]] = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
     requests: list[SiteRequest] = field(default_factory=list)
     client_left: threading.Event = field(default_factory=threading.Event)
     url: str = ""
@@ -417,6 +474,18 @@ def _site_handler(site: Site) -> type[BaseHTTPRequestHandler]:
                 site._seen.notify_all()
                 if path in site.after:
                     site._seen.wait_for(lambda: site.after[path] in site.paths(), timeout=30)
+            if path in site.endless:
+                self._endless(path, site.endless[path])
+                return
+            if path in site.silent:
+                self._hold(b"")
+                return
+            if path in site.reasons:
+                status, reason = site.reasons[path]
+                self.send_response(status, reason)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             if path in site.redirects:
                 self.send_response(302)
                 self.send_header("Location", site.redirects[path])
@@ -431,24 +500,71 @@ def _site_handler(site: Site) -> type[BaseHTTPRequestHandler]:
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
+            if path in site.trickle:
+                self._trickle(path, data, site.trickle[path])
+                return
             if path not in site.stall:
                 self.wfile.write(data)
                 return
             self.wfile.write(data[: len(data) // 2])
             self.wfile.flush()
-            # Held until the client hangs up (or the test ends).
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not site._closing.is_set():
-                ready, _, _ = select.select([self.connection], [], [], 0.05)
-                if not ready:
-                    continue
+            self._hold(b"")
+
+        def _count(self, path: str, size: int) -> None:
+            with site._seen:
+                site.sent[path] = site.sent.get(path, 0) + size
+
+        def _gone(self) -> bool:
+            """True (and client_left set) once the client closed its end."""
+            ready, _, _ = select.select([self.connection], [], [], 0)
+            if ready:
                 try:
-                    chunk = self.connection.recv(1)
+                    chunk = self.connection.recv(1, socket.MSG_PEEK)
                 except OSError:
                     chunk = b""
                 if not chunk:
                     site.client_left.set()
+                    return True
+            return False
+
+        def _hold(self, _: bytes) -> None:
+            # Held until the client hangs up (or the test ends).
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not site._closing.is_set():
+                if self._gone():
                     return
+                time.sleep(0.05)
+
+        def _endless(self, path: str, status: int) -> None:
+            self.protocol_version = "HTTP/1.1"
+            self.send_response(status)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            chunk = b"[" + b"0," * 32767 + b"\n"
+            frame = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not site._closing.is_set():
+                try:
+                    self.wfile.write(frame)
+                except OSError:
+                    site.client_left.set()
+                    return
+                self._count(path, len(chunk))
+            self.close_connection = True
+
+        def _trickle(self, path: str, data: bytes, delay: float) -> None:
+            for byte in data:
+                if site._closing.is_set() or self._gone():
+                    return
+                try:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                except OSError:
+                    site.client_left.set()
+                    return
+                self._count(path, 1)
+                site._closing.wait(delay)
 
     return Handler
 

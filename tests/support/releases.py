@@ -30,11 +30,16 @@ What you get:
   ``release.package.rehash_sums`` and then :func:`sign_release_dir`). ``post_build`` is
   called with each build folder before it is packaged (``tests.support.standins``).
 * :func:`make_feed` makes a whole feed of several releases with one key pair.
+* :func:`sign_index` (re)signs a feed's ``releases.json`` (``releases.json.minisig``, through
+  ``release.feed``) with a chosen ``seq``, ``expires`` and ``timestamp``: stale, rolled-back
+  and expired feeds. :func:`make_release` and :func:`make_feed` sign the index as they go
+  (``seq`` 1, 2, ... unless told), valid for 14 days.
 * :func:`serve_directory` serves a folder over real HTTP on 127.0.0.1;
   :func:`serve_directory_recording` does the same and records every request's path.
 * :func:`flip_byte` corrupts one byte of a file in place (tamper tests).
 * :func:`sign_release_dir` (re)signs a release, e.g. with another key pair after
-  ``make_release(..., sign=False)`` for "signed by an untrusted key" cases.
+  ``make_release(..., sign=False)`` for "signed by an untrusted key" cases; ``timestamp``
+  and ``version`` set its trusted comment (old releases, mix-and-match).
 
 Build info baked into each build trusts ``keypair.public_key`` (unless ``build`` overrides
 ``minisign_keys``), targets default to this machine's target, and ``repo`` to ``""``.
@@ -46,6 +51,7 @@ import functools
 import http.server
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,12 +59,13 @@ from pathlib import Path
 from typing import Any
 
 from release.build import build_standin
-from release.package import package_release, sign_release, write_feed_index
+from release.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index, write_feed_index
+from release.package import package_release, sign_release, trusted_comment_for
 from release.serve import serve_directory as serve_directory  # re-exported for tests
 from release.signing import SecretKey, generate_keypair
 from updater._targets import detect_target
 from updater.minisign import PublicKey
-from updater.models import tag_for
+from updater.models import MANIFEST_NAME, SUMS_NAME, SUMS_SIGNATURE_NAME, parse_manifest, tag_for
 
 TEST_PASSWORD = "correct horse battery staple"
 # Cheap scrypt settings (N=1024, r=8, p=1): stored in the key, so minisign reads them back.
@@ -111,9 +118,57 @@ def make_keypair(
     )
 
 
-def sign_release_dir(release_dir: Path, keypair: KeyPair) -> Path:
-    """(Re)sign a release's ``SHA256SUMS``; returns the ``SHA256SUMS.minisig`` path."""
-    return sign_release(release_dir, keypair.secret_key())
+def sign_release_dir(
+    release_dir: Path,
+    keypair: KeyPair,
+    *,
+    timestamp: int | None = None,
+    version: str | None = None,
+) -> Path:
+    """(Re)sign a release's ``SHA256SUMS``; returns the ``SHA256SUMS.minisig`` path.
+
+    ``timestamp`` and ``version`` replace what the trusted comment would say (the clock,
+    the manifest's version): an older release, or one signature moved onto another release.
+    """
+    if timestamp is None and version is None:
+        return sign_release(release_dir, keypair.secret_key())
+    release_dir = Path(release_dir)
+    if version is None:
+        version = parse_manifest((release_dir / MANIFEST_NAME).read_bytes()).version
+    comment = trusted_comment_for(version, int(time.time()) if timestamp is None else timestamp)
+    path = release_dir / SUMS_SIGNATURE_NAME
+    path.write_bytes(keypair.secret_key().sign((release_dir / SUMS_NAME).read_bytes(), comment))
+    return path
+
+
+def sign_index(
+    feed_dir: Path,
+    keypair: KeyPair,
+    *,
+    seq: int | None = None,
+    expires: int | None = None,
+    timestamp: int | None = None,
+    refresh: bool = True,
+    prerelease: Mapping[str, bool] | None = None,
+) -> SignedIndex:
+    """Sign ``feed_dir/releases.json`` as ``mux-release feed`` does (``refresh``: as it is).
+
+    ``seq`` defaults to the previous signature's plus one; ``timestamp`` to now; ``expires``
+    (a Unix time, may be in the past) to 14 days after ``timestamp``.
+    """
+    now = int(time.time()) if timestamp is None else timestamp
+    if expires is not None and expires <= now and timestamp is None:
+        now = expires - 3600  # an index that expired: signed an hour before it did
+    expires_in = DEFAULT_EXPIRES_IN if expires is None else expires - now
+    return sign_feed_index(
+        feed_dir,
+        keypair.secret_key(),
+        expires_in=expires_in,
+        refresh=refresh,
+        seq=seq,
+        now=now,
+        prerelease=dict(prerelease) if prerelease is not None else None,
+    )
 
 
 def make_release(
@@ -129,9 +184,18 @@ def make_release(
     released_at: str = RELEASED_AT,
     extra_files: Sequence[Path] = (),
     build: Mapping[str, Any] | None = None,
+    signed_at: int | None = None,
+    index_seq: int | None = None,
+    index_expires: int | None = None,
     post_build: Callable[[Path], None] | None = None,
 ) -> Path:
-    """Build, package and sign ``v<version>`` into ``feed_dir``; returns the release folder."""
+    """Build, package and sign ``v<version>`` into ``feed_dir``; returns the release folder.
+
+    ``signed_at`` is the signed timestamp of its ``SHA256SUMS.minisig`` (default: now).
+    The feed's ``releases.json`` is rewritten and signed (``index_seq``: default the previous
+    plus one; ``index_expires``: a Unix time, default in 14 days); with ``sign=False``
+    neither is signed.
+    """
     feed_dir = Path(feed_dir)
     feed_dir.mkdir(parents=True, exist_ok=True)
     release_dir = feed_dir / tag_for(version)
@@ -150,9 +214,18 @@ def make_release(
         for folder in build_dirs if post_build else ():
             post_build(folder)
         package_release(build_dirs, release_dir, released_at=released_at, extra_files=extra_files)
-    if sign:
-        sign_release_dir(release_dir, keypair)
-    write_feed_index(feed_dir, prerelease={tag_for(version): prerelease})
+    if not sign:
+        write_feed_index(feed_dir, prerelease={tag_for(version): prerelease})
+        return release_dir
+    sign_release_dir(release_dir, keypair, timestamp=signed_at)
+    sign_index(
+        feed_dir,
+        keypair,
+        seq=index_seq,
+        expires=index_expires,
+        refresh=False,
+        prerelease={tag_for(version): prerelease},
+    )
     return release_dir
 
 
@@ -166,17 +239,22 @@ def make_feed(
     keypair: KeyPair | None = None,
     targets: Sequence[str] | None = None,
     repo: str = "",
+    signed_at: Mapping[str, int] | None = None,
     post_build: Callable[[Path], None] | None = None,
 ) -> Feed:
     """A feed folder ``tmp/feed`` with one signed release per version.
 
     ``protocols`` gives a version its own protocol version (default ``protocol_version``);
-    versions listed in ``prereleases`` are marked prerelease in ``releases.json``.
+    versions listed in ``prereleases`` are marked prerelease in ``releases.json``. Each
+    release's signed timestamp is ``signed_at[version]``, else one hour apart in the order
+    given, the last an hour ago (so that order never depends on the clock's seconds). The
+    index is signed after each release: ``seq`` ends at ``len(versions)``.
     """
+    now = int(time.time())
     tmp = Path(tmp)
     keypair = keypair or make_keypair(tmp / "keys")
     feed = Feed(path=tmp / "feed", keypair=keypair)
-    for version in versions:
+    for number, version in enumerate(versions):
         feed.releases[version] = make_release(
             feed.path,
             version,
@@ -185,11 +263,12 @@ def make_feed(
             targets=targets,
             repo=repo,
             prerelease=version in prereleases,
+            signed_at=(signed_at or {}).get(version, now - 3600 * (len(versions) - number)),
             post_build=post_build,
         )
     if not versions:
         feed.path.mkdir(parents=True, exist_ok=True)
-        write_feed_index(feed.path)
+        sign_index(feed.path, keypair, refresh=False)
     return feed
 
 

@@ -1,0 +1,123 @@
+"""The bill of a build folder: its third-party notices and its SBOM, written and checked.
+
+Both come from one :class:`release.inventory.Inventory` of the folder, taken in the environment
+that built it: :func:`write_build_bill` (the last step of ``mux-release build``) writes
+``THIRD_PARTY_NOTICES.md`` and ``sbom.cdx.json`` at the top of the folder, so they ship in the
+archive's version folder; :func:`check_build` (``mux-release notices --check-build DIR``, run by
+the release workflow before packaging and by the rehearsal) takes the inventory again and fails
+on any file that maps to nothing, naming it, or on notices or an SBOM that differ from what the
+folder's content gives now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from updater.errors import MuxError
+from updater.files import atomic_write, sha256_file
+
+from .inventory import NOTICES_NAME, ShippedFile, SystemLookup, take_inventory
+from .notices import Distribution, render_build_notices
+from .sbom import SBOM_NAME, render_sbom
+
+MAX_NAMED = 10
+
+
+class UnmappedFilesError(MuxError):
+    """A build folder holds files that no notice entry accounts for."""
+
+
+@dataclass(frozen=True)
+class Bill:
+    notices: str
+    sbom: str
+    files: int
+    components: int
+
+
+def _unmapped_error(folder: Path, unmapped: Sequence[str]) -> UnmappedFilesError:
+    named = ", ".join(unmapped[:MAX_NAMED])
+    more = f" (and {len(unmapped) - MAX_NAMED} more)" if len(unmapped) > MAX_NAMED else ""
+    return UnmappedFilesError(
+        f"{folder}: {len(unmapped)} file(s) map to no notice entry: {named}{more}",
+        hint="add the library to release/licenses/shared-libraries.toml, or stop shipping it",
+    )
+
+
+def compose_bill(
+    folder: Path,
+    *,
+    pins_path: Path | None,
+    distributions: Sequence[Distribution] | None = None,
+    system_lookup: SystemLookup | None = None,
+) -> Bill:
+    """The notices and SBOM ``folder`` should carry (nothing written)."""
+    inventory = take_inventory(
+        folder, pins_path=pins_path, distributions=distributions, system_lookup=system_lookup
+    )
+    if inventory.unmapped:
+        raise _unmapped_error(folder, inventory.unmapped)
+    notices = render_build_notices(
+        inventory.components, version=inventory.version, target=inventory.target
+    )
+    import hashlib
+
+    data = notices.encode("utf-8")
+    notices_entry = ShippedFile(NOTICES_NAME, hashlib.sha256(data).hexdigest(), len(data), "mux")
+    sbom = render_sbom(inventory, (notices_entry,))
+    return Bill(notices, sbom, len(inventory.files) + 1, len(inventory.components))
+
+
+def _write(path: Path, text: str) -> None:
+    atomic_write(path, text.encode("utf-8"), mode=0o644)  # shipped files, readable by all
+
+
+def write_build_bill(
+    folder: Path,
+    *,
+    pins_path: Path | None,
+    distributions: Sequence[Distribution] | None = None,
+    system_lookup: SystemLookup | None = None,
+) -> Bill:
+    """Write ``THIRD_PARTY_NOTICES.md`` and ``sbom.cdx.json`` into a build folder."""
+    bill = compose_bill(
+        folder, pins_path=pins_path, distributions=distributions, system_lookup=system_lookup
+    )
+    _write(Path(folder) / NOTICES_NAME, bill.notices)
+    _write(Path(folder) / SBOM_NAME, bill.sbom)
+    return bill
+
+
+def check_build(
+    folder: Path,
+    *,
+    pins_path: Path | None,
+    distributions: Sequence[Distribution] | None = None,
+    system_lookup: SystemLookup | None = None,
+) -> Bill:
+    """Every file maps to an entry, and the shipped notices and SBOM are what it gives now.
+
+    Raises :class:`UnmappedFilesError` naming the unmapped files, or a :class:`MuxError`
+    naming the stale document.
+    """
+    folder = Path(folder)
+    bill = compose_bill(
+        folder, pins_path=pins_path, distributions=distributions, system_lookup=system_lookup
+    )
+    for name, expected in ((NOTICES_NAME, bill.notices), (SBOM_NAME, bill.sbom)):
+        path = folder / name
+        try:
+            current = path.read_bytes()
+        except FileNotFoundError:
+            raise MuxError(
+                f"{folder} has no {name}", hint="build it with mux-release build"
+            ) from None
+        if current != expected.encode("utf-8"):
+            raise MuxError(
+                f"{path} is not what the folder's content gives (sha256 "
+                f"{sha256_file(path)[:12]}); a file changed after the build",
+                hint="rebuild, or find out what changed the folder",
+            )
+    return bill

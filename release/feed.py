@@ -1,0 +1,234 @@
+"""A static feed's signed index: ``releases.json`` and ``releases.json.minisig``.
+
+The signature is a prehashed minisign signature of ``releases.json`` made with the release
+key. Its trusted comment is minisign's own tab-separated ``key:value`` form with two more
+fields (docs/contracts.md, "Signed feed index")::
+
+    timestamp:<unix>\\tfile:releases.json\\thashed\\tseq:<n>\\texpires:<unix>
+
+``seq`` grows by one with every signature (clients refuse a lower one than they have seen
+for the key, which defeats a rollback); ``expires`` bounds how long a mirror can keep serving
+the same index (which defeats an indefinite freeze). :func:`sign_feed_index` rewrites the
+index from the feed's ``v<version>/`` folders and signs it; with ``refresh`` it re-signs the
+index as it is, with the next ``seq`` and a new expiry. A signature made by hand with
+``minisign -S -t "<that comment>" -m releases.json`` is read the same way.
+
+The next ``seq`` comes from the existing signature's trusted comment, read only after it
+verified with the signing key's own public key (so a foreign file cannot steer it; a refresh
+also requires the index to be exactly what was signed); ``seq`` overrides it, for a new key.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from updater.errors import MuxError, ParseError, UsageError, VerificationError
+from updater.files import atomic_write
+from updater.minisign import PublicKey, verify, verify_trusted_comment
+from updater.models import (
+    FEED_INDEX_NAME,
+    MANIFEST_NAME,
+    FeedRelease,
+    parse_releases_json,
+    parse_tag,
+)
+
+from .formats import format_releases_json
+from .signing import SecretKey
+
+FEED_SIGNATURE_NAME = f"{FEED_INDEX_NAME}.minisig"
+DEFAULT_EXPIRES_IN = 14 * 24 * 3600
+MAX_EXPIRES_IN = 366 * 24 * 3600  # a signature valid for longer than a year defeats expiry
+
+_DECIMAL = re.compile(r"[0-9]+")
+_DURATION = re.compile(r"([0-9]+)([smhdw]?)")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class FeedError(MuxError):
+    """A feed's index cannot be signed as asked."""
+
+
+def parse_trusted_comment(text: str) -> dict[str, str]:
+    """minisign's tab-separated trusted comment as ``{key: value}``.
+
+    Tokens are ``key:value`` (split at the first colon) or a bare word such as ``hashed``
+    (kept with an empty value). A key given twice is refused: two readers that kept the
+    first and the last would disagree about what was signed.
+    """
+    fields: dict[str, str] = {}
+    for token in text.split("\t"):
+        key, _, value = token.partition(":")
+        if not key:
+            raise ParseError(f"the trusted comment has an empty field in {text[:200]!r}")
+        if key in fields:
+            raise ParseError(f"the trusted comment names {key[:40]!r} twice")
+        fields[key] = value
+    return fields
+
+
+@dataclass(frozen=True)
+class IndexComment:
+    """The signed facts about a feed index."""
+
+    timestamp: int
+    seq: int
+    expires: int
+
+    @classmethod
+    def parse(cls, text: str) -> IndexComment:
+        """The trusted comment of ``releases.json.minisig``; unknown keys are ignored."""
+        fields = parse_trusted_comment(text)
+        if fields.get("file") != FEED_INDEX_NAME:
+            raise ParseError(f"the trusted comment is not for {FEED_INDEX_NAME} ({text[:200]!r})")
+        numbers = {}
+        for key in ("timestamp", "seq", "expires"):
+            value = fields.get(key)
+            if value is None or not _DECIMAL.fullmatch(value):
+                raise ParseError(
+                    f"the trusted comment of {FEED_SIGNATURE_NAME} has no decimal {key}"
+                )
+            numbers[key] = int(value)
+        return cls(**numbers)
+
+    def format(self) -> str:
+        return (
+            f"timestamp:{self.timestamp}\tfile:{FEED_INDEX_NAME}\thashed"
+            f"\tseq:{self.seq}\texpires:{self.expires}"
+        )
+
+
+def parse_duration(text: str) -> int:
+    """``14d``, ``12h``, ``90m``, ``3600s``, ``2w`` or plain seconds, to seconds (> 0)."""
+    match = _DURATION.fullmatch(text.strip())
+    seconds = int(match[1]) * _UNIT_SECONDS[match[2]] if match else 0
+    if seconds <= 0:
+        raise UsageError(f"{text[:40]!r} is not a duration such as 14d, 12h or 3600s")
+    if seconds > MAX_EXPIRES_IN:
+        raise UsageError(f"--expires-in {text}: at most 366 days, or expiry means little")
+    return seconds
+
+
+def write_feed_index(feed_dir: Path, *, prerelease: Mapping[str, bool] | None = None) -> Path:
+    """Write ``releases.json`` from the ``v<version>/`` folders (with a manifest) in a feed.
+
+    A release's prerelease flag comes from ``prerelease`` (by tag), else the existing
+    ``releases.json``, else its version (``1.0.0rc1`` is a prerelease). The flags are for
+    humans: readers decide from the version string. :func:`sign_feed_index` signs the result.
+    """
+    feed_dir = Path(feed_dir)
+    index = feed_dir / FEED_INDEX_NAME
+    known: dict[str, bool] = {}
+    if index.is_file():
+        known = {r.tag: r.prerelease for r in parse_releases_json(index.read_bytes())}
+    known.update(prerelease or {})
+    releases = []
+    for folder in sorted(feed_dir.iterdir()):
+        if not (folder.is_dir() and (folder / MANIFEST_NAME).is_file()):
+            continue
+        try:
+            version = parse_tag(folder.name)
+        except ParseError:
+            continue
+        flag = known.get(folder.name, version.is_prerelease)
+        releases.append(FeedRelease(tag=folder.name, prerelease=flag))
+    atomic_write(index, format_releases_json(releases), mode=0o644)  # published: for all to read
+    return index
+
+
+def read_index_signature(feed_dir: Path, keys: list[PublicKey]) -> IndexComment:
+    """The verified trusted comment of ``feed_dir``'s index (both files must be there)."""
+    feed_dir = Path(feed_dir)
+    try:
+        index = (feed_dir / FEED_INDEX_NAME).read_bytes()
+        signature = (feed_dir / FEED_SIGNATURE_NAME).read_bytes()
+    except FileNotFoundError as exc:
+        raise VerificationError(f"{exc.filename} does not exist") from None
+    verified = verify(index, signature, keys)
+    return IndexComment.parse(verified.trusted_comment)
+
+
+@dataclass(frozen=True)
+class SignedIndex:
+    index: Path
+    signature: Path
+    comment: IndexComment
+    key_id: str
+    previous_seq: int | None  # the seq read from the signature this one replaced
+
+
+def _previous_seq(feed_dir: Path, key: SecretKey, *, refresh: bool) -> int | None:
+    """The seq of the signature being replaced. A refresh re-signs the index as it is, so
+    the whole signature must still hold; otherwise the index is rewritten anyway and only
+    the signed comment matters."""
+    signature = feed_dir / FEED_SIGNATURE_NAME
+    if not signature.is_file():
+        return None
+    how = "pass --seq N to choose the sequence number (a new key may start at 1)"
+    try:
+        if refresh:
+            return read_index_signature(feed_dir, [key.public_key]).seq
+        return IndexComment.parse(
+            verify_trusted_comment(signature.read_bytes(), key.public_key)
+        ).seq
+    except VerificationError as exc:
+        raise FeedError(
+            f"the existing {signature} does not verify with key {key.key_id} ({exc.message})",
+            hint=how,
+        ) from None
+    except ParseError as exc:
+        raise FeedError(
+            f"the existing {signature} cannot be read: {exc.message}", hint=how
+        ) from None
+
+
+def sign_feed_index(
+    feed_dir: Path,
+    key: SecretKey,
+    *,
+    expires_in: int = DEFAULT_EXPIRES_IN,
+    refresh: bool = False,
+    seq: int | None = None,
+    now: int | None = None,
+    prerelease: dict[str, bool] | None = None,
+) -> SignedIndex:
+    """Write (unless ``refresh``) and sign ``feed_dir/releases.json``.
+
+    ``seq`` defaults to the existing signature's plus one (1 for a feed never signed).
+    ``now`` is the signature's timestamp (default: the clock); it expires ``expires_in``
+    seconds later. ``prerelease`` is passed to :func:`write_feed_index`
+    (the flags are for humans: readers decide from the version string).
+    """
+    feed_dir = Path(feed_dir)
+    if not feed_dir.is_dir():
+        raise UsageError(f"{feed_dir} is not a folder")
+    if expires_in <= 0:
+        raise UsageError("the index must expire after it was signed")
+    if seq is not None and seq < 0:
+        raise UsageError("--seq must not be negative")
+    index = feed_dir / FEED_INDEX_NAME
+    if refresh and not index.is_file():
+        raise UsageError(f"{index} does not exist; nothing to refresh (run without --refresh)")
+    # Read before the index is rewritten: the old signature is over the old index.
+    previous = _previous_seq(feed_dir, key, refresh=refresh) if seq is None else None
+    if not refresh:
+        write_feed_index(feed_dir, prerelease=prerelease)
+    timestamp = int(time.time()) if now is None else now
+    comment = IndexComment(
+        timestamp=timestamp,
+        seq=seq if seq is not None else (previous or 0) + 1,
+        expires=timestamp + expires_in,
+    )
+    signature = feed_dir / FEED_SIGNATURE_NAME
+    atomic_write(signature, key.sign(index.read_bytes(), comment.format()), mode=0o644)
+    return SignedIndex(
+        index=index,
+        signature=signature,
+        comment=comment,
+        key_id=key.key_id,
+        previous_seq=previous,
+    )

@@ -1,0 +1,244 @@
+"""The CycloneDX SBOM of a build, from the same inventory as its notices.
+
+:func:`render_sbom` (cyclonedx-python-lib, CycloneDX 1.6 JSON) lists every component of a
+build folder (:mod:`release.inventory`) with its licence and Package URL, and nests under each
+component the files of the folder that come from it, each with its SHA-256: the SBOM is the
+build's file list. It is deterministic: the serial number is derived from the content, the
+timestamp is ``SOURCE_DATE_EPOCH`` (else 0), so two builds of one commit give the same bytes.
+
+Reading (:func:`sbom_files`, :func:`check_sbom_matches`) needs only the standard library, so
+``mux-release verify`` checks a release's SBOMs without the generator installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from updater.errors import ParseError, VerificationError
+
+if TYPE_CHECKING:
+    from updater.sources import ReleaseSource
+    from updater.verify import VerificationLog, VerifiedRelease
+
+    from .inventory import Component, Inventory, ShippedFile
+
+SBOM_NAME = "sbom.cdx.json"  # inside a build folder (and so in every archive)
+MAX_SBOM_BYTES = 16 * 1024 * 1024
+LAYER_SBOM = "sbom"
+
+
+def sbom_asset_name(target: str) -> str:
+    """The SBOM of ``mux-<target>.tar.gz`` as a release file."""
+    return f"mux-{target}.cdx.json"
+
+
+def _licences(expression: str) -> list[Any]:
+    from cyclonedx.model.license import DisjunctiveLicense, LicenseExpression
+    from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+
+    try:
+        return [LicenseExpression(canonicalize_license_expression(expression))]
+    except InvalidLicenseExpression:
+        return [DisjunctiveLicense(name=expression)]
+
+
+def _file_component(shipped: ShippedFile) -> Any:
+    from cyclonedx.model import HashAlgorithm, HashType
+    from cyclonedx.model.component import Component, ComponentType
+
+    return Component(
+        name=shipped.path,
+        type=ComponentType.FILE,
+        bom_ref=f"file:{shipped.path}",
+        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=shipped.sha256)],
+    )
+
+
+def _component(component: Component, files: list[ShippedFile]) -> Any:
+    from cyclonedx.model.component import Component as CdxComponent
+    from cyclonedx.model.component import ComponentType
+    from packageurl import PackageURL
+
+    kinds = {
+        "application": ComponentType.APPLICATION,
+        "runtime": ComponentType.FRAMEWORK,
+        "pinned-artifact": ComponentType.LIBRARY,
+    }
+    return CdxComponent(
+        name=component.name,
+        version=component.version,
+        type=kinds.get(component.kind, ComponentType.LIBRARY),
+        bom_ref=component.key,
+        description=component.role,
+        licenses=_licences(component.licence),
+        purl=PackageURL.from_string(component.purl) if component.purl else None,
+        components=[_file_component(f) for f in files],
+    )
+
+
+def render_sbom(inventory: Inventory, extra_files: tuple[ShippedFile, ...] = ()) -> str:
+    """The build's SBOM; ``extra_files`` (the notices beside it) join mux's own files."""
+    from cyclonedx.model import Property
+    from cyclonedx.model.bom import Bom, BomMetaData
+    from cyclonedx.model.component import Component as CdxComponent
+    from cyclonedx.model.component import ComponentType
+    from cyclonedx.output.json import JsonV1Dot6
+
+    from .package import source_date_epoch
+
+    files = [*inventory.files, *extra_files]
+    listing = "".join(f"{f.sha256}  {f.path}\n" for f in sorted(files, key=lambda f: f.path))
+    serial = uuid.uuid5(
+        uuid.NAMESPACE_URL,
+        f"mux-sbom:{inventory.version}:{inventory.target}:"
+        + hashlib.sha256(listing.encode()).hexdigest(),
+    )
+    build = CdxComponent(
+        name=f"mux-{inventory.target}",
+        version=inventory.version,
+        type=ComponentType.APPLICATION,
+        bom_ref="build",
+        description=f"the mux {inventory.version} build for {inventory.target}",
+        properties=[
+            Property(name="mux:target", value=inventory.target),
+            Property(name="mux:standalone", value=str(inventory.standalone).lower()),
+        ],
+    )
+    metadata = BomMetaData(
+        component=build,
+        timestamp=datetime.fromtimestamp(source_date_epoch(), UTC),
+    )
+    bom = Bom(serial_number=serial, metadata=metadata)
+    parts = []
+    for component in inventory.components:
+        owned = [f for f in files if f.component == component.key]
+        part = _component(component, owned)
+        bom.components.add(part)
+        parts.append(part)
+    bom.register_dependency(build, parts)
+    text = JsonV1Dot6(bom).output_as_string(indent=2)
+    # Canonical form: the library's key order is stable, but sorting keys makes the bytes
+    # independent of its version's choices too.
+    return json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
+
+
+# --- reading (standard library only) --------------------------------------------------------
+
+
+def _walk(components: Any) -> Iterator[Mapping[str, Any]]:
+    for component in components if isinstance(components, list) else []:
+        if isinstance(component, Mapping):
+            yield component
+            yield from _walk(component.get("components"))
+
+
+def sbom_files(raw: bytes, *, what: str = "the SBOM") -> dict[str, str]:
+    """``{path: sha256}`` of every file component of a CycloneDX JSON SBOM."""
+    if len(raw) > MAX_SBOM_BYTES:
+        raise ParseError(f"{what} is larger than {MAX_SBOM_BYTES} bytes")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ParseError(f"{what} is not valid JSON") from None
+    if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
+        raise ParseError(f"{what} is not a CycloneDX document")
+    files: dict[str, str] = {}
+    for component in _walk(doc.get("components")):
+        if component.get("type") != "file":
+            continue
+        name = component.get("name")
+        digests = [
+            h.get("content")
+            for h in component.get("hashes") or []
+            if isinstance(h, Mapping) and h.get("alg") == "SHA-256"
+        ]
+        if not isinstance(name, str) or len(digests) != 1 or not isinstance(digests[0], str):
+            raise ParseError(f"{what} has a file without a name and one SHA-256")
+        if name in files:
+            raise ParseError(f"{what} lists {name} twice")
+        files[name] = digests[0]
+    return files
+
+
+def folder_files(folder: Path, *, skip: tuple[str, ...] = (SBOM_NAME,)) -> dict[str, str]:
+    """``{path: sha256}`` of every regular file (and symlink, by its target) below ``folder``."""
+    from updater.files import sha256_file
+
+    found: dict[str, str] = {}
+    for directory, dirnames, filenames in os.walk(folder):
+        dirnames.sort()
+        for name in filenames:
+            path = Path(directory, name)
+            relative = path.relative_to(folder).as_posix()
+            if relative not in skip and (path.is_file() or path.is_symlink()):
+                found[relative] = sha256_file(path.resolve())
+    return found
+
+
+def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
+    """The SBOM lists exactly the files of ``folder`` (but itself), with their SHA-256s.
+
+    Returns how many files it lists; a difference is a :class:`VerificationError` naming the
+    first few files that differ.
+    """
+    try:
+        listed = sbom_files(raw, what=what)
+    except ParseError as exc:
+        raise VerificationError(f"verification failed ({LAYER_SBOM}): {exc.message}") from None
+    present = folder_files(folder)
+    problems = [f"{p} is not in the SBOM" for p in sorted(set(present) - set(listed))]
+    problems += [
+        f"{p} is in the SBOM but not in the build" for p in sorted(set(listed) - set(present))
+    ]
+    problems += [
+        f"{p} has sha256 {present[p][:12]}…, the SBOM says {listed[p][:12]}…"
+        for p in sorted(set(present) & set(listed))
+        if present[p] != listed[p]
+    ]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise VerificationError(
+            f"verification failed ({LAYER_SBOM}): {what} does not match the build: "
+            + "; ".join(problems[:3])
+            + more
+        )
+    return len(listed)
+
+
+def check_release_sbom(
+    source: ReleaseSource,
+    release: VerifiedRelease,
+    target: str,
+    unpacked: Path,
+    *,
+    log: VerificationLog,
+) -> None:
+    """``mux-release verify``, right after the archive of ``target`` was unpacked: the
+    release's SBOM of that target is listed in the (verified) ``SHA256SUMS``, has that digest,
+    and lists exactly the files of the unpacked archive."""
+    from updater.errors import NetworkError
+
+    name = sbom_asset_name(target)
+
+    def fail(message: str) -> VerificationError:
+        return VerificationError(f"verification failed ({LAYER_SBOM}): {message}")
+
+    sums = release.sums
+    if name not in sums:
+        raise fail(f"SHA256SUMS does not list {name} (every archive ships its SBOM)")
+    try:
+        raw = source.fetch(release.tag, name, max_size=MAX_SBOM_BYTES)
+    except NetworkError as exc:
+        raise fail(f"{name} cannot be read: {exc.message}") from None
+    actual = hashlib.sha256(raw).hexdigest()
+    if actual != sums[name]:
+        raise fail(f"{name} has sha256 {actual}, SHA256SUMS says {sums[name]}")
+    count = check_sbom_matches(raw, unpacked, what=name)
+    log.ok(LAYER_SBOM, f"{name} lists the {count} files of mux-{target}.tar.gz")

@@ -1,0 +1,310 @@
+"""install.sh's own parsers, run as install.sh runs them (its functions, under dash, with
+the machine's awk), against the Python libraries mux uses: PEP 440 ordering and channel
+against ``packaging.version`` with hypothesis-generated versions of the forms tags take, the
+choice of the newest stable release against mux's, and the JSON flattener against ``json``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from packaging.version import InvalidVersion, Version
+
+from tests.support.installsh import INSTALL_SH, shell_argv
+
+# What a release tag may look like (updater.models._TAG_RE, install.sh's is_version).
+TAG_FORM = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-.+]?[0-9A-Za-z.]+)?")
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """install.sh without its last line (the call of main): its functions, to source."""
+    lines = INSTALL_SH.read_text().rstrip("\n").splitlines()
+    assert lines[-1].startswith("{ main ")
+    path = tmp_path_factory.mktemp("lib") / "install-lib.sh"
+    path.write_text("\n".join(lines[:-1]) + "\n")
+    return path
+
+
+def call(library: Path, code: str, stdin: str = "", *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*shell_argv("dash"), "-c", f'. "$0"; {code}', str(library), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def sh_keys(library: Path, versions: Sequence[str]) -> list[tuple[str, bool]]:
+    """install.sh's (sort key, is a pre-release) for each version; key "" when invalid."""
+    shown = call(library, "version_keys", "".join(f"{v}\n" for v in versions))
+    assert shown.returncode == 0, shown.stderr
+    rows = [line.split("\t") for line in shown.stdout.splitlines()]
+    assert [row[2] for row in rows] == list(versions)
+    return [(row[0], row[1] == "1") for row in rows]
+
+
+def py_version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+# -- versions of the forms tags take -------------------------------------------------------
+
+_number = st.sampled_from(["0", "1", "2", "9", "10", "01", "007", "123456789012345678901"])
+_sep = st.sampled_from(["", ".", "-"])
+_pre_label = st.sampled_from(["a", "b", "c", "rc", "alpha", "beta", "pre", "preview", "RC", "A"])
+_post_label = st.sampled_from(["post", "rev", "r", "POST"])
+_segment = st.one_of(
+    st.builds(
+        lambda s, label, t, n: f"{s}{label}{t}{n}", _sep, _pre_label, _sep, _number | st.just("")
+    ),
+    st.builds(
+        lambda s, label, t, n: f"{s}{label}{t}{n}", _sep, _post_label, _sep, _number | st.just("")
+    ),
+    st.builds(lambda n: f"-{n}", _number),
+    st.builds(lambda s, t, n: f"{s}dev{t}{n}", _sep, _sep, _number | st.just("")),
+    st.builds(lambda n: f".{n}", _number),
+    st.builds(
+        lambda parts: "+" + ".".join(parts),
+        st.lists(st.sampled_from(["1", "02", "abc", "ubuntu", "x1", "B"]), min_size=1, max_size=3),
+    ),
+    st.text("abcdefghijklmnopqrstuvwxyz0123456789.", min_size=1, max_size=4),
+)
+versions = st.builds(
+    lambda release, suffix: release + "".join(suffix),
+    st.lists(_number, min_size=3, max_size=5).map(".".join),
+    st.lists(_segment, max_size=3),
+).filter(lambda v: TAG_FORM.fullmatch(v) is not None and len(v) <= 64)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(versions, min_size=1, max_size=12))
+@example(["1.0.0", "1.0.0.0", "1.0.0rc1", "1.0.0-rc.2", "1.0.0.dev1", "1.0.0.post1", "1.0.0+1"])
+@example(["1.0.0a1", "1.0.0a1.dev1", "1.0.0.post1.dev1", "1.0.0-1", "1.0.0+abc", "1.0.0+1.a"])
+@example(["0.10.0", "0.9.0", "0.10.0rc1", "0.0.0", "0.0.0.0.1", "1.2.3-foo", "1.2.3..4"])
+def test_version_order_and_channel_are_packaging_s(library: Path, listed: list[str]) -> None:
+    keys = sh_keys(library, listed)
+    parsed = [py_version(v) for v in listed]
+    for text, (key, pre), version in zip(listed, keys, parsed, strict=True):
+        assert (key != "") == (version is not None), text
+        if version is not None:
+            assert pre == version.is_prerelease, text
+    valid = [(k, v) for (k, _), v in zip(keys, parsed, strict=True) if v is not None]
+    for key_a, version_a in valid:
+        for key_b, version_b in valid:
+            assert (key_a < key_b) == (version_a < version_b), (version_a, version_b)
+            assert (key_a == key_b) == (version_a == version_b), (version_a, version_b)
+
+
+def _flat_index(tags: Sequence[str], drafts: Sequence[int] = ()) -> str:
+    return "".join(
+        f"releases/{i}/tag\ts\tv{t}\nreleases/{i}/prerelease\tl\tfalse\n"
+        + (f"releases/{i}/draft\tl\ttrue\n" if i in drafts else "")
+        for i, t in enumerate(tags)
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(versions.filter(lambda v: py_version(v) is not None), min_size=1, max_size=10))
+def test_the_newest_stable_release_is_mux_s(
+    library: Path, tmp_path_factory: pytest.TempPathFactory, listed: list[str]
+) -> None:
+    """pick_from_index chooses what mux's feed source does: the highest stable version by
+    PEP 440 (the first of equal ones), whatever the order of the list and its flags."""
+    from updater.models import parse_tag
+
+    flat = tmp_path_factory.mktemp("index") / "releases.flat"
+    flat.write_text(_flat_index(listed))
+    picked = call(library, 'pick_from_index "$1"', "", str(flat))
+    assert picked.returncode == 0, picked.stderr
+    lines = picked.stdout.splitlines()
+    assert lines[: len(listed)] == [f"listed\t{v}" for v in listed]
+    stable = [v for v in listed if not parse_tag(f"v{v}").is_prerelease]
+    if stable:
+        assert lines[len(listed) :] == [f"latest\t{max(stable, key=Version)}"]
+    else:
+        assert lines[len(listed) :] == []
+
+
+def test_an_invalid_tag_spoils_the_list_and_drafts_are_not_offered(
+    library: Path, tmp_path: Path
+) -> None:
+    flat = tmp_path / "releases.flat"
+    flat.write_text(_flat_index(["0.1.0", "0.9.0", "0.2.0"], drafts=[1]))
+    picked = call(library, 'pick_from_index "$1"', "", str(flat))
+    assert picked.stdout.splitlines() == ["listed\t0.1.0", "listed\t0.2.0", "latest\t0.2.0"]
+    flat.write_text(_flat_index(["0.1.0", "1.2.3-foo", "0.2.0"]))
+    picked = call(library, 'pick_from_index "$1"', "", str(flat))
+    assert picked.stdout.splitlines()[-1] == "bad\tv1.2.3-foo"
+
+
+# -- JSON ----------------------------------------------------------------------------------
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**20), max_value=10**20),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=12),
+)
+_documents = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(st.characters(blacklist_categories=("Cs",)), max_size=6), inner, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+
+
+def _expected_flat(doc: object, ascii_only: bool, path: str = "") -> list[str]:
+    """What json_flatten prints for ``doc`` written by json.dumps: raw (escaped) strings."""
+    if isinstance(doc, dict):
+        rows = []
+        for key, value in doc.items():
+            raw_key = json.dumps(key, ensure_ascii=ascii_only)[1:-1].replace("/", "\x01")
+            rows += _expected_flat(value, ascii_only, f"{path}/{raw_key}" if path else raw_key)
+        return rows
+    if isinstance(doc, list):
+        rows = []
+        for index, value in enumerate(doc):
+            rows += _expected_flat(value, ascii_only, f"{path}/{index}" if path else str(index))
+        return rows
+    if isinstance(doc, str):
+        return [f"{path}\ts\t{json.dumps(doc, ensure_ascii=ascii_only)[1:-1]}"]
+    return [f"{path}\tl\t{json.dumps(doc)}"]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_documents, st.sampled_from([None, 0, 2]), st.booleans())
+def test_the_json_flattener_reads_what_json_writes(
+    library: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+    doc: object,
+    indent: int | None,
+    ascii_only: bool,
+) -> None:
+    text = json.dumps(doc, indent=indent, ensure_ascii=ascii_only)
+    source = tmp_path_factory.mktemp("json") / "doc.json"
+    source.write_bytes(text.encode("utf-8"))
+    flat = call(library, 'json_limit=1048576; json_flatten "$1"', "", str(source))
+    assert flat.returncode == 0, (text, flat.stderr)
+    if isinstance(doc, dict | list) and not doc:
+        assert flat.stdout == ""
+    else:
+        # split, not splitlines: a string may hold U+0085 or U+2028, which are no newline here
+        assert flat.stdout.split("\n")[:-1] == _expected_flat(doc, ascii_only), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1,}',
+        "[1,]",
+        '{"a" 1}',
+        "[1 2]",
+        '"abc',
+        '{"a": tru}',
+        '{"a": "\\x"}',
+        "[01]",
+        "{}{}",
+        "",
+        '{"a": "b\tc"}',
+        "[1,\n2]x",
+        "[NaN]",
+        "[1e]",
+        '{"a": "\\u12"}',
+        "[" * 40 + "]" * 40,
+        '{"a": 1 "b": 2}',
+        "]",
+    ],
+)
+def test_the_json_flattener_refuses_what_is_not_json(
+    library: Path, tmp_path: Path, text: str
+) -> None:
+    source = tmp_path / "doc.json"
+    source.write_text(text)
+    flat = call(library, 'json_limit=1048576; json_flatten "$1"', "", str(source))
+    assert flat.returncode != 0, flat.stdout
+
+
+def test_the_json_flattener_refuses_a_document_over_the_cap_unread(
+    library: Path, tmp_path: Path
+) -> None:
+    source = tmp_path / "doc.json"
+    source.write_text(json.dumps(list(range(1000))))
+    assert call(library, 'json_limit=10000; json_flatten "$1"', "", str(source)).returncode == 0
+    assert call(library, 'json_limit=1000; json_flatten "$1"', "", str(source)).returncode != 0
+
+
+# -- the small helpers ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "less"),
+    [
+        ("1", "2", True),
+        ("2", "10", True),
+        ("10", "2", False),
+        ("007", "8", True),
+        ("5", "5", False),
+        (str(10**30), str(10**30 + 1), True),  # no machine integer holds these
+        ("4294967296", "4294967295", False),
+        ("0", "0000", False),
+    ],
+)
+def test_decimal_comparison_of_any_length(library: Path, a: str, b: str, less: bool) -> None:
+    assert (call(library, 'dec_lt "$1" "$2"', "", a, b).returncode == 0) is less
+
+
+@given(st.integers(min_value=0, max_value=253402300799))
+@settings(max_examples=40, deadline=None)
+def test_utc_text(library: Path, unix: int) -> None:
+    import datetime
+
+    shown = call(library, 'utc_text "$1"', "", str(unix))
+    expected = datetime.datetime.fromtimestamp(unix, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert shown.stdout.strip() == expected
+
+
+def test_key_ids_are_minisign_s(library: Path, tmp_path: Path) -> None:
+    from tests.support.releases import make_keypair
+    from updater.minisign import PublicKey
+
+    for number in range(5):
+        keypair = make_keypair(tmp_path / str(number), password=None)
+        shown = call(library, 'key_id_of "$1"', "", keypair.public_key)
+        assert shown.stdout.strip() == PublicKey.parse(keypair.public_key).key_id
+        assert f"minisign public key {shown.stdout.strip()}" in keypair.public_key_path.read_text()
+
+
+@pytest.mark.parametrize(
+    ("comment", "key", "value"),
+    [
+        ("timestamp:1\tfile:releases.json\thashed\tseq:7\texpires:9", "seq", "7"),
+        ("timestamp:1\tfile:releases.json\thashed\tseq:7\texpires:9", "nope", ""),
+        ("timestamp:1\tversion:1.2.3:x", "version", "1.2.3:x"),
+        ("timestamp:1\tseq:7\tseq:8", "seq", None),  # named twice: refused
+        ("timestamp:1\t\tseq:7", "seq", None),  # an empty token
+    ],
+)
+def test_trusted_comment_values(library: Path, comment: str, key: str, value: str | None) -> None:
+    shown = call(library, 'comment_value "$1" "$2"', "", comment, key)
+    if value is None:
+        assert shown.returncode != 0
+    else:
+        assert shown.returncode == 0 and shown.stdout == f"{value}\n"

@@ -1,0 +1,311 @@
+"""The release checks that run outside mux update: glibc floor, publish flags, build
+comparison (reproducible builds), the SBOM in a packaged release, per-target artifact fetches,
+``mux version --notices`` and the pre-publish install script."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from release.build import build_standin, write_bill
+from release.fake_sigstore import FakeSigstore
+from release.glibc import GlibcError, check_glibc_floor, glibc_versions, required_glibc
+from release.install_script import write_install_script
+from release.package import rehash_sums, sign_release
+from release.publish import plan_publish
+from release.reproduce import NotReproducible, compare_builds
+from release.sbom import sbom_asset_name
+from tests.support.releases import KeyPair, make_keypair, make_release
+from updater._targets import detect_target
+from updater.errors import UsageError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+HOST = detect_target()
+
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+    return make_keypair(tmp_path_factory.mktemp("keys"))
+
+
+def mux_release(
+    *args: str, env: dict[str, str] | None = None, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "release", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        input=stdin,
+        env=env,
+        check=False,
+    )
+
+
+# --- glibc floor ------------------------------------------------------------------------------
+
+
+def test_glibc_versions_are_read_from_objdump_output() -> None:
+    output = (
+        "0000 DF *UND* 0000 (GLIBC_2.2.5) free\n"
+        "0000 DF *UND* 0000 (GLIBC_2.34) pthread_create\n"
+        "0000 DF *UND* 0000 (GLIBCXX_3.4.30) _ZNSt\n"
+    )
+    assert sorted(str(v) for v in glibc_versions(output)) == ["2.2.5", "2.34"]
+
+
+@pytest.mark.skipif(
+    not (shutil.which("gcc") and shutil.which("objdump")), reason="needs gcc and objdump"
+)
+def test_the_floor_names_the_file_that_needs_a_newer_glibc(tmp_path: Path) -> None:
+    if not sys.platform.startswith("linux") or not os.confstr("CS_GNU_LIBC_VERSION"):
+        pytest.skip("needs a glibc system")
+    source = tmp_path / "src"
+    source.mkdir()
+    # A shared library calling puts: GLIBC_2.2.5 only (an executable would also ask for
+    # __libc_start_main, versioned at the glibc it was linked against).
+    (source / "old.c").write_text('#include <stdio.h>\nint say(void) { return puts("x"); }\n')
+    (source / "new.c").write_text(
+        "#include <pthread.h>\nstatic void *run(void *a) { return a; }\n"
+        "int main(void) { pthread_t t; return pthread_create(&t, 0, run, 0); }\n"
+    )
+    build = tmp_path / "build"
+    (build / "_internal").mkdir(parents=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(build / "_internal" / "libold.so"),
+            str(source / "old.c"),
+        ],
+        check=True,
+        timeout=120,
+    )
+    subprocess.run(
+        ["gcc", "-o", str(build / "_internal" / "helper"), str(source / "new.c")],
+        check=True,
+        timeout=120,
+    )
+    (build / "_internal" / "data.txt").write_text("not an ELF file")
+    requirement = required_glibc(build)
+    # Independently: what objdump says about the newer binary.
+    listing = subprocess.run(
+        ["objdump", "-T", str(build / "_internal" / "helper")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert requirement.version == max(glibc_versions(listing))
+    assert requirement.files == ("_internal/helper",)
+    assert requirement.elf_files == 2
+    assert str(requirement.version) >= "2.34"  # pthread_create moved into libc in 2.34
+    with pytest.raises(GlibcError, match=r"_internal/helper.*above the floor glibc 2.17"):
+        check_glibc_floor(build, "2.17")
+    assert check_glibc_floor(build, str(requirement.version)).version == requirement.version
+    refused = mux_release("glibc", str(build), "--max", "2.17")
+    assert refused.returncode == 1
+    assert (
+        refused.stderr.startswith("mux-release: error: ") and "_internal/helper" in refused.stderr
+    )
+    assert len(refused.stderr.strip().splitlines()) == 1
+    with pytest.raises(UsageError):
+        check_glibc_floor(build, "two")
+
+
+# --- publish flags ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tag", "published", "flags"),
+    [
+        ("v1.6.0", ["v1.5.0", "v1.4.2"], ["--latest=true"]),
+        ("v1.4.3", ["v1.5.0", "v1.4.2"], ["--latest=false"]),  # a fix on an older line
+        ("v2.0.0rc1", ["v1.5.0"], ["--latest=false", "--prerelease"]),
+        ("v1.5.1", ["v2.0.0rc1", "v1.5.0", "nightly", "libfoo-v9.0.0"], ["--latest=true"]),
+        ("v1.0.0", [], ["--latest=true"]),  # the first release
+        ("v1.5.0", ["v1.5.0"], ["--latest=true"]),  # a re-run finds its own draft or release
+    ],
+)
+def test_only_the_highest_stable_version_becomes_latest(
+    tag: str, published: list[str], flags: list[str]
+) -> None:
+    assert plan_publish(tag, published).gh_flags() == flags
+
+
+def test_publish_flags_command_reads_the_published_tags(tmp_path: Path) -> None:
+    done = mux_release("publish-flags", "--tag", "v1.4.3", stdin="v1.5.0\nv1.4.2\n")
+    assert (done.returncode, done.stdout) == (0, "--latest=false\n")
+    bad = mux_release("publish-flags", "--tag", "latest")
+    assert bad.returncode == 2 and "release tag" in bad.stderr
+
+
+# --- reproducible builds --------------------------------------------------------------------------
+
+
+def test_two_builds_that_differ_are_named(tmp_path: Path, keypair: KeyPair) -> None:
+    settings = {
+        "version": "1.0.0",
+        "protocol_version": 1,
+        "repo": "o/r",
+        "minisign_keys": [keypair.public_key],
+    }
+    first = build_standin(tmp_path / "one", **settings)
+    second = build_standin(tmp_path / "two", **settings)
+    assert compare_builds(first, second).files > 10
+    ok = mux_release("compare-builds", str(first), str(second))
+    assert ok.returncode == 0 and "identical" in ok.stdout
+
+    (second / "lib" / "updater" / "layout.py").write_text("# changed\n")
+    write_bill(second, None)
+    with pytest.raises(NotReproducible) as caught:
+        compare_builds(first, second)
+    message = caught.value.message
+    assert "lib/updater/layout.py" in message and "sbom.cdx.json" in message
+    other = build_standin(tmp_path / "three", **{**settings, "version": "1.0.1"})
+    with pytest.raises(Exception, match="compare two builds of one version"):
+        compare_builds(first, other)
+
+
+# --- the SBOM in a packaged release -------------------------------------------------------------
+
+
+def verify(folder: Path, keypair: KeyPair) -> subprocess.CompletedProcess[str]:
+    return mux_release(
+        "verify", str(folder), "--key", keypair.public_key, "--insecure-skip-attestation"
+    )
+
+
+def test_mux_release_verify_checks_each_archives_sbom(tmp_path: Path, keypair: KeyPair) -> None:
+    release = make_release(tmp_path / "feed", "0.5.0", protocol_version=1, keypair=keypair)
+    sbom = release / sbom_asset_name(HOST)
+    assert sbom.is_file()
+    ok = verify(release, keypair)
+    assert ok.returncode == 0, ok.stderr
+    assert f"sbom: ok: {sbom.name} lists the" in ok.stdout
+
+    # An SBOM that leaves out a file of the archive, consistently re-listed and re-signed.
+    doc = json.loads(sbom.read_text())
+    mux_component = next(c for c in doc["components"] if c["bom-ref"] == "mux")
+    mux_component["components"] = [
+        c for c in mux_component["components"] if not c["name"].endswith("layout.py")
+    ]
+    sbom.write_text(json.dumps(doc))
+    rehash_sums(release)
+    sign_release(release, keypair.secret_key())
+    dropped = verify(release, keypair)
+    assert dropped.returncode == 3
+    assert "verification failed (sbom)" in dropped.stderr
+    assert "lib/updater/layout.py is not in the SBOM" in dropped.stderr
+
+    # No SBOM at all: the release is incomplete.
+    sbom.unlink()
+    rehash_sums(release)
+    sign_release(release, keypair.secret_key())
+    missing = verify(release, keypair)
+    assert missing.returncode == 3
+    assert f"SHA256SUMS does not list {sbom.name}" in missing.stderr
+
+
+def test_packaging_refuses_a_build_changed_after_its_sbom(tmp_path: Path, keypair: KeyPair) -> None:
+    folder = build_standin(
+        tmp_path / "b",
+        version="0.5.0",
+        protocol_version=1,
+        repo="",
+        minisign_keys=[keypair.public_key],
+    )
+    (folder / "lib" / "updater" / "extra.py").write_text("x = 1\n")
+    done = mux_release("package", str(folder), "--out", str(tmp_path / "rel"))
+    assert done.returncode == 1
+    assert "lib/updater/extra.py is not in the SBOM" in done.stderr
+    assert not (tmp_path / "rel").exists()
+
+
+# --- mux version --notices -----------------------------------------------------------------------
+
+
+def test_mux_version_notices_prints_the_shipped_file(tmp_path: Path, keypair: KeyPair) -> None:
+    folder = build_standin(
+        tmp_path, version="0.5.0", protocol_version=1, repo="", minisign_keys=[keypair.public_key]
+    )
+    done = subprocess.run(
+        [str(folder / "mux"), "version", "--notices"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    path = Path(done.stdout.strip())
+    assert path == folder / "THIRD_PARTY_NOTICES.md"
+    assert path.read_text().startswith(f"# Third-party notices: mux 0.5.0 ({HOST})")
+    (folder / "THIRD_PARTY_NOTICES.md").unlink()
+    gone = subprocess.run(
+        [str(folder / "mux"), "version", "--notices"], capture_output=True, text=True, timeout=60
+    )
+    assert gone.returncode == 1 and "ships no THIRD_PARTY_NOTICES.md" in gone.stderr
+
+
+# --- the pre-publish install script -----------------------------------------------------------------
+
+
+@pytest.mark.skipif(shutil.which("minisign") is None, reason="install.sh checks with minisign")
+def test_preflight_installs_and_verifies_a_release_folder(
+    tmp_path: Path, keypair: KeyPair, sandbox_env: dict[str, str]
+) -> None:
+    repo = "acme/mux"
+    release = make_release(
+        tmp_path / "feed", "0.6.0", protocol_version=1, keypair=keypair, repo=repo
+    )
+    sigstore = FakeSigstore.create(tmp_path / "sigstore")
+    subjects = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in release.iterdir()
+        if p.name.endswith((".tar.gz", ".cdx.json")) or p.name == "manifest.json"
+    }
+    (release / "mux-0.6.0.sigstore.json").write_bytes(
+        sigstore.attest(subjects, repository=repo, ref="refs/tags/v0.6.0")
+    )
+    write_install_script(release / "install.sh", keys=[keypair.public_key], repo=repo)
+    rehash_sums(release)
+    sign_release(release, keypair.secret_key())
+    env = {
+        **sandbox_env,
+        "MUX_REPO": repo,
+        "MUX_MINISIGN_PUBLIC_KEY": keypair.public_key,
+        "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+        "MUX_RELEASE": f"{sys.executable} -m release",
+        "PYTHON": sys.executable,
+    }
+    script = REPO_ROOT / "release" / "preflight.sh"
+    done = subprocess.run(
+        ["sh", str(script), str(release), "v0.6.0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "attestation: ok" in done.stdout and "sbom: ok" in done.stdout
+    assert "preflight: v0.6.0 installs and verifies on this machine" in done.stdout
+
+    # The same release with a broken archive never reaches publishing.
+    archive = release / f"mux-{HOST}.tar.gz"
+    data = bytearray(archive.read_bytes())
+    data[-40] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    broken = subprocess.run(
+        ["sh", str(script), str(release), "v0.6.0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
+    assert broken.returncode != 0

@@ -1,0 +1,206 @@
+"""Per-target pins: one asset per target, all from one tag, verified together or not at all.
+
+A three-target artifact on a loopback GitHub (tests/support/github.py): every asset is
+downloaded, cross-checked and attestation-verified; one tampered asset or one missing target
+leaves pins.toml and the notices byte-for-byte unchanged and names the target.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from release.fake_sigstore import FakeSigstore
+from release.formats import format_sha256sums
+from release.notices import Distribution, LicenceText, generate_notices
+from release.pins import check_pins, load_pins
+from release.repin import repin
+from tests.support.github import FakeGitHub, serve_github
+from updater.errors import NetworkError, VerificationError
+
+REPO = "acme/libvt"
+WORKFLOW = ".github/workflows/release.yml"
+TARGETS = ("x86_64-unknown-linux-gnu", "aarch64-apple-darwin", "x86_64-apple-darwin")
+
+PINS = f"""\
+# Per-target pins (test copy). This comment must survive every rewrite.
+schema = 1
+
+# libvt: the terminal library, one build per platform.
+[artifacts.libvt]
+repository = "{REPO}"
+asset = "libvt-{{target}}.tar.gz"
+targets = {list(TARGETS)!r}
+license = "MIT"
+license_file = "licenses/libvt.txt"
+
+[artifacts.libvt.attestation]
+repository = "{REPO}"
+signer_workflow = "{WORKFLOW}"
+""".replace("'", '"')
+
+DISTRIBUTIONS = [Distribution("zz-dep", "1.0", "MIT", (LicenceText("zz/LICENSE", "MIT\n"),))]
+
+
+def asset(target: str) -> str:
+    return f"libvt-{target}.tar.gz"
+
+
+def payload(tag: str, target: str) -> bytes:
+    return f"libvt {tag} for {target}\n".encode() * 5_000
+
+
+@pytest.fixture(scope="module")
+def sigstore(tmp_path_factory: pytest.TempPathFactory) -> FakeSigstore:
+    return FakeSigstore.create(tmp_path_factory.mktemp("sigstore"))
+
+
+@pytest.fixture
+def github(tmp_path: Path) -> Iterator[FakeGitHub]:
+    releases = tmp_path / "releases"
+    releases.mkdir()
+    with serve_github(FakeGitHub(root=releases, repo=REPO)) as fake:
+        yield fake
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for variable in ("GITHUB_TOKEN", "MUX_GITHUB_TOKEN", "MUX_SIGSTORE_TRUSTED_ROOT"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("MUX_HTTP_BACKOFF", "0.01")
+    root = tmp_path / "checkout"
+    (root / "release" / "licenses").mkdir(parents=True)
+    (root / "release" / "licenses" / "libvt.txt").write_text("libvt MIT licence\n")
+    (root / "release" / "pins.toml").write_text(PINS)
+    notices = generate_notices(root / "release" / "pins.toml", distributions=DISTRIBUTIONS)
+    (root / "THIRD_PARTY_NOTICES.md").write_text(notices)
+    return root
+
+
+def publish(
+    github: FakeGitHub, sigstore: FakeSigstore, tag: str, targets: tuple[str, ...] = TARGETS
+) -> dict[str, str]:
+    folder = github.root / tag
+    folder.mkdir()
+    digests = {}
+    for target in targets:
+        data = payload(tag, target)
+        (folder / asset(target)).write_bytes(data)
+        digests[target] = hashlib.sha256(data).hexdigest()
+        github.attestations[digests[target]] = sigstore.attest(
+            {asset(target): digests[target]},
+            repository=REPO,
+            signer_workflow=WORKFLOW,
+            ref=f"refs/tags/{tag}",
+        )
+    (folder / "SHA256SUMS").write_bytes(
+        format_sha256sums({asset(t): d for t, d in digests.items()})
+    )
+    return digests
+
+
+def run_repin(checkout: Path, github: FakeGitHub, sigstore: FakeSigstore, tag: str):  # type: ignore[no-untyped-def]
+    return repin(
+        "libvt",
+        tag=tag,
+        pins_path=checkout / "release" / "pins.toml",
+        notices_path=checkout / "THIRD_PARTY_NOTICES.md",
+        github_url=github.web_url,
+        api_url=github.api_url,
+        trusted_root=sigstore.trusted_root_path,
+        distributions=DISTRIBUTIONS,
+    )
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def test_an_entry_never_repinned_names_itself_in_the_check(checkout: Path) -> None:
+    assert check_pins(checkout / "release" / "pins.toml") == [
+        "libvt: not pinned yet; run mux-release repin libvt --tag <tag>"
+    ]
+
+
+def test_every_target_is_verified_and_pinned_from_one_tag(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    digests = publish(github, sigstore, "v2.0.0")
+    result = run_repin(checkout, github, sigstore, "v2.0.0")
+    assert result.written
+    assert {item.target: item.sha256 for item in result.files} == digests
+    agreed = ("computed", "GitHub's asset digest", "SHA256SUMS")
+    assert all(item.digests == agreed for item in result.files)
+    assert all(item.attestation.signer_ref == "refs/tags/v2.0.0" for item in result.files)
+
+    pins_text = (checkout / "release" / "pins.toml").read_text()
+    for line in PINS.splitlines():  # every human-written line (comments too) is kept
+        assert line in pins_text.splitlines()
+    (pin,) = load_pins(checkout / "release" / "pins.toml")
+    assert pin.tag == "v2.0.0" and pin.per_target and pin.targets == tuple(sorted(TARGETS))
+    for target in TARGETS:
+        item = pin.file_for(target)
+        assert item is not None and (item.asset, item.sha256) == (asset(target), digests[target])
+        assert item.url == f"{github.web_url}/{REPO}/releases/download/v2.0.0/{asset(target)}"
+    assert pin.file_for("aarch64-unknown-linux-musl") is None  # not declared: not shipped there
+    notices = checkout / "THIRD_PARTY_NOTICES.md"
+    for target in TARGETS:
+        marker = f"<!-- pin: libvt target={target} tag=v2.0.0 sha256={digests[target]} -->"
+        assert marker in notices.read_text()
+    assert check_pins(checkout / "release" / "pins.toml", notices_path=notices) == []
+    # Every asset was downloaded once.
+    downloads = [
+        r.path for r in github.requests_to("api") if r.path.startswith("/_dl/v2.0.0/libvt-")
+    ]
+    assert sorted(downloads) == sorted(f"/_dl/v2.0.0/{asset(t)}" for t in TARGETS)
+
+
+def test_one_tampered_asset_writes_nothing_and_names_its_target(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    publish(github, sigstore, "v2.0.0")
+    run_repin(checkout, github, sigstore, "v2.0.0")
+    publish(github, sigstore, "v2.1.0")
+    # The macOS arm64 asset is replaced after it was attested and listed in SHA256SUMS.
+    (github.root / "v2.1.0" / asset("aarch64-apple-darwin")).write_bytes(b"tampered" * 1000)
+    before = snapshot(checkout)
+    with pytest.raises(VerificationError) as caught:
+        run_repin(checkout, github, sigstore, "v2.1.0")
+    assert "libvt-aarch64-apple-darwin.tar.gz" in str(caught.value)
+    assert snapshot(checkout) == before  # pins.toml and the notices: unchanged, no temp file
+
+
+def test_a_missing_target_is_named_before_anything_is_downloaded(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    publish(github, sigstore, "v2.0.0", targets=TARGETS[:2])  # no x86_64-apple-darwin build
+    before = snapshot(checkout)
+    with pytest.raises(NetworkError) as caught:
+        run_repin(checkout, github, sigstore, "v2.0.0")
+    assert str(caught.value).startswith(
+        f"release v2.0.0 of {REPO} has no asset libvt-x86_64-apple-darwin.tar.gz "
+        "(for x86_64-apple-darwin)"
+    )
+    assert not [r for r in github.requests_to("api") if r.path.startswith("/_dl/")]
+    assert snapshot(checkout) == before
+
+
+def test_a_declared_target_without_a_pin_fails_the_check(checkout: Path) -> None:
+    path = checkout / "release" / "pins.toml"
+    sha = "ab" * 32
+    text = PINS + "".join(
+        f'\n[artifacts.libvt.pinned.{t}]\nurl = "https://github.com/{REPO}/releases/download/'
+        f'v1.0.0/{asset(t)}"\nsha256 = "{sha}"\nsize = 1\n'
+        for t in TARGETS[:2]
+    )
+    path.write_text(text.replace('license = "MIT"', 'license = "MIT"\ntag = "v1.0.0"'))
+    assert check_pins(path) == [
+        "libvt: x86_64-apple-darwin is declared but has no pin; run mux-release repin libvt "
+        "--tag <tag>"
+    ]
