@@ -425,3 +425,51 @@ def test_a_server_that_does_not_say_where_it_runs_from_is_placed_by_the_os(sandb
     assert (entry["pid"], entry["executable_source"]) == (pid, "os")
     assert entry["executable"] == os.path.realpath(sys.executable)
     assert entry["build_installed"] is True
+
+
+def test_reinstalling_a_version_a_server_runs_from_leaves_its_folder_alone(
+    tmp_path, sandbox_env, feeds, served
+):
+    """Asking for the kept version again reuses its intact folder: never a swap under a server."""
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    pid, address = start(mux)
+    run_json(mux, "update", "--version", "1.1.0")
+    folder = mux.home / "versions" / "1.0.0"
+    before = (folder.stat().st_ino, (folder / "mux").stat().st_ino)
+    back = run_json(mux, "update", "--version", "1.0.0", "--allow-downgrade")
+    assert (back["action"], back["to_version"]) == ("updated", "1.0.0")
+    assert (folder.stat().st_ino, (folder / "mux").stat().st_ino) == before
+    assert servers(mux)[address]["pid"] == pid
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_install_sh_keeps_a_version_a_server_runs_from(tmp_path, sandbox_env, feeds, served, shell):
+    """install.sh, run again over an install, leaves pruning to the new mux: a server's
+    version stays until the server is gone."""
+    from tests.support.installsh import make_toolbox, render_install_sh, run_install
+
+    feed = feeds["same-protocol"]
+    script = render_install_sh(tmp_path / "install.sh", keys=[feed.keypair.public_key])
+    env = {
+        **sandbox_env,
+        "PATH": str(make_toolbox(tmp_path / "tools")),
+        "MUX_DOWNLOAD_URL": served["same-protocol"],
+        "MUX_NO_MODIFY_PATH": "1",
+        "SHELL": "/bin/sh",
+    }
+    home = Path(env["HOME"]) / ".local" / "share" / "mux"
+    mux = Install(home=home, bin_dir=Path(env["HOME"]) / ".local" / "bin", env=dict(sandbox_env))
+
+    def install_sh(version: str) -> None:
+        result = run_install(script, env={**env, "MUX_VERSION": version}, shell=shell)
+        assert result.returncode == 0, result.stderr
+
+    install_sh("1.0.0")
+    pid, address = start(mux)
+    install_sh("1.1.0")
+    install_sh("1.2.0")
+    assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+    assert servers(mux)[address]["pid"] == pid
+    stop(mux, address)
+    install_sh("1.3.0")
+    assert versions(mux) == ["1.2.0", "1.3.0"]

@@ -37,7 +37,11 @@ def _mount_server_commands() -> None:
         from .server_cli import server_app
     except ImportError:  # pragma: no cover - only while the module is being written
         return
-    app.add_typer(server_app, name="server", help="Run and inspect mux servers.")
+    app.add_typer(
+        server_app,
+        name="server",
+        help="Run, inspect and watch mux servers (a server outlives any number of updates).",
+    )
 
 
 @app.command()

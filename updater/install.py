@@ -222,12 +222,18 @@ def _remove_version(layout: Layout, version: str) -> None:
 
 
 def _place(layout: Layout, staging: Path, version: str) -> Path:
-    """Rename the staged folder to ``versions/<version>``, replacing a stale copy."""
+    """Rename the staged folder to ``versions/<version>``, replacing a stale copy.
+
+    A copy that is already there and holds exactly the staged files (the kept previous
+    version, one a server runs from) stays where it is: files are never swapped under a
+    running mux or server, and a kill cannot leave the version missing.
+    """
     final = layout.version_dir(version)
     if final.exists():
-        if layout.active_version() == version:
+        staged_list = sha256_file(staging / FILES_LIST_NAME)
+        if layout.active_version() == version or verify_files(final, staged_list) is None:
             shutil.rmtree(staging, ignore_errors=True)
-            return final  # already active: never swap files under a running mux
+            return final
         _remove_version(layout, version)
     os.rename(staging, final)
     fsync_dir(layout.versions)

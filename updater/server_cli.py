@@ -183,9 +183,10 @@ def watch_command(
 ) -> None:
     """Print a server's status line, then its events as they happen, one JSON object per line.
 
-    Events: update-available, update-installed, restart-needed (readers skip types they do
-    not know). Ends when the server stops (exit 0), or when it goes away or drops this
-    watcher (exit 1, one line on stderr). See docs/scripting.md.
+    Events: update-available (from the server's background check, every
+    MUX_UPDATE_CHECK_INTERVAL, default 6h, 0 disables), update-installed, restart-needed;
+    readers skip types they do not know. Ends when the server stops (exit 0), or when it
+    goes away or drops this watcher (exit 1, one line on stderr). See docs/scripting.md.
     """
     import sys
 

@@ -16,6 +16,7 @@ post_build=own_interpreter)``.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -49,3 +50,35 @@ def own_interpreter(build_folder: Path) -> None:
     if quoted not in text:
         raise AssertionError(f"the stand-in launcher changed; cannot find {quoted!r} in it")
     launcher.write_text(text.replace(quoted, f'exec "$here/{INTERPRETER}" '), encoding="utf-8")
+    _relist(build_folder)
+
+
+def _relist(build_folder: Path) -> None:
+    """Make the build's SBOM list what the folder now holds (packaging checks it): the
+    launcher's new digest, and the interpreter's files as one component of their own."""
+    from release.sbom import SBOM_NAME, folder_files
+
+    path = build_folder / SBOM_NAME
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    present = folder_files(build_folder)
+
+    def walk(components: list[dict]) -> None:
+        for component in components:
+            name = component.get("name")
+            if component.get("type") == "file" and name in present:
+                component["hashes"] = [{"alg": "SHA-256", "content": present.pop(name)}]
+            walk(component.get("components") or [])
+
+    walk(doc["components"])
+    doc["components"].append(
+        {
+            "type": "library",
+            "bom-ref": "test-interpreter",
+            "name": "the test's Python interpreter (tests.support.standins)",
+            "components": [
+                {"type": "file", "name": name, "hashes": [{"alg": "SHA-256", "content": digest}]}
+                for name, digest in sorted(present.items())
+            ],
+        }
+    )
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
