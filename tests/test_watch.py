@@ -589,3 +589,25 @@ def test_the_hub_never_blocks_a_publisher() -> None:
     assert waiting.final is not None and b"fell behind" in waiting.final
     assert list(waiting.lines) == []
     assert [e.data["n"] for e in hub.in_force()] == [9]
+
+
+@pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "poll"])
+def test_the_link_watch_notices_a_move_within_two_seconds(tmp_path, inotify):
+    """Both ways of noticing (inotify on Linux, the poll elsewhere), in-process."""
+    from updater.linkwatch import LinkWatch
+
+    _home, bin_dir, targets = _fake_install(tmp_path)
+    seen: queue.Queue[str | None] = queue.Queue()
+    watcher = LinkWatch(bin_dir / "mux", seen.put, inotify=inotify)
+    watcher.start()
+    try:
+        for n in (1, 2, 3):
+            moved = time.monotonic()
+            _swap(bin_dir, targets[n % 2], n)
+            assert seen.get(timeout=5) == str(targets[n % 2])
+            assert time.monotonic() - moved < 2.0
+        assert watcher.mode == ("inotify" if inotify else "poll")
+        (bin_dir / "mux").unlink()  # an uninstall: the link is gone
+        assert seen.get(timeout=5) is None
+    finally:
+        watcher.stop()

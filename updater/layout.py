@@ -9,16 +9,13 @@ version is active. This module knows the layout and reads it; every change to it
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import InstallError, UsageError
-from .files import sha256_file
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -37,8 +34,9 @@ WRITE_PROBE_PREFIX = ".mux-write-probe-"
 RECORD_SCHEMA = 1
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
+    """Where an install lives (a NamedTuple: the cached check defines it, see plan.py)."""
+
     home: Path
     bin_dir: Path
 
@@ -193,6 +191,8 @@ def tree_size(root: Path) -> int:
 
 def files_list(root: Path) -> bytes:
     """``sha256sum`` lines for every regular file below ``root``, as install.sh writes them."""
+    from .files import sha256_file  # the cached check reads the layout and hashes nothing
+
     lines = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -211,6 +211,8 @@ def verify_files(root: Path, expected_list_sha256: str | None) -> str | None:
         recorded = (root / FILES_LIST_NAME).read_bytes()
     except OSError:
         return f"{root} has no {FILES_LIST_NAME}"
+    import hashlib  # only a check of the files pays for it: the cached check only reads
+
     if expected_list_sha256 and hashlib.sha256(recorded).hexdigest() != expected_list_sha256:
         return f"{root / FILES_LIST_NAME} does not match the install record"
     actual = files_list(root)

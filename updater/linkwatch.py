@@ -83,8 +83,11 @@ class _Inotify:
 class LinkWatch:
     """Call ``on_change(target)`` in a thread of its own whenever ``link`` points elsewhere."""
 
-    def __init__(self, link: Path, on_change: Callable[[str | None], None]) -> None:
+    def __init__(
+        self, link: Path, on_change: Callable[[str | None], None], *, inotify: bool = True
+    ) -> None:
         self.link = link
+        self._use_inotify = inotify
         self._on_change = on_change
         self._last = _read_link(link)
         self._wake_read, self._wake_write = os.pipe()
@@ -112,13 +115,14 @@ class LinkWatch:
 
     def _run(self) -> None:
         inotify: _Inotify | None = None
-        if sys.platform.startswith("linux"):
+        if self._use_inotify and sys.platform.startswith("linux"):
             try:
                 inotify = _Inotify(self.link.parent)
                 self.mode = "inotify"
             except (OSError, AttributeError):
                 inotify = None
         try:
+            self._check()  # a move between the first read and the watch being in place
             while not self._stopped:
                 watched = inotify is not None and inotify.watching
                 timeout = SAFETY_POLL_SECONDS if watched else POLL_SECONDS
