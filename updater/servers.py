@@ -311,7 +311,7 @@ def _unix_connection_class() -> Callable[[str, float, Peer | None], http.client.
     return _connection_class
 
 
-def _connection(
+def open_connection(
     address: ServerAddress, timeout: float, peer: Peer | None = None
 ) -> http.client.HTTPConnection:
     if isinstance(address, UnixAddress):
@@ -321,7 +321,7 @@ def _connection(
     return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
 
 
-class _Watchdog:
+class Watchdog:
     """Cuts a connection at its deadline, so a server that drips bytes cannot outlast it.
 
     Socket timeouts bound each read, not the whole exchange; shutting the socket down wakes
@@ -347,7 +347,7 @@ class _Watchdog:
             except OSError:
                 pass
 
-    def __enter__(self) -> _Watchdog:
+    def __enter__(self) -> Watchdog:
         self._timer.start()
         return self
 
@@ -366,9 +366,9 @@ def http_request(
     otherwise. ``peer`` (Unix sockets) learns the listening process once connected, even
     when no answer follows.
     """
-    connection = _connection(address, timeout, peer)
+    connection = open_connection(address, timeout, peer)
     try:
-        with _Watchdog(connection, timeout) as watchdog:
+        with Watchdog(connection, timeout) as watchdog:
             try:
                 connection.request(method, path, headers={"Accept": "application/json"})
                 response = connection.getresponse()
@@ -390,7 +390,7 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
         target = parse_server_address(address)
     except UsageError as exc:
         return ServerReport(address, "error", None, exc.message)
-    return _with_executable(_ask_status(target, timeout))
+    return with_executable(_ask_status(target, timeout))
 
 
 def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
@@ -432,7 +432,7 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
     return report("live", f"mux {line.version}, protocol {line.protocol_version}", line)
 
 
-def _with_executable(report: ServerReport) -> ServerReport:
+def with_executable(report: ServerReport) -> ServerReport:
     """Fill in which build the server runs from: its status line's word, else the OS's."""
     from dataclasses import replace
 

@@ -277,20 +277,20 @@ def open_watch(address: str, *, timeout: float) -> WatchStream:
     from .servers import (
         Peer,
         ServerReport,
-        _connection,
-        _Watchdog,
-        _with_executable,
+        Watchdog,
+        open_connection,
         parse_server_address,
         query_server,
         restart_command,
+        with_executable,
     )
 
     target = parse_server_address(address)
     display = target.display
     peer = Peer()
-    connection = _connection(target, timeout, peer)
+    connection = open_connection(target, timeout, peer)
     try:
-        with _Watchdog(connection, timeout) as watchdog:
+        with Watchdog(connection, timeout) as watchdog:
             try:
                 connection.connect()
                 sock = connection.sock  # the response keeps it; the connection lets go of it
@@ -326,7 +326,7 @@ def open_watch(address: str, *, timeout: float) -> WatchStream:
             raise MuxError(
                 f"the server on {display} did not start its stream with a status line: {exc}"
             ) from None
-        report = _with_executable(
+        report = with_executable(
             ServerReport(
                 display,
                 "live",
