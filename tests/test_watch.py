@@ -611,3 +611,93 @@ def test_the_link_watch_notices_a_move_within_two_seconds(tmp_path, inotify):
         assert seen.get(timeout=5) is None
     finally:
         watcher.stop()
+
+
+def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
+    """The policy's ``updates = "disabled"`` reaches the server through Settings."""
+    from updater.server_notices import ServerNotices
+    from updater.settings import Settings
+
+    logged: list[str] = []
+    ran: list[str] = []
+    for updates, expect_check in (("disabled", False), ("check-only", True), ("enabled", True)):
+        logged.clear()
+        notices = ServerNotices(
+            watch.WatchHub(),
+            server_version="1.0.0",
+            server_protocol=2,
+            restart_command="R",
+            settings=Settings(home=tmp_path / "none", update_check_interval=3600, updates=updates),
+            development=True,
+            check_command=lambda: ran.append("x") or ["true"],
+            log=logged.append,
+        )
+        notices.start()
+        try:
+            assert (notices._check is not None) == expect_check, updates
+            off = "background update checks are off (the machine policy disables updates)"
+            assert (off in logged) == (not expect_check)
+        finally:
+            notices.stop()
+    assert ran == []  # an hour away: nothing ran
+
+
+@pytest.mark.parametrize("interval", [0.5, 1.0, 60.0, 6 * 3600.0, 30 * 86400.0])
+def test_the_schedule_never_asks_before_the_cache_expired(interval):
+    from updater.background import first_delay, next_delay
+
+    for draw in (0.0, 0.3, 0.999999):
+        delay = next_delay(interval, rng=lambda draw=draw: draw)
+        assert interval <= delay <= interval + min(interval / 10, 1800)
+        first = first_delay(interval, rng=lambda draw=draw: draw)
+        assert 0 < first <= min(interval, 30) / 2
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_hanging_check_never_blocks_status_or_shutdown(tmp_path, sandbox_env, feed):
+    """A feed that takes the connection and never answers: the check hangs in its child, the
+    server answers at once, and stops at once, taking the child with it."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # never accepted: connections complete, no answer ever comes
+    try:
+        with serve_directory(feed.path) as url:
+            mux = bootstrap(
+                tmp_path,
+                sandbox_env,
+                source=url,
+                version="1.0.0",
+                public_key=feed.keypair.public_key,
+            )
+        mux.env.update(
+            MUX_UPDATE_SOURCE=f"http://127.0.0.1:{silent.getsockname()[1]}",
+            MUX_UPDATE_CHECK_INTERVAL="1",
+            MUX_HTTP_TIMEOUT="60",
+        )
+        assert mux.run("server", "start").returncode == 0
+        path = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.sock"
+        pid = query_server(str(path)).pid
+        assert pid is not None
+        wait_until(lambda: _children(pid), what="the background check's child")
+        [child] = _children(pid)
+        began = time.monotonic()
+        assert query_server(str(path)).state == "live"
+        assert time.monotonic() - began < 0.5
+        began = time.monotonic()
+        assert mux.run("server", "stop").returncode == 0
+        assert time.monotonic() - began < 5.0
+        wait_until(lambda: not Path(f"/proc/{child}").exists(), timeout=5, what="the child to go")
+    finally:
+        silent.close()
