@@ -123,7 +123,11 @@ def main() -> None:
         pump(1)
         busy_cpu, busy_rss = measure(pid, args.seconds)
         print(f"server with {args.watchers} idle watchers, {args.seconds:g} s windows:")
-        print(f"  CPU: {idle_cpu:.3f} s with none, {busy_cpu:.3f} s with {args.watchers}")
+        tick = 1 / os.sysconf("SC_CLK_TCK")
+        print(
+            f"  CPU: {idle_cpu:.3f} s with none, {busy_cpu:.3f} s with {args.watchers} "
+            f"(the kernel counts in {1000 * tick:.0f} ms ticks)"
+        )
         print(
             f"  RSS: {idle_rss} KiB with none, {busy_rss} KiB with {args.watchers} "
             f"(ratio {busy_rss / idle_rss:.2f}, +{(busy_rss - idle_rss) / args.watchers:.0f} "
