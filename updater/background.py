@@ -18,7 +18,6 @@ import random
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -170,10 +169,3 @@ def run_check_child(argv_current: str | None, max_age: float) -> int:
     with contextlib.suppress(OSError):
         sys.stdout.flush()
     return 0
-
-
-def checked_at_text(answer: dict[str, Any]) -> str:
-    from .timestamps import rfc3339
-
-    value = answer.get("checked_at")
-    return rfc3339(value) if isinstance(value, (int, float)) else rfc3339(time.time())

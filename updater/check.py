@@ -185,12 +185,11 @@ def _kept_versions(
     """What the install this mux updates keeps and why, with sizes (read only)."""
     if settings.home is None and build.development:
         return []  # a checkout updates no install unless MUX_HOME names one
-    from .errors import MuxError as _MuxError
     from .layout import kept_versions, resolve_layout
 
     try:
         layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
-    except _MuxError:
+    except MuxError:
         return []
     if not layout.versions.is_dir():
         return []
@@ -199,7 +198,7 @@ def _kept_versions(
 
         try:
             extra = [a for a in every_server_address(None) if a not in {r.address for r in reports}]
-        except _MuxError:
+        except MuxError:
             extra = []
         reports = [*reports, *query_all(extra)]
     return kept_versions(layout, reports)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 # 2: the status line names the server's ``executable``; ``GET /api/watch`` streams events.
 PROTOCOL_VERSION = 2
@@ -89,11 +89,24 @@ def parse_status_line(raw: bytes) -> StatusLine:
     )
 
 
-class WatchEvent(NamedTuple):
-    """One event line of the watch stream."""
+class WatchEvent:
+    """One event line of the watch stream (a plain class: ``mux version`` imports this
+    module, and a NamedTuple costs more to define than the rest of it)."""
 
-    type: str
-    data: dict[str, Any]
+    __slots__ = ("data", "type")
+
+    def __init__(self, type: str, data: dict[str, Any]) -> None:
+        self.type = type
+        self.data = data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, WatchEvent) and (self.type, self.data) == (other.type, other.data)
+
+    def __hash__(self) -> int:
+        return hash(self.type)
+
+    def __repr__(self) -> str:
+        return f"WatchEvent({self.type!r}, {self.data!r})"
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "data": self.data}
