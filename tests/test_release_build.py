@@ -499,8 +499,13 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
         assert b"attestation: ok" in updated.stdout and b"smoke-test: ok" in updated.stdout
         assert b"Traceback" not in updated.stderr, updated.stderr
         mux(installed_mux, "update", "--rollback", code=0)
+        # Its servers run in the build's world (no ctypes: the link watch polls); what they
+        # log says nothing broke, through the update, the rollback, a restart and a stop.
+        log = Path(sandbox_env["XDG_RUNTIME_DIR"]) / "mux" / "default.log"
+        assert "Traceback" not in log.read_text(), log.read_text()
         mux(installed_mux, "server", "restart", code=0)
         mux(installed_mux, "server", "stop", code=0)
+        assert "Traceback" not in log.read_text(), log.read_text()
         assert "Usage" in mux(installed_mux, "--help", code=0)
         notices = Path(mux(installed_mux, "version", "--notices", code=0).strip())
         assert notices.name == "THIRD_PARTY_NOTICES.md" and notices.is_file(), notices

@@ -15,7 +15,7 @@ import os
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any
+    from typing import Any, Self
 
 BUILD_INFO_NAME = "_build_info.json"
 BUILD_INFO_PATH = os.path.join(os.path.dirname(__file__), BUILD_INFO_NAME)
@@ -52,6 +52,14 @@ class _Record:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"{type(self).__name__}({fields})"
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (as ``dataclasses.replace`` would make)."""
+        values = {name: getattr(self, name) for name in self.__slots__}
+        unknown = set(changes) - set(values)
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field {', '.join(sorted(unknown))}")
+        return type(self)(**{**values, **changes})
 
 
 class TrustSettings(_Record):
@@ -164,6 +172,25 @@ def current() -> BuildInfo:
         else:
             _cached = BuildInfo.from_json(json.loads(raw))
     return _cached
+
+
+def executable() -> str:
+    """The resolved path of the build this process runs from (``…/versions/<v>/mux``).
+
+    A PyInstaller build is ``sys.executable``; the stand-in build (a launcher script that
+    runs Python) says where its launcher is through ``sys.argv[0]``; a development checkout
+    has no build of its own, so it is the Python interpreter. Resolved: never ``<bin>/mux``,
+    which ``mux update`` moves to another version under a running process.
+    """
+    import os
+    import shutil
+    import sys
+
+    if not getattr(sys, "frozen", False) or hasattr(sys, "_MEIPASS"):
+        return os.path.realpath(sys.executable)
+    invoked = sys.argv[0] if sys.argv else ""
+    found = invoked if os.sep in invoked else shutil.which(invoked or "mux")
+    return os.path.realpath(found or sys.executable)
 
 
 NOTICES_NAME = "THIRD_PARTY_NOTICES.md"

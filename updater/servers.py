@@ -4,8 +4,9 @@ This module is on the fast path of ``mux update --check --max-age`` (a sidebar r
 few minutes), so it uses the standard library only, imports ``socket`` and the protocol only
 when there is a server to ask, and speaks the little HTTP a status line needs over a plain
 socket (``http.client``, with ``email`` and ``ssl`` behind it, cost more than the rest of the
-check). Its records are NamedTuples (:mod:`updater._records`), and the runtime directory is
-platformdirs' answer without importing platformdirs in the usual cases (:mod:`updater._dirs`).
+check; only the watch client uses it). Its records are NamedTuples (:mod:`updater._records`),
+and the runtime directory is platformdirs' answer without importing platformdirs in the usual
+cases (:mod:`updater._dirs`).
 
 An *address* is either the filesystem path of a server's Unix socket or a loopback
 ``http://127.0.0.1:PORT`` URL. ``unix:///path.sock`` URLs are accepted wherever an address is
@@ -22,8 +23,9 @@ from .errors import MuxError, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
+    import http.client
     import socket
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from pathlib import Path
     from typing import Any, Literal
 
@@ -71,19 +73,43 @@ ServerAddress = UnixAddress | TcpAddress
 
 
 class ServerReport(NamedTuple):
-    """What one address answered: its state and, when it is a mux server, its status line."""
+    """What one address answered: its state and, when it is a mux server, its status line.
+
+    ``executable`` is the resolved path of the build the server runs from: what its status
+    line says, else what the operating system says of the process behind the socket (the
+    kernel's peer credentials of a Unix socket, or the status line's pid), else None.
+    ``build_installed`` says whether that build is still on disk (None: unknown).
+    """
 
     address: str
     state: ServerState
     status: StatusLine | None
     detail: str
+    peer_pid: int | None = None  # the process listening on a Unix socket, as the kernel says
+    executable: str | None = None
+    executable_source: Literal["status-line", "os"] | None = None
+    build_installed: bool | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process: the kernel's word for a Unix socket, else the status line's."""
+        if self.peer_pid is not None:
+            return self.peer_pid
+        return self.status.pid if self.status else None
 
     def to_json(self) -> dict[str, Any]:
+        status = self.status
         return {
             "address": self.address,
             "state": self.state,
             "detail": self.detail,
-            "status": self.status.to_json() if self.status else None,
+            "status": status.to_json() if status else None,
+            "version": status.version if status else None,
+            "protocol_version": status.protocol_version if status else None,
+            "pid": self.pid,
+            "executable": self.executable or "unknown",
+            "executable_source": self.executable_source,
+            "build_installed": self.build_installed,
         }
 
 
@@ -182,6 +208,166 @@ def server_addresses(server_url: str | None) -> list[str]:
     return [os.path.join(directory, name) for name in names if name.endswith(SOCKET_SUFFIX)]
 
 
+class Peer:
+    """The process behind a connected Unix socket, filled in when the connection is made."""
+
+    pid: int | None = None
+
+
+def peer_pid(sock: Any) -> int | None:
+    """The pid of the process at the other end of a connected Unix socket, as the kernel
+    tells it (``SO_PEERCRED`` on Linux, ``LOCAL_PEERPID`` on macOS); None elsewhere.
+
+    For a listening server this is the process that listened, even before it accepts: a
+    hung server is still known by it.
+    """
+    import socket
+    import struct
+    import sys
+
+    try:
+        if hasattr(socket, "SO_PEERCRED"):
+            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            pid = struct.unpack("3i", raw)[0]
+        elif sys.platform == "darwin":
+            sol_local, local_peerpid = 0, 0x002  # <sys/un.h>
+            pid = struct.unpack("i", sock.getsockopt(sol_local, local_peerpid, 4))[0]
+        else:
+            return None
+    except OSError:
+        return None
+    return pid if pid > 0 else None
+
+
+def process_executable(pid: int) -> tuple[str, bool] | None:
+    """The executable of process ``pid`` as the operating system names it, and whether it is
+    still on disk; None when the OS does not say (no such process, another user's, no
+    ``/proc`` and no libproc)."""
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            path = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            return None
+        deleted = " (deleted)"
+        if path.endswith(deleted) and not os.path.exists(path):
+            return path.removesuffix(deleted), False
+        return path, os.path.exists(path)
+    if sys.platform == "darwin":
+        try:
+            import ctypes
+            import ctypes.util
+        except ImportError:  # the released build ships no ctypes: the status line says it
+            return None
+        try:
+            libproc = ctypes.CDLL(ctypes.util.find_library("proc") or "libproc.dylib")
+            buffer = ctypes.create_string_buffer(4096)
+            length = libproc.proc_pidpath(pid, buffer, len(buffer))
+        except (OSError, AttributeError):
+            return None
+        if length <= 0:
+            return None
+        path = buffer.raw[:length].decode(errors="replace")
+        return path, os.path.exists(path)
+    return None
+
+
+def every_server_address(server_url: str | None) -> list[str]:
+    """Every server on this machine that mux knows of: each socket in the runtime dir, and
+    the one ``server_url`` names. What retention asks, so that ``MUX_SERVER_URL`` (which
+    picks the server other commands talk to) never hides a server whose build must stay."""
+    found = server_addresses(None)
+    if server_url:
+        named = server_addresses(server_url)[0]
+        if named not in found:
+            found.append(named)
+    return found
+
+
+_connection_class: Callable[[str, float, Peer | None], http.client.HTTPConnection] | None = None
+
+
+def _unix_connection_class() -> Callable[[str, float, Peer | None], http.client.HTTPConnection]:
+    """An ``HTTPConnection`` that talks over a Unix socket, built on first use.
+
+    ``http.client`` is the costliest import of this module; a machine with no server never
+    pays for it.
+    """
+    global _connection_class
+    if _connection_class is None:
+        import http.client
+
+        class UnixHTTPConnection(http.client.HTTPConnection):
+            def __init__(self, socket_path: str, timeout: float, peer: Peer | None) -> None:
+                super().__init__("localhost", timeout=timeout)
+                self.socket_path = socket_path
+                self.peer = peer
+
+            def connect(self) -> None:
+                import socket
+
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(self.timeout)
+                    sock.connect(self.socket_path)
+                except BaseException:
+                    sock.close()
+                    raise
+                if self.peer is not None:
+                    self.peer.pid = peer_pid(sock)
+                self.sock = sock
+
+        _connection_class = UnixHTTPConnection
+    return _connection_class
+
+
+def open_connection(
+    address: ServerAddress, timeout: float, peer: Peer | None = None
+) -> http.client.HTTPConnection:
+    """An ``http.client`` connection to a server, for a stream (the watch client); a status
+    or shutdown request goes through :func:`http_request` instead."""
+    if isinstance(address, UnixAddress):
+        return _unix_connection_class()(address.socket_path, timeout, peer)
+    import http.client
+
+    return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
+
+
+class Watchdog:
+    """Cuts a connection at its deadline, so a server that drips bytes cannot outlast it.
+
+    Socket timeouts bound each read, not the whole exchange; shutting the socket down wakes
+    the blocked read, which then fails and is reported as a timeout.
+    """
+
+    def __init__(self, connection: http.client.HTTPConnection, timeout: float) -> None:
+        import threading
+
+        self.fired = False
+        self._connection = connection
+        self._timer = threading.Timer(timeout, self._cut)
+        self._timer.daemon = True
+
+    def _cut(self) -> None:
+        import socket
+
+        self.fired = True
+        sock = self._connection.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __enter__(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+
+
 class NotHttp(Exception):
     """What a server answered is not an HTTP response."""
 
@@ -190,7 +376,7 @@ class NotHttp(Exception):
 _MAX_HEAD_BYTES = 16 * 1024
 
 
-def _connect(address: ServerAddress, timeout: float) -> socket.socket:
+def _connect(address: ServerAddress, timeout: float, peer: Peer | None) -> socket.socket:
     import socket
 
     if isinstance(address, TcpAddress):
@@ -202,11 +388,13 @@ def _connect(address: ServerAddress, timeout: float) -> socket.socket:
     except BaseException:
         sock.close()
         raise
+    if peer is not None:
+        peer.pid = peer_pid(sock)
     return sock
 
 
 def http_request(
-    address: ServerAddress, method: str, path: str, *, timeout: float
+    address: ServerAddress, method: str, path: str, *, timeout: float, peer: Peer | None = None
 ) -> tuple[int, bytes]:
     """One HTTP/1.0 request to a server; the whole exchange is bounded by ``timeout``.
 
@@ -214,7 +402,8 @@ def http_request(
     ``TimeoutError`` past the deadline (every read waits only for what is left of it, so a
     server that drips bytes cannot outlast it), ``FileNotFoundError``/
     ``ConnectionRefusedError`` when nobody listens, :class:`NotHttp` when the answer is not
-    HTTP, ``OSError`` otherwise.
+    HTTP, ``OSError`` otherwise. ``peer`` (Unix sockets) learns the listening process once
+    connected, even when no answer follows.
     """
     deadline = time.monotonic() + timeout
     host = (
@@ -224,7 +413,7 @@ def http_request(
         f"{method} {path} HTTP/1.0\r\nHost: {host}\r\nAccept: application/json\r\n"
         "Content-Length: 0\r\n\r\n"
     )
-    with _connect(address, timeout) as sock:
+    with _connect(address, timeout, peer) as sock:
         sock.sendall(request.encode("ascii"))
         received = b""
         status, length, head_end = 0, None, -1
@@ -280,28 +469,37 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
         target = parse_server_address(address)
     except UsageError as exc:
         return ServerReport(address, "error", None, exc.message)
+    return with_executable(_ask_status(target, timeout))
+
+
+def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
     display = target.display
     # Only now that there is a server to ask: the protocol (its records) and the socket.
     from .protocol import STATUS_PATH, StatusLineError, parse_status_line
 
+    peer = Peer()
+
+    def report(state: ServerState, detail: str, status: StatusLine | None = None) -> ServerReport:
+        return ServerReport(display, state, status, detail, peer_pid=peer.pid)
+
     try:
-        status, body = http_request(target, "GET", STATUS_PATH, timeout=timeout)
+        code, body = http_request(target, "GET", STATUS_PATH, timeout=timeout, peer=peer)
     except TimeoutError:
-        return ServerReport(display, "hung", None, f"no answer within {timeout:g}s")
+        return report("hung", f"no answer within {timeout:g}s")
     except FileNotFoundError:
-        return ServerReport(display, "stale", None, "no such socket")
+        return report("stale", "no such socket")
     except ConnectionRefusedError:
-        return ServerReport(display, "stale", None, "nobody listens")
+        return report("stale", "nobody listens")
     except NotHttp as exc:
-        return ServerReport(display, "garbage", None, f"answer is not HTTP ({exc})")
+        return report("garbage", f"answer is not HTTP ({exc})")
     except OSError as exc:
-        return ServerReport(display, "error", None, exc.strerror or str(exc))
+        return report("error", exc.strerror or str(exc))
     except Exception as exc:  # never let a strange server crash a status query
-        return ServerReport(display, "error", None, f"{exc.__class__.__name__}: {exc}")
-    if status != 200:
-        return ServerReport(display, "garbage", None, f"HTTP {status} for {STATUS_PATH}")
+        return report("error", f"{exc.__class__.__name__}: {exc}")
+    if code != 200:
+        return report("garbage", f"HTTP {code} for {STATUS_PATH}")
     if len(body) > MAX_STATUS_BYTES:
-        return ServerReport(display, "garbage", None, "status line is larger than 64 KiB")
+        return report("garbage", "status line is larger than 64 KiB")
     try:
         line = parse_status_line(body)
     except StatusLineError as exc:
@@ -310,10 +508,28 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
             state = "foreign"
         elif exc.kind == "no-protocol":
             state = "no-protocol"
-        return ServerReport(display, state, None, str(exc))
-    return ServerReport(
-        display, "live", line, f"mux {line.version}, protocol {line.protocol_version}"
-    )
+        return report(state, str(exc))
+    return report("live", f"mux {line.version}, protocol {line.protocol_version}", line)
+
+
+def with_executable(report: ServerReport) -> ServerReport:
+    """Fill in which build the server runs from: its status line's word, else the OS's."""
+    status = report.status
+    if status is not None and status.executable:
+        exists = os.path.exists(status.executable)
+        return report._replace(
+            executable=status.executable,
+            executable_source="status-line",
+            build_installed=exists,
+        )
+    pid = report.pid
+    if pid is None or report.state in ("stale", "error"):
+        return report
+    found = process_executable(pid)
+    if found is None:
+        return report
+    path, exists = found
+    return report._replace(executable=path, executable_source="os", build_installed=exists)
 
 
 def query_all(
@@ -354,8 +570,14 @@ def query_all(
 
 def restart_command(report: ServerReport) -> str:
     """The command that restarts the server behind ``report`` with the current mux."""
+    return restart_command_for(report.address)
+
+
+def restart_command_for(address: str) -> str:
+    """``mux server restart --socket P`` (or ``--url U``): run through the mux link, it is the
+    *installed* mux that stops the old server gracefully and starts a new one."""
     import shlex
 
-    if report.address.startswith("http://"):
-        return f"mux server restart --url {shlex.quote(report.address)}"
-    return f"mux server restart --socket {shlex.quote(report.address)}"
+    if address.startswith("http://"):
+        return f"mux server restart --url {shlex.quote(address)}"
+    return f"mux server restart --socket {shlex.quote(address)}"
