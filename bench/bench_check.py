@@ -3,7 +3,9 @@
 Run: uv run python bench/bench_check.py [--mode dev|build|both] [--rounds N]
 
 Both modes in one run: `dev` runs this checkout's `mux`, `build` the real one-folder build
-(`mux-release build`, made once for the run). The baseline is `python -c pass` with the
+(`mux-release build`, made once for the run), published as v0.1.0 in the test feed and
+installed from it by itself, then run through its `<bin>/mux` link as users run it (the
+check of an installed build also reads the install's layout). The baseline is `python -c pass` with the
 project's own interpreter (sys.executable, never a `python3` shim on PATH), measured in the
 same rounds. Targets (issue 10, for the build): `mux version` ≤ 2.5x, a cached
 `mux update --check --max-age 1h` ≤ 3x. The cached check is measured twice: alone, and with
@@ -85,6 +87,35 @@ def measure(mux: list[str], env: dict[str, str], feed: Path, url: str, rounds: i
     return {"fast": fast, "with_server": with_server, "uncached": uncached}
 
 
+def install_real_build(folder: Path, feed, where: Path) -> Path:
+    """Publish ``folder`` as v0.1.0 in ``feed``, install it with itself, and return the
+    ``<bin>/mux`` link users run."""
+    from release.package import package_release
+    from tests.support.releases import sign_index, sign_release_dir
+
+    where.mkdir(parents=True, exist_ok=True)
+    release = feed.path / "v0.1.0"
+    package_release([folder], release, released_at="2024-01-01T00:00:00Z")
+    sign_release_dir(release, feed.keypair)
+    sign_index(feed.path, feed.keypair, refresh=False)
+    env = {
+        **clean_env(where),
+        "MUX_UPDATE_SOURCE": str(feed.path),
+        "MUX_INSTALL_DIR": str(where / "bin"),
+    }
+    home = where / "mux-home"
+    result = subprocess.run(
+        [str(folder / "mux"), "update", "--home", str(home), "--version", "0.1.0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"the real build did not install itself: {result.stderr[-500:]}")
+    return where / "bin" / "mux"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=21)
@@ -97,9 +128,10 @@ def main() -> None:
     summary: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="mux-bench-") as scratch:
         tmp = Path(scratch)
-        feed = make_feed(tmp, versions=["0.1.0", "9.0.0"])
+        modes = selected_modes(args)
+        feed = make_feed(tmp, versions=["9.0.0"] if "build" in modes else ["0.1.0", "9.0.0"])
         muxes = {}
-        for mode in selected_modes(args):
+        for mode in modes:
             if mode == "dev":
                 muxes[mode] = dev_mux()
             else:
@@ -110,7 +142,7 @@ def main() -> None:
                     repo="acme/mux",
                     keys=[feed.keypair.public_key],
                 )
-                muxes[mode] = [str(folder / "mux")]
+                muxes[mode] = [str(install_real_build(folder, feed, tmp / "installed"))]
         with serve_directory(feed.path) as url:
             for mode, mux in muxes.items():
                 home = tmp / f"env-{mode}"

@@ -162,6 +162,39 @@ def checked_update(mux: Path, env: dict[str, str]) -> tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+BARE = "curl + sha256sum -c + tar -x + ln -sfn"
+
+
+def measure_update(
+    work: Path,
+    keypair,
+    real: Path | None,
+    installer: list[str],
+    env: dict[str, str],
+    *,
+    mib: int,
+    rounds: int,
+) -> tuple[dict[str, Samples], float]:
+    """``rounds`` interleaved rounds of the bare tools and a fresh ``mux update`` (installed
+    with ``installer``: the real build when ``real`` is given); the samples and the archive's
+    size in MiB."""
+    from tests.support.releases import serve_directory
+
+    feed = make_feed(work / "f", mib, keypair, real)
+    archive = feed.path / "v0.2.0" / f"mux-{feed.target}.tar.gz"
+    results = {BARE: Samples(), "mux update": Samples()}
+    with serve_directory(feed.path) as url:
+        for _ in range(rounds):
+            wall, cpu = bare_tools(work, url, feed.target, env)
+            results[BARE].wall.append(wall)
+            results[BARE].cpu.append(cpu)
+            install_env = fresh_install(work, env, url, feed, installer)
+            wall, cpu = checked_update(work / "bin" / "mux", install_env)
+            results["mux update"].wall.append(wall)
+            results["mux update"].cpu.append(cpu)
+    return results, archive.stat().st_size / (1 << 20)
+
+
 def peak_rss_kib(command: list[str], env: dict[str, str]) -> int:
     result = subprocess.run(
         ["/usr/bin/time", "-f", "%M", *command], env=env, check=True, capture_output=True, text=True
@@ -197,23 +230,14 @@ def main() -> None:
                     keys=[keypair.public_key],
                 )
                 installer = [str(real / "mux")]
-            feed = make_feed(work / "f", args.mib, keypair, real)
-            archive = feed.path / "v0.2.0" / f"mux-{feed.target}.tar.gz"
-            results = {"curl + sha256sum -c + tar -x + ln -sfn": Samples(), "mux update": Samples()}
-            with serve_directory(feed.path) as url:
-                for _ in range(args.rounds):
-                    wall, cpu = bare_tools(work, url, feed.target, env)
-                    results["curl + sha256sum -c + tar -x + ln -sfn"].wall.append(wall)
-                    results["curl + sha256sum -c + tar -x + ln -sfn"].cpu.append(cpu)
-                    install_env = fresh_install(work, env, url, feed, installer)
-                    wall, cpu = checked_update(work / "bin" / "mux", install_env)
-                    results["mux update"].wall.append(wall)
-                    results["mux update"].cpu.append(cpu)
+            results, archive_mib = measure_update(
+                work, keypair, real, installer, env, mib=args.mib, rounds=args.rounds
+            )
             print_table(
-                f"{mode}: {archive.stat().st_size / (1 << 20):.1f} MiB archive, all five layers "
+                f"{mode}: {archive_mib:.1f} MiB archive, all five layers "
                 f"(attestation included), {args.rounds} rounds",
                 results,
-                "curl + sha256sum -c + tar -x + ln -sfn",
+                BARE,
                 targets={"mux update": "1.15x"},
             )
             if args.memory:
