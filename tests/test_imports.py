@@ -107,18 +107,12 @@ CACHED_CHECK_ALLOWED = {
     "nt",
 }
 
-# With a live server, the cached check reads its status line over a plain socket (imported
-# only then: a machine without a server never pays for it).
+# With a live server, the cached check reads its status line over a plain Unix socket, from
+# _socket (socket's import alone cost as much as the exchange), imported only then: a machine
+# without a server never pays for it.
 SERVER_QUERY_ALLOWED = {
     "updater.protocol",
-    "socket",
     "_socket",
-    "array",
-    "errno",
-    "math",
-    "select",
-    "selectors",
-    "collections.abc",
     "shlex",  # the restart command, quoted, for a server that needs one
     "struct",  # the kernel's word on the process behind a Unix socket (SO_PEERCRED)
     "_struct",
@@ -142,6 +136,7 @@ HEAVY = (
     "inspect",
     "typing",
     "tempfile",
+    "socket",
     "http",
     "email",
     "ssl",

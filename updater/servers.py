@@ -23,8 +23,8 @@ from .errors import MuxError, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
+    import _socket
     import http.client
-    import socket
     from collections.abc import Callable, Iterable, Mapping
     from pathlib import Path
     from typing import Any, Literal
@@ -221,13 +221,13 @@ def peer_pid(sock: Any) -> int | None:
     For a listening server this is the process that listened, even before it accepts: a
     hung server is still known by it.
     """
-    import socket
+    import _socket  # the constants only (see _connect)
     import struct
     import sys
 
     try:
-        if hasattr(socket, "SO_PEERCRED"):
-            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        if hasattr(_socket, "SO_PEERCRED"):
+            raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i"))
             pid = struct.unpack("3i", raw)[0]
         elif sys.platform == "darwin":
             sol_local, local_peerpid = 0, 0x002  # <sys/un.h>
@@ -376,12 +376,16 @@ class NotHttp(Exception):
 _MAX_HEAD_BYTES = 16 * 1024
 
 
-def _connect(address: ServerAddress, timeout: float, peer: Peer | None) -> socket.socket:
-    import socket
-
+def _connect(address: ServerAddress, timeout: float, peer: Peer | None) -> _socket.socket:
     if isinstance(address, TcpAddress):
+        import socket
+
         return socket.create_connection((address.host, address.port), timeout=timeout)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    # A Unix socket straight from _socket, the C module under socket: importing socket (it
+    # builds its enums from _socket's constants) cost about as much as asking the server.
+    import _socket
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
         sock.connect(address.socket_path)
@@ -413,7 +417,8 @@ def http_request(
         f"{method} {path} HTTP/1.0\r\nHost: {host}\r\nAccept: application/json\r\n"
         "Content-Length: 0\r\n\r\n"
     )
-    with _connect(address, timeout, peer) as sock:
+    sock = _connect(address, timeout, peer)
+    try:
         sock.sendall(request.encode("ascii"))
         received = b""
         status, length, head_end = 0, None, -1
@@ -437,6 +442,8 @@ def http_request(
             if not chunk:
                 break  # HTTP/1.0: the server closes after its answer
             received += chunk
+    finally:
+        sock.close()
     if head_end < 0:
         raise NotHttp("no complete status line and headers" if received else "no answer")
     body = received[head_end + 4 :]
