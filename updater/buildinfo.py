@@ -21,6 +21,10 @@ BUILD_INFO_FILE = Path(__file__).with_name("_build_info.json")
 OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 SIGNER_WORKFLOW = ".github/workflows/release.yml"
 MAX_TRUSTED_KEYS = 2  # the current key and the next one, for rotation
+# The machine policy an administrator writes (docs/contracts.md); a build may name another
+# path (`mux-release build --policy-file`), and only a development build takes it from
+# MUX_POLICY_FILE (updater.settings).
+POLICY_FILE = "/etc/mux/policy.toml"
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class BuildInfo:
     repo: str
     development: bool
     trust: TrustSettings = field(default_factory=TrustSettings)
+    policy_file: str = POLICY_FILE
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -70,6 +75,7 @@ class BuildInfo:
                 oidc_issuer=str(trust.get("oidc_issuer", OIDC_ISSUER)),
                 signer_workflow=str(trust.get("signer_workflow", SIGNER_WORKFLOW)),
             ),
+            policy_file=str(doc.get("policy_file") or POLICY_FILE),
         )
 
 

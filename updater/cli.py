@@ -19,7 +19,8 @@ from .render import report_error
 EXIT_CODES_HELP = """\
 Exit codes: 0 up to date (or updated, nothing pending); 10 update available;
 20 up to date but a live server speaks another protocol and needs a restart;
-1 error; 2 usage error; 3 verification failed (nothing was installed).
+1 error; 2 usage error; 3 verification failed (nothing was installed);
+4 the machine policy (/etc/mux/policy.toml) does not allow it.
 """
 
 app = typer.Typer(
@@ -136,6 +137,8 @@ def update(
         home=home,
         trust_keys=trust_key or (),
         skip_attestation=insecure_skip_attestation,
+        policy_file=build.policy_file,
+        development=build.development,
     )
     request = None
     if not rollback or check:

@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_VERIFICATION = 3
+EXIT_POLICY = 4  # the machine policy (an administrator's /etc/mux/policy.toml) refuses it
 EXIT_UPDATE_AVAILABLE = 10
 EXIT_RESTART_NEEDED = 20
 
@@ -52,6 +53,12 @@ class VerificationError(MuxError):
     """A release failed one of the verification layers; nothing was installed."""
 
     exit_code = EXIT_VERIFICATION
+
+
+class PolicyError(MuxError):
+    """The machine policy refuses this, or cannot be read (then it fails closed)."""
+
+    exit_code = EXIT_POLICY
 
 
 class InstallError(MuxError):

@@ -145,12 +145,13 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         "checked_at": report.checked_at,
         "cached": report.cached,
         "notes": list(report.notes),
+        "install_command": report.install_command,
+        "managed_by": report.manager.to_json() if report.manager else None,
+        "held_until": report.held_until,
     }
 
 
 def check_text(report: CheckReport) -> str:
-    from .plan import Decision
-
     build, offer = report.build, report.offer
     lines: list[str] = []
     current = f"mux {build.version}" + (" (development build)" if build.development else "")
@@ -159,10 +160,16 @@ def check_text(report: CheckReport) -> str:
         verb = "was requested" if offer.requested else "is available"
         lines.append(f"{current} → {offer.version} {verb}{released}")
         lines.append(f"  release: {offer.release_url}")
-        command = "mux update" + (f" --version {offer.version}" if offer.requested else "")
-        if offer.decision in (Decision.DOWNGRADE, Decision.DOWNGRADE_REFUSED):
-            command += " --allow-downgrade"  # it is older than this mux
-        lines.append(f"  install it with: {command}")
+        manager = report.manager
+        if report.install_command is not None:
+            managed = f" ({manager.name} manages this mux)" if manager else ""
+            lines.append(f"  install it with: {report.install_command}{managed}")
+        elif manager is not None:
+            lines.append(
+                f"  {manager.name} ({manager.origin}) lets only its administrator install it"
+            )
+    elif report.held_until is not None:
+        lines.append(f"{current} is up to date (mux {offer.version} is not announced yet)")
     else:
         lines.append(f"{current} is up to date (latest release {offer.tag})")
     for note in report.notes:
