@@ -21,7 +21,8 @@ from tests.support.releases import Feed, make_feed, make_keypair, serve_director
 from tests.test_check import write_feed, write_release
 from updater import settings as mux_settings
 from updater.errors import EXIT_POLICY, PolicyError
-from updater.policy import parse_download_host, parse_policy, read_policy
+from updater.policy import parse_policy, read_policy
+from updater.urls import parse_download_host
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="a root-owned policy file can only be made by root"

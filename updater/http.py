@@ -46,6 +46,7 @@ class HostPolicy:
 
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
     token_hosts: frozenset[str] = field(default_factory=frozenset)
+    advice: str = ""  # how a refused host can be allowed, if it can
 
     @staticmethod
     def _matches(url: str, entries: frozenset[str]) -> bool:
@@ -56,9 +57,12 @@ class HostPolicy:
         check_url_scheme(url)
         if self.allowed_hosts and not self._matches(url, self.allowed_hosts):
             origin = f" (redirected from {redirected_from})" if redirected_from else ""
+            advice = f"; {self.advice}" if self.advice else ""
+            shown = urlsplit(url)._replace(query="", fragment="").geturl()  # no signed query
             raise NetworkError(
-                f"refusing to fetch {url}: {url_origin(url)} is not an allowed release host{origin}",
-                hint="allowed: " + ", ".join(sorted(self.allowed_hosts)),
+                f"refusing to fetch {shown}: {url_origin(url)} is not an allowed release host"
+                f"{origin}",
+                hint="allowed: " + ", ".join(sorted(self.allowed_hosts)) + advice,
             )
 
     def may_see_token(self, url: str) -> bool:

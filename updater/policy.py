@@ -28,7 +28,6 @@ This module is imported only when a policy file exists; ``tomllib`` with it.
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -43,11 +42,7 @@ UPDATES = ("enabled", "check-only", "disabled")
 MAX_POLICY_BYTES = 64 * 1024
 MAX_TRUSTED_KEYS = 8
 MAX_DOWNLOAD_HOSTS = 16
-# An exact host name or IP literal, optionally with a port: no scheme, path or wildcard.
-_HOST_RE = re.compile(
-    r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-)
-_IPV6_RE = re.compile(r"\[[0-9a-f:.]+\]")
+
 
 KNOWN_SETTINGS = (
     "updates",
@@ -221,6 +216,8 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         values["allow_expired_feed"] = document["allow_expired_feed"]
     if "download_hosts" in document:
         hosts = _strings(document["download_hosts"], MAX_DOWNLOAD_HOSTS)
+        from .urls import parse_download_host
+
         checked = [parse_download_host(h) for h in hosts] if hosts is not None else None
         if checked is None or None in checked:
             raise bad("download_hosts", "a list of exact host names (host or host:port)")
@@ -257,19 +254,6 @@ def _strings(value: object, limit: int) -> list[str] | None:
     if not all(isinstance(item, str) and item for item in value):
         return None
     return list(value)
-
-
-def parse_download_host(text: str) -> str | None:
-    """An exact host (``host`` or ``host:port``), lower case; None when it is not one."""
-    entry = text.strip().lower()
-    host, colon, port = entry.rpartition(":") if not entry.endswith("]") else (entry, "", "")
-    if not colon:
-        host, port = entry, ""
-    elif not port.isdigit() or not 0 < int(port) < 65536:
-        return None
-    if not (_HOST_RE.fullmatch(host) or _IPV6_RE.fullmatch(host)) or len(host) > 253:
-        return None
-    return f"{host}:{int(port)}" if port else host
 
 
 # -- merging -----------------------------------------------------------------------------------
@@ -326,7 +310,9 @@ def apply_policy(
         if environ.get("MUX_SIGSTORE_TRUSTED_ROOT"):
             raise refuse("source", "MUX_SIGSTORE_TRUSTED_ROOT cannot replace the trust root")
         settings = settings._replace(source=pinned, trust_keys=(), skip_attestation=False)
-    hosts = github.download_hosts
+    from .urls import parse_download_host
+
+    hosts = tuple(parse_download_host(h) or h for h in github.download_hosts)
     if policy.download_hosts is not None or policy.source is not None:
         allowed = policy.download_hosts or ()
         extra = [h for h in hosts if h not in allowed]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -25,8 +25,8 @@ from urllib.parse import quote, unquote, urlsplit
 from . import models
 from .errors import NetworkError, ParseError, UsageError, VerificationError
 from .http import Fetched, HostPolicy, HttpClient
-from .settings import HttpSettings
-from .urls import check_url_scheme, is_loopback_host, url_origin
+from .settings import DOWNLOAD_HOSTS_ENV, HttpSettings
+from .urls import check_url_scheme, is_loopback_host, parse_download_host, url_origin
 
 if TYPE_CHECKING:
     from .download import Downloaded, Progress
@@ -155,6 +155,7 @@ def open_source(settings: Settings, *, spec: str | None = None) -> ReleaseSource
                 api_url=github.api_url,
                 token=github.token,
                 http=settings.http,
+                download_hosts=github.download_hosts,
             )
         return FeedSource(chosen, http=settings.http)
     except ValueError as exc:  # urllib's word on a malformed URL (a bad port, a bad [host])
@@ -232,6 +233,7 @@ class GitHubSource(ReleaseSource):
         api_url: str | None = None,
         token: str | None = None,
         http: HttpSettings | None = None,
+        download_hosts: Sequence[str] = (),
     ) -> None:
         if not repo or repo.count("/") != 1:
             raise UsageError(
@@ -245,9 +247,23 @@ class GitHubSource(ReleaseSource):
             check_url_scheme(base)
         self.location = f"{self.web}/{repo}"
         configured = {url_origin(self.web), url_origin(self.api)}
+        # An Enterprise server may send downloads to its storage host: allowed only when
+        # named (MUX_GITHUB_DOWNLOAD_HOSTS or the policy), and never a token host.
+        storage = set()
+        for entry in download_hosts:
+            host = parse_download_host(entry)
+            if host is None:
+                raise UsageError(
+                    f"{DOWNLOAD_HOSTS_ENV}: {entry[:100]!r} is not a host name (host or host:port)",
+                    hint="list exact hosts, without a scheme, path or wildcard",
+                )
+            storage.add(host)
         self.policy = HostPolicy(
-            allowed_hosts=frozenset({*GITHUB_DOWNLOAD_HOSTS, "api.github.com", *configured}),
+            allowed_hosts=frozenset(
+                {*GITHUB_DOWNLOAD_HOSTS, "api.github.com", *configured, *storage}
+            ),
             token_hosts=frozenset({"github.com", "api.github.com", *configured}),
+            advice=f"a GitHub Enterprise storage host can be allowed with {DOWNLOAD_HOSTS_ENV}",
         )
         self._http = http or HttpSettings()
         self._client = HttpClient(policy=self.policy, token=token, settings=self._http)
