@@ -34,8 +34,12 @@ def to_json_line(doc: dict[str, Any]) -> str:
 
 
 def report_error(exc: MuxError, *, as_json: bool) -> int:
-    """One line on stderr; with ``--json`` also one JSON object on stdout. Returns the code."""
-    print(f"mux: {exc}", file=sys.stderr)
+    """One line on stderr; with ``--json`` also one JSON object on stdout. Returns the code.
+
+    The line is escaped as a whole: a message may carry text from a server or a file."""
+    from .errors import printable
+
+    print(f"mux: {printable(str(exc))}", file=sys.stderr)
     if as_json:
         print(to_json_line({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))
     return exc.exit_code
