@@ -604,12 +604,19 @@ def install_sh_command(
         str | None,
         typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to install from."),
     ] = None,
+    policy_file: Annotated[
+        str | None,
+        typer.Option(
+            "--policy-file",
+            help="Where it reads the machine policy (default /etc/mux/policy.toml).",
+        ),
+    ] = None,
 ) -> None:
     """Write the install.sh a release publishes: this one with the repo and keys filled in."""
     from release.install_script import write_install_script
 
     try:
-        written = write_install_script(out, keys=keys or [], repo=repo)
+        written = write_install_script(out, keys=keys or [], repo=repo, policy_file=policy_file)
     except MuxError as exc:
         print(f"mux-release: {exc}", file=sys.stderr)
         raise typer.Exit(exc.exit_code) from None
