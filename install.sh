@@ -2289,8 +2289,16 @@ read_policy() {
     [ "$rp_size" -le 65536 ] || policy_unusable "it is larger than 65536 bytes"
     rp_values=$(toml_settings "$rp_path") || policy_unusable "it is not TOML that install.sh reads (${rp_values:-unreadable})"
     rp_count=0
-    while IFS='	' read -r rp_key rp_type rp_value; do
-        [ -n "$rp_key" ] || continue
+    rp_tab=$(printf '\t')
+    rp_ifs=$IFS
+    IFS=$nl
+    set -f
+    for rp_line in $rp_values; do
+        IFS=$rp_ifs
+        rp_key=${rp_line%%"$rp_tab"*}
+        rp_rest=${rp_line#*"$rp_tab"}
+        rp_type=${rp_rest%%"$rp_tab"*}
+        rp_value=${rp_rest#*"$rp_tab"}
         case $rp_key:$rp_type in
             updates:s)
                 case $rp_value in
@@ -2340,9 +2348,9 @@ read_policy() {
                 ;;
             *) policy_unusable "'$rp_key' is not a setting mux knows (known: updates, source, github_url, github_api_url, trusted_keys, allow_expired_feed, download_hosts)" ;;
         esac
-    done <<EOF_POLICY
-$rp_values
-EOF_POLICY
+    done
+    set +f
+    IFS=$rp_ifs
     if { [ -n "$policy_github_url" ] || [ -n "$policy_api_url" ]; } && [ "$policy_source" != github ]; then
         policy_unusable "github_url and github_api_url go with source = \"github\""
     fi
