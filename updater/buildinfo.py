@@ -122,3 +122,19 @@ def notices_file() -> Path | None:
         else [base.parent / NOTICES_NAME]
     )
     return next((path for path in candidates if path.is_file()), None)
+
+
+# A packager's marker next to the build's executable (updater.marker, docs/contracts.md).
+PACKAGER_MARKER = "mux-packager.json"
+
+
+def build_folder() -> str | None:
+    """The folder of the running release build, where its ``mux`` executable is (the build
+    info sits two folders below it: ``_internal/updater/`` in a PyInstaller build,
+    ``lib/updater/`` in the stand-in); None for a development checkout."""
+    import os
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.isfile(os.path.join(package, "_build_info.json")):
+        return None
+    return os.path.dirname(os.path.dirname(package))

@@ -129,9 +129,14 @@ def current_manager(settings: Settings, build: BuildInfo) -> Manager | None:
         return Manager("policy", "the machine policy", None, settings.policy_file or "")
     if build.development:
         return None  # a checkout is nobody's package
+    import os
+
+    folder = buildinfo.build_folder()
+    if folder is None or not os.path.lexists(os.path.join(folder, buildinfo.PACKAGER_MARKER)):
+        return None  # (without importing the marker's reader: this is the fast path)
     from .marker import find_marker
 
-    marker = find_marker()
+    marker = find_marker(folder)
     if marker is None:
         return None
     return Manager(

@@ -23,9 +23,10 @@ import json
 import os
 from typing import Any, NamedTuple
 
+from .buildinfo import PACKAGER_MARKER, build_folder
 from .errors import MuxError
 
-MARKER_NAME = "mux-packager.json"
+MARKER_NAME = PACKAGER_MARKER
 MARKER_SCHEMA = 1
 MAX_MARKER_BYTES = 4096
 MAX_ANNOUNCE_DELAY = 30 * 86400  # a month: a longer "delay" is a mistake, not a policy
@@ -37,19 +38,6 @@ class PackagerMarker(NamedTuple):
     manager: str  # who manages this install: "Homebrew", "Nix", "Debian"
     update_command: str  # what updates it: "brew upgrade mux"
     announce_delay: float = 0.0  # seconds after a release before --check announces it
-
-
-def build_folder() -> str | None:
-    """The folder of the running build (where its ``mux`` executable is), for a release
-    build; None for a development checkout. The build info sits two folders below it
-    (``<folder>/_internal/updater/`` in a PyInstaller build, ``<folder>/lib/updater/`` in
-    the stand-in), as :func:`updater.buildinfo.notices_file` reads it."""
-    from . import buildinfo
-
-    package = os.path.dirname(os.path.abspath(buildinfo.__file__))
-    if not os.path.isfile(os.path.join(package, "_build_info.json")):
-        return None
-    return os.path.dirname(os.path.dirname(package))
 
 
 def find_marker(folder: str | None = None) -> PackagerMarker | None:
