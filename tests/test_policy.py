@@ -476,3 +476,19 @@ def test_at_the_baked_path_only_root_may_own_the_policy(
     result = env.run("update", "--json")
     assert result.returncode == 0, result.stderr
     assert policed.active() == "0.3.0"
+
+
+def test_help_names_the_policy_and_exit_4(sandbox_env: dict[str, str]) -> None:
+    result = run_mux(["update", "--help"], sandbox_env)
+    assert result.returncode == 0
+    text = " ".join(result.stdout.split())
+    assert "4 the machine policy (/etc/mux/policy.toml) does not allow it" in text
+    assert "exits 4 and says which setting" in text
+    assert "MUX_GITHUB_DOWNLOAD_HOSTS" in text
+
+
+def test_a_fifo_is_refused_without_hanging(policy_path: Path) -> None:
+    policy_path.parent.mkdir(parents=True)
+    os.mkfifo(policy_path, 0o644)
+    with pytest.raises(PolicyError, match="it is not a regular file"):
+        read_policy(str(policy_path), fixed=False)

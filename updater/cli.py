@@ -123,7 +123,14 @@ def update(
         ),
     ] = False,
 ) -> None:
-    """Check for, verify and install the newest mux; never stops a server."""
+    """Check for, verify and install the newest mux; never stops a server.
+
+    The machine policy (/etc/mux/policy.toml, written by an administrator) may allow only
+    --check, turn updates off, or fix the source: then this exits 4 and says which setting.
+    A mux a package manager installed names that manager's command instead (exit 1).
+    GitHub Enterprise: MUX_GITHUB_URL, MUX_GITHUB_API_URL, MUX_GITHUB_DOWNLOAD_HOSTS (its
+    storage hosts) and MUX_GITHUB_TOKEN.
+    """
     import os
 
     from . import buildinfo, render

@@ -32,7 +32,7 @@ import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .errors import PolicyError
+from .errors import PolicyError, printable
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -89,22 +89,23 @@ def read_policy(path: str, *, fixed: bool) -> MachinePolicy | None:
     it); otherwise a development build's ``MUX_POLICY_FILE`` (root or the user may).
     Raises :class:`PolicyError` for a policy that cannot be trusted, read or parsed.
     """
-    try:
-        info = os.stat(path)
+    try:  # judged by what was opened; non-blocking, so that a FIFO there cannot hang mux
+        handle = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
     except FileNotFoundError:
         if os.path.lexists(path):  # a link to nothing is not "no policy"
             raise _unusable(path, "it is a symbolic link to nothing") from None
         return None
     except OSError as exc:
         raise _unusable(path, exc.strerror or str(exc)) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise _unusable(path, "it is not a regular file")
-    _check_who_can_write(path, info, fixed=fixed)
-    try:
-        with open(path, "rb") as handle:
+    with handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise _unusable(path, "it is not a regular file")
+        _check_who_can_write(path, info, fixed=fixed)
+        try:
             raw = handle.read(MAX_POLICY_BYTES + 1)
-    except OSError as exc:
-        raise _unusable(path, exc.strerror or str(exc)) from None
+        except OSError as exc:
+            raise _unusable(path, exc.strerror or str(exc)) from None
     if len(raw) > MAX_POLICY_BYTES:
         raise _unusable(path, f"it is larger than {MAX_POLICY_BYTES} bytes")
     return parse_policy(raw, path)
@@ -119,7 +120,7 @@ def parse_policy(raw: bytes, path: str) -> MachinePolicy:
     except UnicodeDecodeError:
         raise _unusable(path, "it is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
-        raise _unusable(path, f"it is not valid TOML ({_printable(str(exc))})") from None
+        raise _unusable(path, f"it is not valid TOML ({printable(str(exc))})") from None
     return _validate(document, path)
 
 
@@ -128,11 +129,6 @@ def _unusable(path: str, reason: str) -> PolicyError:
         f"the machine policy {path} cannot be used: {reason}; updates are off until it is fixed",
         hint="ask its administrator to fix or remove it",
     )
-
-
-def _printable(text: str, limit: int = 200) -> str:
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    return shown if len(shown) <= limit else shown[:limit] + "…"
 
 
 def _check_who_can_write(path: str, info: os.stat_result, *, fixed: bool) -> None:
@@ -171,14 +167,14 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
     def bad(name: str, expected: str) -> PolicyError:
         import json
 
-        shown = _printable(json.dumps(document[name], default=str), 80)
+        shown = printable(json.dumps(document[name], default=str), 80)
         return _unusable(path, f"{name} = {shown} is not {expected}")
 
     unknown = [name for name in document if name not in KNOWN_SETTINGS]
     if unknown:
         raise _unusable(
             path,
-            f"{_printable(unknown[0], 60)!r} is not a setting mux knows "
+            f"{printable(unknown[0], 60)!r} is not a setting mux knows "
             f"(known: {', '.join(KNOWN_SETTINGS)})",
         )
     values: dict[str, Any] = {}
@@ -289,7 +285,7 @@ def apply_policy(
     if policy.source is not None:
         pinned = policy.source
         if flags.source and flags.source.rstrip("/") != pinned:
-            raise refuse("source", f"--source {_printable(flags.source, 100)} cannot change it")
+            raise refuse("source", f"--source {printable(flags.source, 100)} cannot change it")
         _same_or_refuse(environ, "MUX_UPDATE_SOURCE", pinned, "source", refuse)
         if pinned == "github":
             for name, variable, default in (
@@ -343,4 +339,4 @@ def _same_or_refuse(
 ) -> None:
     value = environ.get(variable)
     if value and value.rstrip("/") != expected:
-        raise refuse(setting, f"{variable}={_printable(value, 100)} cannot change it")
+        raise refuse(setting, f"{variable}={printable(value, 100)} cannot change it")
