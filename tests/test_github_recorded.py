@@ -198,12 +198,13 @@ def test_a_published_digest_is_read(replay: Replay) -> None:
     assert asset.size == 4945
 
 
-def test_author_null(replay: Replay) -> None:
+def test_author_null_and_no_assets(replay: Replay) -> None:
     replay.routes["/repos/qiskit-community/qiskit-qec/releases/tags/v0.0.0-alpha"] = recorded(
         "release-author-null"
     )[0]
     with github_source(replay, "qiskit-community/qiskit-qec") as source:
-        assert source.listing("v0.0.0-alpha").tag == "v0.0.0-alpha"
+        listing = source.listing("v0.0.0-alpha")
+    assert listing.tag == "v0.0.0-alpha" and dict(listing.assets) == {}
 
 
 def test_a_weak_etag_then_a_304(replay: Replay) -> None:
