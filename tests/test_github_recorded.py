@@ -277,3 +277,67 @@ def test_the_corpus_is_what_its_readme_lists() -> None:
         assert doc["source"] and doc["licence"] and doc["exchanges"], path.name
         for exchange in doc["exchanges"]:
             assert exchange["recorded"].split(" ", 1)[1].startswith("https://"), path.name
+
+
+# -- the classification, as a table (the recorded cases above, and the shapes around them) -------
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "retry_in", "kind"),
+    [
+        (
+            403,
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 900)},
+            b"",
+            900,
+            "primary",
+        ),
+        (
+            429,
+            {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 60)},
+            b"",
+            60,
+            "primary",
+        ),
+        (
+            403,
+            {"retry-after": "120"},
+            b'{"message": "You have exceeded a secondary rate limit."}',
+            120,
+            "secondary",
+        ),
+        (403, {}, b'{"message": "You have exceeded a secondary rate limit."}', 60, "secondary"),
+        (403, {}, b'{"message": "API rate limit exceeded for installation ID 1."}', 60, "primary"),
+        (429, {}, b"", 60, "secondary"),
+        (429, {"retry-after": "Fri, 15 Jan 2027 08:00:30 GMT"}, b"", None, "secondary"),
+        (
+            403,
+            {"x-ratelimit-remaining": "4999"},
+            b'{"message": "Must have admin rights"}',
+            None,
+            None,
+        ),
+        (401, {"retry-after": "30"}, b'{"message": "Bad credentials"}', None, None),
+        (404, {}, b'{"message": "Not Found"}', None, None),
+    ],
+)
+def test_what_is_a_rate_limit(
+    status: int, headers: dict[str, str], body: bytes, retry_in: int | None, kind: str | None
+) -> None:
+    import httpx
+
+    from updater.http import rate_limit_of, status_error
+
+    request = httpx.Request("GET", "https://api.github.com/x")
+    response = httpx.Response(status, headers=headers, request=request)
+    retry_at = rate_limit_of(response, body, now=NOW)
+    if kind is None:
+        assert retry_at is None
+        return
+    assert retry_at is not None
+    if retry_in is not None:
+        assert retry_at == NOW + retry_in
+    error = status_error("https://api.github.com/x", response, body)
+    assert getattr(error, "kind", None) == kind, error.message

@@ -191,11 +191,13 @@ def _rate_limit_error(
     url: str, response: httpx.Response, body: bytes, retry_at: float
 ) -> RateLimitError:
     limit = response.headers.get("x-ratelimit-limit", "")
+    said = github_message(body, 160)
+    spent = response.headers.get("x-ratelimit-remaining") == "0"
     return rate_limit_error(
-        "primary" if response.headers.get("x-ratelimit-remaining") == "0" else "secondary",
+        "primary" if spent or "api rate limit" in said.lower() else "secondary",
         url,
         retry_at,
-        said=github_message(body, 160),
+        said=said,
         per_hour=int(limit) if limit.isdigit() else None,
         with_token="Authorization" in response.request.headers,
         status=response.status_code,
