@@ -231,3 +231,42 @@ def test_the_writer_refuses_what_the_reader_would(
 def test_the_writer_wants_the_build_folder(tmp_path: Path) -> None:
     result = write_marker(tmp_path, "--manager", "x", "--update-command", "y")
     assert result.returncode == 2 and "holds no mux executable" in result.stderr
+
+
+# -- a server's watch events ---------------------------------------------------------------------
+
+
+def test_watch_events_carry_the_packagers_command_after_its_delay(
+    homebrew: Install, tmp_path: Path
+) -> None:
+    """A server of the packaged mux checks in the background: its update-available event
+    names the packager's command, and a packager's delay holds it back like the check's."""
+    from tests.test_watch import event, spawn, wait_until
+
+    folder = build_folder(homebrew)
+    fresh = offering(tmp_path / "fresh", rfc3339(time.time() - 3600))
+    env = {**homebrew.env, "MUX_UPDATE_SOURCE": str(fresh), "MUX_UPDATE_CHECK_INTERVAL": "1"}
+    run = Install(homebrew.home, homebrew.bin_dir, env)
+    log = Path(env["XDG_RUNTIME_DIR"]) / "mux" / "default.log"
+
+    marker = ["--manager", "Homebrew", "--update-command", "brew upgrade mux"]
+    assert write_marker(folder, *marker, "--announce-delay", "24h").returncode == 0
+    assert run.run("server", "start").returncode == 0
+    watcher, lines = spawn(run, "server", "watch")
+    assert json.loads(lines.next() or "")["version"] == "0.1.0"
+    wait_until(lambda: "background check: latest v0.2.0" in log.read_text(), what="a check")
+    assert run.run("server", "stop").returncode == 0
+    assert [event(line)[0] for line in lines.rest()] == ["server-stopping"]  # held back
+    assert watcher.wait(10) == 0
+
+    assert write_marker(folder, *marker).returncode == 0  # no delay
+    assert run.run("server", "start").returncode == 0
+    watcher, lines = spawn(run, "server", "watch")
+    lines.next()
+    kind, data = event(lines.next())
+    assert (kind, data["version"]) == ("update-available", "0.2.0")
+    assert data["install_command"] == "brew upgrade mux"
+    assert data["managed_by"]["name"] == "Homebrew"
+    assert data["managed_by"]["origin"] == str(folder / MARKER_NAME)
+    assert run.run("server", "stop").returncode == 0
+    watcher.wait(10)

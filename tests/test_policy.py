@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import run_mux
 from tests.support.installs import Install, bootstrap, snapshot
 from tests.support.releases import Feed, make_feed, make_keypair, serve_directory
+from tests.support.servers import mux_runtime_dir  # noqa: F401 (a fixture)
 from tests.test_check import write_feed, write_release
 from updater import settings as mux_settings
 from updater.errors import EXIT_POLICY, PolicyError
@@ -492,3 +493,22 @@ def test_a_fifo_is_refused_without_hanging(policy_path: Path) -> None:
     os.mkfifo(policy_path, 0o644)
     with pytest.raises(PolicyError, match="it is not a regular file"):
         read_policy(str(policy_path), fixed=False)
+
+
+def test_a_server_under_a_disabled_policy_checks_nothing_in_the_background(
+    sandbox_env: dict[str, str],
+    policy_path: Path,
+    mux_runtime_dir: Path,  # noqa: F811
+) -> None:
+    from tests.support.servers import server_log, start_mux_server
+
+    write_policy(policy_path, 'updates = "disabled"\n')
+    env = {
+        **os.environ,
+        **sandbox_env,
+        "MUX_POLICY_FILE": str(policy_path),
+        "MUX_UPDATE_CHECK_INTERVAL": "1",
+    }
+    start_mux_server(mux_runtime_dir, "policed", env=env)
+    text = server_log(mux_runtime_dir, "policed").read_text()
+    assert "background update checks are off (the machine policy disables updates)" in text
