@@ -54,6 +54,7 @@ def expected_info(
             "oidc_issuer": "https://token.actions.githubusercontent.com",
             "signer_workflow": ".github/workflows/release.yml",
         },
+        "policy_file": "/etc/mux/policy.toml",
     }
 
 

@@ -23,6 +23,10 @@ BUILD_INFO_PATH = os.path.join(os.path.dirname(__file__), BUILD_INFO_NAME)
 OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 SIGNER_WORKFLOW = ".github/workflows/release.yml"
 MAX_TRUSTED_KEYS = 2  # the current key and the next one, for rotation
+# The machine policy an administrator writes (docs/contracts.md); a build may name another
+# path (`mux-release build --policy-file`), and only a development build takes it from
+# MUX_POLICY_FILE (updater.settings).
+POLICY_FILE = "/etc/mux/policy.toml"
 
 
 class _Record:
@@ -89,13 +93,22 @@ class TrustSettings(_Record):
 
 
 class BuildInfo(_Record):
-    __slots__ = ("development", "protocol_version", "repo", "target", "trust", "version")
+    __slots__ = (
+        "development",
+        "policy_file",
+        "protocol_version",
+        "repo",
+        "target",
+        "trust",
+        "version",
+    )
     version: str
     protocol_version: int
     target: str
     repo: str
     development: bool
     trust: TrustSettings
+    policy_file: str
 
     def __init__(
         self,
@@ -105,6 +118,7 @@ class BuildInfo(_Record):
         repo: str,
         development: bool,
         trust: TrustSettings | None = None,
+        policy_file: str = POLICY_FILE,
     ) -> None:
         object.__setattr__(self, "version", version)
         object.__setattr__(self, "protocol_version", protocol_version)
@@ -112,6 +126,7 @@ class BuildInfo(_Record):
         object.__setattr__(self, "repo", repo)
         object.__setattr__(self, "development", development)
         object.__setattr__(self, "trust", trust if trust is not None else TrustSettings())
+        object.__setattr__(self, "policy_file", policy_file)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,6 +136,7 @@ class BuildInfo(_Record):
             "repo": self.repo,
             "development": self.development,
             "trust": self.trust.to_json(),
+            "policy_file": self.policy_file,
         }
 
     @classmethod
@@ -140,6 +156,7 @@ class BuildInfo(_Record):
                 oidc_issuer=str(trust.get("oidc_issuer", OIDC_ISSUER)),
                 signer_workflow=str(trust.get("signer_workflow", SIGNER_WORKFLOW)),
             ),
+            policy_file=str(doc.get("policy_file") or POLICY_FILE),
         )
 
 
@@ -210,3 +227,19 @@ def notices_file() -> Path | None:
         else [base.parent / NOTICES_NAME]
     )
     return next((path for path in candidates if path.is_file()), None)
+
+
+# A packager's marker next to the build's executable (updater.marker, docs/contracts.md).
+PACKAGER_MARKER = "mux-packager.json"
+
+
+def build_folder() -> str | None:
+    """The folder of the running release build, where its ``mux`` executable is (the build
+    info sits two folders below it: ``_internal/updater/`` in a PyInstaller build,
+    ``lib/updater/`` in the stand-in); None for a development checkout."""
+    import os
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.isfile(os.path.join(package, "_build_info.json")):
+        return None
+    return os.path.dirname(os.path.dirname(package))
