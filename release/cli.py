@@ -129,9 +129,9 @@ def build(
     if not keys:
         raise UsageError("give at least one trusted minisign public key with --key")
     if version is None:
-        from importlib.metadata import version as dist_version
+        import updater  # the source tree's version: release jobs do not install the project
 
-        version = dist_version("mux")
+        version = updater.__version__
     if protocol_version is None:
         from updater.protocol import PROTOCOL_VERSION
 
