@@ -449,6 +449,11 @@ def build_standalone(
         built = scratch / "dist" / "mux"
         if not (built / "mux").is_file():
             raise BuildError("PyInstaller finished but produced no mux executable")
+        if target.endswith("-linux-gnu"):
+            # The system's own (libgcc_s), never the build machine's copy: release/glibc.py.
+            from .glibc import leave_out_system_libraries
+
+            leave_out_system_libraries(built)
         # Into the scratch build, so the output folder only ever appears complete.
         vendor_pinned_artifacts(pinned, built)
         write_bill(built, pins_path)

@@ -592,14 +592,17 @@ def fetch_artifacts_command(
 def glibc_command(
     folder: Annotated[Path, typer.Argument(help="A built mux-<target>/ folder (Linux, gnu).")],
     maximum: Annotated[
-        str, typer.Option("--max", help="The newest glibc the build may need.")
-    ] = "2.17",
+        str | None,
+        typer.Option("--max", help="The newest glibc the build may need (default: the floor)."),
+    ] = None,
 ) -> None:
-    """Print the newest glibc a build needs (objdump -T); exit 1 when it exceeds --max."""
-    from release.glibc import check_glibc_floor
+    """Print the newest glibc a build needs (objdump -T); exit 1 naming every file that needs
+    more than --max (default: the release's floor, release/glibc.py)."""
+    from release.glibc import GLIBC_FLOOR, check_glibc_floor
 
-    requirement = check_glibc_floor(folder, maximum)
-    print(f"{folder} {requirement.describe()}; the floor is glibc {maximum}")
+    floor = maximum or GLIBC_FLOOR
+    requirement = check_glibc_floor(folder, floor)
+    print(f"{folder} {requirement.describe()}; the floor is glibc {floor}")
 
 
 @app.command("compare-builds")

@@ -16,7 +16,14 @@ import pytest
 
 from release.build import build_standin, write_bill
 from release.fake_sigstore import FakeSigstore
-from release.glibc import GlibcError, check_glibc_floor, glibc_versions, required_glibc
+from release.glibc import (
+    GLIBC_FLOOR,
+    GlibcError,
+    check_glibc_floor,
+    glibc_versions,
+    leave_out_system_libraries,
+    required_glibc,
+)
 from release.install_script import write_install_script
 from release.package import rehash_sums, sign_release
 from release.publish import plan_publish
@@ -119,6 +126,94 @@ def test_the_floor_names_the_file_that_needs_a_newer_glibc(tmp_path: Path) -> No
     assert len(refused.stderr.strip().splitlines()) == 1
     with pytest.raises(UsageError):
         check_glibc_floor(build, "two")
+
+
+def test_libgcc_s_is_left_to_the_system_with_every_link_to_it(tmp_path: Path) -> None:
+    build = tmp_path / "mux-x86_64-unknown-linux-gnu"
+    (build / "_internal").mkdir(parents=True)
+    (build / "mux").write_bytes(b"\x7fELF executable")
+    (build / "_internal" / "libgcc_s.so.1").write_bytes(b"\x7fELF the runner's libgcc_s")
+    (build / "_internal" / "libz.so.1").write_bytes(b"\x7fELF zlib")
+    (build / "_internal" / "libgcc_s.so").symlink_to("libgcc_s.so.1")
+    (build / "_internal" / "libz.so").symlink_to("libz.so.1")
+    removed = leave_out_system_libraries(build)
+    assert removed == ["_internal/libgcc_s.so", "_internal/libgcc_s.so.1"]
+    left = sorted(p.relative_to(build).as_posix() for p in build.rglob("*") if not p.is_dir())
+    assert left == ["_internal/libz.so", "_internal/libz.so.1", "mux"]
+    assert leave_out_system_libraries(build) == []
+
+
+def test_the_wheel_platform_of_the_floor_needs_only_the_standard_library() -> None:
+    # What the build job runs with the runner's python3, before anything is installed:
+    # no site-packages (-S), so no packaging, no typer.
+    command = [sys.executable, "-S", "-E", "-m", "release.glibc", "wheel-platform"]
+    done = subprocess.run(
+        [*command, "aarch64-unknown-linux-gnu"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (
+        0,
+        f"aarch64-manylinux_{GLIBC_FLOOR.replace('.', '_')}\n",
+    )
+    musl = subprocess.run(
+        [*command, "x86_64-unknown-linux-musl"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert musl.returncode == 2 and "not a Linux gnu target" in musl.stderr
+
+
+@pytest.mark.skipif(
+    not (shutil.which("gcc") and shutil.which("objdump")), reason="needs gcc and objdump"
+)
+def test_a_build_asking_the_systems_libgcc_s_for_too_much_is_named(tmp_path: Path) -> None:
+    if not sys.platform.startswith("linux") or not os.confstr("CS_GNU_LIBC_VERSION"):
+        pytest.skip("needs a glibc system")
+    source = tmp_path / "wide.c"
+    # __divmodti4 is GCC_7.0.0 in libgcc_s: newer than the floor's GCC 4.8.
+    source.write_text(
+        "extern __int128 __divmodti4(__int128, __int128, __int128 *);\n"
+        "__int128 f(__int128 a, __int128 b) { __int128 r; return __divmodti4(a, b, &r) + r; }\n"
+    )
+    build = tmp_path / "build"
+    (build / "_internal").mkdir(parents=True)
+    library = build / "_internal" / "libwide.so"
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(library),
+            str(source),
+            "-Wl,--no-as-needed",
+            "-lgcc_s",
+        ],
+        check=True,
+        timeout=120,
+    )
+    requirement = required_glibc(build)
+    assert [(name, str(v)) for name, v in requirement.libgcc] == [("_internal/libwide.so", "7.0.0")]
+    with pytest.raises(
+        GlibcError,
+        match=r"libgcc_s\.so\.1 for more than GCC_4\.8\.0: "
+        r"_internal/libwide\.so \(GCC_7\.0\.0\)",
+    ):
+        check_glibc_floor(build, "9.99")
+
+
+def test_the_floor_users_read_is_the_one_the_release_checks() -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"glibc {GLIBC_FLOOR} or newer" in readme and "libgcc_s.so.1" in readme
+    release_doc = (REPO_ROOT / "docs" / "release.md").read_text(encoding="utf-8")
+    assert f"## The glibc floor: {GLIBC_FLOOR}\n" in release_doc
 
 
 # --- publish flags ------------------------------------------------------------------------------
