@@ -622,10 +622,25 @@ def compare_builds_command(
 @app.command("publish-flags")
 def publish_flags_command(
     tag: Annotated[str, typer.Option("--tag", help="The tag being published (vX.Y.Z).")],
+    published: Annotated[
+        Path,
+        typer.Option(
+            "--published",
+            help="The published releases: `gh release list --json tagName` output ('-': stdin).",
+        ),
+    ],
 ) -> None:
     """Print the gh release flags for TAG: --latest=true only for the highest stable version
-    among the published tags read from standard input (one per line)."""
-    from release.publish import plan_publish
+    among the published releases. An empty or unreadable list fails (a failed gh)."""
+    from release.publish import MAX_RELEASE_LIST_BYTES, parse_release_list, plan_publish
 
-    plan = plan_publish(tag, sys.stdin.read().splitlines())
+    try:
+        if str(published) == "-":
+            raw = sys.stdin.buffer.read(MAX_RELEASE_LIST_BYTES + 1)
+        else:
+            with open(published, "rb") as stream:
+                raw = stream.read(MAX_RELEASE_LIST_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {published}: {exc.strerror}") from None
+    plan = plan_publish(tag, parse_release_list(raw, what=str(published)))
     print(" ".join(plan.gh_flags()))

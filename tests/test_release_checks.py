@@ -10,7 +10,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,11 +238,120 @@ def test_only_the_highest_stable_version_becomes_latest(
     assert plan_publish(tag, published).gh_flags() == flags
 
 
-def test_publish_flags_command_reads_the_published_tags(tmp_path: Path) -> None:
-    done = mux_release("publish-flags", "--tag", "v1.4.3", stdin="v1.5.0\nv1.4.2\n")
+def test_publish_flags_read_what_gh_lists_and_refuse_an_empty_answer(tmp_path: Path) -> None:
+    listed = tmp_path / "published.json"
+    listed.write_text('[{"tagName": "v1.5.0"}, {"tagName": "v1.4.2"}]\n')
+    done = mux_release("publish-flags", "--tag", "v1.4.3", "--published", str(listed))
     assert (done.returncode, done.stdout) == (0, "--latest=false\n")
-    bad = mux_release("publish-flags", "--tag", "latest")
+    listed.write_text("[]\n")  # gh's answer when nothing is published yet: the first release
+    first = mux_release("publish-flags", "--tag", "v1.0.0", "--published", "-", stdin="[]")
+    assert (first.returncode, first.stdout) == (0, "--latest=true\n")
+    # What a failed `gh release list` leaves: nothing. Never "latest" by default.
+    for broken, message in (
+        ("", "is empty: did `gh release list` fail?"),
+        ("v1.5.0\n", "is not JSON"),
+        ('{"tagName": "v1.5.0"}', "is not a list of releases"),
+    ):
+        listed.write_text(broken)
+        refused = mux_release("publish-flags", "--tag", "v1.4.3", "--published", str(listed))
+        assert refused.returncode == 1 and message in refused.stderr, refused.stderr
+        assert refused.stdout == ""
+    bad = mux_release("publish-flags", "--tag", "latest", "--published", "-", stdin="[]")
     assert bad.returncode == 2 and "release tag" in bad.stderr
+
+
+@pytest.fixture
+def github(
+    tmp_path: Path,
+) -> Iterator[Callable[..., tuple[subprocess.CompletedProcess[str], dict[str, Any]]]]:
+    """release/publish.sh against a stand-in gh (tests/support/fake_gh.py) over a state file."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    shim = tools / "gh"
+    shim.write_text(
+        f'#!/bin/sh\nexec {sys.executable} {REPO_ROOT / "tests" / "support" / "fake_gh.py"} "$@"\n'
+    )
+    shim.chmod(0o755)
+    state_path = tmp_path / "gh-state.json"
+    release_dir = tmp_path / "release-files"
+    release_dir.mkdir()
+    (release_dir / "SHA256SUMS").write_text("abc  mux-x.tar.gz\n")
+    (release_dir / "mux-x.tar.gz").write_bytes(b"archive")
+
+    def publish(
+        tag: str, releases: dict[str, Any], fail: tuple[str, ...] = ()
+    ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+        state_path.write_text(json.dumps({"releases": releases, "calls": [], "fail": list(fail)}))
+        done = subprocess.run(
+            ["sh", str(REPO_ROOT / "release" / "publish.sh"), tag, str(release_dir)],
+            env={
+                **os.environ,
+                "PATH": f"{tools}:{os.environ['PATH']}",
+                "FAKE_GH_STATE": str(state_path),
+                "MUX_RELEASE": f"{sys.executable} -m release",
+            },
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return done, json.loads(state_path.read_text())
+
+    yield publish
+
+
+def published(*tags: str, latest: str = "") -> dict[str, Any]:
+    return {
+        tag: {"draft": False, "latest": tag == latest, "prerelease": False, "files": {}}
+        for tag in tags
+    }
+
+
+def test_publishing_a_fix_on_an_older_line_keeps_latest_where_it_is(github: Any) -> None:
+    done, state = github("v1.4.3", published("v1.5.0", "v1.4.2", latest="v1.5.0"))
+    assert done.returncode == 0, done.stderr
+    release = state["releases"]["v1.4.3"]
+    assert not release["draft"] and set(release["files"]) == {"SHA256SUMS", "mux-x.tar.gz"}
+    assert state["releases"]["v1.5.0"]["latest"] and not release["latest"]
+    commands = [call[1] for call in state["calls"]]
+    assert commands == ["list", "view", "create", "upload", "edit"]
+    create = state["calls"][2]
+    assert "--draft" in create and "--latest=false" in create
+
+
+def test_a_failing_release_list_publishes_nothing(github: Any) -> None:
+    # A 502 from `gh release list` used to read as "nothing published": --latest=true.
+    done, state = github("v1.4.3", published("v1.5.0", latest="v1.5.0"), fail=("list",))
+    assert done.returncode != 0
+    assert [call[1] for call in state["calls"]] == ["list"]
+    assert set(state["releases"]) == {"v1.5.0"} and state["releases"]["v1.5.0"]["latest"]
+
+
+def test_the_first_release_becomes_latest(github: Any) -> None:
+    done, state = github("v1.0.0", {})
+    assert done.returncode == 0, done.stderr
+    assert state["releases"]["v1.0.0"]["latest"] and not state["releases"]["v1.0.0"]["draft"]
+
+
+def test_a_rerun_reuses_the_draft_or_finds_the_release_done(github: Any, tmp_path: Path) -> None:
+    draft = {"v1.6.0": {"draft": True, "latest": False, "prerelease": False, "files": {}}}
+    done, state = github("v1.6.0", {**published("v1.5.0", latest="v1.5.0"), **draft})
+    assert done.returncode == 0, done.stderr
+    assert [call[1] for call in state["calls"]] == ["list", "view", "upload", "edit"]
+    assert state["releases"]["v1.6.0"]["latest"] and not state["releases"]["v1.5.0"]["latest"]
+
+    sums = (tmp_path / "release-files" / "SHA256SUMS").read_text()
+    done_before = published("v1.6.0", latest="v1.6.0")
+    done_before["v1.6.0"]["contents"] = {"SHA256SUMS": sums}
+    again, state = github("v1.6.0", done_before)
+    assert again.returncode == 0 and "already published with these files" in again.stdout
+    assert [call[1] for call in state["calls"]] == ["list", "view", "download"]
+
+    done_before["v1.6.0"]["contents"] = {"SHA256SUMS": "other  mux-x.tar.gz\n"}
+    other, state = github("v1.6.0", done_before)
+    assert other.returncode == 1 and "already published with other files" in other.stderr
+    assert "upload" not in [call[1] for call in state["calls"]]
 
 
 # --- reproducible builds --------------------------------------------------------------------------

@@ -112,6 +112,8 @@ MUX_RELEASE_CALL = re.compile(
     r"(?:\bmux-release|\bpython -m release)\s+(?P<sub>[a-z][a-z0-9-]*)(?P<args>[^\n;|&]*)"
 )
 RELEASE_TOOL = "uv run --no-sync python -m release"
+PUBLISH_SCRIPT = REPO_ROOT / "release" / "publish.sh"
+PUBLISH_SCRIPT_CALL = r"\bsh release/publish\.sh\b"
 WRITE_SCOPES_ALLOWED = {"id-token", "attestations", "contents"}
 
 
@@ -389,6 +391,19 @@ def test_run_scripts_pass_shellcheck(workflows: dict[str, dict[str, Any]], tmp_p
     assert done.returncode == 0, f"shellcheck:\n{report}{done.stderr}"
 
 
+def test_the_scripts_the_workflows_call_pass_shellcheck() -> None:
+    scripts = sorted((REPO_ROOT / "release").glob("*.sh"))
+    assert {script.name for script in scripts} >= {"preflight.sh", "publish.sh"}
+    done = subprocess.run(
+        [*_shellcheck_command(), "--shell=sh", *map(str, scripts)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"shellcheck:\n{done.stdout}{done.stderr}"
+
+
 # ---------------------------------------------------------------------------------------
 # Supply chain and permissions
 
@@ -432,7 +447,7 @@ def test_write_scopes_only_where_they_are_needed(workflows: dict[str, dict[str, 
     release = workflows[RELEASE_WORKFLOW.name]
     attesting = _jobs_using(release, ATTEST_ACTION)
     attesting_sboms = _jobs_using(release, ATTEST_SBOM_ACTION)
-    publishing = _jobs_running(release, r"\bgh\s+release\s+create\b")
+    publishing = _jobs_running(release, PUBLISH_SCRIPT_CALL)
     assert len(attesting) == 1, f"expected one attesting job, found {attesting}"
     assert len(attesting_sboms) == 1, f"expected one SBOM attesting job, found {attesting_sboms}"
     assert len(publishing) == 1, f"expected one publishing job, found {publishing}"
@@ -572,10 +587,10 @@ def test_release_is_published_only_after_its_files_are_uploaded(
     workflows: dict[str, dict[str, Any]],
 ) -> None:
     release = workflows[RELEASE_WORKFLOW.name]
-    (publishing,) = _jobs_running(release, r"\bgh\s+release\s+create\b")
-    script = "\n".join(str(step.get("run", "")) for step in _jobs(release)[publishing]["steps"])
+    assert len(_jobs_running(release, PUBLISH_SCRIPT_CALL)) == 1
+    script = PUBLISH_SCRIPT.read_text(encoding="utf-8")  # run for real in test_release_checks
     create = re.search(r"gh release create [^\n]*", script)
-    assert create and "--draft" in script[: script.index("gh release upload")]
+    assert create and "--draft" in create.group(0)
     upload = script.index("gh release upload")
     publish = script.index("--draft=false")
     assert create.start() < upload < publish
@@ -585,7 +600,7 @@ def test_published_release_is_installed_and_verified(
     workflows: dict[str, dict[str, Any]],
 ) -> None:
     release = workflows[RELEASE_WORKFLOW.name]
-    (publishing,) = _jobs_running(release, r"\bgh\s+release\s+create\b")
+    (publishing,) = _jobs_running(release, PUBLISH_SCRIPT_CALL)
     verifying = _jobs_running(release, r"-m release verify \"\$GITHUB_REF_NAME\"")
     assert len(verifying) == 1
     job = _jobs(release)[verifying[0]]
@@ -865,10 +880,19 @@ def test_publishing_is_safe_to_rerun_and_latest_only_for_the_highest_version(
 ) -> None:
     jobs = _jobs(workflows[RELEASE_WORKFLOW.name])
     script = "\n".join(str(s.get("run", "")) for s in jobs["publish"]["steps"])
-    assert f"{RELEASE_TOOL} publish-flags --tag" in script
-    assert "gh release view" in script and "isDraft" in script  # reuse a draft
-    assert 'gh release upload "$tag" release-files/* --clobber' in script
-    assert 'gh release edit "$tag" --draft=false "${flags[@]}"' in script
+    assert 'sh release/publish.sh "$GITHUB_REF_NAME" release-files' in script
+    # Publishing is serialised across tags (not per ref): "latest" is decided from a list
+    # that includes any tag published just before.
+    assert jobs["publish"]["concurrency"] == {
+        "group": "release-publish",
+        "cancel-in-progress": False,
+    }
+    published = PUBLISH_SCRIPT.read_text(encoding="utf-8")
+    # The list gh writes is a command of its own (a failure stops the script), then read.
+    assert re.search(r"^gh release list [^|\n]*>\"\$work/published\.json\"$", published, re.M)
+    assert 'publish-flags --tag "$tag" --published "$work/published.json"' in published
+    assert "gh release view" in published and "isDraft" in published  # reuse a draft
+    assert 'gh release upload "$tag" "$release_dir"/* --clobber' in published
     verify = "\n".join(str(s.get("run", "")) for s in jobs["verify"]["steps"])
     assert "check+=(--pre)" in verify
 
