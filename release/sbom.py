@@ -83,8 +83,18 @@ def _component(component: Component, files: list[ShippedFile]) -> Any:
     )
 
 
-def render_sbom(inventory: Inventory, extra_files: tuple[ShippedFile, ...] = ()) -> str:
-    """The build's SBOM; ``extra_files`` (the notices beside it) join mux's own files."""
+def render_sbom(
+    inventory: Inventory,
+    extra_files: tuple[ShippedFile, ...] = (),
+    *,
+    timestamp: datetime | None = None,
+) -> str:
+    """The build's SBOM; ``extra_files`` (the notices beside it) join mux's own files.
+
+    ``timestamp`` defaults to ``SOURCE_DATE_EPOCH`` (else 0); a check of a finished build passes
+    the one its SBOM carries (:func:`sbom_timestamp`): the time is when it was built, not
+    checked.
+    """
     from cyclonedx.model import Property
     from cyclonedx.model.bom import Bom, BomMetaData
     from cyclonedx.model.component import Component as CdxComponent
@@ -113,7 +123,7 @@ def render_sbom(inventory: Inventory, extra_files: tuple[ShippedFile, ...] = ())
     )
     metadata = BomMetaData(
         component=build,
-        timestamp=datetime.fromtimestamp(source_date_epoch(), UTC),
+        timestamp=timestamp or datetime.fromtimestamp(source_date_epoch(), UTC),
     )
     bom = Bom(serial_number=serial, metadata=metadata)
     parts = []
@@ -130,6 +140,15 @@ def render_sbom(inventory: Inventory, extra_files: tuple[ShippedFile, ...] = ())
 
 
 # --- reading (standard library only) --------------------------------------------------------
+
+
+def sbom_timestamp(raw: bytes) -> datetime | None:
+    """The ``metadata.timestamp`` of a CycloneDX JSON SBOM, or None when it has none."""
+    try:
+        doc = json.loads(raw)
+        return datetime.fromisoformat(doc["metadata"]["timestamp"])
+    except (ValueError, UnicodeDecodeError, RecursionError, KeyError, TypeError):
+        return None
 
 
 def _walk(components: Any) -> Iterator[Mapping[str, Any]]:

@@ -381,6 +381,30 @@ def test_two_builds_that_differ_are_named(tmp_path: Path, keypair: KeyPair) -> N
         compare_builds(first, other)
 
 
+def test_check_build_does_not_depend_on_the_checkers_source_date_epoch(
+    tmp_path: Path, keypair: KeyPair
+) -> None:
+    """A build made with SOURCE_DATE_EPOCH (as the release jobs make it) and checked later
+    without it, or with another one, is the same build: no false tamper alarm."""
+    base = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
+    out = tmp_path / "out"
+    built = mux_release(
+        *("build", "--standin", "--out", str(out), "--repo", "o/r", "--key", keypair.public_key),
+        env={**base, "SOURCE_DATE_EPOCH": "1700000000"},
+    )
+    assert built.returncode == 0, built.stderr
+    folder = out / f"mux-{HOST}"
+    sbom = json.loads((folder / "sbom.cdx.json").read_text())
+    assert sbom["metadata"]["timestamp"] == "2023-11-14T22:13:20+00:00"
+    for env in (base, {**base, "SOURCE_DATE_EPOCH": "1800000000"}):
+        checked = mux_release("notices", "--check-build", str(folder), env=env)
+        assert checked.returncode == 0, checked.stderr
+    # A changed file is still caught, whatever the checker's SOURCE_DATE_EPOCH.
+    (folder / "lib" / "updater" / "layout.py").write_text("# changed\n")
+    changed = mux_release("notices", "--check-build", str(folder), env=base)
+    assert changed.returncode == 1 and "sbom.cdx.json is not what the folder" in changed.stderr
+
+
 # --- the SBOM in a packaged release -------------------------------------------------------------
 
 
