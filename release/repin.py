@@ -17,7 +17,9 @@ The steps (docs/design.md, "Pins"), each failing closed:
 6. every available digest must agree: the computed one, the API ``digest`` and the release's
    ``SHA256SUMS`` line (mandatory on a mirror, which has no API), and
 7. its build-provenance attestation must verify for the entry's identity, at
-   ``refs/tags/<tag>`` (the updater's own verifier, :mod:`updater.attestation`);
+   ``refs/tags/<tag>``, with a subject of that digest named as the asset (the updater's own
+   verifier, :mod:`updater.attestation`): another target's build republished under this
+   target's name is refused;
 8. only when every asset passed: rewrite the entry's ``tag`` and each asset's ``url``,
    ``sha256`` and ``size`` with tomlkit (comments and order kept, nothing else touched),
    regenerate the notices, and write both files together: both are staged as temp files next
@@ -388,7 +390,15 @@ def _verify_one(
         signer_workflow=pin.identity.signer_workflow,
         ref=f"refs/tags/{tag}",
     )
-    report = verify_attestation(bundle, computed, identity, trusted_root=trusted_root)
+    # Under this asset's own name: the same digest agreeing everywhere does not say which
+    # target the bytes were built for, the producer's attestation does.
+    report = verify_attestation(
+        bundle,
+        computed,
+        identity,
+        trusted_root=trusted_root,
+        subject_names={computed: item.asset},
+    )
     return RepinnedFile(
         target=item.target,
         asset=item.asset,

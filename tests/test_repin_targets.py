@@ -204,3 +204,76 @@ def test_a_declared_target_without_a_pin_fails_the_check(checkout: Path) -> None
         "libvt: x86_64-apple-darwin is declared but has no pin; run mux-release repin libvt "
         "--tag <tag>"
     ]
+
+
+def test_another_targets_bytes_under_a_targets_name_are_refused(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    """A producer mix-up: the aarch64 macOS asset is the x86_64 build republished under the
+    aarch64 name, consistently listed in SHA256SUMS; the only attestation of those bytes names
+    the x86_64 file. The digests agree and the signature verifies, but the name does not."""
+    tag = "v2.0.0"
+    folder = github.root / tag
+    folder.mkdir()
+    digests = {}
+    for target in TARGETS:
+        source = "x86_64-apple-darwin" if target == "aarch64-apple-darwin" else target
+        data = payload(tag, source)
+        (folder / asset(target)).write_bytes(data)
+        digests[target] = hashlib.sha256(data).hexdigest()
+        if target != "aarch64-apple-darwin":
+            github.attestations[digests[target]] = sigstore.attest(
+                {asset(target): digests[target]},
+                repository=REPO,
+                signer_workflow=WORKFLOW,
+                ref=f"refs/tags/{tag}",
+            )
+    (folder / "SHA256SUMS").write_bytes(
+        format_sha256sums({asset(t): d for t, d in digests.items()})
+    )
+    before = snapshot(checkout)
+    with pytest.raises(VerificationError) as caught:
+        run_repin(checkout, github, sigstore, tag)
+    message = str(caught.value)
+    assert message.startswith("libvt (aarch64-apple-darwin) libvt-aarch64-apple-darwin.tar.gz: ")
+    assert "is attested as libvt-x86_64-apple-darwin.tar.gz" in message
+    assert "not as libvt-aarch64-apple-darwin.tar.gz" in message
+    assert snapshot(checkout) == before
+
+
+def test_the_same_bytes_attested_under_both_names_may_serve_both_targets(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    """A universal2 macOS build published for both targets, attested under both names: the
+    producer said so, so it is pinned for both."""
+    tag = "v2.0.0"
+    folder = github.root / tag
+    folder.mkdir()
+    universal = payload(tag, "universal2-apple-darwin")
+    digests = {}
+    for target in TARGETS:
+        data = universal if target.endswith("apple-darwin") else payload(tag, target)
+        (folder / asset(target)).write_bytes(data)
+        digests[target] = hashlib.sha256(data).hexdigest()
+    mac = [t for t in TARGETS if t.endswith("apple-darwin")]
+    github.attestations[digests[mac[0]]] = sigstore.attest(
+        {asset(t): digests[t] for t in mac},
+        repository=REPO,
+        signer_workflow=WORKFLOW,
+        ref=f"refs/tags/{tag}",
+    )
+    linux = "x86_64-unknown-linux-gnu"
+    github.attestations[digests[linux]] = sigstore.attest(
+        {asset(linux): digests[linux]},
+        repository=REPO,
+        signer_workflow=WORKFLOW,
+        ref=f"refs/tags/{tag}",
+    )
+    (folder / "SHA256SUMS").write_bytes(
+        format_sha256sums({asset(t): d for t, d in digests.items()})
+    )
+    result = run_repin(checkout, github, sigstore, tag)
+    assert result.written
+    assert {item.target: item.attestation.subjects[0].name for item in result.files} == {
+        t: asset(t) for t in TARGETS
+    }
