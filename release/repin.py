@@ -56,6 +56,7 @@ from .pins import (
     ARTIFACTS_KEY,
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
+    FILE_FIELDS,
     PINNED_KEY,
     Pin,
     PinnedAsset,
@@ -211,21 +212,37 @@ def rewrite_pin(
     per_target: dict[str, dict[str, Any]] | None = None,
 ) -> str:
     """``document_text`` with only ``fields`` of ``[artifacts.<name>]`` replaced (tomlkit), and
-    for a per-target entry its ``[artifacts.<name>.pinned.<target>]`` tables."""
+    for a per-target entry its ``[artifacts.<name>.pinned.<target>]`` tables.
+
+    Every field repin writes is rewritten, so what an earlier shape of the entry left behind
+    goes: a per-target entry loses a single asset's ``url``/``sha256``/``size`` and the tables
+    of targets it no longer declares, a single-asset entry its ``[pinned]`` tables. Nothing
+    people wrote is touched.
+    """
     import tomlkit
 
     document = tomlkit.parse(document_text)
     entry = document[ARTIFACTS_KEY][name]
+    stale = [PINNED_KEY] if per_target is None else [k for k in FILE_FIELDS if k not in fields]
+    for key in stale:
+        if key in entry:
+            del entry[key]
     for key, value in fields.items():
         entry[key] = value
     if per_target is not None:
         pinned = entry.get(PINNED_KEY)
-        if pinned is None:
+        if not isinstance(pinned, dict):
+            if pinned is not None:
+                del entry[PINNED_KEY]
             pinned = tomlkit.table(is_super_table=True)
             entry[PINNED_KEY] = pinned
+        for target in [t for t in pinned if t not in per_target]:
+            del pinned[target]
         for target in sorted(per_target):
             table = pinned.get(target)
-            if table is None:
+            if not isinstance(table, dict):
+                if table is not None:
+                    del pinned[target]
                 table = tomlkit.table()
                 pinned[target] = table
             for key, value in per_target[target].items():
@@ -612,7 +629,7 @@ def repin(
     original = pins_path.read_text(encoding="utf-8") if pins_path.is_file() else None
     if original is None:
         raise PinsError(f"{pins_path} does not exist")
-    pins, problems = read_pins(load_document(pins_path), base_dir=pins_path.parent)
+    pins, problems = read_pins(load_document(pins_path), base_dir=pins_path.parent, repinning=name)
     if problems:
         raise PinsError(f"{pins_path}: {problems[0]}", hint="fix pins.toml first (pins --check)")
     pin = next((p for p in pins if p.name == name), None)

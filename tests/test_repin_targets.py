@@ -8,6 +8,7 @@ leaves pins.toml and the notices byte-for-byte unchanged and names the target.
 from __future__ import annotations
 
 import hashlib
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +17,8 @@ import pytest
 from release.fake_sigstore import FakeSigstore
 from release.formats import format_sha256sums
 from release.notices import Distribution, LicenceText, generate_notices
-from release.pins import check_pins, load_pins
-from release.repin import repin
+from release.pins import PinsError, check_pins, load_pins
+from release.repin import RepinRefused, repin
 from tests.support.github import FakeGitHub, serve_github
 from updater.errors import NetworkError, VerificationError
 
@@ -277,3 +278,100 @@ def test_the_same_bytes_attested_under_both_names_may_serve_both_targets(
     assert {item.target: item.attestation.subjects[0].name for item in result.files} == {
         t: asset(t) for t in TARGETS
     }
+
+
+TARGET_LIST = repr(list(TARGETS)).replace("'", '"')
+TEMPLATE_LINES = f'asset = "libvt-{{target}}.tar.gz"\ntargets = {TARGET_LIST}\n'
+
+
+def test_a_single_asset_entry_becomes_per_target_by_repinning(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    path = checkout / "release" / "pins.toml"
+    single = 'asset = "libvt-x86_64-unknown-linux-gnu.tar.gz"\n'
+    path.write_text(path.read_text().replace(TEMPLATE_LINES, single))
+    publish(github, sigstore, "v2.0.0")
+    assert run_repin(checkout, github, sigstore, "v2.0.0").written
+    assert 'sha256 = "' in path.read_text()  # pinned as one asset
+
+    # The release engineer changes the human part only, as pins.toml's header says.
+    path.write_text(path.read_text().replace(single, TEMPLATE_LINES))
+    problems = check_pins(path)
+    assert problems == [
+        "libvt: url, sha256, size: a per-target entry pins them in [pinned.<target>]; run "
+        "mux-release repin libvt --tag <tag> to rewrite them"
+    ]
+    digests = publish(github, sigstore, "v2.1.0")
+    result = run_repin(checkout, github, sigstore, "v2.1.0")
+    assert result.written and result.old_tag == "v2.0.0"
+    (pin,) = load_pins(path)
+    assert {t: pin.file_for(t).sha256 for t in TARGETS} == digests  # type: ignore[union-attr]
+    entry = tomllib.loads(path.read_text())["artifacts"]["libvt"]
+    assert not {"url", "sha256", "size"} & set(entry)
+    assert sorted(entry["pinned"]) == sorted(TARGETS)
+    notices = checkout / "THIRD_PARTY_NOTICES.md"
+    assert check_pins(path, notices_path=notices) == []
+    # And back: one asset again, its per-target tables dropped.
+    path.write_text(path.read_text().replace(TEMPLATE_LINES, single))
+    publish(github, sigstore, "v2.2.0")
+    assert run_repin(checkout, github, sigstore, "v2.2.0").written
+    entry = tomllib.loads(path.read_text())["artifacts"]["libvt"]
+    assert "pinned" not in entry and entry["sha256"] == digests_of(github, "v2.2.0")[TARGETS[0]]
+    assert check_pins(path, notices_path=notices) == []
+
+
+def digests_of(github: FakeGitHub, tag: str) -> dict[str, str]:
+    return {
+        t: hashlib.sha256((github.root / tag / asset(t)).read_bytes()).hexdigest() for t in TARGETS
+    }
+
+
+def test_a_per_target_entry_with_a_tag_but_no_pins_is_repinned(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    path = checkout / "release" / "pins.toml"
+    path.write_text(path.read_text().replace('license = "MIT"', 'license = "MIT"\ntag = "v1.0.0"'))
+    assert check_pins(path) == [
+        "libvt: [pinned] is missing; run mux-release repin libvt --tag <tag> to rewrite them"
+    ]
+    publish(github, sigstore, "v2.0.0")
+    assert run_repin(checkout, github, sigstore, "v2.0.0").written
+    assert check_pins(path, notices_path=checkout / "THIRD_PARTY_NOTICES.md") == []
+
+
+def test_a_removed_target_loses_its_pin_at_the_next_repin(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    path = checkout / "release" / "pins.toml"
+    publish(github, sigstore, "v2.0.0")
+    run_repin(checkout, github, sigstore, "v2.0.0")
+    kept = repr(list(TARGETS[:2])).replace("'", '"')
+    path.write_text(path.read_text().replace(f"targets = {TARGET_LIST}", f"targets = {kept}"))
+    assert check_pins(path) == [
+        f"libvt: pinned.{TARGETS[2]}: the entry does not declare this target; run mux-release "
+        "repin libvt --tag <tag> to rewrite them"
+    ]
+    publish(github, sigstore, "v2.1.0", targets=TARGETS[:2])
+    assert run_repin(checkout, github, sigstore, "v2.1.0").written
+    entry = tomllib.loads(path.read_text())["artifacts"]["libvt"]
+    assert sorted(entry["pinned"]) == sorted(TARGETS[:2])
+    assert check_pins(path, notices_path=checkout / "THIRD_PARTY_NOTICES.md") == []
+
+
+def test_repin_still_refuses_a_broken_human_part_and_a_downgrade_after_a_shape_change(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    path = checkout / "release" / "pins.toml"
+    publish(github, sigstore, "v2.0.0")
+    run_repin(checkout, github, sigstore, "v2.0.0")
+    kept = repr(list(TARGETS[:2])).replace("'", '"')
+    path.write_text(path.read_text().replace(f"targets = {TARGET_LIST}", f"targets = {kept}"))
+    publish(github, sigstore, "v1.9.0", targets=TARGETS[:2])
+    before = snapshot(checkout)
+    with pytest.raises(RepinRefused, match=r"older than the pinned v2\.0\.0"):
+        run_repin(checkout, github, sigstore, "v1.9.0")
+    path.write_text(path.read_text().replace('license = "MIT"', 'license = "not a licence"'))
+    with pytest.raises(PinsError, match="is not a valid SPDX expression"):
+        run_repin(checkout, github, sigstore, "v2.0.0")
+    path.write_text(path.read_text().replace('license = "not a licence"', 'license = "MIT"'))
+    assert snapshot(checkout) == before
