@@ -609,14 +609,23 @@ def glibc_command(
 def compare_builds_command(
     first: Annotated[Path, typer.Argument(help="A build folder.")],
     second: Annotated[Path, typer.Argument(help="Another build of the same version and target.")],
+    environments: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(
+            "--environments",
+            help="The machines the two builds ran on (the build jobs' JSON files): a "
+            "difference between builds from different machines is reported, not failed.",
+        ),
+    ] = None,
 ) -> None:
-    """Fail (exit 1, naming the files) unless two builds package to identical archives."""
-    from release.reproduce import compare_builds
+    """Fail (exit 1, naming the files) unless two builds package to identical archives; with
+    --environments, builds from different machines that differ are "not comparable" (exit 0)."""
+    from release.reproduce import compare_builds, read_environment
 
-    result = compare_builds(first, second)
-    print(
-        f"the builds are identical: {result.files} entries, archive sha256 {result.archive_sha256}"
-    )
+    recorded = None
+    if environments is not None:
+        recorded = (read_environment(environments[0]), read_environment(environments[1]))
+    print(compare_builds(first, second, recorded).describe())
 
 
 @app.command("publish-flags")

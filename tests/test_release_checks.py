@@ -405,6 +405,55 @@ def test_check_build_does_not_depend_on_the_checkers_source_date_epoch(
     assert changed.returncode == 1 and "sbom.cdx.json is not what the folder" in changed.stderr
 
 
+def test_builds_from_two_runner_images_that_differ_are_not_comparable(
+    tmp_path: Path, keypair: KeyPair
+) -> None:
+    """An image rollout between the build and the rebuild job changes what is not fixed by
+    the recipe (docs/release.md): reported with the files, not failed; the same image fails."""
+    settings = {
+        "version": "1.0.0",
+        "protocol_version": 1,
+        "repo": "o/r",
+        "minisign_keys": [keypair.public_key],
+    }
+    first = build_standin(tmp_path / "one", **settings)
+    second = build_standin(tmp_path / "two", **settings)
+    (second / "lib" / "updater" / "layout.py").write_text("# changed\n")
+    write_bill(second, None)
+    image = {"image_os": "ubuntu24", "image_version": "20250105.1", "arch": "X64"}
+    environments = []
+    for name, version in (("a", "20250105.1"), ("b", "20250112.1"), ("c", "20250105.1")):
+        path = tmp_path / f"{name}.environment.json"
+        path.write_text(json.dumps({**image, "image_version": version}))
+        environments.append(str(path))
+
+    rolled = mux_release(
+        "compare-builds", str(first), str(second), "--environments", *environments[:2]
+    )
+    assert rolled.returncode == 0, rolled.stderr
+    assert rolled.stdout.startswith(
+        "not comparable: the builds ran on different machines "
+        "(image_version: 20250105.1 != 20250112.1); they differ in "
+    )
+    assert "lib/updater/layout.py" in rolled.stdout
+    same = mux_release(
+        "compare-builds",
+        str(first),
+        str(second),
+        "--environments",
+        environments[0],
+        environments[2],
+    )
+    assert same.returncode == 1 and "lib/updater/layout.py" in same.stderr
+    # Identical builds are identical whatever the machines.
+    third = build_standin(tmp_path / "three", **settings)
+    ok = mux_release("compare-builds", str(first), str(third), "--environments", *environments[:2])
+    assert ok.returncode == 0 and ok.stdout.startswith("the builds are identical: ")
+    (tmp_path / "a.environment.json").write_text("[]")
+    bad = mux_release("compare-builds", str(first), str(third), "--environments", *environments[:2])
+    assert bad.returncode == 1 and "is not a build environment" in bad.stderr
+
+
 # --- the SBOM in a packaged release -------------------------------------------------------------
 
 

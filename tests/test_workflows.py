@@ -556,6 +556,34 @@ def test_every_release_target_is_built(workflows: dict[str, dict[str, Any]]) -> 
         assert f"{RELEASE_TOOL} compare-builds" in script
 
 
+def test_the_reproducibility_check_knows_the_machines_and_the_release_recipe(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    build = "\n".join(
+        _joined_run_script(step.run or "")
+        for step in _steps({"b": workflows[BUILD_TARGETS_WORKFLOW.name]})
+    )
+    # Both build paths (runner, Alpine) record their machine and ship it beside the folder.
+    assert build.count('>"dist/mux-$TARGET.environment.json"') == 2
+    assert build.count('"mux-$TARGET" "mux-$TARGET.environment.json"') == 2
+    assert "image_version: $image" in build and "container: $container" in build
+    for workflow in (RELEASE_WORKFLOW, BUILD_WORKFLOW):
+        job = _jobs(workflows[workflow.name])["reproducible"]
+        script = "\n".join(_joined_run_script(str(s.get("run", ""))) for s in job["steps"])
+        assert '--environments "unpacked/build/mux-$target.environment.json"' in script
+        assert "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)" in script
+        assert '"not comparable:"*) echo "::warning' in script
+    # The published archives carry the commit's time, as a rebuild following docs/release.md
+    # packages them; only the Package step gets it (the signature's time is the signing's).
+    attest = _jobs(workflows[RELEASE_WORKFLOW.name])["attest"]
+    (package,) = [s for s in attest["steps"] if s.get("name") == "Package"]
+    assert "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)" in package["run"]
+    assert "--released-at" in package["run"]
+    assert "SOURCE_DATE_EPOCH" not in json.dumps(
+        [s for s in attest["steps"] if s.get("name") != "Package"]
+    )
+
+
 def test_sha256sums_is_signed_after_it_lists_the_bundle(
     workflows: dict[str, dict[str, Any]],
 ) -> None:
