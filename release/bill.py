@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from updater.buildinfo import NOTICES_NAME
 from updater.errors import MuxError
 from updater.files import atomic_write, sha256_file
 
-from .inventory import NOTICES_NAME, ShippedFile, SystemLookup, take_inventory
+from .inventory import Inventory, ShippedFile, SystemLookup, take_inventory
 from .notices import Distribution, render_build_notices
 from .sbom import SBOM_NAME, render_sbom, sbom_timestamp
+from .textdiff import name_some
 
 MAX_NAMED = 10
 
@@ -41,12 +43,19 @@ class Bill:
     components: int
 
 
-def _unmapped_error(folder: Path, unmapped: Sequence[str]) -> UnmappedFilesError:
-    named = ", ".join(unmapped[:MAX_NAMED])
-    more = f" (and {len(unmapped) - MAX_NAMED} more)" if len(unmapped) > MAX_NAMED else ""
+def _unmapped_error(folder: Path, inventory: Inventory) -> UnmappedFilesError:
+    if inventory.unmapped:
+        return UnmappedFilesError(
+            f"{folder}: {len(inventory.unmapped)} file(s) map to no notice entry: "
+            + name_some(inventory.unmapped, MAX_NAMED),
+            hint="add the library to release/licenses/shared-libraries.toml, or stop shipping it",
+        )
     return UnmappedFilesError(
-        f"{folder}: {len(unmapped)} file(s) map to no notice entry: {named}{more}",
-        hint="add the library to release/licenses/shared-libraries.toml, or stop shipping it",
+        f"{folder}: {len(inventory.unknown_modules)} C module(s) of the interpreter are neither "
+        "CPython's own code nor linked to a listed library: "
+        + name_some(inventory.unknown_modules, MAX_NAMED),
+        hint="add each to [cpython] own_modules or to the modules of its library in "
+        "release/licenses/shared-libraries.toml",
     )
 
 
@@ -63,8 +72,8 @@ def compose_bill(
     inventory = take_inventory(
         folder, pins_path=pins_path, distributions=distributions, system_lookup=system_lookup
     )
-    if inventory.unmapped:
-        raise _unmapped_error(folder, inventory.unmapped)
+    if inventory.unmapped or inventory.unknown_modules:
+        raise _unmapped_error(folder, inventory)
     notices = render_build_notices(
         inventory.components, version=inventory.version, target=inventory.target
     )

@@ -2,8 +2,8 @@
 
 The inventory (notices and SBOM), the SBOM check, the archive writer, the build comparison and
 the glibc check all list a ``mux-<target>/`` folder with :func:`build_files`, so they agree on
-what it holds. Entries are sorted bytewise by their relative POSIX path (parents before
-children). The rule for symbolic links is the updater's (what an install accepts,
+what it holds. Entries come depth first, each level sorted bytewise (a folder's entries
+right after it). The rule for symbolic links is the updater's (what an install accepts,
 :mod:`updater.verify`): a link is an entry of its own and is never followed while walking;
 its target is relative, without ``..``, and names a regular file of the same folder (through
 any chain of links). Anything else, a link to a folder, out of the folder, or to nothing, a
@@ -48,8 +48,8 @@ def _link_target(root: Path, path: Path, relative: str) -> str:
     written = os.readlink(path)
     if os.path.isabs(written) or ".." in PurePosixPath(written).parts:
         raise BuildFolderError(
-            f"{relative} is a link to {written}: a link must stay inside its folder "
-            "(relative, without '..')"
+            f"{relative} is a link to {written}, which leaves the build folder (a link must be "
+            "relative, without '..')"
         )
     resolved = Path(os.path.realpath(path))
     try:
@@ -85,4 +85,5 @@ def build_files(root: Path, *, directories: bool = False) -> list[BuildEntry]:
                 entries.append(BuildEntry(relative, path, FILE, st.st_mode & 0o777))
             else:
                 raise BuildFolderError(f"{relative} is not a regular file, folder or link")
-    return sorted(entries, key=lambda entry: os.fsencode(entry.path))
+    # Depth first, each level bytewise: a folder's entries right after it.
+    return sorted(entries, key=lambda e: tuple(os.fsencode(part) for part in e.path.split("/")))

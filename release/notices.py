@@ -43,6 +43,7 @@ from typing import Any
 from updater.errors import MuxError
 from updater.files import atomic_write
 
+from .components import Component, ComponentKind
 from .pins import Pin, PinnedAsset, load_pins, pin_marker
 from .textdiff import capped_unified_diff
 
@@ -634,8 +635,8 @@ def render_notices(
     )
 
 
-def _component_entry(component: Any) -> _Entry:
-    """An entry for an :class:`release.inventory.Component` (what a build folder ships)."""
+def _component_entry(component: Component) -> _Entry:
+    """An entry for a :class:`release.components.Component` (what a build folder ships)."""
     lines = [f"- Part: {component.role}", f"- Licence: {component.licence}"]
     if component.source:
         lines.insert(1, f"- From: {component.source}")
@@ -647,15 +648,15 @@ def _component_entry(component: Any) -> _Entry:
 
 
 BUILD_SECTIONS = (
-    ("pinned-artifact", "Pinned artifacts"),
-    ("runtime", "Standalone build runtime"),
-    ("shared-library", "Shared libraries"),
-    ("python-distribution", "Python distributions"),
-    ("application", "mux itself"),
+    (ComponentKind.PINNED, "Pinned artifacts"),
+    (ComponentKind.RUNTIME, "Standalone build runtime"),
+    (ComponentKind.LIBRARY, "Shared libraries"),
+    (ComponentKind.DISTRIBUTION, "Python distributions"),
+    (ComponentKind.APPLICATION, "mux itself"),
 )
 
 
-def render_build_notices(components: Iterable[Any], *, version: str, target: str) -> str:
+def render_build_notices(components: Iterable[Component], *, version: str, target: str) -> str:
     """The THIRD_PARTY_NOTICES.md a build folder ships, from its inventory's components."""
     ordered = sorted(components, key=lambda c: (c.name, c.version, c.key))
     intro = [

@@ -571,3 +571,25 @@ def check_pins(path: Path, *, notices_path: Path | None = None) -> list[str]:
             return [*problems, f"cannot read {notices_path}: {exc}"]
         problems += notices_problems(pins, notices_text)
     return problems
+
+
+def check_file_against_pin(
+    pin: Pin, item: PinnedAsset, *, size: int, sha256: str | None, where: object
+) -> None:
+    """A file meant to be ``item`` of ``pin`` has its size and (when given) sha256, or a
+    :class:`~updater.errors.VerificationError` (exit 3) names both: the one check of a file
+    against its pin, for the build's artifacts folder and for what fetch-artifacts downloads."""
+    from updater.errors import VerificationError
+
+    who = f"{item.label(pin.name)} {pin.tag}"
+    if item.size is not None and size != item.size:
+        raise VerificationError(
+            f"{who}: {where} is {size} bytes, the pin says {item.size}",
+            hint="use the asset the pin names, or repin it",
+        )
+    if sha256 is not None and sha256 != item.sha256:
+        raise VerificationError(
+            f"{who}: {where} has sha256 {sha256}, the pin says {item.sha256}",
+            hint="the release asset changed since it was pinned, or this is another file: "
+            "use the asset the pin names, or repin it",
+        )

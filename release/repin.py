@@ -108,26 +108,13 @@ class RepinResult:
     changed: bool
     written: bool
 
-    # The single asset's fields (an entry shipped by every target).
     @property
-    def sha256(self) -> str:
-        return self.files[0].sha256
-
-    @property
-    def size(self) -> int:
-        return self.files[0].size
-
-    @property
-    def url(self) -> str:
-        return self.files[0].url
-
-    @property
-    def digests(self) -> tuple[str, ...]:
-        return self.files[0].digests
-
-    @property
-    def attestation(self) -> AttestationReport:
-        return self.files[0].attestation
+    def single(self) -> RepinnedFile:
+        """The asset of an entry every target ships; a per-target result has one per target
+        (``files``), so asking it for one is an error, never its first target's."""
+        if len(self.files) != 1 or self.files[0].target is not None:
+            raise ValueError(f"{self.name} pins one asset per target: use .files")
+        return self.files[0]
 
     def describe(self) -> list[str]:
         """Human-readable lines for the CLI, ending with a ready commit message."""
@@ -150,7 +137,9 @@ class RepinResult:
             return lines
         old = f"{self.old_tag} " if self.old_tag else ""
         what = (
-            f"sha256 {self.sha256[:12]}" if len(self.files) == 1 else f"{len(self.files)} targets"
+            f"sha256 {self.files[0].sha256[:12]}"
+            if len(self.files) == 1
+            else f"{len(self.files)} targets"
         )
         lines.append(
             f"commit: repin {self.name}: {old}-> {self.tag}, {what}, "
@@ -442,7 +431,9 @@ def _verify_all(
     (in the entry's target order) is raised once all have finished, so nothing is half done."""
     from concurrent.futures import ThreadPoolExecutor
 
-    display = RepinProgress(quiet=quiet, bar=bar)
+    from updater.render import ProgressGroup
+
+    display = ProgressGroup(quiet=quiet, bar=bar)
     with display, ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
         futures = [
             pool.submit(
@@ -472,66 +463,6 @@ def _verify_all(
         if isinstance(outcome, MuxError):
             raise outcome
     return tuple(o for o in outcomes if isinstance(o, RepinnedFile))
-
-
-class RepinProgress:
-    """One progress display for parallel downloads: a rich bar per asset on a terminal (unless
-    ``bar`` is off: NO_COLOR, TERM=dumb), else one line when each starts and ends (the
-    updater's :func:`updater.render.make_progress`)."""
-
-    def __init__(self, *, quiet: bool, bar: bool) -> None:
-        import sys
-
-        self._quiet = quiet
-        self._rich: Any = None
-        if not quiet and bar and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-            self._rich = Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-
-    def __enter__(self) -> RepinProgress:
-        if self._rich is not None:
-            self._rich.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._rich is not None:
-            self._rich.stop()
-
-    def task(self, label: str) -> Progress:
-        if self._rich is None:
-            from updater.render import make_progress
-
-            return make_progress(label, quiet=self._quiet, bar=False)
-        return _RichTask(self._rich, label)
-
-
-class _RichTask:
-    """One asset's bar in a shared rich display."""
-
-    def __init__(self, rich: Any, label: str) -> None:
-        self._rich = rich
-        self._label = label
-        self._id: Any = None
-
-    def start(self, total: int | None) -> None:
-        self._id = self._rich.add_task(self._label, total=total)
-
-    def advance(self, done: int) -> None:
-        if self._id is not None:
-            self._rich.update(self._id, completed=done)
-
-    def finish(self) -> None:
-        if self._id is not None:
-            self._rich.update(self._id, visible=False)
 
 
 def _rewrite(original: str, pin: Pin, tag: str, verified: Sequence[RepinnedFile]) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -23,11 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from updater.errors import ParseError, VerificationError
 
+from .components import ComponentKind
+
 if TYPE_CHECKING:
     from updater.sources import ReleaseSource
     from updater.verify import VerificationLog, VerifiedRelease
 
-    from .inventory import Component, Inventory, ShippedFile
+    from .components import Component
+    from .inventory import Inventory, ShippedFile
 
 SBOM_NAME = "sbom.cdx.json"  # inside a build folder (and so in every archive)
 MAX_SBOM_BYTES = 16 * 1024 * 1024
@@ -62,14 +64,14 @@ def _file_component(shipped: ShippedFile) -> Any:
 
 
 def _component(component: Component, files: list[ShippedFile]) -> Any:
+    from cyclonedx.model import Property
     from cyclonedx.model.component import Component as CdxComponent
     from cyclonedx.model.component import ComponentType
     from packageurl import PackageURL
 
     kinds = {
-        "application": ComponentType.APPLICATION,
-        "runtime": ComponentType.FRAMEWORK,
-        "pinned-artifact": ComponentType.LIBRARY,
+        ComponentKind.APPLICATION: ComponentType.APPLICATION,
+        ComponentKind.RUNTIME: ComponentType.FRAMEWORK,
     }
     return CdxComponent(
         name=component.name,
@@ -79,6 +81,9 @@ def _component(component: Component, files: list[ShippedFile]) -> Any:
         description=component.role,
         licenses=_licences(component.licence),
         purl=PackageURL.from_string(component.purl) if component.purl else None,
+        # How its files were matched to it: by bytes, by a path a package lists, or by a file
+        # name alone (the documented table, no package owning those bytes): weaker evidence.
+        properties=[Property(name="mux:mapped-by", value=component.mapped_by)],
         components=[_file_component(f) for f in files],
     )
 
@@ -187,18 +192,17 @@ def sbom_files(raw: bytes, *, what: str = "the SBOM") -> dict[str, str]:
 
 
 def folder_files(folder: Path, *, skip: tuple[str, ...] = (SBOM_NAME,)) -> dict[str, str]:
-    """``{path: sha256}`` of every regular file (and symlink, by its target) below ``folder``."""
+    """``{path: sha256}`` of every file (and link, by its target) below ``folder``, as
+    :func:`release.folder.build_files` lists them (one rule for links everywhere)."""
     from updater.files import sha256_file
 
-    found: dict[str, str] = {}
-    for directory, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for name in filenames:
-            path = Path(directory, name)
-            relative = path.relative_to(folder).as_posix()
-            if relative not in skip and (path.is_file() or path.is_symlink()):
-                found[relative] = sha256_file(path.resolve())
-    return found
+    from .folder import build_files
+
+    return {
+        entry.path: sha256_file(entry.content)
+        for entry in build_files(folder)
+        if entry.path not in skip
+    }
 
 
 def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
@@ -211,7 +215,13 @@ def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
         listed = sbom_files(raw, what=what)
     except ParseError as exc:
         raise VerificationError(f"verification failed ({LAYER_SBOM}): {exc.message}") from None
-    present = folder_files(folder)
+    from .folder import BuildFolderError
+    from .textdiff import name_some
+
+    try:
+        present = folder_files(folder)
+    except BuildFolderError as exc:
+        raise VerificationError(f"verification failed ({LAYER_SBOM}): {exc.message}") from None
     problems = [f"{p} is not in the SBOM" for p in sorted(set(present) - set(listed))]
     problems += [
         f"{p} is in the SBOM but not in the build" for p in sorted(set(listed) - set(present))
@@ -222,11 +232,9 @@ def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
         if present[p] != listed[p]
     ]
     if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise VerificationError(
             f"verification failed ({LAYER_SBOM}): {what} does not match the build: "
-            + "; ".join(problems[:3])
-            + more
+            + name_some(problems, 3, "; ")
         )
     return len(listed)
 

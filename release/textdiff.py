@@ -28,7 +28,7 @@ def capped_unified_diff(
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def name_some(names: Sequence[str], limit: int) -> str:
+def name_some(names: Sequence[str], limit: int, separator: str = ", ") -> str:
     """``a, b, c (and 4 more)``: the first ``limit`` names of a list for a one-line message."""
-    shown = ", ".join(names[:limit])
+    shown = separator.join(names[:limit])
     return shown + (f" (and {len(names) - limit} more)" if len(names) > limit else "")

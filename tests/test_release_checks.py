@@ -149,27 +149,15 @@ def test_the_wheel_platform_of_the_floor_needs_only_the_standard_library() -> No
     # What the build job runs with the runner's python3, before anything is installed:
     # no site-packages (-S), so no packaging, no typer.
     command = [sys.executable, "-S", "-E", "-m", "release.glibc", "wheel-platform"]
-    done = subprocess.run(
-        [*command, "aarch64-unknown-linux-gnu"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert (done.returncode, done.stdout) == (
-        0,
-        f"aarch64-manylinux_{GLIBC_FLOOR.replace('.', '_')}\n",
-    )
-    musl = subprocess.run(
-        [*command, "x86_64-unknown-linux-musl"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert musl.returncode == 2 and "not a Linux gnu target" in musl.stderr
+    floor = GLIBC_FLOOR.replace(".", "_")
+    for target, expected in (
+        ("aarch64-unknown-linux-gnu", (0, f"aarch64-manylinux_{floor}\n", "")),
+        ("x86_64-unknown-linux-musl", (2, "", "not a Linux gnu target")),
+    ):
+        done = subprocess.run(
+            [*command, target], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert (done.returncode, done.stdout) == expected[:2] and expected[2] in done.stderr
 
 
 @pytest.mark.skipif(
@@ -357,26 +345,36 @@ def test_a_rerun_reuses_the_draft_or_finds_the_release_done(github: Any, tmp_pat
 # --- reproducible builds --------------------------------------------------------------------------
 
 
-def test_two_builds_that_differ_are_named(tmp_path: Path, keypair: KeyPair) -> None:
+def two_builds(tmp_path: Path, keypair: KeyPair, **changed: str) -> tuple[Path, ...]:
+    """Two stand-in builds of mux 1.0.0, and a third of ``changed`` settings."""
     settings = {
         "version": "1.0.0",
         "protocol_version": 1,
         "repo": "o/r",
         "minisign_keys": [keypair.public_key],
     }
-    first = build_standin(tmp_path / "one", **settings)
-    second = build_standin(tmp_path / "two", **settings)
+    return tuple(
+        build_standin(tmp_path / name, **{**settings, **(changed if name == "three" else {})})
+        for name in ("one", "two", "three")
+    )
+
+
+def change_a_file(build: Path) -> None:
+    (build / "lib" / "updater" / "layout.py").write_text("# changed\n")
+    write_bill(build, None)
+
+
+def test_two_builds_that_differ_are_named(tmp_path: Path, keypair: KeyPair) -> None:
+    first, second, other = two_builds(tmp_path, keypair, version="1.0.1")
     assert compare_builds(first, second).files > 10
     ok = mux_release("compare-builds", str(first), str(second))
     assert ok.returncode == 0 and "identical" in ok.stdout
 
-    (second / "lib" / "updater" / "layout.py").write_text("# changed\n")
-    write_bill(second, None)
+    change_a_file(second)
     with pytest.raises(NotReproducible) as caught:
         compare_builds(first, second)
     message = caught.value.message
     assert "lib/updater/layout.py" in message and "sbom.cdx.json" in message
-    other = build_standin(tmp_path / "three", **{**settings, "version": "1.0.1"})
     with pytest.raises(Exception, match="compare two builds of one version"):
         compare_builds(first, other)
 
@@ -410,16 +408,8 @@ def test_builds_from_two_runner_images_that_differ_are_not_comparable(
 ) -> None:
     """An image rollout between the build and the rebuild job changes what is not fixed by
     the recipe (docs/release.md): reported with the files, not failed; the same image fails."""
-    settings = {
-        "version": "1.0.0",
-        "protocol_version": 1,
-        "repo": "o/r",
-        "minisign_keys": [keypair.public_key],
-    }
-    first = build_standin(tmp_path / "one", **settings)
-    second = build_standin(tmp_path / "two", **settings)
-    (second / "lib" / "updater" / "layout.py").write_text("# changed\n")
-    write_bill(second, None)
+    first, second, third = two_builds(tmp_path, keypair)
+    change_a_file(second)
     image = {"image_os": "ubuntu24", "image_version": "20250105.1", "arch": "X64"}
     environments = []
     for name, version in (("a", "20250105.1"), ("b", "20250112.1"), ("c", "20250105.1")):
@@ -446,7 +436,6 @@ def test_builds_from_two_runner_images_that_differ_are_not_comparable(
     )
     assert same.returncode == 1 and "lib/updater/layout.py" in same.stderr
     # Identical builds are identical whatever the machines.
-    third = build_standin(tmp_path / "three", **settings)
     ok = mux_release("compare-builds", str(first), str(third), "--environments", *environments[:2])
     assert ok.returncode == 0 and ok.stdout.startswith("the builds are identical: ")
     (tmp_path / "a.environment.json").write_text("[]")
@@ -523,6 +512,14 @@ def test_mux_version_notices_prints_the_shipped_file(tmp_path: Path, keypair: Ke
     path = Path(done.stdout.strip())
     assert path == folder / "THIRD_PARTY_NOTICES.md"
     assert path.read_text().startswith(f"# Third-party notices: mux 0.5.0 ({HOST})")
+    as_json = subprocess.run(
+        [str(folder / "mux"), "version", "--notices", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == {"notices": str(path)}
     (folder / "THIRD_PARTY_NOTICES.md").unlink()
     gone = subprocess.run(
         [str(folder / "mux"), "version", "--notices"], capture_output=True, text=True, timeout=60

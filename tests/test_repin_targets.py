@@ -83,15 +83,24 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def publish(
-    github: FakeGitHub, sigstore: FakeSigstore, tag: str, targets: tuple[str, ...] = TARGETS
+    github: FakeGitHub,
+    sigstore: FakeSigstore,
+    tag: str,
+    targets: tuple[str, ...] = TARGETS,
+    *,
+    built_for: dict[str, str] | None = None,
 ) -> dict[str, str]:
+    """Publish ``tag`` with one attested asset per target; ``built_for`` maps a target to the
+    target whose build it really is (a producer's mix-up), left unattested under its name."""
     folder = github.root / tag
     folder.mkdir()
     digests = {}
     for target in targets:
-        data = payload(tag, target)
+        data = payload(tag, (built_for or {}).get(target, target))
         (folder / asset(target)).write_bytes(data)
         digests[target] = hashlib.sha256(data).hexdigest()
+        if target in (built_for or {}):
+            continue
         github.attestations[digests[target]] = sigstore.attest(
             {asset(target): digests[target]},
             repository=REPO,
@@ -139,6 +148,8 @@ def test_every_target_is_verified_and_pinned_from_one_tag(
     agreed = ("computed", "GitHub's asset digest", "SHA256SUMS")
     assert all(item.digests == agreed for item in result.files)
     assert all(item.attestation.signer_ref == "refs/tags/v2.0.0" for item in result.files)
+    with pytest.raises(ValueError, match="one asset per target"):
+        result.single  # noqa: B018 - never the first target's asset in disguise
 
     pins_text = (checkout / "release" / "pins.toml").read_text()
     for line in PINS.splitlines():  # every human-written line (comments too) is kept
@@ -214,24 +225,7 @@ def test_another_targets_bytes_under_a_targets_name_are_refused(
     aarch64 name, consistently listed in SHA256SUMS; the only attestation of those bytes names
     the x86_64 file. The digests agree and the signature verifies, but the name does not."""
     tag = "v2.0.0"
-    folder = github.root / tag
-    folder.mkdir()
-    digests = {}
-    for target in TARGETS:
-        source = "x86_64-apple-darwin" if target == "aarch64-apple-darwin" else target
-        data = payload(tag, source)
-        (folder / asset(target)).write_bytes(data)
-        digests[target] = hashlib.sha256(data).hexdigest()
-        if target != "aarch64-apple-darwin":
-            github.attestations[digests[target]] = sigstore.attest(
-                {asset(target): digests[target]},
-                repository=REPO,
-                signer_workflow=WORKFLOW,
-                ref=f"refs/tags/{tag}",
-            )
-    (folder / "SHA256SUMS").write_bytes(
-        format_sha256sums({asset(t): d for t, d in digests.items()})
-    )
+    publish(github, sigstore, tag, built_for={"aarch64-apple-darwin": "x86_64-apple-darwin"})
     before = snapshot(checkout)
     with pytest.raises(VerificationError) as caught:
         run_repin(checkout, github, sigstore, tag)
@@ -339,14 +333,20 @@ def test_a_per_target_entry_with_a_tag_but_no_pins_is_repinned(
     assert check_pins(path, notices_path=checkout / "THIRD_PARTY_NOTICES.md") == []
 
 
-def test_a_removed_target_loses_its_pin_at_the_next_repin(
-    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
-) -> None:
+def pin_then_drop_a_target(checkout: Path, github: FakeGitHub, sigstore: FakeSigstore) -> Path:
+    """Pin all three targets at v2.0.0, then declare only the first two (by hand, as allowed)."""
     path = checkout / "release" / "pins.toml"
     publish(github, sigstore, "v2.0.0")
     run_repin(checkout, github, sigstore, "v2.0.0")
     kept = repr(list(TARGETS[:2])).replace("'", '"')
     path.write_text(path.read_text().replace(f"targets = {TARGET_LIST}", f"targets = {kept}"))
+    return path
+
+
+def test_a_removed_target_loses_its_pin_at_the_next_repin(
+    checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
+) -> None:
+    path = pin_then_drop_a_target(checkout, github, sigstore)
     assert check_pins(path) == [
         f"libvt: pinned.{TARGETS[2]}: the entry does not declare this target; run mux-release "
         "repin libvt --tag <tag> to rewrite them"
@@ -361,11 +361,7 @@ def test_a_removed_target_loses_its_pin_at_the_next_repin(
 def test_repin_still_refuses_a_broken_human_part_and_a_downgrade_after_a_shape_change(
     checkout: Path, github: FakeGitHub, sigstore: FakeSigstore
 ) -> None:
-    path = checkout / "release" / "pins.toml"
-    publish(github, sigstore, "v2.0.0")
-    run_repin(checkout, github, sigstore, "v2.0.0")
-    kept = repr(list(TARGETS[:2])).replace("'", '"')
-    path.write_text(path.read_text().replace(f"targets = {TARGET_LIST}", f"targets = {kept}"))
+    path = pin_then_drop_a_target(checkout, github, sigstore)
     publish(github, sigstore, "v1.9.0", targets=TARGETS[:2])
     before = snapshot(checkout)
     with pytest.raises(RepinRefused, match=r"older than the pinned v2\.0\.0"):
