@@ -942,6 +942,15 @@ def test_publishing_is_safe_to_rerun_and_latest_only_for_the_highest_version(
     assert "check+=(--pre)" in verify
 
 
+def test_uploads_survive_a_rerun(workflows: dict[str, dict[str, Any]]) -> None:
+    uploads = [
+        step for step in _steps(workflows) if step.uses and "actions/upload-artifact" in step.uses
+    ]
+    assert len(uploads) == 2  # the build folders, the release files
+    for step in uploads:
+        assert step.doc["with"]["overwrite"] is True, step.where()
+
+
 def test_sboms_are_attested_per_target(workflows: dict[str, dict[str, Any]]) -> None:
     jobs = _jobs(workflows[RELEASE_WORKFLOW.name])
     job = jobs["attest-sbom"]
