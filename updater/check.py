@@ -10,14 +10,17 @@ call.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import buildinfo, cache
 from .buildinfo import BuildInfo
 from .errors import MuxError
-from .plan import CheckReport, ReleaseOffer, ReleaseRequest, plan_check
+from .plan import CheckReport, KeptVersion, ReleaseOffer, ReleaseRequest, plan_check
 from .settings import Settings
 from .timestamps import rfc3339
+
+if TYPE_CHECKING:
+    from .servers import ServerReport
 
 
 def check(
@@ -30,6 +33,26 @@ def check(
     """Run a check; raises :class:`updater.errors.MuxError` on failure (also a cached one)."""
     build = build or buildinfo.current()
     target = _target(settings, build)
+    offer, checked_at, cached = offer_for(request, settings, build, target, max_age=max_age)
+    return _report(build, offer, settings, target, cached, checked_at)
+
+
+def offer_for(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    *,
+    max_age: float | None,
+) -> tuple[ReleaseOffer, float, bool]:
+    """The release on offer, when it was found, and whether that came from the cache.
+
+    With ``max_age``, an answer younger than that comes from the cache (no network; a cached
+    failure is raised again). Otherwise the source is asked and the answer cached, so a
+    check by ``mux update --check`` and one by a server's background check count for both.
+    A release whose tag is the one the cache already knows is not fetched again (tags do not
+    change): one request answers an unchanged feed.
+    """
     key = cache_key(request, settings, build, target)
     if max_age is not None:
         hit = cache.load(key, max_age)
@@ -40,15 +63,17 @@ def check(
                 raise failure
             cached_offer = ReleaseOffer.from_cache(answer)
             if cached_offer is not None:
-                return _report(build, cached_offer, settings, target, True, checked_at)
+                return cached_offer, checked_at, True
+    stale = cache.load(key, float("inf"))
+    known = ReleaseOffer.from_cache(stale[0]) if stale is not None else None
     now = time.time()
     try:
-        offer = find_offer(request, settings, build, target)
+        offer = find_offer(request, settings, build, target, known=known)
     except MuxError as exc:
         cache.store(key, failure_to_cache(exc), now=now)
         raise
     cache.store(key, offer.to_cache(), now=now)
-    return _report(build, offer, settings, target, False, now)
+    return offer, now, False
 
 
 def cache_key(
@@ -66,9 +91,18 @@ def cache_key(
 
 
 def find_offer(
-    request: ReleaseRequest, settings: Settings, build: BuildInfo, target: str
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    *,
+    known: ReleaseOffer | None = None,
 ) -> ReleaseOffer:
-    """Ask the source which release is on offer and decide it against this build."""
+    """Ask the source which release is on offer and decide it against this build.
+
+    ``known`` is an earlier answer: when the source still offers the same tag, its manifest
+    is not fetched again.
+    """
     from . import models
     from .errors import ParseError
     from .plan import OfferedAsset
@@ -76,6 +110,10 @@ def find_offer(
 
     with open_source(settings) as source:
         tag = source.resolve(request)
+        if known is not None and (known.tag, known.source_location) == (tag, source.location):
+            return known._replace(
+                requested=request.exact, decision=request.decide(build.version, known.version)
+            )
         manifest = models.parse_manifest(source.fetch(tag, models.MANIFEST_NAME))
         if models.parse_version(manifest.version) != models.parse_tag(tag):
             raise ParseError(
@@ -129,11 +167,38 @@ def _report(
 ) -> CheckReport:
     from .servers import query_all, server_addresses
 
+    reports = query_all(server_addresses(settings.server_url))
     return plan_check(
         build,
         offer,
-        query_all(server_addresses(settings.server_url)),
+        reports,
         target=target,
         cached=cached,
         checked_at=rfc3339(checked_at),
+        kept_versions=_kept_versions(settings, build, reports),
     )
+
+
+def _kept_versions(
+    settings: Settings, build: BuildInfo, reports: list[ServerReport]
+) -> list[KeptVersion]:
+    """What the install this mux updates keeps and why, with sizes (read only)."""
+    if settings.home is None and build.development:
+        return []  # a checkout updates no install unless MUX_HOME names one
+    from .layout import kept_versions, resolve_layout
+
+    try:
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    except MuxError:
+        return []
+    if not layout.versions.is_dir():
+        return []
+    if settings.server_url:  # retention asks every server, not only the one it names
+        from .servers import every_server_address, query_all
+
+        try:
+            extra = [a for a in every_server_address(None) if a not in {r.address for r in reports}]
+        except MuxError:
+            extra = []
+        reports = [*reports, *query_all(extra)]
+    return kept_versions(layout, reports)
