@@ -44,7 +44,13 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import updater
-from updater.buildinfo import BUILD_INFO_FILE, MAX_TRUSTED_KEYS, BuildInfo, TrustSettings
+from updater.buildinfo import (
+    BUILD_INFO_FILE,
+    MAX_TRUSTED_KEYS,
+    POLICY_FILE,
+    BuildInfo,
+    TrustSettings,
+)
 from updater.errors import MuxError, UsageError
 from updater.files import sha256_file
 from updater.minisign import PublicKey
@@ -91,8 +97,12 @@ def make_build_info(
     target: str,
     repo: str,
     minisign_keys: Sequence[str],
+    policy_file: str = POLICY_FILE,
 ) -> BuildInfo:
-    """Validate the declared build settings and turn them into a :class:`BuildInfo`."""
+    """Validate the declared build settings and turn them into a :class:`BuildInfo`.
+
+    ``policy_file`` is where the build reads the machine policy (an absolute path: a
+    distribution whose /etc is elsewhere names its own)."""
     from updater._targets import TARGETS
 
     parse_version(version)
@@ -105,6 +115,8 @@ def make_build_info(
             f"at most {MAX_TRUSTED_KEYS} trusted minisign keys (the current and the next one)"
         )
     keys = tuple(PublicKey.parse(key).to_base64() for key in minisign_keys)
+    if not Path(policy_file).is_absolute():
+        raise UsageError(f"--policy-file {policy_file!r} must be an absolute path")
     return BuildInfo(
         version=version,
         protocol_version=protocol_version,
@@ -112,6 +124,7 @@ def make_build_info(
         repo=repo,
         development=False,
         trust=TrustSettings(minisign_keys=keys),
+        policy_file=policy_file,
     )
 
 
@@ -316,6 +329,7 @@ def build_standin(
     report_target: str | None = None,
     pins_path: Path | None = None,
     artifacts_dir: Path | None = None,
+    policy_file: str = POLICY_FILE,
 ) -> Path:
     """A stand-in build in ``out_dir/mux-<target>/`` (returned): ``mux`` + ``lib/``.
 
@@ -330,6 +344,7 @@ def build_standin(
         target=target,
         repo=repo,
         minisign_keys=minisign_keys,
+        policy_file=policy_file,
     )
     baked = BuildInfo(
         version=report_version if report_version is not None else declared.version,
@@ -338,6 +353,7 @@ def build_standin(
         repo=declared.repo,
         development=False,
         trust=declared.trust,
+        policy_file=declared.policy_file,
     )
     pinned = check_pinned_artifacts(pins_path, artifacts_dir, target)
     folder = _fresh_output_folder(out_dir, target)
@@ -376,6 +392,7 @@ def build_standalone(
     target: str | None = None,
     pins_path: Path | None = None,
     artifacts_dir: Path | None = None,
+    policy_file: str = POLICY_FILE,
 ) -> Path:
     """A PyInstaller one-folder build of ``mux`` in ``out_dir/mux-<target>/`` (returned).
 
@@ -395,6 +412,7 @@ def build_standalone(
         target=target,
         repo=repo,
         minisign_keys=minisign_keys,
+        policy_file=policy_file,
     )
     if importlib.util.find_spec("PyInstaller") is None:
         raise BuildError(

@@ -117,6 +117,14 @@ def build(
             "each is checked against its pin and shipped as vendor/<name>/<asset>.",
         ),
     ] = None,
+    policy_file: Annotated[
+        str,
+        typer.Option(
+            "--policy-file",
+            help="Where the build reads the machine policy (absolute path; default "
+            "/etc/mux/policy.toml).",
+        ),
+    ] = "/etc/mux/policy.toml",
 ) -> None:
     """Build mux for this machine with its build info (version, protocol, keys) baked in.
 
@@ -146,6 +154,7 @@ def build(
         target=target,
         pins_path=pins or DEFAULT_PINS_PATH,
         artifacts_dir=artifacts,
+        policy_file=policy_file,
     )
     print(folder)
 
@@ -269,6 +278,49 @@ def keygen(
     print("  - the secret MUX_MINISIGN_SECRET_KEY (the secret key file's text) and")
     print("    MUX_MINISIGN_PASSWORD in the repository's `release` environment")
     print(f"  - locally: mux-release build --key {key.to_base64()}")
+
+
+# --- packager-marker ---------------------------------------------------------------------
+
+
+@app.command("packager-marker")
+def packager_marker_command(
+    folder: Annotated[
+        Path, typer.Argument(help="The unpacked build folder: the one holding the mux executable.")
+    ],
+    manager: Annotated[
+        str, typer.Option("--manager", help="Who manages this install, e.g. Homebrew, Nix, Debian.")
+    ],
+    update_command: Annotated[
+        str, typer.Option("--update-command", help="What updates it, e.g. 'brew upgrade mux'.")
+    ],
+    announce_delay: Annotated[
+        str,
+        typer.Option(
+            "--announce-delay",
+            help="How long after a release `mux update --check` waits before announcing it "
+            "(e.g. 24h: the time the package needs to catch up).",
+        ),
+    ] = "0",
+) -> None:
+    """Write the packager marker (mux-packager.json) next to a packaged build's executable:
+    `mux update` then refuses with --update-command, and `mux update --check` names it."""
+    import json
+
+    from updater.cache import parse_duration
+    from updater.files import atomic_write
+    from updater.marker import MARKER_NAME, marker_document
+
+    if not (folder / "mux").is_file():
+        raise UsageError(f"{folder} holds no mux executable; give the unpacked build folder")
+    try:
+        delay = parse_duration(announce_delay)
+    except ValueError as exc:
+        raise UsageError(f"--announce-delay: {exc}") from None
+    document = marker_document(manager, update_command, round(delay))
+    path = folder / MARKER_NAME
+    atomic_write(path, (json.dumps(document, indent=2) + "\n").encode(), mode=0o644)
+    print(path)
 
 
 # -----------------------------------------------------------------------------------------
@@ -552,12 +604,19 @@ def install_sh_command(
         str | None,
         typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to install from."),
     ] = None,
+    policy_file: Annotated[
+        str | None,
+        typer.Option(
+            "--policy-file",
+            help="Where it reads the machine policy (default /etc/mux/policy.toml).",
+        ),
+    ] = None,
 ) -> None:
     """Write the install.sh a release publishes: this one with the repo and keys filled in."""
     from release.install_script import write_install_script
 
     try:
-        written = write_install_script(out, keys=keys or [], repo=repo)
+        written = write_install_script(out, keys=keys or [], repo=repo, policy_file=policy_file)
     except MuxError as exc:
         print(f"mux-release: {exc}", file=sys.stderr)
         raise typer.Exit(exc.exit_code) from None

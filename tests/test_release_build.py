@@ -51,6 +51,7 @@ def expected_info(
             "oidc_issuer": "https://token.actions.githubusercontent.com",
             "signer_workflow": ".github/workflows/release.yml",
         },
+        "policy_file": "/etc/mux/policy.toml",
     }
 
 

@@ -34,8 +34,12 @@ def to_json_line(doc: dict[str, Any]) -> str:
 
 
 def report_error(exc: MuxError, *, as_json: bool) -> int:
-    """One line on stderr; with ``--json`` also one JSON object on stdout. Returns the code."""
-    print(f"mux: {exc}", file=sys.stderr)
+    """One line on stderr; with ``--json`` also one JSON object on stdout. Returns the code.
+
+    The line is escaped as a whole: a message may carry text from a server or a file."""
+    from .errors import printable
+
+    print(f"mux: {printable(str(exc))}", file=sys.stderr)
     if as_json:
         print(to_json_line({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))
     return exc.exit_code
@@ -167,6 +171,9 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         "checked_at": report.checked_at,
         "cached": report.cached,
         "notes": list(report.notes),
+        "install_command": report.install_command,
+        "managed_by": report.manager.to_json() if report.manager else None,
+        "held_until": report.held_until,
     }
 
 
@@ -193,8 +200,6 @@ def _kept_lines(kept_versions: Sequence[KeptVersion], *, indent: str = "  ") -> 
 
 
 def check_text(report: CheckReport) -> str:
-    from .plan import Decision
-
     build, offer = report.build, report.offer
     lines: list[str] = []
     current = f"mux {build.version}" + (" (development build)" if build.development else "")
@@ -203,10 +208,16 @@ def check_text(report: CheckReport) -> str:
         verb = "was requested" if offer.requested else "is available"
         lines.append(f"{current} → {offer.version} {verb}{released}")
         lines.append(f"  release: {offer.release_url}")
-        command = "mux update" + (f" --version {offer.version}" if offer.requested else "")
-        if offer.decision in (Decision.DOWNGRADE, Decision.DOWNGRADE_REFUSED):
-            command += " --allow-downgrade"  # it is older than this mux
-        lines.append(f"  install it with: {command}")
+        manager = report.manager
+        if report.install_command is not None:
+            managed = f" ({manager.name} manages this mux)" if manager else ""
+            lines.append(f"  install it with: {report.install_command}{managed}")
+        elif manager is not None:
+            lines.append(
+                f"  {manager.name} ({manager.origin}) lets only its administrator install it"
+            )
+    elif report.held_until is not None:
+        lines.append(f"{current} is up to date (mux {offer.version} is not announced yet)")
     else:
         lines.append(f"{current} is up to date (latest release {offer.tag})")
     for note in report.notes:
