@@ -51,10 +51,12 @@ from updater.buildinfo import (
     BuildInfo,
     TrustSettings,
 )
-from updater.errors import MuxError, UsageError, VerificationError
+from updater.errors import MuxError, UsageError
 from updater.files import sha256_file
 from updater.minisign import PublicKey
 from updater.models import archive_folder, parse_version
+
+from .pins import check_file_against_pin
 
 if TYPE_CHECKING:
     from .pins import Pin, PinnedAsset
@@ -173,22 +175,6 @@ class PinnedFile:
         return PurePosixPath(VENDOR_DIR_NAME, self.pin.name, self.item.asset)
 
 
-def _check_against_pin(
-    pin: Pin, item: PinnedAsset, *, size: int, sha256: str | None, where: Path
-) -> None:
-    who = f"{item.label(pin.name)} {pin.tag}"
-    if item.size is not None and size != item.size:
-        raise VerificationError(
-            f"{who}: {where} is {size} bytes, the pin says {item.size}",
-            hint="use the asset the pin names, or repin it",
-        )
-    if sha256 is not None and sha256 != item.sha256:
-        raise VerificationError(
-            f"{who}: {where} has sha256 {sha256}, the pin says {item.sha256}",
-            hint="use the asset the pin names, or repin it",
-        )
-
-
 def shipped_pins(pins: Sequence[Pin], target: str) -> list[tuple[Pin, PinnedAsset]]:
     """The pinned files a build for ``target`` ships, each with its pin (pure)."""
     from .pins import PinsError
@@ -248,8 +234,8 @@ def check_pinned_artifacts(
             )
         # The size first: a wrong file usually fails here without reading it.
         size = source.stat().st_size
-        _check_against_pin(pin, item, size=size, sha256=None, where=source)
-        _check_against_pin(pin, item, size=size, sha256=sha256_file(source), where=source)
+        check_file_against_pin(pin, item, size=size, sha256=None, where=source)
+        check_file_against_pin(pin, item, size=size, sha256=sha256_file(source), where=source)
         found.append(PinnedFile(pin=pin, item=item, source=source))
     return found
 
@@ -280,14 +266,19 @@ def vendor_pinned_artifacts(files: Sequence[PinnedFile], build_folder: Path) -> 
                 copy.write(chunk)
         # Fixed mode: the archive's modes must not depend on how the file was downloaded.
         destination.chmod(0o644)
-        _check_against_pin(
+        check_file_against_pin(
             entry.pin, entry.item, size=size, sha256=digest.hexdigest(), where=entry.source
         )
 
 
-_LAUNCHER = """\
+# How the inventory knows a stand-in's launcher (release/inventory.py).
+LAUNCHER_HEADER = """\
 #!/bin/sh
 # mux stand-in launcher (mux-release build --standin): runs the updater package next to it.
+"""
+_LAUNCHER = (
+    LAUNCHER_HEADER
+    + """\
 # Resolve our real location: <bin>/mux is a symlink into MUX_HOME/versions/<version>/.
 self=$(readlink -f -- "$0" 2>/dev/null) || self=
 if [ -z "$self" ]; then
@@ -305,6 +296,7 @@ here=$(cd -P -- "$(dirname -- "$self")" && pwd -P) || exit 1
 # MUX_STANDIN_LAUNCHER tells the entry point how it was invoked (as argv[0] of a frozen build).
 MUX_STANDIN_LAUNCHER=$0 exec {python} -E -B "$here/lib/mux_entry.py" "$@"
 """
+)
 
 _STANDIN_ENTRY = """\
 # mux stand-in entry point: our own copy of the updater package comes first on sys.path.
@@ -448,6 +440,11 @@ def build_standalone(
         built = scratch / "dist" / "mux"
         if not (built / "mux").is_file():
             raise BuildError("PyInstaller finished but produced no mux executable")
+        if target.endswith("-linux-gnu"):
+            # The system's own (libgcc_s), never the build machine's copy: release/glibc.py.
+            from .glibc import leave_out_system_libraries
+
+            leave_out_system_libraries(built)
         # Into the scratch build, so the output folder only ever appears complete.
         vendor_pinned_artifacts(pinned, built)
         write_bill(built, pins_path)

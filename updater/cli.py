@@ -60,7 +60,9 @@ def version(
         path = notices_file()
         if path is None:
             raise MuxError("this mux ships no THIRD_PARTY_NOTICES.md")
-        print(path)
+        from .render import notices_document, to_json_line
+
+        print(to_json_line(notices_document(path)) if as_json else path)
         return
     from .cli_fast import print_version  # the same code answers the fast path
 

@@ -450,6 +450,68 @@ def make_progress(label: str, *, quiet: bool = False, bar: bool = True) -> Progr
     return PlainProgress(label, lambda line: print(line, file=sys.stderr))
 
 
+def notices_document(path: object) -> dict[str, Any]:
+    """``mux version --notices --json``: where the third-party notices this mux ships are."""
+    return {"notices": str(path)}
+
+
+class ProgressGroup:
+    """One progress display for parallel downloads (``mux-release repin``'s assets): a rich bar
+    per download on a terminal (unless ``bar`` is off: NO_COLOR, TERM=dumb), else one line when
+    each starts and ends (:func:`make_progress`)."""
+
+    def __init__(self, *, quiet: bool, bar: bool) -> None:
+        self._quiet = quiet
+        self._rich: Any = None
+        if not quiet and bar and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._rich = RichProgress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+
+    def __enter__(self) -> ProgressGroup:
+        if self._rich is not None:
+            self._rich.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+    def task(self, label: str) -> Progress:
+        if self._rich is None:
+            return make_progress(label, quiet=self._quiet, bar=False)
+        return _GroupTask(self._rich, label)
+
+
+class _GroupTask:
+    """One download's bar in a shared rich display."""
+
+    def __init__(self, rich: Any, label: str) -> None:
+        self._rich = rich
+        self._label = label
+        self._id: Any = None
+
+    def start(self, total: int | None) -> None:
+        self._id = self._rich.add_task(self._label, total=total)
+
+    def advance(self, done: int) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, completed=done)
+
+    def finish(self) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, visible=False)
+
+
 class ConsoleEvents:
     """What ``mux update`` shows on stderr while it runs (:class:`updater.update.UpdateEvents`)."""
 
