@@ -95,7 +95,7 @@ CACHED_CHECK_ALLOWED = {
     # check's 145 M instructions in the build (docs/build.md): a path-string reader of the
     # layout would save them.
     "updater.layout",
-    "updater.marker",  # a packager's marker next to the executable (issue 14)
+    # (updater.marker only for a packaged build: buildinfo.packager_marker_file)
     "pathlib",
     "errno",
     "fnmatch",

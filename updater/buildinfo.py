@@ -243,3 +243,14 @@ def build_folder() -> str | None:
     if not os.path.isfile(os.path.join(package, "_build_info.json")):
         return None
     return os.path.dirname(os.path.dirname(package))
+
+
+def packager_marker_file() -> str | None:
+    """The path of the packager marker next to the running build's executable when anything
+    is there, else None: one ``lstat``, so that a fast path imports the marker's reader
+    (:mod:`updater.marker`) only for a packaged build."""
+    folder = build_folder()
+    if folder is None:
+        return None
+    path = os.path.join(folder, PACKAGER_MARKER)
+    return path if os.path.lexists(path) else None

@@ -9,6 +9,7 @@ call.
 
 from __future__ import annotations
 
+import os
 import time
 
 from . import buildinfo, cache
@@ -171,14 +172,12 @@ def current_manager(settings: Settings, build: BuildInfo) -> Manager | None:
         return Manager("policy", "the machine policy", None, settings.policy_file or "")
     if build.development:
         return None  # a checkout is nobody's package
-    import os
-
-    folder = buildinfo.build_folder()
-    if folder is None or not os.path.lexists(os.path.join(folder, buildinfo.PACKAGER_MARKER)):
+    path = buildinfo.packager_marker_file()
+    if path is None:
         return None  # (without importing the marker's reader: this is the fast path)
     from .marker import find_marker
 
-    marker = find_marker(folder)
+    marker = find_marker(os.path.dirname(path))
     if marker is None:
         return None
     return Manager(

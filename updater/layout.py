@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ._records import NamedTuple
+from .buildinfo import packager_marker_file
 from .errors import InstallError, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -272,8 +273,8 @@ def resolve_layout(home: Path | None, bin_dir: Path | None, *, development: bool
     on record, else ``~/.local/bin``."""
     if home is not None:
         return Layout(home=home.expanduser().absolute(), bin_dir=_bin_dir_for(home, bin_dir))
-    if not development:
-        from .marker import find_marker
+    if not development and packager_marker_file() is not None:
+        from .marker import find_marker  # only for a packaged build: the cached check runs this
 
         marker = find_marker()  # a packager's own word wins over every guess below
         if marker is not None:
