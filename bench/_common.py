@@ -132,15 +132,32 @@ def rebadge(build: Path, destination: Path, *, version: str, protocol_version: i
 
 
 def add_payload(build: Path, size: int) -> None:
-    """``size`` bytes of incompressible data (like real binaries) in mux's own package folder
-    (the notices and SBOM claim it as mux's), then the build's notices and SBOM again."""
+    """About ``size`` bytes of incompressible data (like real binaries) in a file the build's
+    notices and SBOM can map, then its notices and SBOM again: in a standalone build, a stored
+    member of PyInstaller's ``base_library.zip`` (CPython's, by path; never read by mux); in a
+    stand-in, a Python source of mux's package (mux's, by path) holding the data in base64."""
+    import base64
+    import zipfile
+
     from release.build import write_bill
 
-    (package_dir,) = {p.parent for p in build.rglob("_build_info.json")}
-    with (package_dir / "payload.bin").open("wb") as out:
-        while size > 0:
-            out.write(os.urandom(min(size, 1 << 20)))
-            size -= 1 << 20
+    library = build / "_internal" / "base_library.zip"
+    if library.is_file():
+        with (
+            zipfile.ZipFile(library, "a", compression=zipfile.ZIP_STORED) as archive,
+            archive.open("mux_bench_payload.bin", "w", force_zip64=True) as out,
+        ):
+            while size > 0:
+                out.write(os.urandom(min(size, 1 << 20)))
+                size -= 1 << 20
+    else:
+        (package_dir,) = {p.parent for p in build.rglob("_build_info.json")}
+        with (package_dir / "_bench_payload.py").open("wb") as out:
+            out.write(b'"""')
+            while size > 0:  # base64 text: gzip gives back about 3/4 of it
+                out.write(base64.b64encode(os.urandom(min(size, 3 << 18))))
+                size -= 1 << 20
+            out.write(b'"""\n')
     write_bill(build, None)
 
 
