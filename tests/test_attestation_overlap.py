@@ -342,6 +342,55 @@ def test_a_worker_that_breaks_is_the_attestation_layers_one_line(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".download-")] == []
 
 
+class FailingDownloadSource(FeedSource):
+    """A feed whose archive download fails as soon as the attestation worker is busy; the
+    worker then finishes only after that failure (what it did is recorded, in order)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.events: list[str] = []
+        self._busy = threading.Event()
+        self._failed = threading.Event()
+
+    def fetch_optional(self, tag: str, name: str, *, max_size: int = 1 << 20) -> bytes | None:
+        if name.endswith(".sigstore.json"):
+            self._busy.set()
+            self._failed.wait(HOLD)
+            self.events.append("worker fetching")
+        return super().fetch_optional(tag, name, max_size=max_size)
+
+    def download(self, *args: Any, **kwargs: Any) -> Any:
+        assert self._busy.wait(HOLD)
+        self.events.append("download failed")
+        self._failed.set()
+        raise OSError("the connection was reset")
+
+
+def test_a_failed_download_waits_for_the_worker_before_it_reports(
+    tmp_path: Path, feed: Path, keypair: KeyPair, sigstore: FakeSigstore
+) -> None:
+    """A process that exits with a thread inside sigstore can crash instead of exiting 3."""
+    source = FailingDownloadSource(str(feed))
+    release, trust = _metadata(source, keypair, sigstore)
+    asset = release.manifest.asset_for(TARGET)
+    assert asset is not None
+    with pytest.raises(OSError, match="reset"):
+        verify_release_files(
+            source,
+            release,
+            asset,
+            trust,
+            VerificationLog(),
+            download_dir=tmp_path,
+            unpack_dir=tmp_path / "unpacked",
+            smoke_target=TARGET,
+            smoke_timeout=60,
+        )
+    # The worker went on after the failure, and was done before the failure was reported.
+    assert source.events == ["download failed", "worker fetching"]
+    assert not [t for t in threading.enumerate() if t.name == "mux-attestation"]
+
+
 def test_the_download_must_have_exactly_the_attested_digest(
     feed: Path, keypair: KeyPair, sigstore: FakeSigstore
 ) -> None:

@@ -231,29 +231,32 @@ def verify_release_files(
     published = _published_digest(source, release.tag, asset.name, policy, log)
     signed = signed_digest(asset.name, sums=release.sums, manifest=release.manifest)
     attesting = _AttestationInBackground(source, release, signed, policy)
-    with _responsive_switching():
-        fetched = source.download(
-            release.tag,
-            asset.name,
-            download_dir,
-            size=asset.size,
-            max_size=asset.size,
-            progress=progress,
-        )
     try:
-        verify_download(
-            asset.name,
-            fetched.sha256,
-            fetched.size,
-            sums=release.sums,
-            manifest=release.manifest,
-            api_digest=published,
-            log=log,
-        )
-        attesting.finish(fetched.sha256, log)
-        unpack(fetched.path, unpack_dir, top=models.archive_folder(asset.target))
+        with _responsive_switching():
+            fetched = source.download(
+                release.tag,
+                asset.name,
+                download_dir,
+                size=asset.size,
+                max_size=asset.size,
+                progress=progress,
+            )
+        try:
+            verify_download(
+                asset.name,
+                fetched.sha256,
+                fetched.size,
+                sums=release.sums,
+                manifest=release.manifest,
+                api_digest=published,
+                log=log,
+            )
+            attesting.finish(fetched.sha256, log)
+            unpack(fetched.path, unpack_dir, top=models.archive_folder(asset.target))
+        finally:
+            fetched.path.unlink(missing_ok=True)
     finally:
-        fetched.path.unlink(missing_ok=True)
+        attesting.wait()  # a failure elsewhere still outlives the worker (see the class)
     log.ok(LAYER_ARCHIVE, f"{asset.name}: members confined to its folder; mux executable present")
     if check_unpacked is not None:
         check_unpacked(unpack_dir)
@@ -474,9 +477,12 @@ class _AttestationInBackground:
     :meth:`finish` waits for the answer and holds the download to it: the bytes on disk must
     have exactly the digest that was attested. Whatever the worker raised is reported as the
     attestation layer's one line; its log entries and warnings join the caller's only then,
-    so the report keeps the layers' order. The worker writes nothing, so a run that fails
-    elsewhere (the download, layer 2) just drops it: a daemon thread, it cannot keep the
-    process alive, and its answer is never read.
+    so the report keeps the layers' order. The worker writes nothing, and a run that fails
+    elsewhere (the download, layer 2) never reads its answer, but still waits for it
+    (:meth:`wait`; its fetches are bounded like every other): a process that exits while a
+    thread is inside sigstore's import or its native code can crash in the interpreter's
+    finalisation instead of exiting with its one line (seen as a SIGSEGV after a refused
+    digest). For the same reason it is not a daemon thread.
     """
 
     def __init__(
@@ -490,7 +496,6 @@ class _AttestationInBackground:
             target=self._run,
             args=(source, release, policy),
             name="mux-attestation",
-            daemon=True,
         )
         self._thread.start()
 
@@ -502,9 +507,13 @@ class _AttestationInBackground:
         except BaseException as exc:  # handed to finish(); a thread must not die noisily
             self._error = exc
 
+    def wait(self) -> None:
+        """Until the worker is done (its answer, if any, is left unread)."""
+        self._thread.join()
+
     def finish(self, downloaded_sha256: str, log: VerificationLog) -> None:
         """Wait for layer 3; raise its failure, else add its result to ``log``."""
-        self._thread.join()
+        self.wait()
         if self._warnings:
             from .attestation import print_warning
 
