@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import Any, NamedTuple
 
 from .buildinfo import PACKAGER_MARKER, build_folder
@@ -46,8 +47,10 @@ def find_marker(folder: str | None = None) -> PackagerMarker | None:
     if folder is None:
         return None
     path = os.path.join(folder, MARKER_NAME)
-    try:
-        with open(path, "rb") as handle:
+    try:  # non-blocking and judged by what was opened: a FIFO there cannot hang mux
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise _invalid(path, "it is not a regular file")
             raw = handle.read(MAX_MARKER_BYTES + 1)
     except FileNotFoundError:
         return None
