@@ -254,3 +254,63 @@ def test_github_com_hosts_never_see_an_enterprise_token() -> None:
     assert public.api == "https://api.github.com"
     assert public.policy.may_see_token("https://api.github.com/repos/acme/mux/releases")
     assert public.policy.may_see_token("https://github.com/acme/mux/releases/latest")
+
+
+# -- whose attestation an Enterprise release carries ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("web_url", "expected_url", "expected_repo"),
+    [
+        # GitHub Enterprise Server cannot attest: its releases are the build's own, mirrored.
+        ("https://ghe.corp.example", "https://github.com", REPO),
+        # A GHE.com tenant's own attestations name its issuer, which no release build expects.
+        ("https://octo.ghe.com", "https://github.com", REPO),
+        (None, "https://github.com", "corp/mux-mirror"),
+    ],
+)
+def test_the_attestation_an_enterprise_release_must_carry(
+    tmp_path: Path,
+    keypair: KeyPair,
+    sigstore: FakeSigstore,
+    web_url: str | None,
+    expected_url: str,
+    expected_repo: str,
+) -> None:
+    """A release of the build's repository (acme/mux on github.com), mirrored with its
+    Sigstore bundle into an Enterprise repository of another name, verifies there; on
+    github.com, MUX_REPO names the repository that must have attested. Checked with the real
+    verifier against the real bundle."""
+    import hashlib
+
+    from updater import models
+    from updater.attestation import verify_attestation
+    from updater.buildinfo import BuildInfo, TrustSettings
+    from updater.errors import VerificationError
+    from updater.settings import GitHubSettings, Settings
+    from updater.sources import FeedSource
+    from updater.verify import TrustPolicy
+
+    release = make_release(
+        tmp_path / "feed", "0.2.0", protocol_version=2, keypair=keypair, repo=REPO
+    )
+    attest(release, keypair, sigstore)
+    build = BuildInfo(
+        version="0.1.0",
+        protocol_version=1,
+        target="x",
+        repo=REPO,
+        development=False,
+        trust=TrustSettings(minisign_keys=(keypair.public_key,)),
+    )
+    settings = Settings(github=GitHubSettings(repo="corp/mux-mirror", web_url=web_url))
+    policy = TrustPolicy.for_update(FeedSource(str(tmp_path / "feed")), build, settings)
+    assert (policy.github_url, policy.repository) == (expected_url, expected_repo)
+    bundle = (release / models.attestation_name("0.2.0")).read_bytes()
+    manifest = hashlib.sha256((release / "manifest.json").read_bytes()).hexdigest()
+    identity = policy.identity("v0.2.0")
+    if expected_url == "https://github.com" and expected_repo == REPO:
+        verify_attestation(bundle, manifest, identity, trusted_root=sigstore.trusted_root_path)
+    else:  # the bundle names acme/mux on github.com: another identity refuses it
+        with pytest.raises(VerificationError):
+            verify_attestation(bundle, manifest, identity, trusted_root=sigstore.trusted_root_path)

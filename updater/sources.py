@@ -179,6 +179,21 @@ def github_identity_url(web_url: str | None) -> str:
     return GITHUB_WEB if is_loopback_host(host) else web_url.rstrip("/")
 
 
+def attestation_identity(web_url: str | None, repo: str, build_repo: str) -> tuple[str, str]:
+    """Whose release workflow must have attested a release found on this GitHub: its web
+    URL and ``owner/name``.
+
+    On github.com, the repository updated from (``MUX_REPO`` may name a fork). An Enterprise
+    server holds mirrors of the build's own releases (their Sigstore bundle asset copied
+    along): GitHub Enterprise Server has no artifact attestations at all, and a build
+    expects github.com's OIDC issuer, never a GHE.com tenant's. So a release found there must
+    be attested by the build's repository on github.com, whatever the mirror is called."""
+    url = github_identity_url(web_url)
+    if url == GITHUB_WEB:
+        return url, repo
+    return GITHUB_WEB, build_repo or repo
+
+
 # -- GitHub ------------------------------------------------------------------------------------
 
 
