@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from typing import Any, NamedTuple
 
 from .buildinfo import PACKAGER_MARKER, build_folder
@@ -46,6 +45,8 @@ def find_marker(folder: str | None = None) -> PackagerMarker | None:
     folder = folder if folder is not None else build_folder()
     if folder is None:
         return None
+    import stat  # (loaded with os already)
+
     path = os.path.join(folder, MARKER_NAME)
     try:  # non-blocking and judged by what was opened: a FIFO there cannot hang mux
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
