@@ -30,7 +30,12 @@ import pytest
 
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import Feed, make_feed, serve_directory
-from tests.support.servers import mux_runtime_dir, start_fake_server, start_mux_server
+from tests.support.servers import (
+    mux_runtime_dir,
+    start_fake_server,
+    start_mux_server,
+    wait_until,
+)
 from updater import watch
 from updater.servers import query_server
 
@@ -86,16 +91,6 @@ def spawn(install: Install, *args: str) -> tuple[subprocess.Popen[str], Lines]:
         text=True,
     )
     return process, Lines(process)
-
-
-def wait_until(condition, timeout: float = 20.0, what: str = "a condition") -> None:
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while not condition():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
 
 
 def event(line: str | None) -> tuple[str, dict[str, Any]]:
