@@ -453,19 +453,26 @@ def test_install_sh_keeps_a_version_a_server_runs_from(tmp_path, sandbox_env, fe
     home = Path(env["HOME"]) / ".local" / "share" / "mux"
     mux = Install(home=home, bin_dir=Path(env["HOME"]) / ".local" / "bin", env=dict(sandbox_env))
 
-    def install_sh(version: str) -> None:
+    def install_sh(version: str) -> str:
         result = run_install(script, env={**env, "MUX_VERSION": version}, shell=shell)
         assert result.returncode == 0, result.stderr
+        return result.stderr
 
     install_sh("1.0.0")
     pid, address = start(mux)
     install_sh("1.1.0")
-    install_sh("1.2.0")
+    said = install_sh("1.2.0")
     assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
     assert servers(mux)[address]["pid"] == pid
+    # The prune's report reaches the user, after the install's own lines.
+    assert "  kept 1.0.0 (" in said and f"server {address} (pid {pid}) runs from it" in said
+    assert said.index("Switched mux from 1.1.0 to 1.2.0") < said.index("  kept 1.0.0 (")
     stop(mux, address)
-    install_sh("1.3.0")
+    said = install_sh("1.3.0")
     assert versions(mux) == ["1.2.0", "1.3.0"]
+    assert "  removed 1.0.0: no running mux found using it" in said
+    # Nothing was left unlocked: the feed's seq and the record were written before the prune.
+    assert (mux.home / "install.json").is_file()
 
 
 # -- holds that rest on the process, not on finding its socket (review-11 F1-F3) -------------
