@@ -611,3 +611,74 @@ def test_prune_and_rollback_refuse_a_home_without_an_install(tmp_path, sandbox_e
         assert result.stderr.startswith(f"mux: no mux install at {typo}"), result.stderr
         assert "Traceback" not in result.stderr
         assert not typo.exists()
+
+
+def test_a_mux_starting_from_a_version_being_removed_stops_at_once(
+    tmp_path, sandbox_env, feeds, served
+):
+    """The remover holds the version's exclusive lock while it renames the folder away. A mux
+    that starts from that version meanwhile waits for its shared lock, then finds that its
+    folder is gone, and stops with one line before it runs anything more from it."""
+    import fcntl
+
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    run_json(mux, "update", "--version", "1.1.0")
+    folder = mux.home / "versions" / "1.0.0"
+    files = folder / ".mux-files"
+    lock = os.open(files, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a remover does
+        starting = subprocess.Popen(
+            [str(folder / "mux"), "version"],
+            env=mux.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def waiting_for_the_lock() -> bool:
+            with contextlib.suppress(OSError):
+                for fd in os.listdir(f"/proc/{starting.pid}/fd"):
+                    with contextlib.suppress(OSError):
+                        if os.readlink(f"/proc/{starting.pid}/fd/{fd}") == str(files):
+                            return True
+            assert starting.poll() is None, starting.communicate()
+            return False
+
+        wait_until(waiting_for_the_lock, what="the starting mux to open its version's file list")
+        trash = mux.home / "versions" / ".trash-test"
+        trash.mkdir()
+        os.rename(folder, trash / "1.0.0")
+    finally:
+        os.close(lock)
+    out, err = starting.communicate(timeout=60)
+    assert (starting.returncode, out) == (1, ""), err
+    assert (
+        err
+        == f"mux: {folder} was removed while this mux started (an update pruned it); run mux again\n"
+    )
+
+
+def test_a_damaged_copy_that_a_server_runs_from_is_not_swapped(
+    tmp_path, sandbox_env, feeds, served
+):
+    """Asking again for a kept version whose files changed would replace its folder; while a
+    server runs from it, the update stops instead (exit 1, one line), and nothing changes."""
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    pid, address = start(mux)
+    run_json(mux, "update", "--version", "1.1.0")
+    folder = mux.home / "versions" / "1.0.0"
+    (folder / "extra-file").write_text("not part of the release\n")
+    before = folder.stat().st_ino
+    result = mux.run("update", "--version", "1.0.0", "--allow-downgrade")
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    [said] = [line for line in result.stderr.splitlines() if line.startswith("mux:")]
+    assert said == (
+        f"mux: {folder} differs from the release and cannot be replaced: "
+        f"in use by a running mux (pid {pid}) (stop what runs from it and retry; "
+        "mux server status lists the servers)"
+    )
+    assert "Traceback" not in result.stderr
+    assert folder.stat().st_ino == before and mux.active() == "1.1.0"
+    assert [p.name for p in (mux.home / "versions").iterdir() if p.name.startswith(".")] == []
+    assert servers(mux)[address]["pid"] == pid

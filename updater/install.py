@@ -266,8 +266,9 @@ def _place(layout: Layout, staging: Path, version: str) -> Path:
         with inuse.try_exclusive(final) as probe:
             if not probe.acquired:
                 raise InstallError(
-                    f"{final} differs from the release, and {plan.InUseHold(version, probe.holders).describe()}",
-                    hint="stop what runs from it (mux server status lists the servers), then retry",
+                    f"{final} differs from the release and cannot be replaced: "
+                    f"{plan.InUseHold(version, probe.holders).describe()}",
+                    hint="stop what runs from it and retry; mux server status lists the servers",
                 )
             old = _to_trash(layout, version)
         shutil.rmtree(old, ignore_errors=True)

@@ -23,7 +23,7 @@ from .protocol import STATUS_PATH, StatusLine, StatusLineError, parse_status_lin
 
 if TYPE_CHECKING:
     import http.client
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 ServerState = Literal["live", "stale", "hung", "garbage", "foreign", "no-protocol", "error"]
 
@@ -289,7 +289,14 @@ def retention_reports(
     :func:`every_server_address`, asked at once; ``known`` reports (read moments ago for
     another purpose) are reused, not asked again. Raises :class:`MuxError` when the servers
     cannot be listed."""
-    addresses = every_server_address(server_url)
+    return query_reusing(every_server_address(server_url), known, timeout=timeout)
+
+
+def query_reusing(
+    addresses: Sequence[str], known: Iterable[ServerReport], *, timeout: float = DEFAULT_TIMEOUT
+) -> list[ServerReport]:
+    """The servers at ``addresses``, in that order: ``known`` reports are reused, the rest
+    are asked at once (:func:`query_all`)."""
     reused = {report.address: report for report in known}
     missing = [address for address in addresses if address not in reused]
     fresh = dict(zip(missing, query_all(missing, timeout), strict=True))
