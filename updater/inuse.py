@@ -114,14 +114,6 @@ def _same_file(fd: int, path: str) -> bool:
     return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
-def release_for_tests() -> None:
-    """Let go of this process's hold (tests that run mux's main in-process)."""
-    global _held
-    if _held is not None:
-        os.close(_held)
-        _held = None
-
-
 # -- the remover's side ------------------------------------------------------------------------
 
 
@@ -173,14 +165,6 @@ def try_exclusive(folder: str | os.PathLike[str]) -> Exclusive:
         os.close(fd)
         return Exclusive(None, True)
     return Exclusive(fd, True)
-
-
-def in_use(folder: str | os.PathLike[str]) -> Exclusive:
-    """Whether the version in ``folder`` is in use, for a reader: the lock is released at
-    once (a starting mux that meets it waits a moment)."""
-    probe = try_exclusive(folder)
-    probe.close()
-    return probe
 
 
 def lock_holders(target: int | str) -> tuple[int, ...]:
