@@ -225,7 +225,10 @@ def run_check_child(argv_current: str | None, max_age: float) -> int:
     own = buildinfo.current()  # the build that checks: the server's, maybe not the installed
     build = replace(own, version=argv_current) if argv_current else own
     try:
-        current = settings.load(build_repo=build.repo)
+        current = settings.load(
+            build_repo=build.repo, policy_file=build.policy_file, development=build.development
+        )
+        settings.require_updates(current, action="check")
         from ._targets import release_target
 
         offer, checked_at, cached = offer_for(

@@ -19,7 +19,8 @@ from .render import report_error
 EXIT_CODES_HELP = """\
 Exit codes: 0 up to date (or updated, nothing pending); 10 update available;
 20 up to date but a live server speaks another protocol and needs a restart;
-1 error; 2 usage error; 3 verification failed (nothing was installed).
+1 error; 2 usage error; 3 verification failed (nothing was installed);
+4 the machine policy (/etc/mux/policy.toml) does not allow it.
 """
 
 app = typer.Typer(
@@ -59,7 +60,9 @@ def version(
         path = notices_file()
         if path is None:
             raise MuxError("this mux ships no THIRD_PARTY_NOTICES.md")
-        print(path)
+        from .render import notices_document, to_json_line
+
+        print(to_json_line(notices_document(path)) if as_json else path)
         return
     from .cli_fast import print_version  # the same code answers the fast path
 
@@ -136,7 +139,14 @@ def update(
         ),
     ] = False,
 ) -> None:
-    """Check for, verify and install the newest mux; never stops a server."""
+    """Check for, verify and install the newest mux; never stops a server.
+
+    The machine policy (/etc/mux/policy.toml, written by an administrator) may allow only
+    --check, turn updates off, or fix the source: then this exits 4 and says which setting.
+    A mux a package manager installed names that manager's command instead (exit 1).
+    GitHub Enterprise: MUX_GITHUB_URL, MUX_GITHUB_API_URL, MUX_GITHUB_DOWNLOAD_HOSTS (its
+    storage hosts) and MUX_GITHUB_TOKEN.
+    """
     import os
 
     from . import buildinfo, render
@@ -150,6 +160,8 @@ def update(
         home=home,
         trust_keys=trust_key or (),
         skip_attestation=insecure_skip_attestation,
+        policy_file=build.policy_file,
+        development=build.development,
     )
     if prune and (check or rollback or dry_run or version or pre or allow_downgrade):
         raise UsageError("--prune goes alone (with --home, --json)")

@@ -48,6 +48,8 @@ def answer_check(flags: dict[str, object]) -> int | None:
                 os.environ,
                 build_repo=build.repo,
                 source=str(flags["--source"]) if "--source" in flags else None,
+                policy_file=build.policy_file,
+                development=build.development,
             ),
             build=build,
             max_age=max_age,

@@ -467,7 +467,12 @@ def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> An
             server_version=str(fields.get("version")),
             server_protocol=int(fields.get("protocol_version") or 0),
             restart_command=restart_command_for(display),
-            settings=settings.load(os.environ, build_repo=info.repo),
+            settings=settings.load(
+                os.environ,
+                build_repo=info.repo,
+                policy_file=info.policy_file,
+                development=info.development,
+            ),
             development=info.development,
             check_command=current_mux_command,
             log=_log,

@@ -48,10 +48,24 @@ class ServerNotices:
         self._lock = threading.Lock()
         self._announced_tag: str | None = None
         self._offer: plan.ReleaseOffer | None = None
-        self.layout: Layout | None = None  # found by start()
+        self.layout: Layout | None = None  # found by start(), as is what follows
         self.installed: plan.InstalledBuild | None = None
+        self.manager: plan.Manager | None = None
         self._link_watch: Any = None
         self._check: Any = None
+
+    def _manager(self, settings: Settings) -> plan.Manager | None:
+        """Who installs updates here (a packager's marker, the policy's check-only): what
+        the update-available event names, as the check does."""
+        from . import buildinfo
+        from .check import current_manager
+        from .errors import MuxError
+
+        try:
+            return current_manager(settings, buildinfo.current())
+        except MuxError as exc:  # an unreadable marker: the check says so; events name none
+            self._log(f"update notices name no packager: {exc.message}")
+            return None
 
     # -- the link ------------------------------------------------------------------------
 
@@ -135,7 +149,9 @@ class ServerNotices:
         )
         with self._lock:
             self._offer = offer
-            notice = plan.offer_notice(offer, installed_version=self._baseline())
+            notice = plan.offer_notice(
+                offer, installed_version=self._baseline(), manager=self.manager
+            )
             if notice is None:
                 self.hub.retract(plan.EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None
@@ -151,6 +167,7 @@ class ServerNotices:
         from .linkwatch import LinkWatch
 
         settings = self._settings
+        self.manager = self._manager(settings)
         try:
             self.layout = resolve_layout(
                 settings.home, settings.bin_dir, development=self._development

@@ -388,7 +388,8 @@ def verify_release_attestation(
         return
     bundles: list[bytes] = []
     origin = "release asset"
-    shipped = source.fetch_optional(release.tag, models.attestation_name(release.manifest.version))
+    asset = models.attestation_name(release.manifest.version)
+    shipped = source.fetch_optional(release.tag, asset)
     if shipped is not None:
         bundles.append(shipped)
     elif source.attestation_lookup:
@@ -397,7 +398,11 @@ def verify_release_attestation(
             bundles.extend(source.attestation_bundles(sha256))
         except MuxError as exc:
             if policy.require_attestation:
-                raise _fail(LAYER_ATTESTATION, f"no attestation found ({exc.message})") from None
+                raise _fail(
+                    LAYER_ATTESTATION,
+                    f"no attestation found (the release has no {asset}, and {exc.message})",
+                    hint=exc.hint,
+                ) from None
     if not bundles:
         if policy.require_attestation:
             raise _fail(
