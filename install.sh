@@ -1851,20 +1851,24 @@ write_record() {
     tmp_record=
 }
 
-# Keep the active and the previous version, and every version a live mux server runs from:
-# when there is anything else, the new mux prunes (`mux update --prune` asks every server
-# where it runs from; docs/contracts.md). It takes the install lock itself, so this run lets
-# go of its own first: the install is complete. A mux that cannot prune leaves the old
-# versions for the next `mux update` to remove.
+# Keep the active and the previous version, and every version a running mux uses: when there
+# is anything else, the new mux prunes (`mux update --prune` keeps what running mux processes,
+# servers above all, hold or run from; docs/contracts.md) and its report is shown. It takes
+# the install lock itself, so this runs last, once nothing else of this run needs the lock,
+# and lets go of it first. A mux that cannot prune leaves the old versions for the next
+# `mux update` to remove.
 prune_versions() {
     for pr_dir in "$versions_dir"/*; do
         [ -e "$pr_dir" ] || continue
         pr_name=${pr_dir##*/}
         [ "$pr_name" = "$version" ] || [ "$pr_name" = "$previous_version" ] && continue
         exec 9>&-
-        verbose "removing old versions no server runs from (mux update --prune)"
-        "$versions_dir/$version/mux" update --prune --home "$mux_home" >/dev/null 2>&1 ||
-            verbose "old versions stay in $versions_dir until the next mux update"
+        verbose "removing old versions nothing uses (mux update --prune)"
+        if pr_out=$("$versions_dir/$version/mux" update --prune --home "$mux_home" 2>/dev/null); then
+            printf '%s\n' "$pr_out" | while IFS= read -r pr_line; do say "$pr_line"; done
+        else
+            say "old versions stay in $versions_dir until the next mux update"
+        fi
         return 0
     done
 }
@@ -2595,7 +2599,6 @@ cmd_install() {
     make_dirs "$bin_dir"
     switch_link
     write_record
-    prune_versions
     rm -rf "$work_dir"
     work_dir=
     record_feed_seq
@@ -2608,6 +2611,7 @@ cmd_install() {
     [ ! -f "$versions_dir/$version/THIRD_PARTY_NOTICES.md" ] || say "Third-party licences: $versions_dir/$version/THIRD_PARTY_NOTICES.md (mux version --notices)"
     setup_path
     flush_created
+    prune_versions
     print_manual_verification
 }
 
