@@ -72,6 +72,10 @@ VERSION_ALLOWED = {
     "updater.cli_fast",
     "updater.errors",
     "updater.render",
+    # Every mux holds a shared lock on its installed version for its whole life (issue 11):
+    # first thing, fast paths included; fcntl only in an installed build.
+    "updater.inuse",
+    "fcntl",
 }
 
 # The cached check reads the settings and the cache, decides, and asks every live server for
