@@ -62,7 +62,7 @@ def main() -> None:
         (tmp / "run").mkdir(mode=0o700)
         with serve_directory(feed.path) as url:
             env["MUX_UPDATE_SOURCE"] = url
-            check = [*mux, "update", "--check", "--json"]
+            check = [*mux, "update", "--check", "--json", "--trust-key", feed.keypair.public_key]
             for warm_up in (check, [*mux, "version"], [*check, "--max-age", "1h"]):
                 subprocess.run(warm_up, env=env, capture_output=True, check=False)
             results = {

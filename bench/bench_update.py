@@ -27,9 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 def make_feed_with_payload(tmp: Path, mib: int):
     from release.build import build_standin
-    from release.feed import write_feed_index
     from release.package import package_release, sign_release
-    from tests.support.releases import make_keypair, make_release
+    from tests.support.releases import make_keypair, make_release, sign_index
     from updater._targets import detect_target
 
     keypair = make_keypair(tmp / "keys")
@@ -49,7 +48,7 @@ def make_feed_with_payload(tmp: Path, mib: int):
             out.write(os.urandom(1 << 20))
     package_release([build], feed / "v0.2.0")
     sign_release(feed / "v0.2.0", keypair.secret_key())
-    write_feed_index(feed)
+    sign_index(feed, keypair, refresh=False)  # mux reads only a signed index
     return feed, keypair, target
 
 

@@ -93,22 +93,41 @@ def test_github_update_verifies_every_layer(installed: Install, github: FakeGitH
 
 
 def test_attestation_from_the_api_when_the_release_has_none(
-    installed: Install, github: FakeGitHub
+    installed: Install, github: FakeGitHub, keypair: KeyPair
 ) -> None:
+    """A release published without its bundle (SHA256SUMS does not list one): the
+    attestations API has it."""
     release = github.root / "v0.2.0"
     bundle_path = release / "mux-0.2.0.sigstore.json"
     archive = next(release.glob("*.tar.gz"))
     github.attestations[hashlib.sha256(archive.read_bytes()).hexdigest()] = bundle_path.read_bytes()
     bundle_path.unlink()
-    from release.signing import SecretKey  # noqa: F401  (re-sign below)
-    from tests.support.installs import republish as reissue
+    republish(release, keypair.secret_key())
 
     result = installed.run("update", "--json")
-    # SHA256SUMS still lists the removed bundle, which is fine: only fetched files are checked.
     assert result.returncode == 0, result.stderr
     detail = {x["layer"]: x["detail"] for x in json.loads(result.stdout)["verification"]}
     assert "attestations API" in detail["attestation"]
-    del reissue
+
+
+def test_a_bundle_the_signed_sums_list_cannot_be_dropped(
+    installed: Install, github: FakeGitHub
+) -> None:
+    """The signed SHA256SUMS lists the bundle, but it is gone (the API would have one): a
+    refusal, not a fallback, so nothing the signed list names can be stripped."""
+    release = github.root / "v0.2.0"
+    bundle_path = release / "mux-0.2.0.sigstore.json"
+    archive = next(release.glob("*.tar.gz"))
+    github.attestations[hashlib.sha256(archive.read_bytes()).hexdigest()] = bundle_path.read_bytes()
+    bundle_path.unlink()
+    before = snapshot(installed.home, installed.bin_dir)
+    result = installed.run("update")
+    assert result.returncode == 3, result.stderr
+    assert (
+        "verification failed (attestation): the Sigstore bundle mux-0.2.0.sigstore.json, "
+        "listed in the signed SHA256SUMS, could not be read"
+    ) in result.stderr
+    assert_unchanged(installed, before)
 
 
 BAD_ATTESTATIONS = {

@@ -1,7 +1,11 @@
-"""``mux update --check``: resolve -> fetch the manifest -> decide -> verdicts, with a cache.
+"""``mux update --check``: resolve -> verify the small documents -> decide -> verdicts, cached.
 
-:func:`check` is the library entry point. With ``max_age`` it first tries the cache
-(:mod:`updater.cache`) and, on a hit, answers without importing the HTTP stack; the live
+:func:`check` is the library entry point. It reports only what verifies: a feed's signed index
+(:mod:`updater.feed_index`), then layers 1 and 2 on the release's small documents
+(:func:`updater.verify.verify_release_metadata`: the signed ``SHA256SUMS`` and the manifest it
+vouches for), before it says "X is available"; the archive and the attestation stay for
+``mux update``. With ``max_age`` it first tries the cache (:mod:`updater.cache`), a cache of
+verified answers only, and, on a hit, answers without importing the HTTP stack; the live
 servers are always asked afresh, since a restart can change them at any moment. A failed
 lookup is cached too (:func:`failure_to_cache`), so an offline machine does not retry on every
 call.
@@ -39,7 +43,7 @@ def check(
             if failure is not None:
                 raise failure
             cached_offer = ReleaseOffer.from_cache(answer)
-            if cached_offer is not None:
+            if cached_offer is not None and cached_offer.is_fresh(time.time()):
                 return _report(build, cached_offer, settings, target, True, checked_at)
     now = time.time()
     try:
@@ -62,26 +66,32 @@ def cache_key(
         **request.cache_key(),
         "current": build.version,
         "target": target,
+        # An answer verified under other trust is no answer to this question.
+        "trust": list(settings.trust_keys),
+        "allow_expired_feed": settings.allow_expired_feed,
     }
 
 
 def find_offer(
     request: ReleaseRequest, settings: Settings, build: BuildInfo, target: str
 ) -> ReleaseOffer:
-    """Ask the source which release is on offer and decide it against this build."""
-    from . import models
-    from .errors import ParseError
+    """Ask the source which release is on offer, verify its small documents, and decide it
+    against this build. A feed's verified index ``seq`` is recorded once the answer stands."""
+    from .feed_index import remember
     from .plan import OfferedAsset
     from .sources import open_source
+    from .verify import TrustPolicy, VerificationLog, verify_release_metadata
 
-    with open_source(settings) as source:
+    with open_source(settings, build_keys=build.trust.minisign_keys) as source:
         tag = source.resolve(request)
-        manifest = models.parse_manifest(source.fetch(tag, models.MANIFEST_NAME))
-        if models.parse_version(manifest.version) != models.parse_tag(tag):
-            raise ParseError(
-                f"{models.MANIFEST_NAME} of {tag} says version {manifest.version}; refusing it"
-            )
+        policy = TrustPolicy.for_update(source, build, settings)
+        release = verify_release_metadata(source, tag, policy, VerificationLog())
+        manifest = release.manifest
         asset = manifest.asset_for(target)
+        index = source.verified_index()
+        warnings: list[str] = []
+        if index is not None:
+            warnings += filter(None, [index.expiry_warning(), remember(index)])
         return ReleaseOffer(
             source_kind=source.kind,
             source_location=source.location,
@@ -92,8 +102,30 @@ def find_offer(
             release_url=source.release_page(tag),
             asset=OfferedAsset(asset.name, asset.size, asset.sha256) if asset else None,
             requested=request.exact,
-            decision=request.decide(build.version, manifest.version),
+            decision=request.decide(
+                build.version,
+                manifest.version,
+                current_signed_at=_installed_signed_at(settings, build),
+                offered_signed_at=release.signed_at,
+            ),
+            fresh_until=index.comment.expires if index is not None and not index.expired else None,
+            warnings=tuple(warnings),
         )
+
+
+def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
+    """The signed time the install record keeps for this running mux, if it belongs to one."""
+    from .errors import MuxError as _MuxError
+    from .layout import read_record, resolve_layout
+    from .plan import recorded_signed_at
+
+    if build.development and settings.home is None:
+        return None  # a checkout belongs to no install unless MUX_HOME names one
+    try:
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    except _MuxError:
+        return None
+    return recorded_signed_at(read_record(layout), build.version)
 
 
 def failure_to_cache(exc: MuxError) -> dict[str, Any]:

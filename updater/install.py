@@ -267,7 +267,14 @@ class Transaction:
         return self._staging
 
     def switch_to(
-        self, staged: Path, version: str, *, archive_sha256: str, target: str, source: str
+        self,
+        staged: Path,
+        version: str,
+        *,
+        archive_sha256: str,
+        target: str,
+        source: str,
+        signed_at: int | None = None,
     ) -> list[str]:
         """Make the verified, unpacked ``staged`` folder the active ``version``.
 
@@ -292,6 +299,7 @@ class Transaction:
                 target=target,
                 source=source,
                 bin_dir=str(layout.bin_dir),
+                signed_at=signed_at,
             )
             write_record(layout, record)
             _switch_link(layout, version)

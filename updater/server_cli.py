@@ -18,7 +18,7 @@ import typer
 
 from . import buildinfo
 from .errors import MuxError, UsageError
-from .render import describe_live, report_error, server_status_lines
+from .render import describe_live, report_error, server_line, server_status_lines
 from .servers import (
     DEFAULT_SOCKET_NAME,
     SERVER_URL_ENV,
@@ -103,7 +103,7 @@ def start_command(
     from .server_daemon import start
 
     report = _run(lambda: start(_server_address(name, socket, url)))
-    print(f"started a mux server on {report.address}: {describe_live(report)}")
+    print(server_line(f"started a mux server on {report.address}: {describe_live(report)}"))
 
 
 @server_app.command("stop")
@@ -116,9 +116,9 @@ def stop_command(
     address = _run(lambda: _server_address(name, socket, url))
     result = _run(lambda: stop(address))
     if result == "stopped":
-        print(f"stopped the mux server on {address}")
+        print(server_line(f"stopped the mux server on {address}"))
     else:
-        print(f"no mux server runs on {address}")
+        print(server_line(f"no mux server runs on {address}"))
 
 
 @server_app.command("restart")
@@ -129,7 +129,7 @@ def restart_command_(
     from .server_daemon import restart
 
     report = _run(lambda: restart(_server_address(name, socket, url)))
-    print(f"restarted the mux server on {report.address}: {describe_live(report)}")
+    print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
 
 
 @server_app.command("status")
@@ -146,7 +146,7 @@ def status_command(
         return
     if not reports:
         where = os.environ.get(SERVER_URL_ENV) or _run(runtime_dir)
-        print(f"no mux server found (looked in {where})")
+        print(server_line(f"no mux server found (looked in {where})"))
         return
     for line in server_status_lines(reports, buildinfo.current().protocol_version):
         print(line)

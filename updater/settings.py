@@ -8,9 +8,10 @@ Precedence, lowest first: built-in defaults, the build (its baked repository), t
 environment, the flags. The machine policy (``/etc/mux/policy.toml``) will be applied last,
 in :func:`load`, where it can pin the source, add trusted keys and refuse flags.
 
-A malformed number (``MUX_HTTP_TIMEOUT=soon``) falls back to its default; URLs and targets are
-checked where they are used (:mod:`updater.sources`, :mod:`updater._targets`), so that a bad
-value fails the command that uses it with one line naming the variable.
+A malformed number (``MUX_HTTP_TIMEOUT=soon``, a negative one) falls back to its default;
+URLs and targets are checked where they are used (:mod:`updater.sources`,
+:mod:`updater._targets`), so that a bad value fails the command that uses it with one line
+naming the variable.
 
 Stdlib only: this is on the fast path of the cached check. The records are NamedTuples, not
 frozen dataclasses, for the same reason: defining a frozen dataclass costs about a millisecond
@@ -29,11 +30,19 @@ TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
 
 
 class HttpSettings(NamedTuple):
-    """How long and how often to try: ``MUX_HTTP_TIMEOUT``, ``_RETRIES``, ``_BACKOFF``."""
+    """How long and how often to try: ``MUX_HTTP_TIMEOUT``, ``_RETRIES``, ``_BACKOFF``, and
+    the bounds on a whole answer: ``MUX_HTTP_DEADLINE``, ``_MIN_SPEED``, ``_SPEED_WINDOW``
+    (the names install.sh reads too)."""
 
     timeout: float = 10.0  # seconds to connect, and without a byte while reading (a stall)
     retries: int = 3  # retries after a connection failure, a 5xx or a dropped download
     backoff: float = 0.5  # seconds before the first retry, doubled for each next one
+    # MUX_HTTP_DEADLINE: seconds for one small document, every try and redirect included
+    deadline: float = 30.0
+    # MUX_HTTP_MIN_SPEED / MUX_HTTP_SPEED_WINDOW: an archive download gives up when less than
+    # min_speed bytes/s arrived over a window of speed_window seconds (0: no minimum)
+    min_speed: float = 1024.0
+    speed_window: float = 30.0
 
 
 class GitHubSettings(NamedTuple):
@@ -50,6 +59,11 @@ class Settings(NamedTuple):
     github: GitHubSettings = GitHubSettings()
     http: HttpSettings = HttpSettings()
     trust_keys: tuple[str, ...] = ()  # --trust-key: minisign keys trusted besides the build's
+    # --allow-expired-feed / MUX_ALLOW_EXPIRED_FEED=1: accept a feed index past its expiry
+    allow_expired_feed: bool = False
+    # Where the highest feed `seq` per key is kept (feed-seq); None: platformdirs'
+    # user_state_dir("mux"), as install.sh computes it (docs/contracts.md)
+    state_dir: Path | None = None
     skip_attestation: bool = False  # --insecure-skip-attestation
     sigstore_trusted_root: Path | None = None  # MUX_SIGSTORE_TRUSTED_ROOT (private instances)
     target: str | None = None  # MUX_TARGET: the build to install instead of this machine's
@@ -60,6 +74,12 @@ class Settings(NamedTuple):
     server_url: str | None = None  # MUX_SERVER_URL: the one server to ask, else all in the dir
     progress_bar: bool = True  # False with NO_COLOR or TERM=dumb: plain progress lines
 
+    def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
+        """Every minisign key trusted here: the build's, then these settings' (--trust-key,
+        and whatever the machine policy merged in), each once. One list for the feed index
+        and for releases."""
+        return tuple(dict.fromkeys((*build_keys, *self.trust_keys)))
+
 
 def load(
     environ: Mapping[str, str] | None = None,
@@ -69,6 +89,7 @@ def load(
     home: Path | None = None,
     trust_keys: Sequence[str] = (),
     skip_attestation: bool = False,
+    allow_expired_feed: bool = False,
 ) -> Settings:
     """The settings for one command: ``environ`` (default: the process's) and its flags."""
     settings = _from_environment(os.environ if environ is None else environ, build_repo)
@@ -78,6 +99,7 @@ def load(
         home=home,
         trust_keys=tuple(trust_keys),
         skip_attestation=skip_attestation,
+        allow_expired_feed=allow_expired_feed,
     )
     # The machine policy (issue 14) is merged here, last, so that it can overrule both.
     return settings
@@ -91,9 +113,14 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
 
     def number(name: str, default: float) -> float:
         try:
-            return float(environ.get(name) or default)
+            value = float(environ.get(name) or default)
         except ValueError:
             return default
+        return value if 0 <= value < float("inf") else default  # not negative, NaN or infinite
+
+    def positive(name: str, default: float) -> float:
+        value = number(name, default)
+        return value if value > 0 else default
 
     def path(*names: str) -> Path | None:
         value = next((environ[name] for name in names if environ.get(name)), None)
@@ -112,7 +139,11 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
             timeout=number("MUX_HTTP_TIMEOUT", defaults.http.timeout),
             retries=int(number("MUX_HTTP_RETRIES", defaults.http.retries)),
             backoff=number("MUX_HTTP_BACKOFF", defaults.http.backoff),
+            deadline=positive("MUX_HTTP_DEADLINE", defaults.http.deadline),
+            min_speed=number("MUX_HTTP_MIN_SPEED", defaults.http.min_speed),
+            speed_window=positive("MUX_HTTP_SPEED_WINDOW", defaults.http.speed_window),
         ),
+        allow_expired_feed=environ.get("MUX_ALLOW_EXPIRED_FEED") == "1",
         sigstore_trusted_root=Path(root) if root else None,
         target=text("MUX_TARGET"),
         home=Path(environ["MUX_HOME"]) if environ.get("MUX_HOME") else None,
@@ -131,10 +162,12 @@ def _with_flags(
     home: Path | None,
     trust_keys: tuple[str, ...],
     skip_attestation: bool,
+    allow_expired_feed: bool,
 ) -> Settings:
     return settings._replace(
         source=source or settings.source,
         home=home or settings.home,
         trust_keys=(*settings.trust_keys, *trust_keys),
         skip_attestation=skip_attestation or settings.skip_attestation,
+        allow_expired_feed=allow_expired_feed or settings.allow_expired_feed,
     )

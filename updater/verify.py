@@ -100,7 +100,7 @@ class TrustPolicy:
         from .sources import github_identity_url
 
         return cls(
-            minisign_keys=tuple(dict.fromkeys((*build.trust.minisign_keys, *settings.trust_keys))),
+            minisign_keys=settings.trusted_keys(build.trust.minisign_keys),
             require_signature=source.signature_required or bool(build.trust.minisign_keys),
             repository=settings.github.repo,
             signer_workflow=build.trust.signer_workflow,
@@ -171,6 +171,9 @@ class VerifiedRelease:
     tag: str
     sums: dict[str, str]
     manifest: models.Manifest
+    # The signed time of SHA256SUMS.minisig (its trusted comment's timestamp); None when no
+    # signature was checked (a build that trusts no key, from GitHub).
+    signed_at: int | None = None
 
 
 @dataclass(frozen=True)
@@ -185,15 +188,22 @@ class VerifiedFiles:
 def verify_release_metadata(
     source: ReleaseSource, tag: str, policy: TrustPolicy, log: VerificationLog
 ) -> VerifiedRelease:
-    """Layers 1 and 2 for ``SHA256SUMS`` and ``manifest.json`` of the release ``tag``."""
-    sums = verify_sums(
+    """Layers 1 and 2 for ``SHA256SUMS`` and ``manifest.json`` of the release ``tag``.
+
+    The signature's trusted comment must name this release (``version:``, equal to the tag
+    and, below, to the manifest's version: no mix of releases) and its signed time, which the
+    caller compares with the installed release's and records.
+    """
+    signed = verify_sums(
         source.fetch(tag, models.SUMS_NAME),
         source.fetch_optional(tag, models.SUMS_SIGNATURE_NAME),
         policy,
         log,
+        tag=tag,
+        signature_url=source.file_url(tag, models.SUMS_SIGNATURE_NAME),
     )
-    manifest = verify_manifest(source.fetch(tag, models.MANIFEST_NAME), sums, tag, log)
-    return VerifiedRelease(tag, sums, manifest)
+    manifest = verify_manifest(source.fetch(tag, models.MANIFEST_NAME), signed.sums, tag, log)
+    return VerifiedRelease(tag, signed.sums, manifest, signed.timestamp)
 
 
 def verify_release_files(
@@ -278,12 +288,33 @@ def _published_digest(
 # -- layers 1 and 2: the small documents -----------------------------------------------------
 
 
-def verify_sums(
-    sums: bytes, signature: bytes | None, policy: TrustPolicy, log: VerificationLog
-) -> dict[str, str]:
-    """Layer 1, then parse ``SHA256SUMS``."""
-    from . import minisign
+@dataclass(frozen=True)
+class SignedSums:
+    """``SHA256SUMS``, parsed, and what its verified signature says (None: not checked)."""
 
+    sums: dict[str, str]
+    timestamp: int | None = None
+
+
+def verify_sums(
+    sums: bytes,
+    signature: bytes | None,
+    policy: TrustPolicy,
+    log: VerificationLog,
+    *,
+    tag: str,
+    signature_url: str = models.SUMS_SIGNATURE_NAME,
+) -> SignedSums:
+    """Layer 1, then parse ``SHA256SUMS``.
+
+    A verified signature must be for the release ``tag`` (its ``version:``) and carry its
+    signed time (``timestamp:``), as install.sh demands.
+    """
+    from . import minisign
+    from .timestamps import utc_text
+    from .trusted_comments import ReleaseComment
+
+    timestamp = None
     if not policy.minisign_keys:
         if policy.require_signature:
             raise _fail(
@@ -304,9 +335,35 @@ def verify_sums(
             verified = minisign.verify(sums, signature, keys)
         except VerificationError as exc:
             raise _fail(LAYER_SIGNATURE, f"SHA256SUMS: {exc.message}", hint=exc.hint) from None
-        log.ok(LAYER_SIGNATURE, f"SHA256SUMS signed by minisign key {verified.key_id}")
+        comment_text = verified.trusted_comment[:200]
+        try:
+            comment = ReleaseComment.parse(verified.trusted_comment)
+        except ParseError as exc:
+            raise _fail(LAYER_SIGNATURE, f"the signature {signature_url}: {exc.message}") from None
+        if comment.version is None or models.tag_for(comment.version) != tag:
+            raise _fail(
+                LAYER_SIGNATURE,
+                f"the signature {signature_url} is for another version "
+                f"({comment.version or 'none named'}, not {tag.removeprefix('v')}; "
+                f"its trusted comment: {comment_text})",
+                hint="the mirror serves files of different releases together; "
+                "do not install from it",
+            )
+        if comment.timestamp is None:
+            raise _fail(
+                LAYER_SIGNATURE,
+                f"the signature {signature_url} has no signed timestamp "
+                f"(its trusted comment: {comment_text})",
+                hint="the release was not signed by mux-release; report it",
+            )
+        timestamp = comment.timestamp
+        log.ok(
+            LAYER_SIGNATURE,
+            f"SHA256SUMS signed by minisign key {verified.key_id} "
+            f"(mux {comment.version}, signed {utc_text(timestamp)})",
+        )
     try:
-        return models.parse_sha256sums(sums)
+        return SignedSums(models.parse_sha256sums(sums), timestamp)
     except ParseError as exc:
         raise _fail(LAYER_DIGEST, exc.message) from None
 
@@ -325,8 +382,13 @@ def verify_manifest(
         manifest = models.parse_manifest(raw)
     except ParseError as exc:
         raise _fail(LAYER_MANIFEST, exc.message) from None
-    if models.parse_version(manifest.version) != models.parse_tag(tag):
-        raise _fail(LAYER_MANIFEST, f"manifest.json says version {manifest.version}, tag is {tag}")
+    if models.tag_for(manifest.version) != tag:  # exactly, as install.sh compares them
+        raise _fail(
+            LAYER_MANIFEST,
+            f"manifest.json says version {manifest.version}, expected "
+            f"{tag.removeprefix('v')} (tag {tag})",
+            hint="the mirror serves files of different releases together; do not install from it",
+        )
     log.ok(LAYER_MANIFEST, f"manifest.json matches SHA256SUMS and tag {tag}")
     return manifest
 
@@ -373,12 +435,20 @@ def verify_release_attestation(
     policy: TrustPolicy,
     log: VerificationLog,
 ) -> None:
-    """Layer 3: the bundle shipped with the release first, the attestations API second."""
+    """Layer 3: the bundle shipped with the release first, the attestations API second.
+
+    When the signed ``SHA256SUMS`` lists the release's bundle, this layer is mandatory for
+    every source: the bundle must be there and match its line (a mirror that drops, stalls
+    or swaps it is refused, not skipped); only ``--insecure-skip-attestation`` goes on.
+    """
     if policy.skip_attestation:
         log.skipped(LAYER_ATTESTATION, "skipped by --insecure-skip-attestation")
         return
+    name = models.attestation_name(release.manifest.version)
+    listed = release.sums.get(name)
+    required = policy.require_attestation or listed is not None
     if not policy.repository:
-        if policy.require_attestation:
+        if required:
             raise _fail(
                 LAYER_ATTESTATION,
                 "no repository to check the attestation against (this build has none)",
@@ -388,7 +458,11 @@ def verify_release_attestation(
         return
     bundles: list[bytes] = []
     origin = "release asset"
-    shipped = source.fetch_optional(release.tag, models.attestation_name(release.manifest.version))
+    shipped = (
+        _listed_bundle(source, release, name, listed)
+        if listed is not None
+        else source.fetch_optional(release.tag, name)
+    )
     if shipped is not None:
         bundles.append(shipped)
     elif source.attestation_lookup:
@@ -396,10 +470,10 @@ def verify_release_attestation(
         try:
             bundles.extend(source.attestation_bundles(sha256))
         except MuxError as exc:
-            if policy.require_attestation:
+            if required:
                 raise _fail(LAYER_ATTESTATION, f"no attestation found ({exc.message})") from None
     if not bundles:
-        if policy.require_attestation:
+        if required:
             raise _fail(
                 LAYER_ATTESTATION,
                 f"no attestation for sha256 {sha256}",
@@ -420,6 +494,30 @@ def verify_release_attestation(
         f"built by {report.signer_workflow}@{report.signer_ref} in {report.repository} "
         f"({origin}, transparency log index {report.log_index})",
     )
+
+
+def _listed_bundle(
+    source: ReleaseSource, release: VerifiedRelease, name: str, listed: str
+) -> bytes:
+    """The bundle the signed ``SHA256SUMS`` lists, exactly as listed."""
+    try:
+        bundle = source.fetch(release.tag, name)
+    except NetworkError as exc:
+        raise _fail(
+            LAYER_ATTESTATION,
+            f"the Sigstore bundle {name}, listed in the signed SHA256SUMS, could not be read: "
+            f"{exc.message}",
+            hint="a mirror must serve every file of a release; use a complete one",
+        ) from None
+    actual = hashlib.sha256(bundle).hexdigest()
+    if actual != listed:
+        raise _fail(
+            LAYER_ATTESTATION,
+            f"the Sigstore bundle {name} does not match its SHA256SUMS line "
+            f"(expected {listed}, got {actual})",
+            hint="the mirror altered or swapped it; do not install from it, and report it",
+        )
+    return bundle
 
 
 # -- layer 4: unpacking ----------------------------------------------------------------------
