@@ -17,9 +17,9 @@ from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.releases import KeyPair, make_keypair
 from updater import models
-from updater.trusted_comments import IndexComment
 from updater.buildinfo import current
 from updater.protocol import PROTOCOL_VERSION
+from updater.trusted_comments import IndexComment
 
 HERE_VERSION = current().version
 TARGET = current().target

@@ -84,24 +84,33 @@ def _merged(*states: Mapping[str, int]) -> dict[str, int]:
 def record(path: Path, key_id: str, seq: int) -> bool:
     """Raise ``key_id``'s counter in ``path`` to ``seq`` (never lower it); True when written.
 
-    Raises :class:`OSError` when the file cannot be written (the caller warns: the answer it
-    verified stands).
+    mux writers also hold ``flock`` on the state folder while they read, merge and rename, so
+    two of them never interleave; install.sh's writer re-reads before its rename, which
+    leaves only that last instant to chance. Raises :class:`OSError` when the file cannot be
+    written (the caller warns: the answer it verified stands).
     """
+    import fcntl
+
     from .files import write_temp_beside
 
-    first = _read_text(path)
-    wanted = _merged(parse(first), {key_id: seq})
-    if format_state(wanted) == first.encode("ascii", "replace"):
-        return False
+    if parse(_read_text(path)).get(key_id, -1) >= seq:
+        return False  # already recorded (the common case: read only)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = write_temp_beside(path, format_state(wanted))
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        again = _read_text(path)  # just before the rename: another writer may have raised one
-        if again != first:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        first = _read_text(path)
+        wanted = _merged(parse(first), {key_id: seq})
+        temporary = write_temp_beside(path, format_state(wanted))
+        try:
+            again = _read_text(path)  # just before the rename: install.sh may have written
+            if again != first:
+                temporary.unlink(missing_ok=True)
+                temporary = write_temp_beside(path, format_state(_merged(wanted, parse(again))))
+            os.replace(temporary, path)
+        except BaseException:
             temporary.unlink(missing_ok=True)
-            temporary = write_temp_beside(path, format_state(_merged(wanted, parse(again))))
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+            raise
+    finally:
+        os.close(folder)  # (and with it the lock)
     return True
