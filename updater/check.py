@@ -77,7 +77,6 @@ def find_offer(
 ) -> ReleaseOffer:
     """Ask the source which release is on offer, verify its small documents, and decide it
     against this build. A feed's verified index ``seq`` is recorded once the answer stands."""
-    from .feed_index import remember
     from .plan import OfferedAsset
     from .sources import open_source
     from .verify import TrustPolicy, VerificationLog, verify_release_metadata
@@ -91,6 +90,8 @@ def find_offer(
         index = source.verified_index()
         warnings: list[str] = []
         if index is not None:
+            from .feed_index import remember
+
             warnings += filter(None, [index.expiry_warning(), remember(index)])
         return ReleaseOffer(
             source_kind=source.kind,
@@ -115,12 +116,11 @@ def find_offer(
 
 def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
     """The signed time the install record keeps for this running mux, if it belongs to one."""
+    if build.development and settings.home is None:
+        return None  # a checkout belongs to no install unless MUX_HOME names one
     from .errors import MuxError as _MuxError
     from .layout import read_record, resolve_layout
     from .plan import recorded_signed_at
-
-    if build.development and settings.home is None:
-        return None  # a checkout belongs to no install unless MUX_HOME names one
     try:
         layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
     except _MuxError:

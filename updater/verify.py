@@ -23,16 +23,15 @@ import errno
 import hashlib
 import json
 import os
-import subprocess
-import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import models
 from .errors import InstallError, MuxError, NetworkError, ParseError, VerificationError
 
 if TYPE_CHECKING:
+    import tarfile
     from collections.abc import Callable
 
     from .buildinfo import BuildInfo
@@ -288,8 +287,7 @@ def _published_digest(
 # -- layers 1 and 2: the small documents -----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SignedSums:
+class SignedSums(NamedTuple):
     """``SHA256SUMS``, parsed, and what its verified signature says (None: not checked)."""
 
     sums: dict[str, str]
@@ -558,6 +556,8 @@ def _checked_members(archive: tarfile.TarFile, top: str) -> list[tarfile.TarInfo
 
 def unpack(archive_path: Path, destination: Path, *, top: str) -> None:
     """Unpack ``top/`` of the archive into ``destination`` (which must be empty)."""
+    import tarfile  # (not at the top: the check, which imports this module, unpacks nothing)
+
     try:
         with tarfile.open(archive_path, "r:gz") as archive:
             members = _checked_members(archive, top)
@@ -594,6 +594,8 @@ class Expected:
 
 def reported_build(folder: Path, *, timeout: float) -> Expected:
     """What ``<folder>/mux version --json`` says it is (run once, with a timeout)."""
+    import subprocess
+
     command = [str(folder / "mux"), "version", "--json"]
     try:
         result = subprocess.run(
