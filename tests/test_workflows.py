@@ -829,7 +829,7 @@ def test_the_feed_index_is_signed_after_each_release_and_re_signed_weekly(
     events = [s["env"].get("EVENT") for s in jobs["sign"]["steps"] if "env" in s]
     assert "${{ github.event_name }}" in events
     assert sign.count("mux-release feed feed ") == 3  # refresh, a new feed, a release
-    assert "mux update --check --source feed" in sign  # checked as mux reads it
+    assert 'mux update --check --source feed "${keys[@]}"' in sign  # checked as mux reads it
     assert jobs["publish"]["needs"] == "sign"
     release = _jobs(workflows[RELEASE_WORKFLOW.name])
     assert release["feed"]["uses"] == "./.github/workflows/feed.yml"
