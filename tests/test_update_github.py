@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -253,4 +254,34 @@ def test_stalled_download_times_out(installed: Install, github: FakeGitHub) -> N
     result = stalled.run("update", timeout=60)
     assert result.returncode == 1, result.stderr
     assert "download of" in result.stderr and "ReadTimeout" in result.stderr
+    assert_unchanged(installed, before)
+
+
+@pytest.mark.parametrize("case", ["another-version", "signed-before-the-installed-one"])
+def test_the_signed_version_and_time_apply_on_github_too(
+    case: str, installed: Install, github: FakeGitHub, keypair: KeyPair
+) -> None:
+    """GitHub decides the latest tag over TLS; the release's signed comment must still name
+    it, and a release signed before the installed one is still a downgrade."""
+    from release.package import trusted_comment_for
+
+    release = github.root / "v0.2.0"
+    sums = (release / "SHA256SUMS").read_bytes()
+    if case == "another-version":
+        comment = trusted_comment_for("0.1.0", int(time.time()))
+        text = "SHA256SUMS.minisig is for another version (0.1.0, not 0.2.0"
+    else:
+        record = json.loads((installed.home / "install.json").read_text())
+        comment = trusted_comment_for("0.2.0", record["versions"]["0.1.0"]["signed_at"] - 1)
+        text = "mux 0.2.0 was signed"
+    (release / "SHA256SUMS.minisig").write_bytes(keypair.secret_key().sign(sums, comment))
+    before = snapshot(installed.home, installed.bin_dir)
+    for args in (("update", "--check"), ("update",)):
+        result = installed.run(*args)
+        if case == "signed-before-the-installed-one" and "--check" in args:
+            assert result.returncode == 0, result.stderr  # nothing to offer: it says why
+            assert "was signed before this mux" in result.stdout
+            continue
+        assert result.returncode == 3, result.stderr
+        assert text in result.stderr.strip().splitlines()[-1]
     assert_unchanged(installed, before)

@@ -121,6 +121,7 @@ def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
     from .errors import MuxError as _MuxError
     from .layout import read_record, resolve_layout
     from .plan import recorded_signed_at
+
     try:
         layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
     except _MuxError:

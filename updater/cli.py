@@ -126,7 +126,11 @@ def update(
         ),
     ] = False,
     allow_downgrade: Annotated[
-        bool, typer.Option("--allow-downgrade", help="Allow --version to install an older release.")
+        bool,
+        typer.Option(
+            "--allow-downgrade",
+            help="Allow --version to install an older release (by version or signed time).",
+        ),
     ] = False,
     insecure_skip_attestation: Annotated[
         bool,
