@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def make_feed_with_payload(tmp: Path, mib: int):
-    from release.build import build_standin
+    from release.build import build_standin, write_bill
     from release.package import package_release, sign_release
     from tests.support.releases import make_keypair, make_release, sign_index
     from updater._targets import detect_target
@@ -43,9 +43,12 @@ def make_feed_with_payload(tmp: Path, mib: int):
         minisign_keys=[keypair.public_key],
         target=target,
     )
-    with (build / "payload.bin").open("wb") as out:  # incompressible, like real binaries
+    # Incompressible, like real binaries; inside the package, so that the build's own notices
+    # and SBOM (written again below, as a build writes them) account for it.
+    with (build / "lib" / "updater" / "payload.bin").open("wb") as out:
         for _ in range(mib):
             out.write(os.urandom(1 << 20))
+    write_bill(build, None)
     package_release([build], feed / "v0.2.0")
     sign_release(feed / "v0.2.0", keypair.secret_key())
     sign_index(feed, keypair, refresh=False)  # mux reads only a signed index
