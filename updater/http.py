@@ -255,12 +255,19 @@ def _within(
         return operation(timeout)
     now = time.monotonic()
     budget.check(now)
-    wait = budget.next_check(now)
     try:
-        return operation(max(wait if timeout is None else min(timeout, wait), 0.001))
+        return operation(_socket_timeout(budget.next_check(now), timeout))
     except httpcore.TimeoutException:
         budget.check(time.monotonic())
         raise
+
+
+def _socket_timeout(budget_wait: float, timeout: float | None) -> float | None:
+    """The smaller of the two (None: no limit at all), never zero (which means non-blocking)."""
+    limit = timeout if budget_wait == float("inf") else budget_wait
+    if timeout is not None and limit is not None:
+        limit = min(limit, timeout)
+    return None if limit is None else max(limit, 0.001)
 
 
 class _BudgetedStream(httpcore.NetworkStream):
@@ -285,7 +292,7 @@ class _BudgetedStream(httpcore.NetworkStream):
                     raise httpcore.ReadTimeout("timed out")
                 wait = min(wait, stall_left)
             try:
-                data = self._stream.read(max_bytes, max(wait, 0.001))
+                data = self._stream.read(max_bytes, _socket_timeout(wait, None))
             except httpcore.ReadTimeout:
                 if stall_left is not None and wait >= stall_left:
                     raise
