@@ -1842,14 +1842,21 @@ write_record() {
     tmp_record=
 }
 
-# Keep the active and the previous version; remove the others.
+# Keep the active and the previous version, and every version a live mux server runs from:
+# when there is anything else, the new mux prunes (`mux update --prune` asks every server
+# where it runs from; docs/contracts.md). It takes the install lock itself, so this run lets
+# go of its own first: the install is complete. A mux that cannot prune leaves the old
+# versions for the next `mux update` to remove.
 prune_versions() {
     for pr_dir in "$versions_dir"/*; do
         [ -e "$pr_dir" ] || continue
         pr_name=${pr_dir##*/}
         [ "$pr_name" = "$version" ] || [ "$pr_name" = "$previous_version" ] && continue
-        verbose "removing old version $pr_name"
-        rm -rf "$pr_dir"
+        exec 9>&-
+        verbose "removing old versions no server runs from (mux update --prune)"
+        "$versions_dir/$version/mux" update --prune --home "$mux_home" >/dev/null 2>&1 ||
+            verbose "old versions stay in $versions_dir until the next mux update"
+        return 0
     done
 }
 

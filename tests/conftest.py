@@ -12,6 +12,11 @@ from pathlib import Path
 
 import pytest
 
+# Servers the tests start check for updates in the background only when a test asks for it
+# (MUX_UPDATE_CHECK_INTERVAL in that test's environment): a check child per server would
+# otherwise run a few seconds into every test that keeps a server alive.
+os.environ.setdefault("MUX_UPDATE_CHECK_INTERVAL", "0")
+
 # Variables from the developer's or CI's environment that would change what mux does.
 _LEAKY = (
     "GITHUB_TOKEN",

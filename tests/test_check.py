@@ -290,9 +290,9 @@ def test_a_manifest_sha256sums_does_not_vouch_for_is_never_reported(
     SHA256SUMS was made, or a release with no SHA256SUMS at all, is no release."""
     folder = write_release(github.root, "9.0.0")
     raw = (folder / "manifest.json").read_bytes()
-    (folder / "manifest.json").write_bytes(
-        raw.replace(b'"protocol_version": 1', b'"protocol_version": 7')
-    )
+    changed = raw.replace(b'"released_at": "2026-', b'"released_at": "2027-')
+    assert changed != raw
+    (folder / "manifest.json").write_bytes(changed)
     env = {**sandbox_env, **github_env(github)}
     result, doc = check(env)
     assert result.returncode == 3, result.stderr

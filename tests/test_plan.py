@@ -17,11 +17,18 @@ from packaging.version import Version
 from updater.buildinfo import BuildInfo
 from updater.errors import UsageError
 from updater.plan import (
+    EVENT_RESTART_NEEDED,
+    EVENT_UPDATE_AVAILABLE,
+    EVENT_UPDATE_INSTALLED,
     CheckReport,
     Decision,
+    InstalledBuild,
     OfferedAsset,
     ReleaseOffer,
     ReleaseRequest,
+    ServerHold,
+    link_notices,
+    offer_notice,
     plan_check,
     record_install,
     record_rollback,
@@ -202,6 +209,49 @@ def test_server_verdicts(
     assert verdict.live == (report.state == "live")
 
 
+def _with_build(report: ServerReport, version: str, installed: bool | None) -> ServerReport:
+    from dataclasses import replace
+
+    assert report.status is not None
+    status = replace(report.status, version=version)
+    return replace(report, status=status, build_installed=installed)
+
+
+@pytest.mark.parametrize(
+    ("version", "protocol", "installed", "restart", "compatible", "deleted"),
+    [
+        ("1.0.0", 1, True, False, False, False),  # the current version: nothing to say
+        ("0.9.0", 1, True, False, True, False),  # older, same protocol: compatible
+        ("0.9.0", 1, None, False, True, False),  # where it runs from is unknown: still compatible
+        ("0.9.0", 2, True, True, False, False),  # another protocol: a pending restart
+        ("0.9.0", 1, False, True, False, True),  # its build was deleted: restart it
+        ("1.0.0", 1, False, True, False, True),
+    ],
+)
+def test_server_verdicts_against_the_current_version(
+    version: str,
+    protocol: int,
+    installed: bool | None,
+    restart: bool,
+    compatible: bool,
+    deleted: bool,
+) -> None:
+    report = _with_build(live("/a.sock", protocol), version, installed)
+    (verdict,) = server_verdicts([report], running_protocol=1, current_version="1.0.0")
+    assert (verdict.restart_needed, verdict.compatible, verdict.build_deleted) == (
+        restart,
+        compatible,
+        deleted,
+    )
+    wanted = restart or compatible
+    assert verdict.restart_command == ("mux server restart --socket /a.sock" if wanted else None)
+    check = plan_check(
+        BUILD, _offer(Decision.UP_TO_DATE), [report], target="x", cached=False, checked_at=""
+    )
+    # A compatible server is not a pending restart: the check says up to date (exit 0).
+    assert check.exit_code == (20 if restart else 0)
+
+
 def test_a_loopback_server_is_restarted_by_url() -> None:
     (verdict,) = server_verdicts([live("http://127.0.0.1:7070", 1)], running_protocol=2)
     assert verdict.restart_command == "mux server restart --url http://127.0.0.1:7070"
@@ -334,6 +384,78 @@ def test_settle(
 names = st.sampled_from(["0.1.0", "0.2.0", "0.3.0", "1.0.0", "2.0.0rc1"])
 
 
+def hold(version: str, address: str = "/s.sock", pid: int = 7, answering: bool = True):
+    return ServerHold(version, address, pid, answering)
+
+
+@pytest.mark.parametrize(
+    ("active", "previous", "installed", "holds", "remove", "kept"),
+    [
+        # A server on 1 survives the update to 2, to 3 and to 4.
+        ("2", "1", ["1", "2"], [hold("1")], (), {"2": "active", "1": "previous"}),
+        (
+            "3",
+            "2",
+            ["1", "2", "3"],
+            [hold("1")],
+            (),
+            {"3": "active", "2": "previous", "1": "server"},
+        ),
+        (
+            "4",
+            "3",
+            ["1", "3", "4"],
+            [hold("1")],
+            (),
+            {"4": "active", "3": "previous", "1": "server"},
+        ),
+        # Once it is gone, the next settle removes 1.
+        ("4", "3", ["1", "3", "4"], [], ("1",), {"4": "active", "3": "previous"}),
+        # Two servers on two old versions; a hung one holds its version too.
+        (
+            "5",
+            "4",
+            ["1", "2", "3", "4", "5"],
+            [hold("1", "/a"), hold("3", "/b", answering=False)],
+            ("2",),
+            {"5": "active", "4": "previous", "1": "server", "3": "server"},
+        ),
+        # A server on a version that is not installed (deleted by hand) keeps nothing.
+        ("3", "2", ["2", "3"], [hold("1")], (), {"3": "active", "2": "previous"}),
+        # A server on the active version: active is the reason.
+        ("3", "2", ["1", "2", "3"], [hold("3")], ("1",), {"3": "active", "2": "previous"}),
+    ],
+)
+def test_settle_keeps_every_version_a_server_runs_from(
+    active: str,
+    previous: str,
+    installed: list[str],
+    holds: list[ServerHold],
+    remove: tuple[str, ...],
+    kept: dict[str, str],
+) -> None:
+    record = {"active": active, "previous": previous, "versions": {v: entry(v) for v in installed}}
+    settlement = settle(record, active=active, installed=installed, holds=holds)
+    assert settlement.remove == remove
+    assert {k.version: k.kind for k in settlement.kept} == kept
+    record_after = settlement.record if settlement.record is not None else record
+    assert set(record_after["versions"]) == set(kept)  # a kept version keeps its file list
+
+
+def test_the_reason_names_each_server_and_its_pid() -> None:
+    settlement = settle(
+        {"active": "3", "previous": "2"},
+        active="3",
+        installed=["1", "2", "3"],
+        holds=[hold("1", "/run/a.sock", 11), hold("1", "/run/b.sock", 12, answering=False)],
+    )
+    (server,) = [k for k in settlement.kept if k.kind == "server"]
+    assert server.reason == (
+        "server /run/a.sock (pid 11) runs from it; "
+        "server /run/b.sock (pid 12, not answering) runs from it"
+    )
+
+
 @given(
     record=st.fixed_dictionaries(
         {},
@@ -354,7 +476,9 @@ def test_settle_keeps_the_active_the_previous_and_the_running_version(
 ) -> None:
     active = data.draw(st.one_of(st.none(), st.sampled_from(installed) if installed else st.none()))
     running = data.draw(st.one_of(st.none(), names))
-    settlement = settle(record, active=active, installed=installed, running=running)
+    held = data.draw(st.lists(names, max_size=3))
+    holds = [hold(version, f"/s{i}.sock", i) for i, version in enumerate(held)]
+    settlement = settle(record, active=active, installed=installed, running=running, holds=holds)
     if active is None:
         assert settlement == settle({}, active=None, installed=[])
         return
@@ -362,15 +486,17 @@ def test_settle_keeps_the_active_the_previous_and_the_running_version(
     kept = [v for v in installed if v not in settlement.remove]
     assert set(settlement.remove) <= set(installed)
     assert active in kept and (running not in settlement.remove)
+    assert not set(held) & set(settlement.remove)  # never what a server runs from
     assert settled["active"] == active
     previous = settled["previous"]
     assert previous is None or (previous != active and previous in kept)
-    assert set(kept) - {running} <= {active, previous}
-    assert set(settled["versions"]) <= {active, previous}
+    assert set(kept) - {running, *held} <= {active, previous}  # nothing else stays
+    assert {k.version for k in settlement.kept} == set(kept) | {active}  # each with a reason
+    assert set(settled["versions"]) <= {active, previous, running, *held}
     assert settled.get("bin_dir") == record.get("bin_dir")  # unknown fields survive
     # Settling twice is settling once.
-    again = settle(settled, active=active, installed=kept, running=running)
-    assert again.record is None and set(again.remove) <= ({running} - {active})
+    again = settle(settled, active=active, installed=kept, running=running, holds=holds)
+    assert again.record is None and again.remove == ()
 
 
 def test_record_install_adds_the_version_and_keeps_the_rest() -> None:
@@ -429,3 +555,42 @@ def test_record_rollback_swaps_active_and_previous() -> None:
         "previous": "2",
         "x": 1,
     }
+
+
+# -- what a server tells its watchers ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("installed", "types", "compatible"),
+    [
+        (InstalledBuild("1.1.0", 2), [EVENT_UPDATE_INSTALLED], True),
+        (InstalledBuild("1.2.0", 3), [EVENT_UPDATE_INSTALLED, EVENT_RESTART_NEEDED], False),
+        (InstalledBuild("1.2.0", None), [EVENT_UPDATE_INSTALLED], None),  # protocol unknown
+        (InstalledBuild("1.0.0", 2), [EVENT_UPDATE_INSTALLED], True),  # back to the server's
+    ],
+)
+def test_link_notices(installed: InstalledBuild, types: list[str], compatible: bool | None) -> None:
+    notices = link_notices(
+        server_version="1.0.0", server_protocol=2, installed=installed, restart_command="R"
+    )
+    assert [n.type for n in notices] == types
+    data = notices[0].data
+    assert (data["version"], data["protocol_version"]) == installed
+    assert data["compatible"] is compatible
+    assert data["restart_command"] == (None if installed.version == "1.0.0" else "R")
+    if EVENT_RESTART_NEEDED in types:
+        assert notices[1].data["restart_command"] == "R"
+        assert notices[1].data["server_protocol_version"] == 2
+
+
+@pytest.mark.parametrize(
+    ("installed", "announced"),
+    [("1.0.0", True), ("1.9.9", True), ("2.0.0", False), ("3.0.0", False)],
+)
+def test_offer_notice_only_for_a_newer_release(installed: str, announced: bool) -> None:
+    notice = offer_notice(_offer(Decision.UPDATE), installed_version=installed)
+    if not announced:
+        assert notice is None
+        return
+    assert notice is not None and notice.type == EVENT_UPDATE_AVAILABLE
+    assert notice.data == _offer(Decision.UPDATE).to_cache()["latest"]  # the check's "latest"

@@ -23,8 +23,11 @@ from release.protocol_check import (
     read_sources,
     record_protocol,
 )
+from updater.protocol import PROTOCOL_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# The protocol version the checkout records: each bump moves it, the rules stay the same.
+CURRENT = PROTOCOL_VERSION
 BUMP_HINT = "bump PROTOCOL_VERSION and run mux-release protocol --record"
 
 
@@ -80,7 +83,7 @@ def test_a_change_without_a_bump_fails_and_cannot_be_recorded(tree: Path) -> Non
         check_protocol(tree)
     assert caught.value.message == (
         f"updater/protocol.py changed since {LOCK_PATH} was recorded but PROTOCOL_VERSION is "
-        f"still 1: {BUMP_HINT}"
+        f"still {CURRENT}: {BUMP_HINT}"
     )
     with pytest.raises(ProtocolError, match=r"^refusing to record: updater/protocol.py changed"):
         record_protocol(tree)
@@ -90,7 +93,9 @@ def test_a_change_without_a_bump_fails_and_cannot_be_recorded(tree: Path) -> Non
 def test_a_change_with_a_bump_passes_once_recorded(tree: Path) -> None:
     edit(tree, *CHANGE)
     version = bump(tree)
-    with pytest.raises(ProtocolError, match=f"PROTOCOL_VERSION is {version} but .* records 1: run"):
+    with pytest.raises(
+        ProtocolError, match=f"PROTOCOL_VERSION is {version} but .* records {CURRENT}: run"
+    ):
         check_protocol(tree)
     state = record_protocol(tree)
     assert state.protocol_version == version
@@ -120,8 +125,10 @@ def test_comments_docstrings_and_layout_do_not_count(tree: Path, old: str, new: 
 def test_a_version_going_back_fails(tree: Path) -> None:
     bump(tree)
     record_protocol(tree)
-    edit(tree, "PROTOCOL_VERSION = 2", "PROTOCOL_VERSION = 1")
-    with pytest.raises(ProtocolError, match="PROTOCOL_VERSION went back from 2 to 1"):
+    edit(tree, f"PROTOCOL_VERSION = {CURRENT + 1}", f"PROTOCOL_VERSION = {CURRENT}")
+    with pytest.raises(
+        ProtocolError, match=f"PROTOCOL_VERSION went back from {CURRENT + 1} to {CURRENT}"
+    ):
         check_protocol(tree)
 
 
@@ -136,7 +143,7 @@ def test_a_missing_or_broken_lock_says_how_to_record(tree: Path) -> None:
 
 
 def test_a_version_that_is_not_a_literal_is_refused(tree: Path) -> None:
-    edit(tree, "PROTOCOL_VERSION = 1", "PROTOCOL_VERSION = 1 + 0")
+    edit(tree, f"PROTOCOL_VERSION = {CURRENT}", f"PROTOCOL_VERSION = {CURRENT} + 0")
     with pytest.raises(ProtocolError, match="must be assigned an integer literal"):
         check_protocol(tree)
 
@@ -177,13 +184,14 @@ def test_the_last_release_tag_is_checked_even_when_the_lock_was_hand_edited(tree
     with pytest.raises(ProtocolError) as caught:
         check_protocol(tree)
     assert caught.value.message == (
-        f"updater/protocol.py changed since release v0.1.0 but PROTOCOL_VERSION is still 1: "
+        f"updater/protocol.py changed since release v0.1.0 but PROTOCOL_VERSION is still "
+        f"{CURRENT}: "
         f"{BUMP_HINT}"
     )
 
     bump(tree)
     record_protocol(tree)
-    assert check_protocol(tree).current.protocol_version == 2
+    assert check_protocol(tree).current.protocol_version == CURRENT + 1
 
 
 def test_the_command_prints_one_line_and_exits_1(tree: Path) -> None:
@@ -197,7 +205,7 @@ def test_the_command_prints_one_line_and_exits_1(tree: Path) -> None:
     ]
     passing = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
     assert passing.returncode == 0, passing.stderr
-    assert passing.stdout.startswith("protocol version 1 (fingerprint ")
+    assert passing.stdout.startswith(f"protocol version {CURRENT} (fingerprint ")
 
     edit(tree, *CHANGE)
     failing = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)

@@ -560,7 +560,8 @@ def test_current_mux_command_in_a_development_checkout():
     assert server_daemon.current_mux_command() == [sys.executable, "-m", "updater"]
 
 
-def test_current_mux_command_in_a_standalone_build_keeps_the_bin_symlink(monkeypatch, tmp_path):
+def test_current_mux_command_in_a_standalone_build_is_its_own_versioned_path(monkeypatch, tmp_path):
+    """Never the moving link: what this process starts runs the build it runs itself."""
     versions = tmp_path / "versions" / "0.2.0"
     versions.mkdir(parents=True)
     real = versions / "mux"
@@ -571,10 +572,24 @@ def test_current_mux_command_in_a_standalone_build_keeps_the_bin_symlink(monkeyp
     (bin_dir / "mux").symlink_to(real)
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     monkeypatch.setattr(sys, "argv", [str(bin_dir / "mux"), "server", "restart"])
-    assert server_daemon.current_mux_command() == [str(bin_dir / "mux")]
+    resolved = [os.path.realpath(real)]
+    assert server_daemon.current_mux_command() == resolved
     monkeypatch.setattr(sys, "argv", ["mux", "server", "restart"])
     monkeypatch.setenv("PATH", str(bin_dir))
-    assert server_daemon.current_mux_command() == [str(bin_dir / "mux")]
+    assert server_daemon.current_mux_command() == resolved
+    # Moving the link afterwards changes nothing for this process.
+    other = tmp_path / "versions" / "0.3.0"
+    other.mkdir()
+    (other / "mux").write_text("#!/bin/sh\n")
+    (bin_dir / "mux").unlink()
+    (bin_dir / "mux").symlink_to(other / "mux")
+    monkeypatch.setattr(sys, "argv", [str(real), "server", "restart"])
+    assert server_daemon.current_mux_command() == resolved
+    # A PyInstaller build knows itself by sys.executable.
+    monkeypatch.setattr(sys, "_MEIPASS", str(versions / "_internal"), raising=False)
+    monkeypatch.setattr(sys, "executable", str(real))
+    monkeypatch.setattr(sys, "argv", ["mux"])
+    assert server_daemon.current_mux_command() == resolved
 
 
 # -- the CLI ----------------------------------------------------------------------------

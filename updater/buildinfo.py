@@ -102,6 +102,25 @@ def current() -> BuildInfo:
     return _cached
 
 
+def executable() -> str:
+    """The resolved path of the build this process runs from (``…/versions/<v>/mux``).
+
+    A PyInstaller build is ``sys.executable``; the stand-in build (a launcher script that
+    runs Python) says where its launcher is through ``sys.argv[0]``; a development checkout
+    has no build of its own, so it is the Python interpreter. Resolved: never ``<bin>/mux``,
+    which ``mux update`` moves to another version under a running process.
+    """
+    import os
+    import shutil
+    import sys
+
+    if not getattr(sys, "frozen", False) or hasattr(sys, "_MEIPASS"):
+        return os.path.realpath(sys.executable)
+    invoked = sys.argv[0] if sys.argv else ""
+    found = invoked if os.sep in invoked else shutil.which(invoked or "mux")
+    return os.path.realpath(found or sys.executable)
+
+
 NOTICES_NAME = "THIRD_PARTY_NOTICES.md"
 
 

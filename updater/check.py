@@ -14,14 +14,17 @@ call.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import buildinfo, cache
 from .buildinfo import BuildInfo
 from .errors import MuxError
-from .plan import CheckReport, ReleaseOffer, ReleaseRequest, plan_check
+from .plan import CheckReport, KeptVersion, ReleaseOffer, ReleaseRequest, plan_check
 from .settings import Settings
 from .timestamps import rfc3339
+
+if TYPE_CHECKING:
+    from .servers import ServerReport
 
 
 def check(
@@ -34,6 +37,26 @@ def check(
     """Run a check; raises :class:`updater.errors.MuxError` on failure (also a cached one)."""
     build = build or buildinfo.current()
     target = _target(settings, build)
+    offer, checked_at, cached = offer_for(request, settings, build, target, max_age=max_age)
+    return _report(build, offer, settings, target, cached, checked_at)
+
+
+def offer_for(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    *,
+    max_age: float | None,
+) -> tuple[ReleaseOffer, float, bool]:
+    """The release on offer, when it was found, and whether that came from the cache.
+
+    With ``max_age``, an answer younger than that comes from the cache (no network; a cached
+    failure is raised again). Otherwise the source is asked and the answer cached, so a
+    check by ``mux update --check`` and one by a server's background check count for both.
+    A release whose tag is the one the cache already knows is not fetched again (tags do not
+    change): one request answers an unchanged feed.
+    """
     key = cache_key(request, settings, build, target)
     if max_age is not None:
         hit = cache.load(key, max_age)
@@ -44,15 +67,17 @@ def check(
                 raise failure
             cached_offer = ReleaseOffer.from_cache(answer)
             if cached_offer is not None and cached_offer.is_fresh(time.time()):
-                return _report(build, cached_offer, settings, target, True, checked_at)
+                return cached_offer, checked_at, True
+    stale = cache.load(key, float("inf"))
+    known = ReleaseOffer.from_cache(stale[0]) if stale is not None else None
     now = time.time()
     try:
-        offer = find_offer(request, settings, build, target)
+        offer = find_offer(request, settings, build, target, known=known)
     except MuxError as exc:
         cache.store(key, failure_to_cache(exc), now=now)
         raise
     cache.store(key, offer.to_cache(), now=now)
-    return _report(build, offer, settings, target, False, now)
+    return offer, now, False
 
 
 def cache_key(
@@ -73,26 +98,52 @@ def cache_key(
 
 
 def find_offer(
-    request: ReleaseRequest, settings: Settings, build: BuildInfo, target: str
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    *,
+    known: ReleaseOffer | None = None,
 ) -> ReleaseOffer:
     """Ask the source which release is on offer, verify its small documents, and decide it
-    against this build. A feed's verified index ``seq`` is recorded once the answer stands."""
+    against this build. A feed's verified index ``seq`` is recorded once the answer stands.
+
+    ``known`` is an earlier (verified) answer: when the source still offers the same tag, the
+    release's documents are not fetched again (a release does not change under its tag); a
+    feed's index is verified all the same, since it decides which tag that is.
+    """
     from .plan import OfferedAsset
     from .sources import open_source
-    from .verify import TrustPolicy, VerificationLog, verify_release_metadata
 
     with open_source(settings, build_keys=build.trust.minisign_keys) as source:
         tag = source.resolve(request)
-        policy = TrustPolicy.for_update(source, build, settings)
-        release = verify_release_metadata(source, tag, policy, VerificationLog())
-        manifest = release.manifest
-        asset = manifest.asset_for(target)
         index = source.verified_index()
         warnings: list[str] = []
+        fresh_until = None
         if index is not None:
             from .feed_index import remember
 
             warnings += filter(None, [index.expiry_warning(), remember(index)])
+            fresh_until = None if index.expired else index.comment.expires
+        installed_signed_at = _installed_signed_at(settings, build)
+        if known is not None and (known.tag, known.source_location) == (tag, source.location):
+            return known._replace(
+                requested=request.exact,
+                decision=request.decide(
+                    build.version,
+                    known.version,
+                    current_signed_at=installed_signed_at,
+                    offered_signed_at=known.signed_at,
+                ),
+                fresh_until=fresh_until,
+                warnings=tuple(warnings),
+            )
+        from .verify import TrustPolicy, VerificationLog, verify_release_metadata
+
+        policy = TrustPolicy.for_update(source, build, settings)
+        release = verify_release_metadata(source, tag, policy, VerificationLog())
+        manifest = release.manifest
+        asset = manifest.asset_for(target)
         return ReleaseOffer(
             source_kind=source.kind,
             source_location=source.location,
@@ -106,11 +157,12 @@ def find_offer(
             decision=request.decide(
                 build.version,
                 manifest.version,
-                current_signed_at=_installed_signed_at(settings, build),
+                current_signed_at=installed_signed_at,
                 offered_signed_at=release.signed_at,
             ),
-            fresh_until=index.comment.expires if index is not None and not index.expired else None,
+            fresh_until=fresh_until,
             warnings=tuple(warnings),
+            signed_at=release.signed_at,
         )
 
 
@@ -118,13 +170,12 @@ def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
     """The signed time the install record keeps for this running mux, if it belongs to one."""
     if build.development and settings.home is None:
         return None  # a checkout belongs to no install unless MUX_HOME names one
-    from .errors import MuxError as _MuxError
     from .layout import read_record, resolve_layout
     from .plan import recorded_signed_at
 
     try:
         layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
-    except _MuxError:
+    except MuxError:
         return None
     return recorded_signed_at(read_record(layout), build.version)
 
@@ -162,11 +213,38 @@ def _report(
 ) -> CheckReport:
     from .servers import query_all, server_addresses
 
+    reports = query_all(server_addresses(settings.server_url))
     return plan_check(
         build,
         offer,
-        query_all(server_addresses(settings.server_url)),
+        reports,
         target=target,
         cached=cached,
         checked_at=rfc3339(checked_at),
+        kept_versions=_kept_versions(settings, build, reports),
     )
+
+
+def _kept_versions(
+    settings: Settings, build: BuildInfo, reports: list[ServerReport]
+) -> list[KeptVersion]:
+    """What the install this mux updates keeps and why, with sizes (read only)."""
+    if settings.home is None and build.development:
+        return []  # a checkout updates no install unless MUX_HOME names one
+    from .layout import kept_versions, resolve_layout
+
+    try:
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    except MuxError:
+        return []
+    if not layout.versions.is_dir():
+        return []
+    if settings.server_url:  # retention asks every server, not only the one it names
+        from .servers import every_server_address, query_all
+
+        try:
+            extra = [a for a in every_server_address(None) if a not in {r.address for r in reports}]
+        except MuxError:
+            extra = []
+        reports = [*reports, *query_all(extra)]
+    return kept_versions(layout, reports)

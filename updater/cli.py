@@ -40,7 +40,11 @@ def _mount_server_commands() -> None:
         from .server_cli import server_app
     except ImportError:  # pragma: no cover - only while the module is being written
         return
-    app.add_typer(server_app, name="server", help="Run and inspect mux servers.")
+    app.add_typer(
+        server_app,
+        name="server",
+        help="Run, inspect and watch mux servers (a server outlives any number of updates).",
+    )
 
 
 @app.command()
@@ -106,6 +110,16 @@ def update(
     rollback: Annotated[
         bool, typer.Option("--rollback", help="Switch back to the previous installed version.")
     ] = False,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help=(
+                "Remove installed versions nothing needs: keeps the active and previous ones "
+                "and every version a live server runs from, and says why."
+            ),
+        ),
+    ] = False,
     home: Annotated[
         Path | None,
         typer.Option("--home", help="The install to update (default: MUX_HOME or this mux's)."),
@@ -156,6 +170,14 @@ def update(
         skip_attestation=insecure_skip_attestation,
         allow_expired_feed=allow_expired_feed,
     )
+    if prune and (check or rollback or dry_run or version or pre or allow_downgrade):
+        raise UsageError("--prune goes alone (with --home, --json)")
+    if prune:
+        from .update import run_prune
+
+        result = run_prune(settings, build=build)
+        print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
+        raise typer.Exit(result.exit_code)
     request = None
     if not rollback or check:
         from .plan import ReleaseRequest

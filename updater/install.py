@@ -7,6 +7,10 @@ fsynced under a ``versions/<version>.partial-`` name, renamed into ``versions/``
 renamed to ``.trash-`` before they are deleted. Whatever a killed run leaves is named so that
 the next run recognises it as garbage and removes it, and :func:`updater.plan.settle` makes a
 record that a kill left behind agree with the link again.
+
+Settling never removes a version a live server runs from: when there is anything to remove,
+every server's status line is read first (in parallel, one shared timeout), and silent
+servers are placed by what the operating system says of the process behind their socket.
 """
 
 from __future__ import annotations
@@ -22,10 +26,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import models, plan
-from .errors import InstallError, VerificationError
+from .errors import InstallError, MuxError, VerificationError
 from .files import atomic_write, fsync_dir, fsync_tree, sha256_file
 from .layout import (
     DOWNLOAD_PREFIX,
@@ -38,17 +42,35 @@ from .layout import (
     files_list,
     read_record,
     running_version,
+    server_holds,
     verify_files,
+    with_sizes,
 )
 from .verify import Expected, check_build, reported_build
+
+if TYPE_CHECKING:
+    from .servers import ServerReport
 
 
 @dataclass(frozen=True)
 class InstallSettings:
-    """How long to wait for the lock and for a build's smoke test (from the Settings)."""
+    """How long to wait for the lock and for a build's smoke test, and which servers to ask
+    before removing a version (from the Settings)."""
 
     lock_timeout: float = 10.0
     smoke_test_timeout: float = 30.0
+    server_url: str | None = None  # MUX_SERVER_URL: asked besides the runtime dir's servers
+    server_timeout: float = 1.0  # one shared deadline for every server's status line
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What settling did: the versions removed, the versions kept (with why), and the server
+    reports it read to decide (None when nothing was up for removal, so none were asked)."""
+
+    removed: tuple[str, ...] = ()
+    kept: tuple[plan.KeptVersion, ...] = ()
+    reports: tuple[ServerReport, ...] | None = None
 
 
 # -- the lock and what killed runs left --------------------------------------------------------
@@ -158,19 +180,38 @@ def write_record(layout: Layout, record: dict[str, Any]) -> None:
     atomic_write(layout.record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
 
 
-def _settle(layout: Layout) -> list[str]:
-    """Apply :func:`plan.settle` to this install (lock held); returns the removed versions."""
-    settlement = plan.settle(
-        read_record(layout),
-        active=layout.active_version(),
-        installed=layout.installed_versions(),
-        running=running_version(layout),  # never delete the files this process runs from
-    )
+def _settle(layout: Layout, settings: InstallSettings) -> Settled:
+    """Apply :func:`plan.settle` to this install (lock held).
+
+    Servers are asked only when a version is up for removal; a version one of them runs
+    from stays. When the servers cannot even be listed, nothing is removed this time.
+    """
+    from . import servers
+
+    record = read_record(layout)
+    active, installed = layout.active_version(), layout.installed_versions()
+    running = running_version(layout)  # never delete the files this process runs from
+    settlement = plan.settle(record, active=active, installed=installed, running=running)
+    reports: tuple[ServerReport, ...] | None = None
+    if settlement.remove:
+        try:
+            addresses = servers.every_server_address(settings.server_url)
+        except MuxError:
+            addresses = None
+        if addresses is None:
+            settlement = settlement._replace(remove=())
+        else:
+            reports = tuple(servers.query_all(addresses, timeout=settings.server_timeout))
+            holds = server_holds(layout, reports)
+            if holds:
+                settlement = plan.settle(
+                    record, active=active, installed=installed, running=running, holds=holds
+                )
     for version in settlement.remove:
         _remove_version(layout, version)
     if settlement.record is not None:
         write_record(layout, settlement.record)
-    return list(settlement.remove)
+    return Settled(tuple(settlement.remove), tuple(with_sizes(layout, settlement.kept)), reports)
 
 
 def _remove_version(layout: Layout, version: str) -> None:
@@ -181,12 +222,18 @@ def _remove_version(layout: Layout, version: str) -> None:
 
 
 def _place(layout: Layout, staging: Path, version: str) -> Path:
-    """Rename the staged folder to ``versions/<version>``, replacing a stale copy."""
+    """Rename the staged folder to ``versions/<version>``, replacing a stale copy.
+
+    A copy that is already there and holds exactly the staged files (the kept previous
+    version, one a server runs from) stays where it is: files are never swapped under a
+    running mux or server, and a kill cannot leave the version missing.
+    """
     final = layout.version_dir(version)
     if final.exists():
-        if layout.active_version() == version:
+        staged_list = sha256_file(staging / FILES_LIST_NAME)
+        if layout.active_version() == version or verify_files(final, staged_list) is None:
             shutil.rmtree(staging, ignore_errors=True)
-            return final  # already active: never swap files under a running mux
+            return final
         _remove_version(layout, version)
     os.rename(staging, final)
     fsync_dir(layout.versions)
@@ -234,7 +281,7 @@ class Transaction:
             held.enter_context(install_lock(layout, wait=self._settings.lock_timeout))
             remove_leftovers(layout)
             try:
-                _settle(layout)
+                _settle(layout, self._settings)
             except OSError as exc:
                 raise _write_error(layout.home, exc) from None
             self._held = held.pop_all()
@@ -275,12 +322,13 @@ class Transaction:
         target: str,
         source: str,
         signed_at: int | None = None,
-    ) -> list[str]:
+    ) -> Settled:
         """Make the verified, unpacked ``staged`` folder the active ``version``.
 
         Writes its ``.mux-files`` (after the smoke test, as install.sh does), fsyncs it,
-        renames it into place, records it, moves the link, and settles: returns the
-        versions removed to keep two.
+        renames it into place, records it, moves the link, and settles: returns what was
+        removed and what was kept (the active, the previous, and every version a live
+        server runs from).
         """
         layout = self.layout
         try:
@@ -306,7 +354,7 @@ class Transaction:
         except OSError as exc:
             raise _write_error(layout.home, exc) from None
         try:
-            return _settle(layout)
+            return _settle(layout, self._settings)
         except OSError as exc:
             raise InstallError(
                 f"mux {version} is installed and active, but tidying {layout.home} "
@@ -315,16 +363,33 @@ class Transaction:
             ) from None
 
 
-def tidy(layout: Layout) -> None:
-    """Remove what killed runs left, when nothing else is running (best effort)."""
+def tidy(layout: Layout, settings: InstallSettings) -> Settled | None:
+    """Remove what killed runs left, when nothing else is running (best effort); None when
+    it could not (another update holds the lock and tidies, or the home is not writable)."""
     if not layout.home.is_dir():
-        return
+        return None
     try:
         with install_lock(layout, wait=0):
             remove_leftovers(layout)
-            _settle(layout)
+            return _settle(layout, settings)
     except (InstallError, OSError):
-        pass  # another update holds the lock (it tidies), or the home is not writable
+        return None
+
+
+def prune(layout: Layout, settings: InstallSettings) -> Settled:
+    """``mux update --prune``: remove every version nothing needs any more, now.
+
+    Kept: the active and previous versions, the running mux's, and every version a live
+    (or hung) server runs from. Waits for the lock like an update.
+    """
+    for directory in (layout.home, layout.versions):
+        ensure_writable(directory)
+    with install_lock(layout, wait=settings.lock_timeout):
+        remove_leftovers(layout)
+        try:
+            return _settle(layout, settings)
+        except OSError as exc:
+            raise _write_error(layout.versions, exc) from None
 
 
 # -- rollback ----------------------------------------------------------------------------------
@@ -336,6 +401,7 @@ class RolledBack:
     to_version: str
     target: str
     protocol_version: int
+    settled: Settled = Settled()
 
 
 def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
@@ -345,7 +411,7 @@ def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
     with install_lock(layout, wait=settings.lock_timeout):
         remove_leftovers(layout)
         try:
-            _settle(layout)
+            settled = _settle(layout, settings)
         except OSError as exc:
             raise _write_error(layout.home, exc) from None
         record = read_record(layout)
@@ -387,4 +453,4 @@ def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
                 f"failed: {exc.strerror or exc}",
                 hint="run mux update --rollback again once the disk is writable",
             ) from None
-    return RolledBack(active, previous, target, reported.protocol_version)
+    return RolledBack(active, previous, target, reported.protocol_version, settled)

@@ -9,16 +9,19 @@ version is active. This module knows the layout and reads it; every change to it
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import InstallError, UsageError
-from .files import sha256_file
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .plan import KeptVersion, ServerHold
+    from .servers import ServerReport
 
 RECORD_NAME = "install.json"
 FILES_LIST_NAME = ".mux-files"
@@ -31,8 +34,9 @@ WRITE_PROBE_PREFIX = ".mux-write-probe-"
 RECORD_SCHEMA = 1
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(NamedTuple):
+    """Where an install lives (a NamedTuple: the cached check defines it, see plan.py)."""
+
     home: Path
     bin_dir: Path
 
@@ -70,6 +74,17 @@ class Layout:
             return None
         return target.parent.name
 
+    def version_of(self, path: str | Path) -> str | None:
+        """The version folder ``path`` (a resolved executable) lies in, if it is one of ours."""
+        try:
+            relative = Path(path).relative_to(self.versions.resolve())
+        except ValueError:
+            return None
+        name = relative.parts[0] if relative.parts else ""
+        if not name or name.startswith(".") or PARTIAL_MARK in name:
+            return None
+        return name
+
     def installed_versions(self) -> list[str]:
         try:
             entries = list(self.versions.iterdir())
@@ -96,11 +111,88 @@ def read_record(layout: Layout) -> dict[str, Any]:
     return doc
 
 
+# Where builds keep their build info below the version folder: the stand-in's lib/, a
+# PyInstaller one-folder build's _internal/ (contents/ on older PyInstallers), or the top.
+_BUILD_INFO_PLACES = ("lib", "_internal", "contents", ".")
+
+
+def installed_protocol(layout: Layout, version: str) -> int | None:
+    """The protocol the installed ``version`` speaks, from its build info file (read, never
+    run); None when its folder holds none that can be read."""
+    folder = layout.version_dir(version)
+    for place in _BUILD_INFO_PLACES:
+        try:
+            doc = json.loads((folder / place / "updater" / "_build_info.json").read_bytes())
+        except (OSError, ValueError, RecursionError):
+            continue
+        protocol = doc.get("protocol_version") if isinstance(doc, dict) else None
+        if isinstance(protocol, int) and not isinstance(protocol, bool):
+            return protocol
+    return None
+
+
+# -- which versions stay, and why ----------------------------------------------------------
+
+
+def server_holds(layout: Layout, reports: Iterable[ServerReport]) -> list[ServerHold]:
+    """The servers that run from a version folder of ``layout``: live ones by their status
+    line (or the OS), silent ones (hung, garbage) by what the OS says of the process behind
+    the socket. A server nothing can be learnt of holds nothing."""
+    from .plan import ServerHold
+
+    holds = []
+    for report in reports:
+        if report.executable is None:
+            continue
+        version = layout.version_of(report.executable)
+        if version is not None:
+            holds.append(ServerHold(version, report.address, report.pid, report.state == "live"))
+    return holds
+
+
+def kept_versions(layout: Layout, reports: Iterable[ServerReport]) -> list[KeptVersion]:
+    """What settling this install keeps and why, with each version's size on disk (read only:
+    what ``mux update --check`` reports)."""
+    from .plan import settle
+
+    settlement = settle(
+        read_record(layout),
+        active=layout.active_version(),
+        installed=layout.installed_versions(),
+        running=running_version(layout),
+        holds=server_holds(layout, reports),
+    )
+    return with_sizes(layout, settlement.kept)
+
+
+def with_sizes(layout: Layout, kept: Iterable[KeptVersion]) -> list[KeptVersion]:
+    return [k._replace(size_bytes=tree_size(layout.version_dir(k.version))) for k in kept]
+
+
+def tree_size(root: Path) -> int:
+    """Bytes used by the regular files below ``root`` (links not followed); 0 if it is gone."""
+    total = 0
+    pending = [str(root)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return total
+
+
 # -- the per-version file list -------------------------------------------------------------
 
 
 def files_list(root: Path) -> bytes:
     """``sha256sum`` lines for every regular file below ``root``, as install.sh writes them."""
+    from .files import sha256_file  # the cached check reads the layout and hashes nothing
+
     lines = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -119,6 +211,8 @@ def verify_files(root: Path, expected_list_sha256: str | None) -> str | None:
         recorded = (root / FILES_LIST_NAME).read_bytes()
     except OSError:
         return f"{root} has no {FILES_LIST_NAME}"
+    import hashlib  # only a check of the files pays for it: the cached check only reads
+
     if expected_list_sha256 and hashlib.sha256(recorded).hexdigest() != expected_list_sha256:
         return f"{root / FILES_LIST_NAME} does not match the install record"
     actual = files_list(root)

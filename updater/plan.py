@@ -181,6 +181,7 @@ class ReleaseOffer(NamedTuple):
     # beyond the caller's --max-age).
     fresh_until: int | None = None
     warnings: tuple[str, ...] = ()  # said with every answer, cached or not (an expired feed)
+    signed_at: int | None = None  # the release's signed time (None: no signature checked)
 
     @property
     def update_available(self) -> bool:
@@ -206,6 +207,7 @@ class ReleaseOffer(NamedTuple):
             "decision": self.decision.value,
             "fresh_until": self.fresh_until,
             "warnings": list(self.warnings),
+            "signed_at": self.signed_at,
         }
 
     @classmethod
@@ -230,6 +232,7 @@ class ReleaseOffer(NamedTuple):
                 decision=Decision(doc["decision"]),
                 fresh_until=_int_or_none(doc.get("fresh_until")),
                 warnings=tuple(str(w) for w in doc.get("warnings") or ()),
+                signed_at=_int_or_none(doc.get("signed_at")),
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -246,12 +249,20 @@ def _int_or_none(value: object) -> int | None:
 
 @dataclass(frozen=True)
 class ServerVerdict:
-    """One server's answer, and whether it needs a restart."""
+    """One server's answer, and what it needs.
+
+    ``restart_needed``: it speaks another protocol than the running (or installed) mux, or
+    the build it runs from was deleted under it (it may fail at its next code path).
+    ``compatible``: it runs another version that speaks the same protocol; it keeps working
+    and may be restarted when convenient (not a pending restart).
+    """
 
     report: ServerReport
-    restart_needed: bool  # speaks another protocol than the running (or installed) mux
+    restart_needed: bool
     restart_needed_after_update: bool  # speaks another protocol than the release on offer
     restart_command: str | None
+    compatible: bool = False
+    build_deleted: bool = False
 
     @property
     def live(self) -> bool:
@@ -259,11 +270,17 @@ class ServerVerdict:
 
 
 def server_verdicts(
-    reports: Sequence[ServerReport], *, running_protocol: int, offered_protocol: int | None = None
+    reports: Sequence[ServerReport],
+    *,
+    running_protocol: int,
+    offered_protocol: int | None = None,
+    current_version: str | None = None,
 ) -> tuple[ServerVerdict, ...]:
     """Which live servers speak another protocol than ``running_protocol`` (restart now) or
-    than ``offered_protocol`` (restart after the update). Servers that did not answer with a
-    status line need nothing: there is nothing to compare."""
+    than ``offered_protocol`` (restart after the update), which run a build that is gone,
+    and which run another version than ``current_version`` at the same protocol
+    (compatible). Servers that did not answer with a status line need nothing: there is
+    nothing to compare."""
     from .servers import restart_command
 
     verdicts = []
@@ -272,10 +289,26 @@ def server_verdicts(
         if report.state != "live" or status is None:
             verdicts.append(ServerVerdict(report, False, False, None))
             continue
-        now = status.protocol_version != running_protocol
+        other_protocol = status.protocol_version != running_protocol
+        deleted = report.build_installed is False
         after = offered_protocol is not None and status.protocol_version != offered_protocol
-        command = restart_command(report) if (now or after) else None
-        verdicts.append(ServerVerdict(report, now, after, command))
+        compatible = (
+            not other_protocol
+            and not deleted
+            and current_version is not None
+            and status.version != current_version
+        )
+        needs_command = other_protocol or deleted or after or compatible
+        verdicts.append(
+            ServerVerdict(
+                report,
+                restart_needed=other_protocol or deleted,
+                restart_needed_after_update=after,
+                restart_command=restart_command(report) if needs_command else None,
+                compatible=compatible,
+                build_deleted=deleted,
+            )
+        )
     return tuple(verdicts)
 
 
@@ -289,6 +322,7 @@ class CheckReport:
     cached: bool
     checked_at: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    kept_versions: tuple[KeptVersion, ...] = ()  # what the install keeps, and why
 
     @property
     def update_available(self) -> bool:
@@ -323,6 +357,7 @@ def plan_check(
     target: str,
     cached: bool,
     checked_at: str,
+    kept_versions: Sequence[KeptVersion] = (),
 ) -> CheckReport:
     offered_protocol = offer.protocol_version if offer.update_available else None
     notes = list(offer.warnings)
@@ -338,29 +373,59 @@ def plan_check(
         build=build,
         offer=offer,
         servers=server_verdicts(
-            servers, running_protocol=build.protocol_version, offered_protocol=offered_protocol
+            servers,
+            running_protocol=build.protocol_version,
+            offered_protocol=offered_protocol,
+            current_version=build.version,
         ),
         cached=cached,
         checked_at=checked_at,
         notes=tuple(notes),
+        kept_versions=tuple(kept_versions),
     )
 
 
 # -- install.json: what it becomes, and which versions stay ------------------------------------
 #
-# The bin-dir link is the truth of which version is active; install.json follows it. Two
-# versions are kept: the active one and the previous one (for --rollback), plus whatever the
-# running mux was started from. A record written by install.sh or an older mux may miss
-# fields or hold garbage: the rules below read it defensively and keep unknown fields.
+# The bin-dir link is the truth of which version is active; install.json follows it. Kept: the
+# active version, the previous one (for --rollback), the one the running mux was started
+# from, and every version a live server runs from (however many updates ago that was); any
+# other version is removed. A record written by install.sh or an older mux may miss fields
+# or hold garbage: the rules below read it defensively and keep unknown fields.
 
 RECORD_SCHEMA = 1
 
 
+class KeptVersion(NamedTuple):
+    """A version that settling keeps, and why (the first reason that applies)."""
+
+    version: str
+    kind: str  # "active" | "previous" | "running" | "server"
+    reason: str
+    size_bytes: int | None = None  # filled in by whoever looks at the disk
+
+
+class ServerHold(NamedTuple):
+    """A server that runs from an installed version folder, so that version must stay."""
+
+    version: str
+    address: str
+    pid: int | None
+    answering: bool  # False: it did not answer (hung, garbage); the OS told which build it is
+
+    def describe(self) -> str:
+        pid = f"pid {self.pid}" if self.pid is not None else "pid unknown"
+        silent = ", not answering" if not self.answering else ""
+        return f"server {self.address} ({pid}{silent}) runs from it"
+
+
 class Settlement(NamedTuple):
-    """What settling an install does: the versions to remove, the record to write."""
+    """What settling an install does: the versions to remove, the record to write, and
+    every version that stays with its reason."""
 
     remove: tuple[str, ...]
     record: dict[str, Any] | None  # None: the record already agrees
+    kept: tuple[KeptVersion, ...] = ()
 
 
 def settle(
@@ -369,12 +434,14 @@ def settle(
     active: str | None,
     installed: Collection[str],
     running: str | None = None,
+    holds: Sequence[ServerHold] = (),
 ) -> Settlement:
-    """Make the record agree with the link, and keep two versions.
+    """Make the record agree with the link, and keep only what is needed.
 
     ``active`` is the version the link points at, ``installed`` the version folders there
-    are, ``running`` the one this process runs from (never removed). After a switch, or
-    after one that a kill cut short between moving the link and recording it, the recorded
+    are, ``running`` the one this process runs from, ``holds`` the live (or hung) servers
+    and the versions they run from: none of these is ever removed. After a switch, or after
+    one that a kill cut short between moving the link and recording it, the recorded
     "active" that the link no longer names is the previous version.
     """
     if active is None:
@@ -384,8 +451,23 @@ def settle(
         previous = recorded
     if not (isinstance(previous, str) and previous != active and previous in installed):
         previous = None
-    keep = [active, *([previous] if previous else [])]
-    remove = tuple(v for v in installed if v not in keep and v != running)
+    reasons: dict[str, KeptVersion] = {}
+
+    def keep(version: str | None, kind: str, reason: str) -> None:
+        if (
+            version is not None
+            and version not in reasons
+            and (version in installed or kind == "active")
+        ):
+            reasons[version] = KeptVersion(version, kind, reason)
+
+    keep(active, "active", "active (the mux link points at it)")
+    keep(previous, "previous", "previous version (for mux update --rollback)")
+    keep(running, "running", "the running mux runs from it")
+    for version in sorted({hold.version for hold in holds}):
+        servers = [hold.describe() for hold in holds if hold.version == version]
+        keep(version, "server", "; ".join(servers))
+    remove = tuple(v for v in installed if v not in reasons)
     versions = record.get("versions")
     settled = {
         **record,
@@ -394,10 +476,14 @@ def settle(
         "versions": {
             v: entry
             for v, entry in (versions if isinstance(versions, dict) else {}).items()
-            if v in keep
+            if v in reasons
         },
     }
-    return Settlement(remove, None if settled == dict(record) else settled)
+    return Settlement(
+        remove,
+        None if settled == dict(record) else settled,
+        tuple(reasons.values()),
+    )
 
 
 def record_install(
@@ -459,3 +545,77 @@ def rollback_choice(
 
 def record_rollback(record: Mapping[str, Any], *, to: str, from_: str | None) -> dict[str, Any]:
     return {**record, "active": to, "previous": from_}
+
+
+# -- what a server tells its watchers (mux server watch) ---------------------------------------
+#
+# A server knows the build it runs, the build the mux link points at (it watches the link),
+# and the newest release (its background check). Each change becomes an event; a watcher that
+# connects later gets the events still in force. Events are plain (type, data) pairs:
+# updater.protocol frames them, updater.watch delivers them.
+
+EVENT_UPDATE_AVAILABLE = "update-available"
+EVENT_UPDATE_INSTALLED = "update-installed"
+EVENT_RESTART_NEEDED = "restart-needed"
+
+
+class InstalledBuild(NamedTuple):
+    """What the mux link points at: its version, and its protocol when its build info says."""
+
+    version: str
+    protocol_version: int | None
+
+
+class ServerNotice(NamedTuple):
+    type: str
+    data: dict[str, Any]
+
+
+def link_notices(
+    *,
+    server_version: str,
+    server_protocol: int,
+    installed: InstalledBuild,
+    restart_command: str,
+) -> tuple[ServerNotice, ...]:
+    """The events of the link moving to ``installed``, for a server of ``server_version``.
+
+    Always ``update-installed``; then ``restart-needed`` when the installed build speaks
+    another protocol than the server. A server of another version at the same protocol keeps
+    working: ``update-installed`` carries the command to restart it when convenient.
+    """
+    moved_away = installed.version != server_version
+    other_protocol = (
+        installed.protocol_version is not None and installed.protocol_version != server_protocol
+    )
+    installed_data: dict[str, Any] = {
+        "version": installed.version,
+        "protocol_version": installed.protocol_version,
+        "server_version": server_version,
+        "compatible": None if installed.protocol_version is None else not other_protocol,
+        "restart_command": restart_command if moved_away else None,
+    }
+    notices = [ServerNotice(EVENT_UPDATE_INSTALLED, installed_data)]
+    if other_protocol:
+        notices.append(
+            ServerNotice(
+                EVENT_RESTART_NEEDED,
+                {
+                    "version": installed.version,
+                    "protocol_version": installed.protocol_version,
+                    "server_version": server_version,
+                    "server_protocol_version": server_protocol,
+                    "restart_command": restart_command,
+                },
+            )
+        )
+    return tuple(notices)
+
+
+def offer_notice(offer: ReleaseOffer, *, installed_version: str) -> ServerNotice | None:
+    """``update-available`` when ``offer`` is newer than the installed version, else None.
+
+    Its data is the check's ``latest`` object (``mux update --check --json``)."""
+    if ReleaseRequest.latest().decide(installed_version, offer.version) is not Decision.UPDATE:
+        return None
+    return ServerNotice(EVENT_UPDATE_AVAILABLE, offer.to_cache()["latest"])

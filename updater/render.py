@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .buildinfo import BuildInfo
     from .download import Progress
     from .errors import MuxError
-    from .plan import CheckReport, ServerVerdict
+    from .plan import CheckReport, KeptVersion, ServerVerdict
     from .servers import ServerReport
     from .update import UpdateResult
 
@@ -99,11 +99,15 @@ def version_document(info: BuildInfo) -> dict[str, Any]:
 
 
 def verdict_document(verdict: ServerVerdict) -> dict[str, Any]:
+    """One server as ``mux server status --json``, the check, the update and the first line
+    of ``mux server watch`` show it."""
     return {
         **verdict.report.to_json(),
         "restart_needed": verdict.restart_needed,
         "restart_needed_after_update": verdict.restart_needed_after_update,
         "restart_command": verdict.restart_command,
+        "compatible": verdict.compatible,
+        "build_deleted": verdict.build_deleted,
     }
 
 
@@ -121,23 +125,40 @@ def describe_live(report: ServerReport) -> str:
     )
 
 
-def server_status_lines(reports: Sequence[ServerReport], protocol_version: int) -> list[str]:
-    """``mux server status``: one line per server; stale sockets are reported and skipped."""
-    from .servers import restart_command
+def _build_deleted_text(verdict: ServerVerdict) -> str:
+    return (
+        f"its build {verdict.report.executable} was deleted (not by mux update): it may fail "
+        f"at its next code path; restart it with: {verdict.restart_command}"
+    )
 
+
+def server_status_lines(
+    verdicts: Sequence[ServerVerdict], protocol_version: int, version: str
+) -> list[str]:
+    """``mux server status``: one line per server; stale sockets are reported and skipped."""
     lines = []
-    for report in reports:
+    for verdict in verdicts:
+        report = verdict.report
         if report.state == "live" and report.status is not None:
-            line = f"{report.address}: live, {describe_live(report)}"
-            if report.status.protocol_version != protocol_version:
+            line = f"{report.address}: live, {describe_live(report)}, from {report.executable or 'unknown'}"
+            if verdict.build_deleted:
+                line += f"; {_build_deleted_text(verdict)}"
+            elif report.status.protocol_version != protocol_version:
                 line += (
                     f"; this mux speaks protocol {protocol_version},"
-                    f" restart it with: {restart_command(report)}"
+                    f" restart it with: {verdict.restart_command}"
+                )
+            elif verdict.compatible:
+                line += (
+                    f"; compatible with this mux ({version}, same protocol), to move it to "
+                    f"{version} when convenient: {verdict.restart_command}"
                 )
         elif report.state == "stale":
             line = f"{report.address}: stale ({report.detail}; skipped)"
         else:
             line = f"{report.address}: {report.state} ({report.detail})"
+            if report.executable:
+                line += f", pid {report.pid}, from {report.executable} (the OS says)"
         lines.append(safe_text(line))
     return lines
 
@@ -181,10 +202,33 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         "latest": offer.to_cache()["latest"],
         "source": {"kind": offer.source_kind, "location": offer.source_location},
         "servers": [verdict_document(v) for v in report.servers],
+        "kept_versions": [kept_document(k) for k in report.kept_versions],
         "checked_at": report.checked_at,
         "cached": report.cached,
         "notes": list(report.notes),
     }
+
+
+def kept_document(kept: KeptVersion) -> dict[str, Any]:
+    return {
+        "version": kept.version,
+        "kind": kept.kind,
+        "reason": kept.reason,
+        "size_bytes": kept.size_bytes,
+    }
+
+
+def _size(size: int | None) -> str:
+    return "unknown size" if size is None else f"{size / 1048576:.1f} MiB"
+
+
+def _kept_lines(kept_versions: Sequence[KeptVersion], *, indent: str = "  ") -> list[str]:
+    """The versions kept because a server runs from them (the usual two need no words)."""
+    return [
+        f"{indent}kept {k.version} ({_size(k.size_bytes)}): {k.reason}"
+        for k in kept_versions
+        if k.kind in ("server", "running")
+    ]
 
 
 def check_text(report: CheckReport) -> str:
@@ -209,7 +253,10 @@ def check_text(report: CheckReport) -> str:
 
     live = [v for v in report.servers if v.live]
     others = [v for v in report.servers if not v.live]
-    now = [v for v in live if v.restart_needed]
+    deleted = [v for v in live if v.build_deleted]
+    for verdict in deleted:
+        lines.append(f"server {verdict.report.address}: {_build_deleted_text(verdict)}")
+    now = [v for v in live if v.restart_needed and not v.build_deleted]
     after = [v for v in live if v.restart_needed_after_update and not v.restart_needed]
     lines += _restart_group(
         now,
@@ -223,9 +270,21 @@ def check_text(report: CheckReport) -> str:
         f"(mux {offer.version} speaks protocol {offer.protocol_version}):",
         offer.protocol_version,
     )
-    quiet = [v for v in live if v not in now and v not in after]
+    compatible = [v for v in live if v.compatible and v not in now and v not in after]
+    for verdict in compatible:
+        status = verdict.report.status
+        assert status is not None
+        lines.append(
+            f"server {verdict.report.address} (pid {status.pid}) runs mux {status.version}: "
+            f"compatible (protocol {status.protocol_version}); to move it to {build.version} "
+            f"when convenient: {verdict.restart_command}"
+        )
+    quiet = [v for v in live if v not in now and v not in after and v not in compatible]
     if quiet:
         lines.append(f"{len(quiet)} live server(s) speak this mux's protocol: nothing to do")
+    server_kept = _kept_lines(report.kept_versions, indent="")
+    if server_kept:
+        lines += ["kept on disk:", *("  " + line for line in server_kept)]
     if others:
         lines.append("skipped:")
         for verdict in others:
@@ -257,6 +316,7 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
         "servers": [verdict_document(v) for v in result.servers],
         "restart_needed": result.restart_needed,
         "removed_versions": list(result.removed_versions),
+        "kept_versions": [kept_document(k) for k in result.kept_versions],
         "plan": (
             {
                 "tag": plan.tag,
@@ -292,6 +352,8 @@ def update_text(result: UpdateResult) -> str:
             "nothing was changed (--dry-run)",
         ]
         return safe_lines(lines)
+    if result.action is UpdateAction.PRUNED:
+        return safe_lines(_prune_lines(result))
     if result.action is UpdateAction.UP_TO_DATE:
         lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
     elif result.action is UpdateAction.ROLLED_BACK:
@@ -309,25 +371,48 @@ def update_text(result: UpdateResult) -> str:
         )
         if result.action is UpdateAction.UPDATED and result.from_version:
             lines.append(f"  previous version {result.from_version} kept: mux update --rollback")
+    lines += _kept_lines(result.kept_versions)
+    for version in result.removed_versions:
+        lines.append(f"  removed {version}: no server runs from it and it is not needed")
     live = [v for v in result.servers if v.report.state == "live" and v.report.status]
     for verdict in live:
         status = verdict.report.status
         assert status is not None
-        if verdict.restart_needed:
+        who = f"server {verdict.report.address} (pid {status.pid}, mux {status.version})"
+        if verdict.build_deleted:
+            lines.append(f"{who}: {_build_deleted_text(verdict)}")
+        elif verdict.restart_needed:
             lines.append(
-                f"server {verdict.report.address} (pid {status.pid}, mux {status.version}) "
-                f"speaks protocol {status.protocol_version}; mux {result.to_version} speaks "
+                f"{who} speaks protocol {status.protocol_version}; mux {result.to_version} speaks "
                 f"{result.protocol_version}. It keeps running; restart it when convenient "
                 "(this ends the programs in it):"
             )
             lines.append(f"  {verdict.restart_command}")
+        elif verdict.compatible:
+            lines.append(
+                f"{who} speaks protocol {status.protocol_version} like mux {result.to_version}: "
+                f"compatible, it keeps running; to move it to {result.to_version} when "
+                "convenient (this ends the programs in it):"
+            )
+            lines.append(f"  {verdict.restart_command}")
     for verdict in live:
-        if not verdict.restart_needed:
+        if not (verdict.restart_needed or verdict.compatible):
             lines.append(
                 f"server {verdict.report.address} speaks protocol {result.protocol_version}: "
                 "nothing to do, it keeps running"
             )
     return safe_lines(lines)
+
+
+def _prune_lines(result: UpdateResult) -> list[str]:
+    lines = [f"pruned {result.layout.versions}"]
+    for kept in result.kept_versions:
+        lines.append(f"  kept {kept.version} ({_size(kept.size_bytes)}): {kept.reason}")
+    for version in result.removed_versions:
+        lines.append(f"  removed {version}: no server runs from it and it is not needed")
+    if not result.removed_versions:
+        lines.append("  nothing to remove")
+    return lines
 
 
 # -- while an update runs --------------------------------------------------------------------

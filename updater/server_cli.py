@@ -7,7 +7,6 @@ Every failure is one line on stderr with the exit code of its :class:`MuxError`.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
@@ -18,10 +17,19 @@ import typer
 
 from . import buildinfo
 from .errors import MuxError, UsageError
-from .render import describe_live, report_error, server_line, server_status_lines
+from .plan import ServerVerdict
+from .render import (
+    describe_live,
+    report_error,
+    server_line,
+    server_status_lines,
+    to_json_line,
+    verdict_document,
+)
 from .servers import (
     DEFAULT_SOCKET_NAME,
     SERVER_URL_ENV,
+    ServerReport,
     UnixAddress,
     default_socket_path,
     parse_server_address,
@@ -132,6 +140,16 @@ def restart_command_(
     print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
 
 
+def _verdicts(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
+    """Servers judged against this mux (the installed one, when run through the link)."""
+    from .plan import server_verdicts
+
+    info = buildinfo.current()
+    return server_verdicts(
+        reports, running_protocol=info.protocol_version, current_version=info.version
+    )
+
+
 @server_app.command("status")
 def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -139,14 +157,71 @@ def status_command(
         float, typer.Option("--timeout", help="Seconds to wait for each server.", hidden=True)
     ] = 1.0,
 ) -> None:
-    """Print the status line of every mux server (MUX_SERVER_URL, else the runtime dir)."""
+    """Print every mux server: its version, protocol, the build it runs from and whether that
+    build is still installed (MUX_SERVER_URL, else the runtime dir)."""
     reports = _run(lambda: query_all(timeout=timeout), as_json=as_json)
+    verdicts = _verdicts(reports)
     if as_json:
-        print(json.dumps({"servers": [r.to_json() for r in reports]}, sort_keys=True))
+        print(to_json_line({"servers": [verdict_document(v) for v in verdicts]}))
         return
     if not reports:
         where = os.environ.get(SERVER_URL_ENV) or _run(runtime_dir)
         print(server_line(f"no mux server found (looked in {where})"))
         return
-    for line in server_status_lines(reports, buildinfo.current().protocol_version):
+    info = buildinfo.current()
+    for line in server_status_lines(verdicts, info.protocol_version, info.version):
         print(line)
+
+
+@server_app.command("watch")
+def watch_command(
+    name: NameOption = None,
+    socket: SocketOption = None,
+    url: UrlOption = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the first line.", hidden=True)
+    ] = 5.0,
+) -> None:
+    """Print a server's status line, then its events as they happen, one JSON object per line.
+
+    Events: update-available (from the server's background check, every
+    MUX_UPDATE_CHECK_INTERVAL, default 6h, 0 disables), update-installed, restart-needed;
+    readers skip types they do not know. Ends when the server stops (exit 0), or when it
+    goes away or drops this watcher (exit 1, one line on stderr). See docs/scripting.md.
+    """
+    import sys
+
+    from .watch import StreamEnded, open_watch
+
+    address = _run(lambda: _server_address(name, socket, url))
+    stream = _run(lambda: open_watch(str(address), timeout=timeout))
+    try:
+        [first] = _verdicts([stream.report])
+        print(to_json_line(verdict_document(first)), flush=True)
+        for event in stream.events():
+            print(to_json_line(event.to_json()), flush=True)
+    except StreamEnded as ended:
+        if ended.clean:
+            return
+        print(server_line(f"mux: watching {stream.address}: {ended.reason}"), file=sys.stderr)
+        raise typer.Exit(1) from None
+    except BrokenPipeError:  # the reader went away: so do we, quietly
+        sys.stderr.close()
+        raise typer.Exit(0) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    finally:
+        stream.close()
+    print(server_line(f"mux: watching {stream.address}: the stream ended"), file=sys.stderr)
+    raise typer.Exit(1)
+
+
+@server_app.command("check-updates", hidden=True)
+def check_updates_command(
+    current: Annotated[str | None, typer.Option("--current")] = None,
+    max_age: Annotated[float, typer.Option("--max-age")] = 0.0,
+) -> None:
+    """One background check for a server (it runs this in a child process)."""
+    from .background import run_check_child
+
+    raise typer.Exit(run_check_child(current, max_age))

@@ -6,9 +6,13 @@ run it, the tests and the rehearsal talk to it, and the restart command mux prin
 (``mux server restart --socket P``) works against it.
 
 - ``GET /api/status`` answers the status line: ``service``, ``protocol_version`` and
-  ``version`` from :func:`updater.buildinfo.current`, ``pid``, ``started_at`` (RFC 3339).
-- ``POST /api/shutdown`` answers 202, then the server closes its socket, removes the socket
-  file and exits. SIGTERM and SIGINT do the same.
+  ``version`` from :func:`updater.buildinfo.current`, ``pid``, ``started_at`` (RFC 3339),
+  ``executable`` (the resolved build it runs from, :func:`updater.buildinfo.executable`).
+- ``GET /api/watch`` streams the status line and then events, one JSON object per line
+  (:mod:`updater.watch`, fed by :mod:`updater.server_notices`: the mux link moving, and the
+  background update check).
+- ``POST /api/shutdown`` answers 202, then the server ends every watch stream, closes its
+  socket, removes the socket file and exits. SIGTERM and SIGINT do the same.
 
 Each server listens on a Unix socket (mode 0600, in a 0700 directory) and holds an ``flock``
 on ``<socket>.lock`` for its whole life, so two servers starting on one path cannot remove
@@ -28,7 +32,6 @@ import json
 import os
 import selectors
 import shlex
-import shutil
 import signal
 import socket
 import socketserver
@@ -50,6 +53,8 @@ from .protocol import (
     SHUTDOWN_ACCEPTED,
     SHUTDOWN_PATH,
     STATUS_PATH,
+    WATCH_CONTENT_TYPE,
+    WATCH_PATH,
     StatusLine,
 )
 from .servers import (
@@ -62,10 +67,12 @@ from .servers import (
     parse_server_address,
     query_server,
     restart_command,
+    restart_command_for,
     runtime_dir,
 )
 from .timestamps import rfc3339
 from .urls import is_loopback_host
+from .watch import WatchHub
 
 StopResult = Literal["stopped", "not-running"]
 
@@ -107,6 +114,7 @@ def status_fields(
         version=info.version,
         pid=os.getpid(),
         started_at=started_at,
+        executable=buildinfo.executable(),
     ).to_json()
     fields.update(status_override or {})
     return fields
@@ -142,6 +150,7 @@ class _Control:
     status_fields: dict[str, Any]
     stopper: _Stopper
     refuse_browsers: bool
+    hub: WatchHub
 
 
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -190,6 +199,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _begin_stream(self, accepted: bool) -> None:
+        if not accepted:
+            self._send_json(503, {"error": "too many watchers, or the server is stopping"})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", WATCH_CONTENT_TYPE)
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+
     def _browser_refused(self) -> bool:
         """On a TCP port, refuse what a web page could send (cross-site or DNS rebinding)."""
         if not self._control.refuse_browsers:
@@ -208,6 +226,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         if self._route() == STATUS_PATH:
             self._send_json(200, self._control.status_fields)
+        elif self._route() == WATCH_PATH:
+            self._control.hub.serve(
+                self.connection, self._begin_stream, self._control.status_fields
+            )
         else:
             self._send_json(404, {"error": f"no such endpoint: {self._route()}"})
 
@@ -405,27 +427,63 @@ def serve(
             server = _bind_tcp(target, cleanup)
             display = TcpAddress(target.host, server.server_address[1]).display
         fields = status_fields(started_at, status_override)
-        server.control = _Control(fields, stopper, refuse_browsers=isinstance(target, TcpAddress))
+        hub = WatchHub()
+        server.control = _Control(
+            fields, stopper, refuse_browsers=isinstance(target, TcpAddress), hub=hub
+        )
         _install_signal_handlers(stopper, cleanup)
         _log(
             f"mux server {fields.get('version')} (protocol {fields.get('protocol_version')}) "
-            f"listening on {display}, pid {os.getpid()}"
+            f"listening on {display}, pid {os.getpid()}, from {fields.get('executable')}"
         )
-        _serve_until_stopped(server, stopper)
-        _log(f"stopping on {stopper.reason}")
+        notices = _start_notices(hub, fields, display)
+        try:
+            _serve_until_stopped(server, stopper)
+        finally:
+            _log(f"stopping on {stopper.reason or 'an error'}")
+            hub.close(f"the server is stopping ({stopper.reason or 'an error'})")
+            if notices is not None:
+                notices.stop()
+
+
+def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> Any:
+    """Watch the mux link and check for releases in the background (never fatal)."""
+    from . import settings
+    from .server_notices import ServerNotices
+
+    info = buildinfo.current()
+    try:
+        notices = ServerNotices(
+            hub,
+            server_version=str(fields.get("version")),
+            server_protocol=int(fields.get("protocol_version") or 0),
+            restart_command=restart_command_for(display),
+            settings=settings.load(os.environ, build_repo=info.repo),
+            development=info.development,
+            check_command=current_mux_command,
+            log=_log,
+        )
+        notices.start()
+    except Exception as exc:  # the server serves its status line whatever happens here
+        _log(f"no update notices: {exc.__class__.__name__}: {exc}")
+        return None
+    if notices.layout is not None:
+        _log(f"watching {notices.layout.link} for updates")
+    return notices
 
 
 # -- controlling a server from another process ------------------------------------------
 
 
 def current_mux_command() -> list[str]:
-    """The command that runs *the current* mux, used to start a server.
+    """The command that runs *the current* mux, by its own versioned path.
 
-    - A standalone build (``sys.frozen``): the executable as the user invoked it, found from
-      ``sys.argv[0]`` (made absolute, symlinks kept) or on ``PATH``. Keeping the symlink
-      matters: ``<bin>/mux`` points at the active version, so after ``mux update`` switched
-      it, a restart runs the new version even from the old process. ``sys.executable``
-      is the fallback.
+    - A standalone build (``sys.frozen``): the resolved path of the build this process runs
+      from (:func:`updater.buildinfo.executable`: ``…/versions/<version>/mux``), never the
+      ``<bin>/mux`` link, which ``mux update`` moves to another version under a running
+      process. A server started by this process, and anything a server spawns, thus runs
+      the very build it was started from, for its whole life. The restart command mux prints
+      runs the *new* mux through the link, which starts its own build in the old one's place.
     - A development checkout or a Python install: ``sys.executable -m updater``, which runs
       this same code whatever the working directory (the daemon runs from ``/``).
 
@@ -433,11 +491,7 @@ def current_mux_command() -> list[str]:
     """
     if not getattr(sys, "frozen", False):
         return [sys.executable, "-m", "updater"]
-    invoked = sys.argv[0] if sys.argv else ""
-    if os.sep in invoked:
-        return [os.path.abspath(invoked)]
-    found = shutil.which(invoked or "mux")
-    return [found or sys.executable]
+    return [buildinfo.executable()]
 
 
 def _address_args(target: ServerAddress) -> list[str]:

@@ -64,19 +64,43 @@ ServerAddress = UnixAddress | TcpAddress
 
 @dataclass(frozen=True)
 class ServerReport:
-    """What one address answered: its state and, when it is a mux server, its status line."""
+    """What one address answered: its state and, when it is a mux server, its status line.
+
+    ``executable`` is the resolved path of the build the server runs from: what its status
+    line says, else what the operating system says of the process behind the socket (the
+    kernel's peer credentials of a Unix socket, or the status line's pid), else None.
+    ``build_installed`` says whether that build is still on disk (None: unknown).
+    """
 
     address: str
     state: ServerState
     status: StatusLine | None
     detail: str
+    peer_pid: int | None = None  # the process listening on a Unix socket, as the kernel says
+    executable: str | None = None
+    executable_source: Literal["status-line", "os"] | None = None
+    build_installed: bool | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process: the kernel's word for a Unix socket, else the status line's."""
+        if self.peer_pid is not None:
+            return self.peer_pid
+        return self.status.pid if self.status else None
 
     def to_json(self) -> dict[str, Any]:
+        status = self.status
         return {
             "address": self.address,
             "state": self.state,
             "detail": self.detail,
-            "status": self.status.to_json() if self.status else None,
+            "status": status.to_json() if status else None,
+            "version": status.version if status else None,
+            "protocol_version": status.protocol_version if status else None,
+            "pid": self.pid,
+            "executable": self.executable or "unknown",
+            "executable_source": self.executable_source,
+            "build_installed": self.build_installed,
         }
 
 
@@ -175,10 +199,85 @@ def server_addresses(server_url: str | None) -> list[str]:
     return [str(directory / name) for name in names if name.endswith(SOCKET_SUFFIX)]
 
 
-_connection_class: Callable[[str, float], http.client.HTTPConnection] | None = None
+class Peer:
+    """The process behind a connected Unix socket, filled in when the connection is made."""
+
+    pid: int | None = None
 
 
-def _unix_connection_class() -> Callable[[str, float], http.client.HTTPConnection]:
+def peer_pid(sock: Any) -> int | None:
+    """The pid of the process at the other end of a connected Unix socket, as the kernel
+    tells it (``SO_PEERCRED`` on Linux, ``LOCAL_PEERPID`` on macOS); None elsewhere.
+
+    For a listening server this is the process that listened, even before it accepts: a
+    hung server is still known by it.
+    """
+    import socket
+    import struct
+    import sys
+
+    try:
+        if hasattr(socket, "SO_PEERCRED"):
+            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            pid = struct.unpack("3i", raw)[0]
+        elif sys.platform == "darwin":
+            sol_local, local_peerpid = 0, 0x002  # <sys/un.h>
+            pid = struct.unpack("i", sock.getsockopt(sol_local, local_peerpid, 4))[0]
+        else:
+            return None
+    except OSError:
+        return None
+    return pid if pid > 0 else None
+
+
+def process_executable(pid: int) -> tuple[str, bool] | None:
+    """The executable of process ``pid`` as the operating system names it, and whether it is
+    still on disk; None when the OS does not say (no such process, another user's, no
+    ``/proc`` and no libproc)."""
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            path = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            return None
+        deleted = " (deleted)"
+        if path.endswith(deleted) and not os.path.exists(path):
+            return path.removesuffix(deleted), False
+        return path, os.path.exists(path)
+    if sys.platform == "darwin":
+        import ctypes
+        import ctypes.util
+
+        try:
+            libproc = ctypes.CDLL(ctypes.util.find_library("proc") or "libproc.dylib")
+            buffer = ctypes.create_string_buffer(4096)
+            length = libproc.proc_pidpath(pid, buffer, len(buffer))
+        except (OSError, AttributeError):
+            return None
+        if length <= 0:
+            return None
+        path = buffer.raw[:length].decode(errors="replace")
+        return path, os.path.exists(path)
+    return None
+
+
+def every_server_address(server_url: str | None) -> list[str]:
+    """Every server on this machine that mux knows of: each socket in the runtime dir, and
+    the one ``server_url`` names. What retention asks, so that ``MUX_SERVER_URL`` (which
+    picks the server other commands talk to) never hides a server whose build must stay."""
+    found = server_addresses(None)
+    if server_url:
+        named = server_addresses(server_url)[0]
+        if named not in found:
+            found.append(named)
+    return found
+
+
+_connection_class: Callable[[str, float, Peer | None], http.client.HTTPConnection] | None = None
+
+
+def _unix_connection_class() -> Callable[[str, float, Peer | None], http.client.HTTPConnection]:
     """An ``HTTPConnection`` that talks over a Unix socket, built on first use.
 
     ``http.client`` is the costliest import of this module; a machine with no server never
@@ -189,9 +288,10 @@ def _unix_connection_class() -> Callable[[str, float], http.client.HTTPConnectio
         import http.client
 
         class UnixHTTPConnection(http.client.HTTPConnection):
-            def __init__(self, socket_path: str, timeout: float) -> None:
+            def __init__(self, socket_path: str, timeout: float, peer: Peer | None) -> None:
                 super().__init__("localhost", timeout=timeout)
                 self.socket_path = socket_path
+                self.peer = peer
 
             def connect(self) -> None:
                 import socket
@@ -203,21 +303,25 @@ def _unix_connection_class() -> Callable[[str, float], http.client.HTTPConnectio
                 except BaseException:
                     sock.close()
                     raise
+                if self.peer is not None:
+                    self.peer.pid = peer_pid(sock)
                 self.sock = sock
 
         _connection_class = UnixHTTPConnection
     return _connection_class
 
 
-def _connection(address: ServerAddress, timeout: float) -> http.client.HTTPConnection:
+def open_connection(
+    address: ServerAddress, timeout: float, peer: Peer | None = None
+) -> http.client.HTTPConnection:
     if isinstance(address, UnixAddress):
-        return _unix_connection_class()(str(address.path), timeout)
+        return _unix_connection_class()(str(address.path), timeout, peer)
     import http.client
 
     return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
 
 
-class _Watchdog:
+class Watchdog:
     """Cuts a connection at its deadline, so a server that drips bytes cannot outlast it.
 
     Socket timeouts bound each read, not the whole exchange; shutting the socket down wakes
@@ -243,7 +347,7 @@ class _Watchdog:
             except OSError:
                 pass
 
-    def __enter__(self) -> _Watchdog:
+    def __enter__(self) -> Watchdog:
         self._timer.start()
         return self
 
@@ -252,18 +356,19 @@ class _Watchdog:
 
 
 def http_request(
-    address: ServerAddress, method: str, path: str, *, timeout: float
+    address: ServerAddress, method: str, path: str, *, timeout: float, peer: Peer | None = None
 ) -> tuple[int, bytes]:
     """One request to a server; the whole exchange is bounded by ``timeout``.
 
     Returns (HTTP status, body up to :data:`MAX_STATUS_BYTES` + 1 bytes). Raises
     ``TimeoutError`` past the deadline, ``FileNotFoundError``/``ConnectionRefusedError`` when
     nobody listens, ``http.client.HTTPException`` when the answer is not HTTP, ``OSError``
-    otherwise.
+    otherwise. ``peer`` (Unix sockets) learns the listening process once connected, even
+    when no answer follows.
     """
-    connection = _connection(address, timeout)
+    connection = open_connection(address, timeout, peer)
     try:
-        with _Watchdog(connection, timeout) as watchdog:
+        with Watchdog(connection, timeout) as watchdog:
             try:
                 connection.request(method, path, headers={"Accept": "application/json"})
                 response = connection.getresponse()
@@ -285,28 +390,36 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
         target = parse_server_address(address)
     except UsageError as exc:
         return ServerReport(address, "error", None, exc.message)
+    return with_executable(_ask_status(target, timeout))
+
+
+def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
     display = target.display
     import http.client
 
+    peer = Peer()
+
+    def report(state: ServerState, detail: str, status: StatusLine | None = None) -> ServerReport:
+        return ServerReport(display, state, status, detail, peer_pid=peer.pid)
+
     try:
-        status, body = http_request(target, "GET", STATUS_PATH, timeout=timeout)
+        code, body = http_request(target, "GET", STATUS_PATH, timeout=timeout, peer=peer)
     except TimeoutError:
-        return ServerReport(display, "hung", None, f"no answer within {timeout:g}s")
+        return report("hung", f"no answer within {timeout:g}s")
     except FileNotFoundError:
-        return ServerReport(display, "stale", None, "no such socket")
+        return report("stale", "no such socket")
     except ConnectionRefusedError:
-        return ServerReport(display, "stale", None, "nobody listens")
+        return report("stale", "nobody listens")
     except http.client.HTTPException as exc:
-        reason = exc.__class__.__name__
-        return ServerReport(display, "garbage", None, f"answer is not HTTP ({reason})")
+        return report("garbage", f"answer is not HTTP ({exc.__class__.__name__})")
     except OSError as exc:
-        return ServerReport(display, "error", None, exc.strerror or str(exc))
+        return report("error", exc.strerror or str(exc))
     except Exception as exc:  # never let a strange server crash a status query
-        return ServerReport(display, "error", None, f"{exc.__class__.__name__}: {exc}")
-    if status != 200:
-        return ServerReport(display, "garbage", None, f"HTTP {status} for {STATUS_PATH}")
+        return report("error", f"{exc.__class__.__name__}: {exc}")
+    if code != 200:
+        return report("garbage", f"HTTP {code} for {STATUS_PATH}")
     if len(body) > MAX_STATUS_BYTES:
-        return ServerReport(display, "garbage", None, "status line is larger than 64 KiB")
+        return report("garbage", "status line is larger than 64 KiB")
     try:
         line = parse_status_line(body)
     except StatusLineError as exc:
@@ -315,10 +428,31 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
             state = "foreign"
         elif exc.kind == "no-protocol":
             state = "no-protocol"
-        return ServerReport(display, state, None, str(exc))
-    return ServerReport(
-        display, "live", line, f"mux {line.version}, protocol {line.protocol_version}"
-    )
+        return report(state, str(exc))
+    return report("live", f"mux {line.version}, protocol {line.protocol_version}", line)
+
+
+def with_executable(report: ServerReport) -> ServerReport:
+    """Fill in which build the server runs from: its status line's word, else the OS's."""
+    from dataclasses import replace
+
+    status = report.status
+    if status is not None and status.executable:
+        exists = os.path.exists(status.executable)
+        return replace(
+            report,
+            executable=status.executable,
+            executable_source="status-line",
+            build_installed=exists,
+        )
+    pid = report.pid
+    if pid is None or report.state in ("stale", "error"):
+        return report
+    found = process_executable(pid)
+    if found is None:
+        return report
+    path, exists = found
+    return replace(report, executable=path, executable_source="os", build_installed=exists)
 
 
 def query_all(
@@ -359,8 +493,14 @@ def query_all(
 
 def restart_command(report: ServerReport) -> str:
     """The command that restarts the server behind ``report`` with the current mux."""
+    return restart_command_for(report.address)
+
+
+def restart_command_for(address: str) -> str:
+    """``mux server restart --socket P`` (or ``--url U``): run through the mux link, it is the
+    *installed* mux that stops the old server gracefully and starts a new one."""
     import shlex
 
-    if report.address.startswith("http://"):
-        return f"mux server restart --url {shlex.quote(report.address)}"
-    return f"mux server restart --socket {shlex.quote(report.address)}"
+    if address.startswith("http://"):
+        return f"mux server restart --url {shlex.quote(address)}"
+    return f"mux server restart --socket {shlex.quote(address)}"

@@ -27,6 +27,9 @@ from typing import NamedTuple
 
 DEFAULT_SOURCE = "github"
 TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
+CHECK_INTERVAL_ENV = "MUX_UPDATE_CHECK_INTERVAL"
+DEFAULT_CHECK_INTERVAL = 6 * 3600.0
+UPDATES_ENABLED = "enabled"  # the machine policy's `updates`: enabled | check-only | disabled
 
 
 class HttpSettings(NamedTuple):
@@ -73,6 +76,10 @@ class Settings(NamedTuple):
     smoke_test_timeout: float = 30.0  # MUX_SMOKE_TEST_TIMEOUT: a new build's `version --json`
     server_url: str | None = None  # MUX_SERVER_URL: the one server to ask, else all in the dir
     progress_bar: bool = True  # False with NO_COLOR or TERM=dumb: plain progress lines
+    # MUX_UPDATE_CHECK_INTERVAL: how often a server checks in the background (0: never)
+    update_check_interval: float = DEFAULT_CHECK_INTERVAL
+    # The machine policy's `updates` (issue 14): "disabled" also stops background checks.
+    updates: str = UPDATES_ENABLED
 
     def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
         """Every minisign key trusted here: the build's, then these settings' (--trust-key,
@@ -152,7 +159,21 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         smoke_test_timeout=number("MUX_SMOKE_TEST_TIMEOUT", defaults.smoke_test_timeout),
         server_url=text("MUX_SERVER_URL"),
         progress_bar=not environ.get("NO_COLOR") and environ.get("TERM") != "dumb",
+        update_check_interval=_duration(text(CHECK_INTERVAL_ENV), defaults.update_check_interval),
     )
+
+
+def _duration(value: str | None, default: float) -> float:
+    """``90``, ``90s``, ``15m``, ``6h``; a malformed or negative value is the default."""
+    if value is None:
+        return default
+    from .cache import parse_duration  # stdlib; only when the variable is set
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        return default
+    return seconds if seconds >= 0 else default
 
 
 def _with_flags(

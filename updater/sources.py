@@ -225,7 +225,8 @@ def _etag_cache_dir() -> Path:
 
 @dataclass
 class _Conditional:
-    """A tiny ETag store so repeated API calls can be answered by a free 304."""
+    """A tiny store of validators (ETag, Last-Modified) and bodies, so that asking again for
+    an unchanged document is answered by a free 304 (GitHub's API, a feed's releases.json)."""
 
     directory: Path
 
@@ -234,21 +235,41 @@ class _Conditional:
 
         return self.directory / (hashlib.sha256(url.encode()).hexdigest()[:32] + ".json")
 
-    def load(self, url: str) -> tuple[str, bytes] | None:
+    def load(self, url: str) -> tuple[dict[str, str], bytes] | None:
+        """The request headers that ask "changed since?", and the body they would confirm."""
         try:
             doc = json.loads(self._path(url).read_bytes())
-            return str(doc["etag"]), str(doc["body"]).encode()
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            headers = {}
+            if doc.get("etag"):
+                headers["If-None-Match"] = str(doc["etag"])
+            if doc.get("last_modified"):
+                headers["If-Modified-Since"] = str(doc["last_modified"])
+            return (headers, str(doc["body"]).encode()) if headers else None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
 
-    def store(self, url: str, etag: str, body: bytes) -> None:
+    def store(self, url: str, headers: Mapping[str, str], body: bytes) -> None:
         from .files import atomic_write
 
+        etag, modified = headers.get("etag"), headers.get("last-modified")
+        if not (etag or modified):
+            return
         try:
-            doc = {"url": url, "etag": etag, "body": body.decode()}
+            doc = {"url": url, "etag": etag, "last_modified": modified, "body": body.decode()}
             atomic_write(self._path(url), json.dumps(doc).encode())
         except (OSError, UnicodeDecodeError):
-            pass  # the ETag cache is an optimisation; never fail a check over it
+            pass  # an optimisation; never fail a check over it
+
+    def get(self, client: HttpClient, url: str, headers: Mapping[str, str], max_size: int) -> bytes:
+        """GET ``url``, conditionally when a body is stored for it."""
+        cached = self.load(url)
+        response: Fetched = client.get(
+            url, headers={**headers, **(cached[0] if cached else {})}, max_size=max_size
+        )
+        if response.status == 304 and cached:
+            return cached[1]
+        self.store(url, {k.lower(): v for k, v in response.headers.items()}, response.content)
+        return response.content
 
 
 class GitHubSource(ReleaseSource):
@@ -319,17 +340,7 @@ class GitHubSource(ReleaseSource):
     def _api_json(self, path: str) -> Any:
         url = f"{self.api}{path}"
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-        cached = self._conditional.load(url)
-        if cached:
-            headers["If-None-Match"] = cached[0]
-        response: Fetched = self._client.get(url, headers=headers)
-        if response.status == 304 and cached:
-            body = cached[1]
-        else:
-            body = response.content
-            etag = response.headers.get("etag")
-            if etag:
-                self._conditional.store(url, etag, body)
+        body = self._conditional.get(self._client, url, headers, 16 * 1024 * 1024)
         try:
             return json.loads(body)
         except (ValueError, RecursionError):
@@ -552,6 +563,16 @@ class FeedSource(ReleaseSource):
         assert self._client is not None
         return self._client.get(f"{self.location}/{relative}", max_size=max_size).content
 
+    def _read_index(self) -> bytes:
+        """``releases.json``; over HTTP a conditional request (an unchanged index costs a 304;
+        what it stands for is verified all the same, against a signature fetched every time)."""
+        from .feed_index import INDEX_LIMIT
+
+        if self._client is None:
+            return self._read(models.FEED_INDEX_NAME, INDEX_LIMIT)
+        url = f"{self.location}/{models.FEED_INDEX_NAME}"
+        return _Conditional(_etag_cache_dir()).get(self._client, url, {}, INDEX_LIMIT)
+
     def verified_index(self) -> VerifiedIndex | None:
         return self._verified
 
@@ -562,7 +583,7 @@ class FeedSource(ReleaseSource):
 
         assert self._index_policy is not None
         if self._verified is None:
-            index = self._read(models.FEED_INDEX_NAME, INDEX_LIMIT)
+            index = self._read_index()
             signature, missing = None, ""
             try:
                 signature = self._read(FEED_SIGNATURE_NAME, INDEX_LIMIT)
@@ -586,9 +607,7 @@ class FeedSource(ReleaseSource):
     def latest_tag(self, *, include_pre: bool, parse: TagRule = models.parse_tag) -> str:
         if self._index_policy is None:
             # An artifact mirror's list (mux-release repin): read as it is, checked per file.
-            releases = models.parse_releases_json(
-                self._read(models.FEED_INDEX_NAME, SMALL_FILE_LIMIT)
-            )
+            releases = models.parse_releases_json(self._read_index())
             listed = [r for r in releases if include_pre or not r.version.is_prerelease]
             newest = max(listed, key=lambda r: r.version).tag if listed else None
         else:

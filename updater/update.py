@@ -1,6 +1,6 @@
 """``mux update``: resolve -> fetch metadata -> decide -> download and verify -> install -> verdicts.
 
-:func:`run_update` and :func:`run_rollback` are the library entry points; they orchestrate
+:func:`run_update`, :func:`run_rollback` and :func:`run_prune` are the library entry points; they orchestrate
 and return an :class:`UpdateResult`, and print nothing (:mod:`updater.render` renders it). The
 work is elsewhere, each step in its module: the source (:mod:`updater.sources`), the
 verification layers (:mod:`updater.verify`), the decision (:mod:`updater.plan`) and every
@@ -23,6 +23,7 @@ from .errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, VerificationErro
 from .layout import Layout, read_record, resolve_layout
 from .plan import (
     Decision,
+    KeptVersion,
     ReleaseRequest,
     ServerVerdict,
     recorded_signed_at,
@@ -41,6 +42,7 @@ class UpdateAction(StrEnum):
     UP_TO_DATE = "up-to-date"
     ROLLED_BACK = "rolled-back"
     DRY_RUN = "dry-run"
+    PRUNED = "pruned"
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ class UpdateResult:
     servers: tuple[ServerVerdict, ...] = ()
     plan: UpdatePlan | None = None
     removed_versions: tuple[str, ...] = ()
+    kept_versions: tuple[KeptVersion, ...] = ()
 
     @property
     def restart_needed(self) -> bool:
@@ -146,10 +149,10 @@ def run_update(
             verification=tuple(log.layers),
         )
         if decision is Decision.UP_TO_DATE:
+            settled = None if dry_run else install.tidy(layout, _install_settings(settings))
             if not dry_run:
-                install.tidy(layout)
                 _remember(index, events)
-            return _with_verdicts(outcome, settings)
+            return _with_verdicts(_with_settled(outcome, settled), settings, settled)
         if not decision.installs:
             raise _refused_downgrade(
                 manifest.version, release.signed_at, installed, installed_signed_at
@@ -191,7 +194,7 @@ def run_update(
                 smoke_timeout=settings.smoke_test_timeout,
                 progress=events.progress(asset.name),
             )
-            removed = transaction.switch_to(
+            settled = transaction.switch_to(
                 verified.folder,
                 manifest.version,
                 archive_sha256=verified.archive_sha256,
@@ -200,13 +203,8 @@ def run_update(
                 signed_at=release.signed_at,
             )
         _remember(index, events)
-    updated = replace(
-        outcome,
-        action=UpdateAction.UPDATED,
-        verification=tuple(log.layers),
-        removed_versions=tuple(removed),
-    )
-    return _with_verdicts(updated, settings)
+    updated = replace(outcome, action=UpdateAction.UPDATED, verification=tuple(log.layers))
+    return _with_verdicts(_with_settled(updated, settled), settings, settled)
 
 
 def _refused_downgrade(
@@ -255,21 +253,65 @@ def run_rollback(settings: Settings, *, build: BuildInfo | None = None) -> Updat
         protocol_version=done.protocol_version,
         verification=tuple(log.layers),
     )
-    return _with_verdicts(result, settings)
+    return _with_verdicts(_with_settled(result, done.settled), settings)
+
+
+def run_prune(settings: Settings, *, build: BuildInfo | None = None) -> UpdateResult:
+    """Remove every installed version nothing needs any more (``mux update --prune``).
+
+    Kept: the active and previous versions, the running mux's, and every version a live
+    (or hung) server runs from; the result says which and why.
+    """
+    build = build or buildinfo.current()
+    layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    settled = install.prune(layout, _install_settings(settings))
+    active = layout.active_version()
+    result = UpdateResult(
+        action=UpdateAction.PRUNED,
+        layout=layout,
+        from_version=active,
+        to_version=active,
+        target=release_target(settings.target, build, recorded=read_record(layout).get("target")),
+        protocol_version=None,
+    )
+    return _with_settled(result, settled)
 
 
 def _install_settings(settings: Settings) -> install.InstallSettings:
     return install.InstallSettings(
-        lock_timeout=settings.lock_timeout, smoke_test_timeout=settings.smoke_test_timeout
+        lock_timeout=settings.lock_timeout,
+        smoke_test_timeout=settings.smoke_test_timeout,
+        server_url=settings.server_url,
     )
 
 
-def _with_verdicts(result: UpdateResult, settings: Settings) -> UpdateResult:
-    """The live servers, judged against the protocol the install now speaks."""
+def _with_settled(result: UpdateResult, settled: install.Settled | None) -> UpdateResult:
+    if settled is None:
+        return result
+    return replace(result, removed_versions=settled.removed, kept_versions=settled.kept)
+
+
+def _with_verdicts(
+    result: UpdateResult, settings: Settings, settled: install.Settled | None = None
+) -> UpdateResult:
+    """The live servers, judged against the protocol and version the install now has.
+
+    Reuses the status lines settling just read, when it read any (one round, not two).
+    """
     from .servers import query_all, server_addresses
 
     if result.protocol_version is None:
         return result
-    reports = query_all(server_addresses(settings.server_url))
-    verdicts = server_verdicts(reports, running_protocol=result.protocol_version)
+    addresses = server_addresses(settings.server_url)
+    if settled is not None and settled.reports is not None:
+        by_address = {report.address: report for report in settled.reports}
+        if all(address in by_address for address in addresses):
+            reports = [by_address[address] for address in addresses]
+        else:
+            reports = query_all(addresses)
+    else:
+        reports = query_all(addresses)
+    verdicts = server_verdicts(
+        reports, running_protocol=result.protocol_version, current_version=result.to_version
+    )
     return replace(result, servers=verdicts)

@@ -27,7 +27,8 @@ What you get:
   ``build_standin`` keyword arguments (``report_version``, ``report_target``, ``python``,
   ``minisign_keys``, ``repo``); ``sign=False`` leaves the release unsigned; ``extra_files``
   are copied in and covered by ``SHA256SUMS`` (add a Sigstore bundle this way, or later with
-  ``release.package.rehash_sums`` and then :func:`sign_release_dir`).
+  ``release.package.rehash_sums`` and then :func:`sign_release_dir`). ``post_build`` is
+  called with each build folder before it is packaged (``tests.support.standins``).
 * :func:`make_feed` makes a whole feed of several releases with one key pair.
 * :func:`sign_index` (re)signs a feed's ``releases.json`` (``releases.json.minisig``, through
   ``release.feed``) with a chosen ``seq``, ``expires`` and ``timestamp``: stale, rolled-back
@@ -51,7 +52,7 @@ import http.server
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,6 +187,7 @@ def make_release(
     signed_at: int | None = None,
     index_seq: int | None = None,
     index_expires: int | None = None,
+    post_build: Callable[[Path], None] | None = None,
 ) -> Path:
     """Build, package and sign ``v<version>`` into ``feed_dir``; returns the release folder.
 
@@ -209,6 +211,8 @@ def make_release(
             build_standin(Path(scratch), target=target, **settings)
             for target in (targets or (detect_target(),))
         ]
+        for folder in build_dirs if post_build else ():
+            post_build(folder)
         package_release(build_dirs, release_dir, released_at=released_at, extra_files=extra_files)
     if not sign:
         write_feed_index(feed_dir, prerelease={tag_for(version): prerelease})
@@ -236,6 +240,7 @@ def make_feed(
     targets: Sequence[str] | None = None,
     repo: str = "",
     signed_at: Mapping[str, int] | None = None,
+    post_build: Callable[[Path], None] | None = None,
 ) -> Feed:
     """A feed folder ``tmp/feed`` with one signed release per version.
 
@@ -259,6 +264,7 @@ def make_feed(
             repo=repo,
             prerelease=version in prereleases,
             signed_at=(signed_at or {}).get(version, now - 3600 * (len(versions) - number)),
+            post_build=post_build,
         )
     if not versions:
         feed.path.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,7 @@ FakeKind = Literal[
     "foreign",  # another service's JSON; refuses POST /api/shutdown with 404
     "no-protocol",  # a mux status line without protocol_version
     "raw",  # answers exactly the given payload bytes
+    "old-mux",  # a protocol-1 mux: a status line, and 404 for anything else (no watch stream)
 ]
 
 SERVE_SCRIPT = (
@@ -79,7 +80,7 @@ def _override(protocol_version: int | None, version: str | None) -> dict[str, An
 
 
 def _spawn_server(
-    address: str, override: dict[str, Any], log_path: Path
+    address: str, override: dict[str, Any], log_path: Path, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -88,6 +89,7 @@ def _spawn_server(
             stdout=log,
             stderr=log,
             start_new_session=True,
+            env=env,
         )
     _processes.append(process)
     return process
@@ -115,14 +117,19 @@ def start_mux_server(
     protocol_version: int | None = None,
     version: str | None = None,
     timeout: float = 15.0,
+    env: dict[str, str] | None = None,
+    **fields: Any,
 ) -> tuple[int, Path]:
     """Run a real server on ``runtime_dir/<name>.sock``; return (pid, socket path) once live.
 
-    ``protocol_version``/``version`` make it answer as another mux build would.
+    ``protocol_version``/``version`` (and any other status line ``fields``, e.g.
+    ``executable=None`` for a server that does not say) make it answer as another mux build
+    would; ``env`` is its environment (default: this process's).
     """
     socket_path = runtime_dir / f"{name}.sock"
     log_path = server_log(runtime_dir, name)
-    process = _spawn_server(str(socket_path), _override(protocol_version, version), log_path)
+    override = {**_override(protocol_version, version), **fields}
+    process = _spawn_server(str(socket_path), override, log_path, env)
 
     def live() -> bool:
         _check_alive(process, log_path)
@@ -196,6 +203,11 @@ class FakeServer:
 
         if self.kind == "raw":
             return self.payload
+        if self.kind == "old-mux":
+            if request.startswith(b"GET /api/status "):
+                line = b'{"service": "mux", "protocol_version": 1, "version": "0.9.0", "pid": 1}'
+                return http("200 OK", line)
+            return http("404 Not Found", b'{"error": "no such endpoint"}')
         if self.kind == "not-http":
             return b"SSH-2.0-OpenSSH_9.6\r\n"
         if request.startswith(b"POST"):

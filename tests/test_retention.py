@@ -1,0 +1,478 @@
+"""Servers outlive any number of updates: no version a live server runs from is ever removed.
+
+Everything here is real: installs in temporary HOMEs made by ``mux update`` from a loopback
+feed, servers started by the installed mux (``mux server start``), updates, rollbacks and
+prunes run by the installed mux in other processes. The builds are stand-ins that load their
+code lazily from their version folder and run their own copy of the interpreter from it
+(``tests.support.standins``), so the operating system places a server in its version folder
+as it places a real one-folder build (``tests/test_retention_real.py`` uses the real build).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.installs import Install, bootstrap
+from tests.support.releases import (
+    Feed,
+    make_feed,
+    serve_directory,
+    serve_directory_recording,
+)
+from tests.support.servers import start_fake_server, start_mux_server
+from tests.support.standins import INTERPRETER, own_interpreter
+from updater.layout import Layout, read_record, verify_files
+
+VERSIONS = ["1.0.0", "1.1.0", "1.2.0", "1.3.0"]
+PROTOCOLS = {
+    "same-protocol": dict.fromkeys(VERSIONS, 2),
+    "bumped-protocol": {"1.0.0": 2, "1.1.0": 3, "1.2.0": 4, "1.3.0": 5},
+}
+
+
+@pytest.fixture(scope="module")
+def feeds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Feed]:
+    return {
+        mode: make_feed(
+            tmp_path_factory.mktemp(mode),
+            versions=VERSIONS,
+            protocols=protocols,
+            post_build=own_interpreter,
+        )
+        for mode, protocols in PROTOCOLS.items()
+    }
+
+
+@pytest.fixture
+def served(feeds: dict[str, Feed]) -> Iterator[dict[str, str]]:
+    with (
+        serve_directory(feeds["same-protocol"].path) as same,
+        serve_directory(feeds["bumped-protocol"].path) as bumped,
+    ):
+        yield {"same-protocol": same, "bumped-protocol": bumped}
+
+
+def install(tmp_path: Path, env: dict[str, str], feeds, served, mode: str) -> Install:
+    return bootstrap(
+        tmp_path,
+        env,
+        source=served[mode],
+        version="1.0.0",
+        public_key=feeds[mode].keypair.public_key,
+    )
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def runtime(install: Install) -> Path:
+    return Path(install.env["XDG_RUNTIME_DIR"]) / "mux"
+
+
+def versions(install: Install) -> list[str]:
+    return sorted(
+        p.name for p in (install.home / "versions").iterdir() if not p.name.startswith(".")
+    )
+
+
+def run_json(install: Install, *args: str, code: int = 0) -> dict:
+    result = install.run(*args, "--json")
+    assert result.returncode == code, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    return json.loads(result.stdout)
+
+
+def servers(install: Install) -> dict[str, dict]:
+    return {s["address"]: s for s in run_json(install, "server", "status")["servers"]}
+
+
+def start(install: Install, name: str = "default") -> tuple[int, str]:
+    result = install.run("server", "start", "--name", name)
+    assert result.returncode == 0, result.stderr
+    address = str(runtime(install) / f"{name}.sock")
+    return servers(install)[address]["pid"], address
+
+
+def stop(install: Install, address: str) -> None:
+    result = install.run("server", "stop", "--socket", address)
+    assert result.returncode == 0 and "stopped" in result.stdout, result.stderr
+
+
+def kept(doc: dict) -> dict[str, dict]:
+    return {k["version"]: k for k in doc["kept_versions"]}
+
+
+def executable_of(install: Install, version: str) -> str:
+    return str((install.home / "versions" / version / "mux").resolve())
+
+
+def wait_until(condition, timeout: float = 20.0, what: str = "a condition") -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
+# -- one server, many updates ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", list(PROTOCOLS))
+def test_a_server_outlives_any_number_of_updates(tmp_path, sandbox_env, feeds, served, mode):
+    mux = install(tmp_path, sandbox_env, feeds, served, mode)
+    pid, address = start(mux)
+    assert servers(mux)[address]["executable"] == executable_of(mux, "1.0.0")
+
+    for new in ("1.1.0", "1.2.0", "1.3.0"):
+        bumped = mode == "bumped-protocol"
+        doc = run_json(mux, "update", "--version", new, code=20 if bumped else 0)
+        assert doc["to_version"] == new
+        assert (mux.home / "versions" / "1.0.0" / "mux").is_file()
+        [server] = doc["servers"]
+        assert (server["pid"], server["version"], server["state"]) == (pid, "1.0.0", "live")
+        assert server["restart_command"] == f"mux server restart --socket {address}"
+        # Same protocol: compatible, restart when convenient; another: a pending restart.
+        assert (server["compatible"], server["restart_needed"]) == (not bumped, bumped)
+        live = servers(mux)[address]
+        assert (live["pid"], live["build_installed"]) == (pid, True)
+        assert live["executable"] == executable_of(mux, "1.0.0")
+        if new != "1.1.0":  # after 1.1.0, 1.0.0 is simply the previous version
+            reason = kept(doc)["1.0.0"]
+            assert reason["kind"] == "server"
+            assert reason["reason"] == f"server {address} (pid {pid}) runs from it"
+            assert reason["size_bytes"] > 0
+
+    assert versions(mux) == ["1.0.0", "1.2.0", "1.3.0"]  # 1.1.0 went: nothing needs it
+    check = run_json(mux, "update", "--check", code=20 if mode == "bumped-protocol" else 0)
+    assert kept(check)["1.0.0"]["kind"] == "server"
+    assert kept(check)["1.0.0"]["size_bytes"] > 0
+    text = mux.run("update", "--prune")
+    assert text.returncode == 0, text.stderr
+    assert (
+        "kept 1.0.0 (" in text.stdout
+        and f"server {address} (pid {pid}) runs from it" in text.stdout
+    )
+    assert "nothing to remove" in text.stdout
+    assert versions(mux) == ["1.0.0", "1.2.0", "1.3.0"]  # and only then
+
+    # The printed command, run through the link by the new mux: a graceful stop of the old
+    # server, and the new version in its place.
+    restarted = mux.run(*shlex.split(server["restart_command"])[1:])
+    assert restarted.returncode == 0, restarted.stderr
+    new_server = servers(mux)[address]
+    assert new_server["pid"] != pid
+    assert (new_server["version"], new_server["executable"]) == (
+        "1.3.0",
+        executable_of(mux, "1.3.0"),
+    )
+
+    pruned = run_json(mux, "update", "--prune")
+    assert pruned["removed_versions"] == ["1.0.0"]
+    assert versions(mux) == ["1.2.0", "1.3.0"]
+    assert set(kept(pruned)) == {"1.2.0", "1.3.0"}
+
+
+def test_two_servers_on_two_old_versions(tmp_path, sandbox_env, feeds, served):
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    pid_a, a = start(mux, "a")
+    run_json(mux, "update", "--version", "1.1.0")
+    pid_b, b = start(mux, "b")
+    assert servers(mux)[b]["executable"] == executable_of(mux, "1.1.0")
+    run_json(mux, "update", "--version", "1.2.0")
+    doc = run_json(mux, "update", "--version", "1.3.0")
+    assert versions(mux) == VERSIONS
+    assert {v: k["kind"] for v, k in kept(doc).items()} == {
+        "1.3.0": "active",
+        "1.2.0": "previous",
+        "1.0.0": "server",
+        "1.1.0": "server",
+    }
+    assert f"(pid {pid_a})" in kept(doc)["1.0.0"]["reason"]
+    assert f"(pid {pid_b})" in kept(doc)["1.1.0"]["reason"]
+    assert {s["pid"] for s in servers(mux).values()} == {pid_a, pid_b}
+
+    stop(mux, a)
+    assert run_json(mux, "update", "--prune")["removed_versions"] == ["1.0.0"]
+    assert versions(mux) == ["1.1.0", "1.2.0", "1.3.0"]
+    # An update with nothing to install settles too: b's version goes once b is gone.
+    stop(mux, b)
+    again = run_json(mux, "update")
+    assert (again["action"], again["removed_versions"]) == ("up-to-date", ["1.1.0"])
+    assert versions(mux) == ["1.2.0", "1.3.0"]
+
+
+def test_a_hung_servers_version_is_kept_and_a_socket_nothing_is_known_of_holds_nothing(
+    tmp_path, sandbox_env, feeds, served
+):
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    pid, address = start(mux, "stuck")
+    # Nothing can be learnt of these: a hung listener in this test process (whose program is
+    # not in MUX_HOME) and the socket file of a server that died.
+    start_fake_server("hung", runtime(mux) / "silent.sock")
+    dead = runtime(mux) / "dead.sock"
+    import socket as socket_module
+
+    with socket_module.socket(socket_module.AF_UNIX) as sock:
+        sock.bind(str(dead))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        run_json(mux, "update", "--version", "1.1.0")
+        doc = run_json(mux, "update", "--version", "1.2.0")
+        assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+        reason = kept(doc)["1.0.0"]
+        assert reason["kind"] == "server"
+        assert reason["reason"] == f"server {address} (pid {pid}, not answering) runs from it"
+        seen = servers(mux)
+        stuck = seen[address]
+        assert (stuck["state"], stuck["pid"], stuck["executable_source"]) == ("hung", pid, "os")
+        # The OS names the program the process runs: the build's own interpreter.
+        assert stuck["executable"] == str((mux.home / "versions" / "1.0.0" / INTERPRETER).resolve())
+        assert seen[str(runtime(mux) / "silent.sock")]["state"] == "hung"
+        assert seen[str(dead)]["state"] == "stale"
+        status_text = mux.run("server", "status").stdout
+        assert f"{address}: hung (" in status_text and "(the OS says)" in status_text
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert servers(mux)[address]["pid"] == pid  # it answers again, unharmed
+    stop(mux, address)
+    assert run_json(mux, "update", "--prune")["removed_versions"] == ["1.0.0"]
+
+
+def test_rollback_with_a_server_on_the_previous_previous_version(
+    tmp_path, sandbox_env, feeds, served
+):
+    mux = install(tmp_path, sandbox_env, feeds, served, "bumped-protocol")
+    pid, address = start(mux)
+    run_json(mux, "update", "--version", "1.1.0", code=20)
+    run_json(mux, "update", "--version", "1.2.0", code=20)
+    assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+
+    back = run_json(mux, "update", "--rollback", code=20)
+    assert (back["action"], back["to_version"]) == ("rolled-back", "1.1.0")
+    assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+    assert servers(mux)[address]["pid"] == pid
+    forth = run_json(mux, "update", "--rollback", code=20)
+    assert forth["to_version"] == "1.2.0"
+    assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+    assert servers(mux)[address]["pid"] == pid
+    # The kept version is whole: its files still match what was installed.
+    record = read_record(Layout(mux.home, mux.bin_dir))
+    expected = record["versions"]["1.0.0"]["files_sha256"]
+    assert verify_files(mux.home / "versions" / "1.0.0", expected) is None
+
+    stop(mux, address)
+    assert run_json(mux, "update", "--prune")["removed_versions"] == ["1.0.0"]
+
+
+def test_kill_9_during_a_prune_leaves_a_runnable_mux_and_the_servers_version_whole(
+    tmp_path, sandbox_env, feeds, served
+):
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    pid, address = start(mux)
+    run_json(mux, "update", "--version", "1.1.0")
+    run_json(mux, "update", "--version", "1.2.0")
+    layout = Layout(mux.home, mux.bin_dir)
+    expected = read_record(layout)["versions"]["1.0.0"]["files_sha256"]
+    versions_dir = mux.home / "versions"
+
+    def add_junk() -> None:
+        # Old versions nothing needs, made slow to delete (many files each).
+        for n in range(3):
+            junk = versions_dir / f"0.9.{n}"
+            if not junk.exists():
+                shutil.copytree(versions_dir / "1.1.0", junk)
+                for i in range(1000):
+                    (junk / f"extra-{i}").write_bytes(b"x")
+
+    def trash_seen() -> bool:
+        return any(p.name.startswith(".trash-") for p in versions_dir.iterdir())
+
+    rng = random.Random(11)
+    killed = mid_deletion = 0
+    for run in range(20):
+        add_junk()
+        process = subprocess.Popen(
+            [str(mux.mux), "update", "--prune"],
+            env=mux.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        if run % 2:
+            # Anywhere in the run: start-up, lock, asking the servers, renaming, deleting.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(rng.uniform(0.0, 0.6))
+        else:
+            # While deleting: as soon as a version was renamed to trash, plus a little.
+            deadline = time.monotonic() + 30
+            while process.poll() is None and not trash_seen() and time.monotonic() < deadline:
+                time.sleep(0.001)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(rng.uniform(0.0, 0.02))
+        if process.poll() is None:
+            deleting = trash_seen()
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            killed += 1
+            mid_deletion += deleting
+        process.wait()
+        # A runnable mux, and the server's version whole and serving.
+        assert mux.reported_version()["version"] == "1.2.0", f"run {run}"
+        assert verify_files(versions_dir / "1.0.0", expected) is None, f"run {run}"
+        assert servers(mux)[address]["pid"] == pid, f"run {run}"
+    assert killed >= 8, f"only {killed} of 20 prunes were killed mid-way"
+    assert mid_deletion >= 5, f"only {mid_deletion} of 20 prunes were killed while deleting"
+    final = run_json(mux, "update", "--prune")
+    assert set(final["removed_versions"]) <= {"0.9.0", "0.9.1", "0.9.2"}
+    assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+    assert [p.name for p in versions_dir.iterdir() if p.name.startswith(".")] == []
+
+
+# -- a server's children ---------------------------------------------------------------------
+
+
+def test_a_servers_children_run_from_its_versioned_path_when_the_link_moves(
+    tmp_path, sandbox_env, feeds
+):
+    """The background check is a child of the server: after the link moved to 1.1.0, the
+    1.0.0 server still runs its own 1.0.0 build for it (never the link)."""
+    feed = feeds["same-protocol"]
+    with serve_directory_recording(feed.path) as (url, _requests):
+        mux = bootstrap(
+            tmp_path, sandbox_env, source=url, version="1.0.0", public_key=feed.keypair.public_key
+        )
+        mux.env["MUX_UPDATE_CHECK_INTERVAL"] = "1"
+        pid, address = start(mux)
+        log = runtime(mux) / "default.log"
+        mine = f"by mux 1.0.0 at {executable_of(mux, '1.0.0')}"
+        wait_until(lambda: mine in log.read_text(), what="the server's first background check")
+        run_json(mux, "update", "--version", "1.1.0")
+        assert os.readlink(mux.mux) == str(mux.home / "versions" / "1.1.0" / "mux")
+        wait_until(
+            lambda: "the mux link now points at 1.1.0" in log.read_text(),
+            what="the server to notice the link moving",
+        )
+        after_move = lambda: log.read_text().split("the mux link now points at 1.1.0", 1)[1]  # noqa: E731
+        wait_until(
+            lambda: after_move().count("background check") >= 2,
+            what="two background checks after the link moved",
+        )
+        checks = [line for line in log.read_text().splitlines() if "background check" in line]
+        assert checks and all(line.endswith(mine) for line in checks), checks
+        assert servers(mux)[address]["pid"] == pid
+        stop(mux, address)
+
+
+# -- what status says about builds -----------------------------------------------------------
+
+
+def test_a_server_whose_build_was_deleted_by_something_else(tmp_path, sandbox_env, feeds, served):
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    pid, address = start(mux)
+    run_json(mux, "update", "--version", "1.1.0")
+    run_json(mux, "update", "--version", "1.2.0")
+    shutil.rmtree(mux.home / "versions" / "1.0.0")  # a manual rm, or an old mux
+
+    entry = servers(mux)[address]
+    assert (entry["build_installed"], entry["build_deleted"], entry["restart_needed"]) == (
+        False,
+        True,
+        True,
+    )
+    assert entry["restart_command"] == f"mux server restart --socket {address}"
+    text = mux.run("server", "status").stdout
+    assert f"its build {executable_of(mux, '1.0.0')} was deleted" in text
+    assert f"restart it with: mux server restart --socket {address}" in text
+    check = run_json(mux, "update", "--check", "--version", "1.2.0", code=20)
+    assert check["status"] == "restart-needed"
+    assert [s["build_deleted"] for s in check["servers"]] == [True]
+    restarted = mux.run(*shlex.split(entry["restart_command"])[1:])
+    assert restarted.returncode == 0, restarted.stderr
+    again = servers(mux)[address]
+    assert (again["version"], again["build_installed"]) == ("1.2.0", True)
+    assert again["pid"] != pid
+
+
+def test_a_server_that_does_not_say_where_it_runs_from_is_placed_by_the_os(sandbox_env):
+    """A protocol-1 server has no ``executable``: readers ask the OS (``/proc/<pid>/exe``)."""
+    directory = Path(sandbox_env["XDG_RUNTIME_DIR"]) / "mux"
+    directory.mkdir(mode=0o700)
+    old = {**os.environ, **sandbox_env}
+    pid, _path = start_mux_server(
+        directory, "old", protocol_version=1, version="0.9.0", executable=None
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "updater", "server", "status", "--json"],
+        env=old,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    [entry] = json.loads(result.stdout)["servers"]
+    assert entry["status"].get("executable") is None
+    assert (entry["pid"], entry["executable_source"]) == (pid, "os")
+    assert entry["executable"] == os.path.realpath(sys.executable)
+    assert entry["build_installed"] is True
+
+
+def test_reinstalling_a_version_a_server_runs_from_leaves_its_folder_alone(
+    tmp_path, sandbox_env, feeds, served
+):
+    """Asking for the kept version again reuses its intact folder: never a swap under a server."""
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    pid, address = start(mux)
+    run_json(mux, "update", "--version", "1.1.0")
+    folder = mux.home / "versions" / "1.0.0"
+    before = (folder.stat().st_ino, (folder / "mux").stat().st_ino)
+    back = run_json(mux, "update", "--version", "1.0.0", "--allow-downgrade")
+    assert (back["action"], back["to_version"]) == ("updated", "1.0.0")
+    assert (folder.stat().st_ino, (folder / "mux").stat().st_ino) == before
+    assert servers(mux)[address]["pid"] == pid
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_install_sh_keeps_a_version_a_server_runs_from(tmp_path, sandbox_env, feeds, served, shell):
+    """install.sh, run again over an install, leaves pruning to the new mux: a server's
+    version stays until the server is gone."""
+    from tests.support.installsh import make_toolbox, render_install_sh, run_install
+
+    feed = feeds["same-protocol"]
+    script = render_install_sh(tmp_path / "install.sh", keys=[feed.keypair.public_key])
+    env = {
+        **sandbox_env,
+        "PATH": str(make_toolbox(tmp_path / "tools")),
+        "MUX_DOWNLOAD_URL": served["same-protocol"],
+        "MUX_NO_MODIFY_PATH": "1",
+        "SHELL": "/bin/sh",
+    }
+    home = Path(env["HOME"]) / ".local" / "share" / "mux"
+    mux = Install(home=home, bin_dir=Path(env["HOME"]) / ".local" / "bin", env=dict(sandbox_env))
+
+    def install_sh(version: str) -> None:
+        result = run_install(script, env={**env, "MUX_VERSION": version}, shell=shell)
+        assert result.returncode == 0, result.stderr
+
+    install_sh("1.0.0")
+    pid, address = start(mux)
+    install_sh("1.1.0")
+    install_sh("1.2.0")
+    assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+    assert servers(mux)[address]["pid"] == pid
+    stop(mux, address)
+    install_sh("1.3.0")
+    assert versions(mux) == ["1.2.0", "1.3.0"]

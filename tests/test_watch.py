@@ -1,0 +1,703 @@
+"""``mux server watch``: real servers, real watcher processes, real updates from other processes.
+
+The events come from what really happens: ``mux update`` moving the link (run by the
+installed mux in another process, or a link swapped the way it swaps it), and the server's
+background check against a loopback feed that records what it is asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import itertools
+import json
+import os
+import queue
+import re
+import selectors
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.installs import Install, bootstrap
+from tests.support.releases import Feed, make_feed, serve_directory
+from tests.support.servers import mux_runtime_dir, start_fake_server, start_mux_server
+from updater import watch
+from updater.servers import query_server
+
+__all__ = ["mux_runtime_dir"]
+
+
+@pytest.fixture(scope="module")
+def feed(tmp_path_factory: pytest.TempPathFactory) -> Feed:
+    return make_feed(
+        tmp_path_factory.mktemp("watch"),
+        versions=["1.0.0", "1.1.0", "1.2.0"],
+        protocols={"1.0.0": 2, "1.1.0": 2, "1.2.0": 3},
+    )
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+class Lines:
+    """The stdout lines of a process, read by a thread, taken with a deadline."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.process = process
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line.rstrip("\n"))
+        self._lines.put(None)
+
+    def next(self, timeout: float = 20.0) -> str | None:
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line within {timeout:g}s") from None
+
+    def rest(self, timeout: float = 20.0) -> list[str]:
+        found = []
+        while (line := self.next(timeout)) is not None:
+            found.append(line)
+        return found
+
+
+def spawn(install: Install, *args: str) -> tuple[subprocess.Popen[str], Lines]:
+    process = subprocess.Popen(
+        [str(install.mux), *args],
+        env=install.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return process, Lines(process)
+
+
+def wait_until(condition, timeout: float = 20.0, what: str = "a condition") -> None:
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+
+
+def event(line: str | None) -> tuple[str, dict[str, Any]]:
+    assert line is not None
+    doc = json.loads(line)
+    return doc["type"], doc["data"]
+
+
+def update(install: Install, version: str, code: int) -> None:
+    result = install.run("update", "--version", version)
+    assert result.returncode == code, (result.stdout, result.stderr)
+
+
+# -- events after real updates ---------------------------------------------------------------
+
+
+def test_watchers_see_each_event_once_and_in_order(tmp_path, sandbox_env, feed):
+    with serve_directory(feed.path) as url:
+        mux = bootstrap(
+            tmp_path, sandbox_env, source=url, version="1.0.0", public_key=feed.keypair.public_key
+        )
+        assert mux.run("server", "start").returncode == 0
+        address = str(Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.sock")
+        watchers = [spawn(mux, "server", "watch") for _ in range(3)]
+        for _process, lines in watchers:
+            first = json.loads(lines.next() or "")
+            assert (first["address"], first["state"], first["version"]) == (
+                address,
+                "live",
+                "1.0.0",
+            )
+            assert first["protocol_version"] == 2 and first["status"]["protocol_version"] == 2
+            assert first["executable"] == str((mux.home / "versions" / "1.0.0" / "mux").resolve())
+
+        update(mux, "1.1.0", 0)
+        for _process, lines in watchers:
+            kind, data = event(lines.next())
+            assert kind == "update-installed"
+            assert (data["version"], data["protocol_version"], data["compatible"]) == (
+                "1.1.0",
+                2,
+                True,
+            )
+            assert data["restart_command"] == f"mux server restart --socket {address}"
+        update(mux, "1.2.0", 20)
+        # A watcher that connects now gets what is in force: the link's version, the restart.
+        late, late_lines = spawn(mux, "server", "watch")
+        assert json.loads(late_lines.next() or "")["version"] == "1.0.0"
+        assert [event(late_lines.next())[0] for _ in range(2)] == [
+            "update-installed",
+            "restart-needed",
+        ]
+        watchers.append((late, late_lines))
+
+        assert mux.run("server", "stop").returncode == 0
+        for process, lines in watchers:
+            rest = [event(line) for line in lines.rest()]
+            if process is not late:
+                assert [kind for kind, _ in rest] == [
+                    "update-installed",
+                    "restart-needed",
+                    "server-stopping",
+                ]
+                installed, restart = rest[0][1], rest[1][1]
+                assert (installed["version"], installed["compatible"]) == ("1.2.0", False)
+                assert (restart["protocol_version"], restart["server_protocol_version"]) == (3, 2)
+                assert restart["restart_command"] == f"mux server restart --socket {address}"
+            else:
+                assert [kind for kind, _ in rest] == ["server-stopping"]
+            assert rest[-1][1]["reason"] == "the server is stopping (shutdown request)"
+            assert process.wait(10) == 0  # a clean end
+            assert process.stderr is not None and process.stderr.read() == ""
+
+
+# -- the background check --------------------------------------------------------------------
+
+
+class RecordingFeed:
+    """A feed folder on 127.0.0.1 that records each request (time, path, status, validators)
+    and can go away and come back on the same port."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.requests: list[dict[str, Any]] = []
+        self.port = 0
+        self._server: http.server.ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        requests = self.requests
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def send_response(self, code: int, message: str | None = None) -> None:
+                requests.append(
+                    {
+                        "at": time.monotonic(),
+                        "path": self.path,
+                        "status": code,
+                        "if_modified_since": self.headers.get("If-Modified-Since"),
+                    }
+                )
+                super().send_response(code, message)
+
+        handler = functools.partial(Handler, directory=str(self.path))
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(10)
+
+    def since(self, index: int, path: str | None = None) -> list[dict[str, Any]]:
+        return [r for r in self.requests[index:] if path is None or r["path"] == path]
+
+
+@pytest.fixture
+def recording(feed: Feed) -> Iterator[RecordingFeed]:
+    recorder = RecordingFeed(feed.path)
+    recorder.start()
+    try:
+        yield recorder
+    finally:
+        with contextlib.suppress(AssertionError, OSError):
+            recorder.stop()
+
+
+def test_the_background_check_runs_on_schedule_and_survives_the_feed_going_away(
+    tmp_path, sandbox_env, feed, recording
+):
+    mux = bootstrap(
+        tmp_path,
+        sandbox_env,
+        source=recording.url,
+        version="1.0.0",
+        public_key=feed.keypair.public_key,
+    )
+    mux.env["MUX_UPDATE_CHECK_INTERVAL"] = "1"
+    mark = len(recording.requests)
+    assert mux.run("server", "start").returncode == 0
+    log = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.log"
+    watcher, lines = spawn(mux, "server", "watch")
+    assert json.loads(lines.next() or "")["version"] == "1.0.0"
+    kind, data = event(lines.next())
+    assert (kind, data["version"], data["tag"]) == ("update-available", "1.2.0", "v1.2.0")
+
+    wait_until(lambda: len(recording.since(mark, "/releases.json")) >= 4, what="four checks")
+    index = recording.since(mark, "/releases.json")
+    gaps = [b["at"] - a["at"] for a, b in itertools.pairwise(index)]
+    assert all(1.0 <= gap < 5.0 for gap in gaps), gaps  # every interval, with jitter
+    # Conditional requests: the unchanged index costs a 304; a known release is not fetched
+    # again; no archive is ever downloaded by a check.
+    assert all(r["if_modified_since"] and r["status"] == 304 for r in index[1:]), index
+    server_requests = recording.since(mark)
+    assert [r["path"] for r in server_requests if r["path"].endswith("manifest.json")] == [
+        "/v1.2.0/manifest.json"
+    ]
+    assert not [r for r in server_requests if r["path"].endswith(".tar.gz")]
+
+    # The feed goes away: checks fail (and say so in the log), the server does not care.
+    recording.stop()
+    failures = log.read_text().count("background check failed")
+    wait_until(
+        lambda: log.read_text().count("background check failed") >= failures + 2,
+        what="two failed checks",
+    )
+    began = time.monotonic()
+    report = query_server(str(Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.sock"))
+    assert report.state == "live" and time.monotonic() - began < 0.5
+    # It comes back: the next check finds the same release, and says nothing new.
+    recording.start()
+    back = len(recording.requests)
+    wait_until(lambda: recording.since(back, "/releases.json"), what="a check after the return")
+    began = time.monotonic()
+    assert mux.run("server", "stop").returncode == 0
+    assert time.monotonic() - began < 5.0
+    rest = [event(line)[0] for line in lines.rest()]
+    assert rest == ["server-stopping"], rest  # update-available was said once, not per check
+    assert watcher.wait(10) == 0
+
+
+def test_a_check_by_either_counts_for_both(tmp_path, sandbox_env, feed, recording):
+    mux = bootstrap(
+        tmp_path,
+        sandbox_env,
+        source=recording.url,
+        version="1.0.0",
+        public_key=feed.keypair.public_key,
+    )
+    checked = mux.run("update", "--check", "--json")
+    assert checked.returncode == 10 and json.loads(checked.stdout)["cached"] is False
+    mux.env["MUX_UPDATE_CHECK_INTERVAL"] = "30"
+    mark = len(recording.requests)
+    assert mux.run("server", "start").returncode == 0
+    log = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.log"
+    wait_until(
+        lambda: "background check (cached): latest v1.2.0" in log.read_text(), what="a check"
+    )
+    assert recording.since(mark) == []  # the user's check answered the server's
+    assert mux.run("server", "stop").returncode == 0
+
+
+def test_a_server_answers_its_own_checks_answer_to_a_sidebar(
+    tmp_path, sandbox_env, feed, recording
+):
+    mux = bootstrap(
+        tmp_path,
+        sandbox_env,
+        source=recording.url,
+        version="1.0.0",
+        public_key=feed.keypair.public_key,
+    )
+    mux.env["MUX_UPDATE_CHECK_INTERVAL"] = "30"
+    assert mux.run("server", "start").returncode == 0
+    log = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.log"
+    wait_until(lambda: "background check: latest v1.2.0" in log.read_text(), what="a check")
+    mark = len(recording.requests)
+    sidebar = mux.run("update", "--check", "--json", "--max-age", "15m")
+    assert sidebar.returncode == 10 and json.loads(sidebar.stdout)["cached"] is True
+    assert recording.since(mark) == []
+    assert mux.run("server", "stop").returncode == 0
+
+
+def test_the_policy_or_interval_0_turns_the_background_check_off(sandbox_env, mux_runtime_dir):
+    env = {**os.environ, **sandbox_env, "MUX_UPDATE_CHECK_INTERVAL": "0"}
+    start_mux_server(mux_runtime_dir, "quiet", env=env)
+    from tests.support.servers import server_log
+
+    text = server_log(mux_runtime_dir, "quiet").read_text()
+    assert "background update checks are off (interval 0)" in text
+
+
+# -- the plugin of docs/scripting.md ---------------------------------------------------------
+
+
+def plugin_script() -> str:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "scripting.md").read_text()
+    block = doc.split("<!-- plugin:begin -->", 1)[1].split("<!-- plugin:end -->", 1)[0]
+    match = re.search(r"```sh\n(.*?)```", block, re.S)
+    assert match, "docs/scripting.md lost its plugin"
+    return match.group(1)
+
+
+@pytest.mark.parametrize("shell", ["dash", "sh", "busybox"])
+def test_the_documented_plugin_runs(tmp_path, sandbox_env, feed, recording, shell):
+    command = [shell] if shell != "busybox" else ["busybox", "sh"]
+    if shutil.which(command[0]) is None:
+        pytest.skip(f"{command[0]} is not installed")
+    plugin = tmp_path / "mux-notify"
+    plugin.write_text(plugin_script())
+    mux = bootstrap(
+        tmp_path,
+        sandbox_env,
+        source=recording.url,
+        version="1.0.0",
+        public_key=feed.keypair.public_key,
+    )
+    mux.env["MUX_UPDATE_CHECK_INTERVAL"] = "1"
+    mux.env["PATH"] = f"{mux.bin_dir}{os.pathsep}{mux.env['PATH']}"
+    assert mux.run("server", "start").returncode == 0
+    process = subprocess.Popen(
+        [*command, str(plugin)],
+        env=mux.env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = Lines(process)
+    assert lines.next() == "watching mux 1.0.0"
+    assert lines.next() == "mux 1.2.0 is available: mux update"
+    update(mux, "1.1.0", 0)
+    assert lines.next() == "mux 1.1.0 is installed"
+    update(mux, "1.2.0", 20)
+    assert lines.next() == "mux 1.2.0 is installed"
+    address = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.sock"
+    assert lines.next() == f"restart when convenient: mux server restart --socket {address}"
+    # The command it printed: the plugin's stream ends cleanly with the old server.
+    assert mux.run("server", "restart", "--socket", str(address)).returncode == 0
+    assert lines.rest() == []
+    assert process.wait(10) == 0
+    assert process.stderr is not None and process.stderr.read() == ""  # written for protocol 2
+
+    # Against the new server (protocol 3), the plugin says it was written for another one.
+    again = subprocess.run(
+        [*command, "-c", f'. "{plugin}" & sleep 2; mux server stop; wait'],
+        env=mux.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "watching mux 1.2.0" in again.stdout
+    assert (
+        "mux-notify: the server speaks protocol 3, this plugin was written for protocol 2"
+        in again.stderr
+    )
+
+
+# -- bounded and fair ------------------------------------------------------------------------
+
+
+def _fake_install(root: Path) -> tuple[Path, Path, list[Path]]:
+    """An install layout with two versions to swap the link between, as mux update does."""
+    home, bin_dir = root / "home", root / "bin"
+    targets = []
+    for version in ("2.0.0", "2.1.0"):
+        folder = home / "versions" / version
+        folder.mkdir(parents=True)
+        (folder / "mux").write_text("#!/bin/sh\n")
+        targets.append(folder / "mux")
+    bin_dir.mkdir()
+    (bin_dir / "mux").symlink_to(targets[0])
+    return home, bin_dir, targets
+
+
+def _swap(bin_dir: Path, target: Path, n: int) -> None:
+    temp = bin_dir / f".mux.tmp-test-{n}"
+    temp.symlink_to(target)
+    os.replace(temp, bin_dir / "mux")
+
+
+class RawWatcher:
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(str(path))
+        self.sock.sendall(b"GET /api/watch HTTP/1.0\r\n\r\n")
+        self.buffer = b""
+        self.lines: list[bytes] = []
+        self.head_done = False
+
+    def feed(self, data: bytes) -> None:
+        self.buffer += data
+        if not self.head_done and b"\r\n\r\n" in self.buffer:
+            head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+            assert head.startswith(b"HTTP/1.0 200"), head
+            self.head_done = True
+        while self.head_done and b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            self.lines.append(line)
+
+
+def test_100_watchers_and_one_that_stops_reading(mux_runtime_dir, tmp_path):
+    home, bin_dir, targets = _fake_install(tmp_path)
+    env = {**os.environ, "MUX_HOME": str(home), "MUX_INSTALL_DIR": str(bin_dir)}
+    # The server runs the link's version: no event is in force when the watchers connect.
+    _pid, path = start_mux_server(mux_runtime_dir, "busy", env=env, version="2.0.0")
+    fast = [RawWatcher(path) for _ in range(100)]
+    slow = RawWatcher(path)  # connects, then reads nothing
+    selector = selectors.DefaultSelector()
+    for watcher in fast:
+        watcher.sock.setblocking(False)
+        selector.register(watcher.sock, selectors.EVENT_READ, watcher)
+
+    def pump_until(count: int, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while any(len(w.lines) < count for w in fast):
+            if time.monotonic() > deadline:
+                behind = min(len(w.lines) for w in fast)
+                raise AssertionError(f"a fast watcher has {behind} of {count} lines")
+            for key, _ in selector.select(0.5):
+                data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                assert data, "the server closed a fast watcher"
+                key.data.feed(data)
+
+    pump_until(1)  # every first line
+    events = 200
+    slowest_status = 0.0
+    for n in range(1, events + 1):
+        _swap(bin_dir, targets[n % 2], n)
+        pump_until(1 + n)
+        if n % 20 == 0:
+            began = time.monotonic()
+            assert query_server(str(path)).state == "live"
+            slowest_status = max(slowest_status, time.monotonic() - began)
+    assert slowest_status < 0.5, f"a status query took {slowest_status:.2f}s"
+    expected = [f"2.{n % 2}.0" for n in range(1, events + 1)]
+    for watcher in fast:
+        seen = [json.loads(line)["data"]["version"] for line in watcher.lines[1:]]
+        assert seen == expected  # each event once, in order, for every fast watcher
+
+    # The slow one reads now: what was in flight, then why it was dropped, then the end.
+    slow.sock.settimeout(40)
+    while data := slow.sock.recv(65536):
+        slow.feed(data)
+    docs = [json.loads(line) for line in slow.lines]
+    assert docs[0]["service"] == "mux"
+    got = [d["data"]["version"] for d in docs[1:-1]]
+    assert got == expected[: len(got)] and len(got) < events
+    assert docs[-1]["type"] == "watch-dropped"
+    assert "fell behind" in docs[-1]["data"]["reason"]
+    for watcher in fast:
+        watcher.sock.close()
+
+
+def test_watch_needs_a_server_with_a_watch_endpoint(mux_runtime_dir):
+    start_fake_server("old-mux", mux_runtime_dir / "old.sock")
+    result = subprocess.run(
+        [sys.executable, "-m", "updater", "server", "watch", "--name", "old"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr.count("\n") == 1
+    assert "(mux 0.9.0, protocol 1) has no watch endpoint" in result.stderr
+    assert f"mux server restart --socket {mux_runtime_dir / 'old.sock'}" in result.stderr
+    nobody = subprocess.run(
+        [sys.executable, "-m", "updater", "server", "watch", "--name", "none"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert nobody.returncode == 1 and "no mux server runs on" in nobody.stderr
+
+
+def _raw_stream(*lines: bytes) -> bytes:
+    status = b'{"service": "mux", "protocol_version": 2, "version": "2.0.0", "pid": 1}'
+    return b"HTTP/1.0 200 OK\r\n\r\n" + status + b"\n" + b"".join(line + b"\n" for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("events", "code", "stdout_has", "stderr_has"),
+    [
+        # Escaped on the way out: the terminal never gets a raw escape sequence.
+        (
+            [
+                b'{"type": "update-available", "data": {"tag": "\\u001b[31mred"}}',
+                b'{"type": "server-stopping", "data": {}}',
+            ],
+            0,
+            "\\u001b[31mred",
+            "",
+        ),
+        # An event type the client does not know is passed on (readers skip it).
+        (
+            [b'{"type": "from-the-future", "data": {"x": 1}}'],
+            1,
+            '"from-the-future"',
+            "without saying why",
+        ),
+        ([b"not json"], 1, "", "not an event"),
+        ([b'{"type": "x", "data": "' + b"a" * 70000 + b'"}'], 1, "", "longer than 64 KiB"),
+    ],
+)
+def test_what_a_server_streams_is_checked_and_escaped(
+    mux_runtime_dir, events, code, stdout_has, stderr_has
+):
+    start_fake_server("raw", mux_runtime_dir / "raw.sock", payload=_raw_stream(*events))
+    result = subprocess.run(
+        [sys.executable, "-m", "updater", "server", "watch", "--name", "raw"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == code, result.stderr
+    assert "\x1b" not in result.stdout
+    assert stdout_has in result.stdout
+    assert stderr_has in result.stderr
+    assert "Traceback" not in result.stderr
+    assert json.loads(result.stdout.splitlines()[0])["version"] == "2.0.0"
+
+
+def test_the_hub_never_blocks_a_publisher() -> None:
+    """Unit level: a watcher whose queue is full is dropped at once, without waiting."""
+    hub = watch.WatchHub(queue_limit=3)
+    from updater.protocol import WatchEvent
+
+    waiting = watch.Watcher()
+    hub._watchers.add(waiting)  # registered, never reading
+    began = time.monotonic()
+    for n in range(10):
+        hub.publish(WatchEvent("update-installed", {"n": n}))
+    assert time.monotonic() - began < 0.1
+    assert waiting.final is not None and b"fell behind" in waiting.final
+    assert list(waiting.lines) == []
+    assert [e.data["n"] for e in hub.in_force()] == [9]
+
+
+@pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "poll"])
+def test_the_link_watch_notices_a_move_within_two_seconds(tmp_path, inotify):
+    """Both ways of noticing (inotify on Linux, the poll elsewhere), in-process."""
+    from updater.linkwatch import LinkWatch
+
+    _home, bin_dir, targets = _fake_install(tmp_path)
+    seen: queue.Queue[str | None] = queue.Queue()
+    watcher = LinkWatch(bin_dir / "mux", seen.put, inotify=inotify)
+    watcher.start()
+    try:
+        for n in (1, 2, 3):
+            moved = time.monotonic()
+            _swap(bin_dir, targets[n % 2], n)
+            assert seen.get(timeout=5) == str(targets[n % 2])
+            assert time.monotonic() - moved < 2.0
+        assert watcher.mode == ("inotify" if inotify else "poll")
+        (bin_dir / "mux").unlink()  # an uninstall: the link is gone
+        assert seen.get(timeout=5) is None
+    finally:
+        watcher.stop()
+
+
+def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
+    """The policy's ``updates = "disabled"`` reaches the server through Settings."""
+    from updater.server_notices import ServerNotices
+    from updater.settings import Settings
+
+    logged: list[str] = []
+    ran: list[str] = []
+    for updates, expect_check in (("disabled", False), ("check-only", True), ("enabled", True)):
+        logged.clear()
+        notices = ServerNotices(
+            watch.WatchHub(),
+            server_version="1.0.0",
+            server_protocol=2,
+            restart_command="R",
+            settings=Settings(home=tmp_path / "none", update_check_interval=3600, updates=updates),
+            development=True,
+            check_command=lambda: ran.append("x") or ["true"],
+            log=logged.append,
+        )
+        notices.start()
+        try:
+            assert (notices._check is not None) == expect_check, updates
+            off = "background update checks are off (the machine policy disables updates)"
+            assert (off in logged) == (not expect_check)
+        finally:
+            notices.stop()
+    assert ran == []  # an hour away: nothing ran
+
+
+@pytest.mark.parametrize("interval", [0.5, 1.0, 60.0, 6 * 3600.0, 30 * 86400.0])
+def test_the_schedule_never_asks_before_the_cache_expired(interval):
+    from updater.background import first_delay, next_delay
+
+    for draw in (0.0, 0.3, 0.999999):
+        delay = next_delay(interval, rng=lambda draw=draw: draw)
+        assert interval <= delay <= interval + min(interval / 10, 1800)
+        first = first_delay(interval, rng=lambda draw=draw: draw)
+        assert 0 < first <= min(interval, 30) / 2
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
+def test_a_hanging_check_never_blocks_status_or_shutdown(tmp_path, sandbox_env, feed):
+    """A feed that takes the connection and never answers: the check hangs in its child, the
+    server answers at once, and stops at once, taking the child with it."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # never accepted: connections complete, no answer ever comes
+    try:
+        with serve_directory(feed.path) as url:
+            mux = bootstrap(
+                tmp_path,
+                sandbox_env,
+                source=url,
+                version="1.0.0",
+                public_key=feed.keypair.public_key,
+            )
+        mux.env.update(
+            MUX_UPDATE_SOURCE=f"http://127.0.0.1:{silent.getsockname()[1]}",
+            MUX_UPDATE_CHECK_INTERVAL="1",
+            MUX_HTTP_TIMEOUT="60",
+        )
+        assert mux.run("server", "start").returncode == 0
+        path = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.sock"
+        pid = query_server(str(path)).pid
+        assert pid is not None
+        wait_until(lambda: _children(pid), what="the background check's child")
+        [child] = _children(pid)
+        began = time.monotonic()
+        assert query_server(str(path)).state == "live"
+        assert time.monotonic() - began < 0.5
+        began = time.monotonic()
+        assert mux.run("server", "stop").returncode == 0
+        assert time.monotonic() - began < 5.0
+        wait_until(lambda: not Path(f"/proc/{child}").exists(), timeout=5, what="the child to go")
+    finally:
+        silent.close()
