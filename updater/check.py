@@ -24,6 +24,7 @@ from .settings import Settings
 from .timestamps import rfc3339
 
 if TYPE_CHECKING:
+    from .feed_index import VerifiedIndex
     from .servers import ServerReport
 
 
@@ -118,13 +119,6 @@ def find_offer(
     with open_source(settings, build_keys=build.trust.minisign_keys) as source:
         tag = source.resolve(request)
         index = source.verified_index()
-        warnings: list[str] = []
-        fresh_until = None
-        if index is not None:
-            from .feed_index import remember
-
-            warnings += filter(None, [index.expiry_warning(), remember(index)])
-            fresh_until = None if index.expired else index.comment.expires
         installed_signed_at = _installed_signed_at(settings, build)
         if known is not None and (known.tag, known.source_location) == (tag, source.location):
             return known._replace(
@@ -135,8 +129,7 @@ def find_offer(
                     current_signed_at=installed_signed_at,
                     offered_signed_at=known.signed_at,
                 ),
-                fresh_until=fresh_until,
-                warnings=tuple(warnings),
+                **_index_facts(index),
             )
         from .verify import TrustPolicy, VerificationLog, verify_release_metadata
 
@@ -160,10 +153,22 @@ def find_offer(
                 current_signed_at=installed_signed_at,
                 offered_signed_at=release.signed_at,
             ),
-            fresh_until=fresh_until,
-            warnings=tuple(warnings),
             signed_at=release.signed_at,
+            **_index_facts(index),
         )
+
+
+def _index_facts(index: VerifiedIndex | None) -> dict[str, Any]:
+    """What a feed's verified index adds to an answer that stands: until when it may be
+    reused, and what to say with it; its seq is recorded now (a refused check records
+    nothing)."""
+    if index is None:
+        return {}
+    from .feed_index import remember
+
+    warnings = [w for w in (index.expiry_warning(), remember(index)) if w]
+    fresh_until = None if index.expired else index.comment.expires
+    return {"fresh_until": fresh_until, "warnings": tuple(warnings)}
 
 
 def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
