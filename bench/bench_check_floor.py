@@ -13,7 +13,9 @@ the live-server scan): the ratio shows what that costs. Target: within 1.3x.
 
 The machine may be shared: rounds are interleaved (floor and mux alternate, in alternating
 order), and both wall-clock and CPU time (user + system of the child, from wait4) are
-reported as medians with their spread (min-max and the interquartile range).
+reported as medians with their spread (min-max and the interquartile range). Every mux run
+starts without a cache (the answer cache and the ETag store): the check must do the whole
+work each time.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -61,7 +64,10 @@ print(json.dumps({"tag": tag, "newer": Version(manifest["version"]) > Version(cu
 
 
 def run_once(command: list[str], env: dict[str, str]) -> tuple[float, float, bytes]:
-    """(wall seconds, child CPU seconds, stdout) of one run."""
+    """(wall seconds, child CPU seconds, stdout) of one run, with no cache from the last one:
+    a check that knows the tag from an earlier answer skips the release's documents, and
+    this measures the whole verified work."""
+    shutil.rmtree(env["XDG_CACHE_HOME"], ignore_errors=True)
     started = time.perf_counter()
     process = subprocess.Popen(
         command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
