@@ -28,6 +28,10 @@ MUX_DEFAULT_REPO='OWNER/mux'
 # override: the keys are part of the script you chose to run, so nothing in the
 # environment (a CI variable, a copied snippet) can silently swap the trust root.
 MUX_MINISIGN_KEYS=''
+# The machine policy (docs/contracts.md, "Machine policy"): a root-owned file with which an
+# administrator decides for every mux and every install.sh on the machine. A release may
+# name another path; nothing in the environment can.
+MUX_POLICY_FILE_PATH='/etc/mux/policy.toml'
 # ---------------------------------------------------------------------------------------
 
 # shellcheck disable=SC2016 # the help text shows variable names, unexpanded
@@ -77,7 +81,12 @@ usage() {
         'A feed'"'"'s release list must be signed (releases.json.minisig), not expired, and not older' \
         '(by its sequence number) than one this machine saw: see <state dir>/mux/feed-seq.' \
         '' \
-        'Exit status: 0 done, 1 error, 2 usage error, 3 verification failed.'
+        'The machine policy (an administrator'"'"'s root-owned '"$MUX_POLICY_FILE_PATH"') decides for' \
+        'every user: it may turn installs off, name the one source, add keys, or refuse' \
+        'options; no option or variable can loosen it.' \
+        '' \
+        'Exit status: 0 done, 1 error, 2 usage error, 3 verification failed,' \
+        '4 the machine policy does not allow it.'
 }
 
 # ---- talking ----------------------------------------------------------------------------
@@ -2116,6 +2125,298 @@ configure_signature() {
 }
 
 
+# ---- the machine policy -------------------------------------------------------------------
+
+# toml_settings FILE: the few TOML forms a policy uses, one line per value:
+# "key<TAB>s<TAB>text" (a string), "key<TAB>b<TAB>true|false", "key<TAB>a<TAB>count" then
+# "key<TAB>e<TAB>text" for each string of an array. Top-level settings only: a bare key,
+# "=", then a basic string without escapes, a literal string, true, false, or an array of
+# such strings (it may span lines); comments and blank lines anywhere TOML allows them.
+# Anything else fails with "line N: why" on standard output: install.sh refuses a policy it
+# cannot read rather than guess (mux, which reads all of TOML, agrees on every file this
+# reads, and refuses the rest the same way).
+toml_settings() {
+    LC_ALL=C awk '
+    function fail(why) { printf "line %d: %s\n", line, why; bad = 1; exit 1 }
+    function ch() { return substr(text, pos, 1) }
+    function control(c) { return (c < " " && c != "\t") || c == "\177" }
+    function blanks() { while (pos <= n && (ch() == " " || ch() == "\t")) pos++ }
+    function comment() {
+        if (ch() != "#") return
+        for (pos++; pos <= n && ch() != "\n"; pos++) if (control(ch())) fail("a control character in a comment")
+    }
+    function spaces() {
+        while (pos <= n) {
+            c = ch()
+            if (c == " " || c == "\t") pos++
+            else if (c == "\n") { pos++; line++ }
+            else if (c == "#") comment()
+            else break
+        }
+    }
+    function quoted(   q, start, c) {
+        q = ch(); pos++; start = pos
+        for (; pos <= n; pos++) {
+            c = ch()
+            if (c == q) { pos++; return substr(text, start, pos - 1 - start) }
+            if (c == "\n") fail("a string must end on its line")
+            if (q == "\"" && c == "\\") fail("escapes (\\) are not read here; write the value without one")
+            if (control(c)) fail("a control character in a string")
+        }
+        fail("a string does not end")
+    }
+    { sub(/\r$/, ""); text = text $0 "\n" }
+    END {
+        if (bad) exit 1
+        n = length(text); pos = 1; line = 1; out = ""
+        while (1) {
+            spaces()
+            if (pos > n) break
+            if (ch() !~ /[A-Za-z0-9_-]/) fail(ch() == "[" ? "a table ([...]): a policy has top-level settings only" : "a setting must start with its name")
+            start = pos
+            while (pos <= n && ch() ~ /[A-Za-z0-9_-]/) pos++
+            key = substr(text, start, pos - start)
+            blanks()
+            if (ch() != "=") fail("expected = after " key)
+            pos++
+            blanks()
+            if (key in seen) fail(key " is set twice")
+            seen[key] = 1
+            c = ch()
+            if (c == "\"" || c == "\047") {
+                out = out key "\ts\t" quoted() "\n"
+            } else if (substr(text, pos, 4) == "true") {
+                pos += 4; out = out key "\tb\ttrue\n"
+            } else if (substr(text, pos, 5) == "false") {
+                pos += 5; out = out key "\tb\tfalse\n"
+            } else if (c == "[") {
+                pos++; count = 0; items = ""
+                while (1) {
+                    spaces(); c = ch()
+                    if (c == "]") { pos++; break }
+                    if (c != "\"" && c != "\047") fail("the array of " key " may hold strings only")
+                    items = items key "\te\t" quoted() "\n"; count++
+                    spaces(); c = ch()
+                    if (c == "]") { pos++; break }
+                    if (c != ",") fail("expected , or ] in the array of " key)
+                    pos++
+                }
+                out = out key "\ta\t" count "\n" items
+            } else {
+                fail("the value of " key " is not a string, true, false or an array of strings")
+            }
+            blanks()
+            comment()
+            if (pos <= n) {
+                if (ch() != "\n") fail("unexpected text after the value of " key)
+                pos++; line++
+            }
+        }
+        printf "%s", out
+    }' "$1"
+}
+
+
+# policy_writers PATH FOLDER(0|1): empty when only root can change PATH (the file, or a
+# folder: a sticky one such as /tmp is fine), else why not.
+policy_writers() {
+    pw_ls=$(LC_ALL=C ls -ldnL -- "$1" 2>/dev/null) || {
+        printf '%s cannot be examined' "$1"
+        return 0
+    }
+    printf '%s\n' "$pw_ls" | LC_ALL=C awk -v path="$1" -v folder="$2" '{
+        mode = $1; uid = $3
+        if (uid != "0") { printf "%s is owned by uid %s, not by root", path, uid; exit }
+        if (folder == 1 && substr(mode, 10, 1) ~ /[tT]/) exit
+        if (substr(mode, 9, 1) == "w") printf "%s is writable by other users (chmod go-w %s)", path, path
+        else if (substr(mode, 6, 1) == "w") printf "%s is writable by its group (chmod go-w %s)", path, path
+    }'
+}
+
+
+# policy_folders_writers PATH: the same for every folder on the way to PATH (physical).
+policy_folders_writers() {
+    pf_dir=${1%/*}
+    [ -n "$pf_dir" ] || pf_dir=/
+    pf_dir=$(cd -P -- "$pf_dir" 2>/dev/null && pwd -P) || {
+        printf '%s cannot be examined' "${1%/*}"
+        return 0
+    }
+    while :; do
+        pf_why=$(policy_writers "$pf_dir" 1)
+        if [ -n "$pf_why" ]; then
+            printf '%s' "$pf_why"
+            return 0
+        fi
+        [ "$pf_dir" != / ] || return 0
+        pf_dir=${pf_dir%/*}
+        [ -n "$pf_dir" ] || pf_dir=/
+    done
+}
+
+
+policy_unusable() {
+    die 4 "the machine policy $policy_path cannot be used: $1; install.sh installs nothing until it is fixed" \
+        "ask its administrator to fix or remove it"
+}
+
+
+policy_refuses() {
+    die 4 "the machine policy $policy_path sets $1; $2" \
+        "its administrator decides this for every mux on this machine"
+}
+
+
+# read_policy: the policy's settings into policy_* (policy_path empty: there is none).
+read_policy() {
+    policy_path='' policy_updates='' policy_source='' policy_github_url='' policy_api_url=''
+    policy_keys='' policy_allow_expired='' policy_hosts=''
+    rp_path=$MUX_POLICY_FILE_PATH
+    [ -e "$rp_path" ] || [ -L "$rp_path" ] || return 0
+    policy_path=$rp_path
+    [ -e "$rp_path" ] || policy_unusable "it is a symbolic link to nothing"
+    [ -f "$rp_path" ] || policy_unusable "it is not a regular file"
+    [ -r "$rp_path" ] || policy_unusable "it cannot be read"
+    rp_why=$(policy_writers "$rp_path" 0)
+    [ -n "$rp_why" ] || rp_why=$(policy_folders_writers "$rp_path")
+    rp_hop=$rp_path
+    rp_hops=0
+    while [ -z "$rp_why" ] && [ -L "$rp_hop" ]; do
+        rp_link=$(readlink -- "$rp_hop") || policy_unusable "its link cannot be followed (no readlink)"
+        case $rp_link in
+            /*) rp_hop=$rp_link ;;
+            *) rp_hop=${rp_hop%/*}/$rp_link ;;
+        esac
+        rp_hops=$((rp_hops + 1))
+        [ "$rp_hops" -le 16 ] || policy_unusable "it is a chain of more than 16 links"
+        rp_why=$(policy_folders_writers "$rp_hop")
+    done
+    [ -z "$rp_why" ] || policy_unusable "$rp_why"
+    rp_size=$(file_size "$rp_path") || policy_unusable "its size cannot be read"
+    [ "$rp_size" -le 65536 ] || policy_unusable "it is larger than 65536 bytes"
+    rp_values=$(toml_settings "$rp_path") || policy_unusable "it is not TOML that install.sh reads (${rp_values:-unreadable})"
+    rp_count=0
+    rp_tab=$(printf '\t')
+    rp_ifs=$IFS
+    IFS=$nl
+    set -f
+    for rp_line in $rp_values; do
+        IFS=$rp_ifs
+        rp_key=${rp_line%%"$rp_tab"*}
+        rp_rest=${rp_line#*"$rp_tab"}
+        rp_type=${rp_rest%%"$rp_tab"*}
+        rp_value=${rp_rest#*"$rp_tab"}
+        case $rp_key:$rp_type in
+            updates:s)
+                case $rp_value in
+                    enabled | check-only | disabled) policy_updates=$rp_value ;;
+                    *) policy_unusable "updates = \"$rp_value\" is not \"enabled\" or \"check-only\" or \"disabled\"" ;;
+                esac
+                ;;
+            source:s)
+                case $rp_value in
+                    github) ;;
+                    http://* | https://*) check_url_scheme "$rp_value" || policy_unusable "source = \"$rp_value\": only https:// (plain http only to this machine)" ;;
+                    /*) ;;
+                    *) policy_unusable "source = \"$rp_value\" is not \"github\", an https:// feed URL or an absolute feed directory" ;;
+                esac
+                policy_source=${rp_value%/}
+                ;;
+            github_url:s | github_api_url:s)
+                check_url_scheme "$rp_value" || policy_unusable "$rp_key = \"$rp_value\" is not an https:// URL"
+                if [ "$rp_key" = github_url ]; then policy_github_url=${rp_value%/}; else policy_api_url=${rp_value%/}; fi
+                ;;
+            allow_expired_feed:b) policy_allow_expired=$rp_value ;;
+            trusted_keys:a | download_hosts:a)
+                rp_count=$rp_value
+                [ "$rp_count" -le 16 ] || policy_unusable "$rp_key holds more than 16 entries"
+                [ "$rp_key" != trusted_keys ] || [ "$rp_count" -le 8 ] || policy_unusable "trusted_keys holds more than 8 keys"
+                ;;
+            trusted_keys:e)
+                # "Ed", a key id and an Ed25519 key: 42 bytes, 56 base64 characters.
+                case $rp_value in
+                    RW*[!A-Za-z0-9+/=]* | [!R]* | ?[!W]* | '') rp_key_ok=0 ;;
+                    *) rp_key_ok=1 ;;
+                esac
+                [ "${#rp_value}" = 56 ] || rp_key_ok=0
+                if [ "$rp_key_ok" = 0 ] || ! key_id_of "$rp_value" >/dev/null; then
+                    policy_unusable "trusted_keys: \"$rp_value\" is not a minisign public key (its base64 line)"
+                fi
+                policy_keys="$policy_keys $rp_value"
+                ;;
+            download_hosts:e)
+                case $rp_value in
+                    '' | *[!A-Za-z0-9.:[\]-]* | *://* | *'*'*) policy_unusable "download_hosts: \"$rp_value\" is not an exact host name (host or host:port)" ;;
+                esac
+                policy_hosts="$policy_hosts $rp_value"
+                ;;
+            updates:* | source:* | github_url:* | github_api_url:* | allow_expired_feed:* | trusted_keys:* | download_hosts:*)
+                policy_unusable "$rp_key has a value of the wrong kind"
+                ;;
+            *) policy_unusable "'$rp_key' is not a setting mux knows (known: updates, source, github_url, github_api_url, trusted_keys, allow_expired_feed, download_hosts)" ;;
+        esac
+    done
+    set +f
+    IFS=$rp_ifs
+    if { [ -n "$policy_github_url" ] || [ -n "$policy_api_url" ]; } && [ "$policy_source" != github ]; then
+        policy_unusable "github_url and github_api_url go with source = \"github\""
+    fi
+}
+
+
+# obey_policy: what the policy sets wins; what would loosen it stops here (exit 4).
+obey_policy() {
+    read_policy
+    [ -n "$policy_path" ] || return 0
+    case $policy_updates in
+        disabled | check-only)
+            policy_refuses "updates = \"$policy_updates\"" "install.sh installs nothing on this machine"
+            ;;
+    esac
+    if [ -n "$policy_source" ]; then
+        op_setting="source = \"$policy_source\""
+        case $policy_source in
+            github)
+                [ -z "${MUX_DOWNLOAD_URL:-}" ] || policy_refuses "$op_setting" "MUX_DOWNLOAD_URL cannot change it"
+                op_web=${policy_github_url:-https://github.com}
+                if [ -n "${MUX_GITHUB_URL:-}" ] && [ "${MUX_GITHUB_URL%/}" != "$op_web" ]; then
+                    [ -z "$policy_github_url" ] || op_setting="github_url = \"$policy_github_url\""
+                    policy_refuses "$op_setting" "MUX_GITHUB_URL cannot change it"
+                fi
+                case $MUX_DEFAULT_REPO in
+                    OWNER/* | '') ;;
+                    *)
+                        if [ -n "${MUX_REPO:-}" ] && [ "$MUX_REPO" != "$MUX_DEFAULT_REPO" ]; then
+                            policy_refuses "$op_setting" "MUX_REPO cannot change it"
+                        fi
+                        ;;
+                esac
+                MUX_GITHUB_URL=$op_web
+                ;;
+            /*)
+                policy_refuses "$op_setting" "install.sh installs from an https:// feed or GitHub, not from a folder (mux update does)"
+                ;;
+            *)
+                if [ -n "${MUX_DOWNLOAD_URL:-}" ] && [ "${MUX_DOWNLOAD_URL%/}" != "$policy_source" ]; then
+                    policy_refuses "$op_setting" "MUX_DOWNLOAD_URL cannot change it"
+                fi
+                MUX_DOWNLOAD_URL=$policy_source
+                ;;
+        esac
+    fi
+    case $policy_allow_expired in
+        true) opt_allow_expired_feed=1 ;;
+        false)
+            [ "$opt_allow_expired_feed" = 0 ] ||
+                policy_refuses "allow_expired_feed = false" "--allow-expired-feed (or MUX_ALLOW_EXPIRED_FEED) cannot accept an expired feed"
+            ;;
+    esac
+    # Its keys join the script's: a mirror the administrator chose signs with them.
+    [ -z "$policy_keys" ] || MUX_MINISIGN_KEYS="$MUX_MINISIGN_KEYS$policy_keys"
+    verbose "machine policy $policy_path: updates ${policy_updates:-enabled}${policy_source:+, source $policy_source}${policy_keys:+, keys added}"
+}
+
+
 # seconds VARIABLE VALUE DEFAULT: a whole number of seconds from the environment (a
 # fraction is dropped), at least 1.
 seconds_setting() {
@@ -2209,6 +2510,7 @@ cmd_install() {
         printf '%s\n' "$target"
         return 0
     fi
+    obey_policy
     configure_source
     configure_limits
     proxy_from_environment

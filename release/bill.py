@@ -6,21 +6,27 @@ that built it: :func:`write_build_bill` (the last step of ``mux-release build``)
 archive's version folder; :func:`check_build` (``mux-release notices --check-build DIR``, run by
 the release workflow before packaging and by the rehearsal) takes the inventory again and fails
 on any file that maps to nothing, naming it, or on notices or an SBOM that differ from what the
-folder's content gives now.
+folder's content gives now. The SBOM's time says when the build was made (``SOURCE_DATE_EPOCH``
+then): the check keeps the time the SBOM carries, so it does not depend on the checker's
+environment, and every other byte must be what the folder gives.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
+from updater.buildinfo import NOTICES_NAME
 from updater.errors import MuxError
 from updater.files import atomic_write, sha256_file
 
-from .inventory import NOTICES_NAME, ShippedFile, SystemLookup, take_inventory
+from .inventory import Inventory, ShippedFile, SystemLookup, take_inventory
 from .notices import Distribution, render_build_notices
-from .sbom import SBOM_NAME, render_sbom
+from .sbom import SBOM_NAME, render_sbom, sbom_timestamp
+from .textdiff import name_some
 
 MAX_NAMED = 10
 
@@ -37,12 +43,19 @@ class Bill:
     components: int
 
 
-def _unmapped_error(folder: Path, unmapped: Sequence[str]) -> UnmappedFilesError:
-    named = ", ".join(unmapped[:MAX_NAMED])
-    more = f" (and {len(unmapped) - MAX_NAMED} more)" if len(unmapped) > MAX_NAMED else ""
+def _unmapped_error(folder: Path, inventory: Inventory) -> UnmappedFilesError:
+    if inventory.unmapped:
+        return UnmappedFilesError(
+            f"{folder}: {len(inventory.unmapped)} file(s) map to no notice entry: "
+            + name_some(inventory.unmapped, MAX_NAMED),
+            hint="add the library to release/licenses/shared-libraries.toml, or stop shipping it",
+        )
     return UnmappedFilesError(
-        f"{folder}: {len(unmapped)} file(s) map to no notice entry: {named}{more}",
-        hint="add the library to release/licenses/shared-libraries.toml, or stop shipping it",
+        f"{folder}: {len(inventory.unknown_modules)} C module(s) of the interpreter are neither "
+        "CPython's own code nor linked to a listed library: "
+        + name_some(inventory.unknown_modules, MAX_NAMED),
+        hint="add each to [cpython] own_modules or to the modules of its library in "
+        "release/licenses/shared-libraries.toml",
     )
 
 
@@ -52,21 +65,21 @@ def compose_bill(
     pins_path: Path | None,
     distributions: Sequence[Distribution] | None = None,
     system_lookup: SystemLookup | None = None,
+    built_at: datetime | None = None,
 ) -> Bill:
-    """The notices and SBOM ``folder`` should carry (nothing written)."""
+    """The notices and SBOM ``folder`` should carry (nothing written); ``built_at`` is the
+    SBOM's time (default: ``SOURCE_DATE_EPOCH``, :func:`release.sbom.render_sbom`)."""
     inventory = take_inventory(
         folder, pins_path=pins_path, distributions=distributions, system_lookup=system_lookup
     )
-    if inventory.unmapped:
-        raise _unmapped_error(folder, inventory.unmapped)
+    if inventory.unmapped or inventory.unknown_modules:
+        raise _unmapped_error(folder, inventory)
     notices = render_build_notices(
         inventory.components, version=inventory.version, target=inventory.target
     )
-    import hashlib
-
     data = notices.encode("utf-8")
     notices_entry = ShippedFile(NOTICES_NAME, hashlib.sha256(data).hexdigest(), len(data), "mux")
-    sbom = render_sbom(inventory, (notices_entry,))
+    sbom = render_sbom(inventory, (notices_entry,), timestamp=built_at)
     return Bill(notices, sbom, len(inventory.files) + 1, len(inventory.components))
 
 
@@ -103,8 +116,16 @@ def check_build(
     naming the stale document.
     """
     folder = Path(folder)
+    try:
+        built_at = sbom_timestamp((folder / SBOM_NAME).read_bytes())
+    except OSError:
+        built_at = None  # no SBOM: reported below
     bill = compose_bill(
-        folder, pins_path=pins_path, distributions=distributions, system_lookup=system_lookup
+        folder,
+        pins_path=pins_path,
+        distributions=distributions,
+        system_lookup=system_lookup,
+        built_at=built_at,
     )
     for name, expected in ((NOTICES_NAME, bill.notices), (SBOM_NAME, bill.sbom)):
         path = folder / name

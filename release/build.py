@@ -44,11 +44,19 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import updater
-from updater.buildinfo import BUILD_INFO_FILE, MAX_TRUSTED_KEYS, BuildInfo, TrustSettings
-from updater.errors import MuxError, UsageError, VerificationError
+from updater.buildinfo import (
+    BUILD_INFO_FILE,
+    MAX_TRUSTED_KEYS,
+    POLICY_FILE,
+    BuildInfo,
+    TrustSettings,
+)
+from updater.errors import MuxError, UsageError
 from updater.files import sha256_file
 from updater.minisign import PublicKey
 from updater.models import archive_folder, parse_version
+
+from .pins import check_file_against_pin
 
 if TYPE_CHECKING:
     from .pins import Pin, PinnedAsset
@@ -89,8 +97,12 @@ def make_build_info(
     target: str,
     repo: str,
     minisign_keys: Sequence[str],
+    policy_file: str = POLICY_FILE,
 ) -> BuildInfo:
-    """Validate the declared build settings and turn them into a :class:`BuildInfo`."""
+    """Validate the declared build settings and turn them into a :class:`BuildInfo`.
+
+    ``policy_file`` is where the build reads the machine policy (an absolute path: a
+    distribution whose /etc is elsewhere names its own)."""
     from updater._targets import TARGETS
 
     parse_version(version)
@@ -103,6 +115,8 @@ def make_build_info(
             f"at most {MAX_TRUSTED_KEYS} trusted minisign keys (the current and the next one)"
         )
     keys = tuple(PublicKey.parse(key).to_base64() for key in minisign_keys)
+    if not Path(policy_file).is_absolute():
+        raise UsageError(f"--policy-file {policy_file!r} must be an absolute path")
     return BuildInfo(
         version=version,
         protocol_version=protocol_version,
@@ -110,6 +124,7 @@ def make_build_info(
         repo=repo,
         development=False,
         trust=TrustSettings(minisign_keys=keys),
+        policy_file=policy_file,
     )
 
 
@@ -159,22 +174,6 @@ class PinnedFile:
     def destination(self) -> PurePosixPath:
         """Its place inside the build folder (and so inside ``mux-<target>/``)."""
         return PurePosixPath(VENDOR_DIR_NAME, self.pin.name, self.item.asset)
-
-
-def _check_against_pin(
-    pin: Pin, item: PinnedAsset, *, size: int, sha256: str | None, where: Path
-) -> None:
-    who = f"{item.label(pin.name)} {pin.tag}"
-    if item.size is not None and size != item.size:
-        raise VerificationError(
-            f"{who}: {where} is {size} bytes, the pin says {item.size}",
-            hint="use the asset the pin names, or repin it",
-        )
-    if sha256 is not None and sha256 != item.sha256:
-        raise VerificationError(
-            f"{who}: {where} has sha256 {sha256}, the pin says {item.sha256}",
-            hint="use the asset the pin names, or repin it",
-        )
 
 
 def shipped_pins(pins: Sequence[Pin], target: str) -> list[tuple[Pin, PinnedAsset]]:
@@ -236,8 +235,8 @@ def check_pinned_artifacts(
             )
         # The size first: a wrong file usually fails here without reading it.
         size = source.stat().st_size
-        _check_against_pin(pin, item, size=size, sha256=None, where=source)
-        _check_against_pin(pin, item, size=size, sha256=sha256_file(source), where=source)
+        check_file_against_pin(pin, item, size=size, sha256=None, where=source)
+        check_file_against_pin(pin, item, size=size, sha256=sha256_file(source), where=source)
         found.append(PinnedFile(pin=pin, item=item, source=source))
     return found
 
@@ -268,14 +267,19 @@ def vendor_pinned_artifacts(files: Sequence[PinnedFile], build_folder: Path) -> 
                 copy.write(chunk)
         # Fixed mode: the archive's modes must not depend on how the file was downloaded.
         destination.chmod(0o644)
-        _check_against_pin(
+        check_file_against_pin(
             entry.pin, entry.item, size=size, sha256=digest.hexdigest(), where=entry.source
         )
 
 
-_LAUNCHER = """\
+# How the inventory knows a stand-in's launcher (release/inventory.py).
+LAUNCHER_HEADER = """\
 #!/bin/sh
 # mux stand-in launcher (mux-release build --standin): runs the updater package next to it.
+"""
+_LAUNCHER = (
+    LAUNCHER_HEADER
+    + """\
 # Resolve our real location: <bin>/mux is a symlink into MUX_HOME/versions/<version>/.
 self=$(readlink -f -- "$0" 2>/dev/null) || self=
 if [ -z "$self" ]; then
@@ -293,6 +297,7 @@ here=$(cd -P -- "$(dirname -- "$self")" && pwd -P) || exit 1
 # MUX_STANDIN_LAUNCHER tells the entry point how it was invoked (as argv[0] of a frozen build).
 MUX_STANDIN_LAUNCHER=$0 exec {python} -E -B "$here/lib/mux_entry.py" "$@"
 """
+)
 
 _STANDIN_ENTRY = """\
 # mux stand-in entry point: our own copy of the updater package comes first on sys.path.
@@ -324,6 +329,7 @@ def build_standin(
     report_target: str | None = None,
     pins_path: Path | None = None,
     artifacts_dir: Path | None = None,
+    policy_file: str = POLICY_FILE,
 ) -> Path:
     """A stand-in build in ``out_dir/mux-<target>/`` (returned): ``mux`` + ``lib/``.
 
@@ -338,6 +344,7 @@ def build_standin(
         target=target,
         repo=repo,
         minisign_keys=minisign_keys,
+        policy_file=policy_file,
     )
     baked = BuildInfo(
         version=report_version if report_version is not None else declared.version,
@@ -346,6 +353,7 @@ def build_standin(
         repo=declared.repo,
         development=False,
         trust=declared.trust,
+        policy_file=declared.policy_file,
     )
     pinned = check_pinned_artifacts(pins_path, artifacts_dir, target)
     folder = _fresh_output_folder(out_dir, target)
@@ -384,6 +392,7 @@ def build_standalone(
     target: str | None = None,
     pins_path: Path | None = None,
     artifacts_dir: Path | None = None,
+    policy_file: str = POLICY_FILE,
 ) -> Path:
     """A PyInstaller one-folder build of ``mux`` in ``out_dir/mux-<target>/`` (returned).
 
@@ -403,6 +412,7 @@ def build_standalone(
         target=target,
         repo=repo,
         minisign_keys=minisign_keys,
+        policy_file=policy_file,
     )
     if importlib.util.find_spec("PyInstaller") is None:
         raise BuildError(
@@ -449,6 +459,11 @@ def build_standalone(
         built = scratch / "dist" / "mux"
         if not (built / "mux").is_file():
             raise BuildError("PyInstaller finished but produced no mux executable")
+        if target.endswith("-linux-gnu"):
+            # The system's own (libgcc_s), never the build machine's copy: release/glibc.py.
+            from .glibc import leave_out_system_libraries
+
+            leave_out_system_libraries(built)
         # Into the scratch build, so the output folder only ever appears complete.
         vendor_pinned_artifacts(pinned, built)
         write_bill(built, pins_path)

@@ -117,6 +117,14 @@ def build(
             "each is checked against its pin and shipped as vendor/<name>/<asset>.",
         ),
     ] = None,
+    policy_file: Annotated[
+        str,
+        typer.Option(
+            "--policy-file",
+            help="Where the build reads the machine policy (absolute path; default "
+            "/etc/mux/policy.toml).",
+        ),
+    ] = "/etc/mux/policy.toml",
 ) -> None:
     """Build mux for this machine with its build info (version, protocol, keys) baked in.
 
@@ -129,9 +137,9 @@ def build(
     if not keys:
         raise UsageError("give at least one trusted minisign public key with --key")
     if version is None:
-        from importlib.metadata import version as dist_version
+        import updater  # the source tree's version: release jobs do not install the project
 
-        version = dist_version("mux")
+        version = updater.__version__
     if protocol_version is None:
         from updater.protocol import PROTOCOL_VERSION
 
@@ -146,6 +154,7 @@ def build(
         target=target,
         pins_path=pins or DEFAULT_PINS_PATH,
         artifacts_dir=artifacts,
+        policy_file=policy_file,
     )
     print(folder)
 
@@ -269,6 +278,49 @@ def keygen(
     print("  - the secret MUX_MINISIGN_SECRET_KEY (the secret key file's text) and")
     print("    MUX_MINISIGN_PASSWORD in the repository's `release` environment")
     print(f"  - locally: mux-release build --key {key.to_base64()}")
+
+
+# --- packager-marker ---------------------------------------------------------------------
+
+
+@app.command("packager-marker")
+def packager_marker_command(
+    folder: Annotated[
+        Path, typer.Argument(help="The unpacked build folder: the one holding the mux executable.")
+    ],
+    manager: Annotated[
+        str, typer.Option("--manager", help="Who manages this install, e.g. Homebrew, Nix, Debian.")
+    ],
+    update_command: Annotated[
+        str, typer.Option("--update-command", help="What updates it, e.g. 'brew upgrade mux'.")
+    ],
+    announce_delay: Annotated[
+        str,
+        typer.Option(
+            "--announce-delay",
+            help="How long after a release `mux update --check` waits before announcing it "
+            "(e.g. 24h: the time the package needs to catch up).",
+        ),
+    ] = "0",
+) -> None:
+    """Write the packager marker (mux-packager.json) next to a packaged build's executable:
+    `mux update` then refuses with --update-command, and `mux update --check` names it."""
+    import json
+
+    from updater.cache import parse_duration
+    from updater.files import atomic_write
+    from updater.marker import MARKER_NAME, marker_document
+
+    if not (folder / "mux").is_file():
+        raise UsageError(f"{folder} holds no mux executable; give the unpacked build folder")
+    try:
+        delay = parse_duration(announce_delay)
+    except ValueError as exc:
+        raise UsageError(f"--announce-delay: {exc}") from None
+    document = marker_document(manager, update_command, round(delay))
+    path = folder / MARKER_NAME
+    atomic_write(path, (json.dumps(document, indent=2) + "\n").encode(), mode=0o644)
+    print(path)
 
 
 # -----------------------------------------------------------------------------------------
@@ -552,12 +604,19 @@ def install_sh_command(
         str | None,
         typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to install from."),
     ] = None,
+    policy_file: Annotated[
+        str | None,
+        typer.Option(
+            "--policy-file",
+            help="Where it reads the machine policy (default /etc/mux/policy.toml).",
+        ),
+    ] = None,
 ) -> None:
     """Write the install.sh a release publishes: this one with the repo and keys filled in."""
     from release.install_script import write_install_script
 
     try:
-        written = write_install_script(out, keys=keys or [], repo=repo)
+        written = write_install_script(out, keys=keys or [], repo=repo, policy_file=policy_file)
     except MuxError as exc:
         print(f"mux-release: {exc}", file=sys.stderr)
         raise typer.Exit(exc.exit_code) from None
@@ -592,37 +651,64 @@ def fetch_artifacts_command(
 def glibc_command(
     folder: Annotated[Path, typer.Argument(help="A built mux-<target>/ folder (Linux, gnu).")],
     maximum: Annotated[
-        str, typer.Option("--max", help="The newest glibc the build may need.")
-    ] = "2.17",
+        str | None,
+        typer.Option("--max", help="The newest glibc the build may need (default: the floor)."),
+    ] = None,
 ) -> None:
-    """Print the newest glibc a build needs (objdump -T); exit 1 when it exceeds --max."""
-    from release.glibc import check_glibc_floor
+    """Print the newest glibc a build needs (objdump -T); exit 1 naming every file that needs
+    more than --max (default: the release's floor, release/glibc.py)."""
+    from release.glibc import GLIBC_FLOOR, check_glibc_floor
 
-    requirement = check_glibc_floor(folder, maximum)
-    print(f"{folder} {requirement.describe()}; the floor is glibc {maximum}")
+    floor = maximum or GLIBC_FLOOR
+    requirement = check_glibc_floor(folder, floor)
+    print(f"{folder} {requirement.describe()}; the floor is glibc {floor}")
 
 
 @app.command("compare-builds")
 def compare_builds_command(
     first: Annotated[Path, typer.Argument(help="A build folder.")],
     second: Annotated[Path, typer.Argument(help="Another build of the same version and target.")],
+    environments: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(
+            "--environments",
+            help="The machines the two builds ran on (the build jobs' JSON files): a "
+            "difference between builds from different machines is reported, not failed.",
+        ),
+    ] = None,
 ) -> None:
-    """Fail (exit 1, naming the files) unless two builds package to identical archives."""
-    from release.reproduce import compare_builds
+    """Fail (exit 1, naming the files) unless two builds package to identical archives; with
+    --environments, builds from different machines that differ are "not comparable" (exit 0)."""
+    from release.reproduce import compare_builds, read_environment
 
-    result = compare_builds(first, second)
-    print(
-        f"the builds are identical: {result.files} entries, archive sha256 {result.archive_sha256}"
-    )
+    recorded = None
+    if environments is not None:
+        recorded = (read_environment(environments[0]), read_environment(environments[1]))
+    print(compare_builds(first, second, recorded).describe())
 
 
 @app.command("publish-flags")
 def publish_flags_command(
     tag: Annotated[str, typer.Option("--tag", help="The tag being published (vX.Y.Z).")],
+    published: Annotated[
+        Path,
+        typer.Option(
+            "--published",
+            help="The published releases: `gh release list --json tagName` output ('-': stdin).",
+        ),
+    ],
 ) -> None:
     """Print the gh release flags for TAG: --latest=true only for the highest stable version
-    among the published tags read from standard input (one per line)."""
-    from release.publish import plan_publish
+    among the published releases. An empty or unreadable list fails (a failed gh)."""
+    from release.publish import MAX_RELEASE_LIST_BYTES, parse_release_list, plan_publish
 
-    plan = plan_publish(tag, sys.stdin.read().splitlines())
+    try:
+        if str(published) == "-":
+            raw = sys.stdin.buffer.read(MAX_RELEASE_LIST_BYTES + 1)
+        else:
+            with open(published, "rb") as stream:
+                raw = stream.read(MAX_RELEASE_LIST_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"cannot read {published}: {exc.strerror}") from None
+    plan = plan_publish(tag, parse_release_list(raw, what=str(published)))
     print(" ".join(plan.gh_flags()))

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from updater.errors import UsageError, VerificationError
+from updater.errors import UsageError
 from updater.files import sha256_file
 
-from .pins import Pin, PinnedAsset, load_pins
+from .pins import Pin, PinnedAsset, check_file_against_pin, load_pins
 
 if TYPE_CHECKING:
     from updater.http import HttpClient
@@ -57,7 +57,6 @@ def fetch_one(
     destination = out / item.asset
     if destination.is_file() and sha256_file(destination) == item.sha256:
         return Fetched(pin.name, item.asset, destination, item.sha256, True)
-    label = f"{item.label(pin.name)} {pin.tag}"
     with _client_for(item.url, http) as client:
         fetched = download(
             item.url,
@@ -69,15 +68,7 @@ def fetch_one(
             progress=make_progress(item.asset, quiet=quiet, bar=bar),
         )
     try:
-        if item.size is not None and fetched.size != item.size:
-            raise VerificationError(
-                f"{label}: {item.url} is {fetched.size} bytes, the pin says {item.size}"
-            )
-        if fetched.sha256 != item.sha256:
-            raise VerificationError(
-                f"{label}: {item.url} has sha256 {fetched.sha256}, the pin says {item.sha256}",
-                hint="the release asset changed since it was pinned: repin it, or find out why",
-            )
+        check_file_against_pin(pin, item, size=fetched.size, sha256=fetched.sha256, where=item.url)
         os.chmod(fetched.path, 0o644)
         os.replace(fetched.path, destination)
     finally:

@@ -18,13 +18,20 @@ from updater.errors import ParseError, UsageError
 INSTALL_SH = Path(__file__).resolve().parent.parent / "install.sh"
 _KEYS_LINE = re.compile(r"^MUX_MINISIGN_KEYS='[^'\n]*'$", re.MULTILINE)
 _REPO_LINE = re.compile(r"^MUX_DEFAULT_REPO='[^'\n]*'$", re.MULTILINE)
+_POLICY_LINE = re.compile(r"^MUX_POLICY_FILE_PATH='[^'\n]*'$", re.MULTILINE)
+_POLICY_PATH = re.compile(r"/[A-Za-z0-9_./+-]*")
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
 
 
 def render_install_script(
-    *, keys: Sequence[str], repo: str | None, source: Path = INSTALL_SH
+    *,
+    keys: Sequence[str],
+    repo: str | None,
+    source: Path = INSTALL_SH,
+    policy_file: str | None = None,
 ) -> str:
-    """``install.sh`` trusting ``keys`` (base64 public key lines) and defaulting to ``repo``."""
+    """``install.sh`` trusting ``keys`` (base64 public key lines) and defaulting to ``repo``;
+    ``policy_file`` is where it reads the machine policy (default: as the script says)."""
     from updater.minisign import PublicKey
 
     if not keys or len(keys) > MAX_TRUSTED_KEYS:
@@ -43,11 +50,19 @@ def render_install_script(
         text, count = _REPO_LINE.subn(f"MUX_DEFAULT_REPO='{repo}'", text)
         if count != 1:
             raise UsageError(f"{source} has no single MUX_DEFAULT_REPO='…' line")
+    if policy_file is not None:
+        if not _POLICY_PATH.fullmatch(policy_file) or "/../" in f"{policy_file}/":
+            raise UsageError(f"--policy-file {policy_file!r} is not a plain absolute path")
+        text, count = _POLICY_LINE.subn(f"MUX_POLICY_FILE_PATH='{policy_file}'", text)
+        if count != 1:
+            raise UsageError(f"{source} has no single MUX_POLICY_FILE_PATH='…' line")
     return text
 
 
-def write_install_script(dest: Path, *, keys: Sequence[str], repo: str | None) -> Path:
-    text = render_install_script(keys=keys, repo=repo)
+def write_install_script(
+    dest: Path, *, keys: Sequence[str], repo: str | None, policy_file: str | None = None
+) -> Path:
+    text = render_install_script(keys=keys, repo=repo, policy_file=policy_file)
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(text, encoding="utf-8")
     dest.chmod(0o755)

@@ -1,30 +1,46 @@
 """What a build folder ships, file by file: the data behind its notices and its SBOM.
 
-:func:`take_inventory` maps every file of a ``mux-<target>/`` build folder to the component it
-comes from, in this order (the first rule that claims a file wins):
+:func:`take_inventory` maps every file of a ``mux-<target>/`` build folder (as
+:func:`release.folder.build_files` lists it) to the component it comes from, in this order (the
+first rule that claims a file wins):
 
-1. mux itself: its own package (``updater/``, with ``_build_info.json``), a stand-in's launcher
-   and entry point, and the two documents written from this inventory
-   (``THIRD_PARTY_NOTICES.md``, ``sbom.cdx.json``);
+1. mux itself: its build info (``updater/_build_info.json``); for a stand-in also the Python
+   sources of its package (``updater/**/*.py``), its entry point and its ``sh`` launcher;
+   nothing else that happens to sit below ``updater/``. The two documents written from this
+   inventory (``THIRD_PARTY_NOTICES.md``, ``sbom.cdx.json``) are not files it maps: the SBOM
+   lists the notices as mux's;
 2. a pinned artifact: ``vendor/<name>/<asset>`` whose sha256 is the pin's for this target;
 3. a Python distribution of mux's runtime closure: the path (below the build's contents
-   folder) or the sha256 of a file its ``RECORD`` lists;
+   folder) or, for a shared library PyInstaller moved, the sha256 of a file its ``RECORD``
+   lists;
 4. CPython: ``libpython*``/``Python``, ``base_library.zip`` and ``python3.X/lib-dynload/*``
    (extension modules the running interpreter has too);
 5. the PyInstaller bootloader: the standalone build's ``mux`` executable (its appended archive
    holds the bytecode of mux, the standard library and the distributions above);
-6. a shared library: the system package that installed the same bytes (``dpkg -S`` on
-   Debian), else the documented table ``release/licenses/shared-libraries.toml``.
+6. a shared library (an ELF or Mach-O file): the system package that installed exactly those
+   bytes (``dpkg -S`` and the package's own checksums on Debian and Ubuntu, ``apk`` and its
+   database on Alpine), else by its name alone in the documented table
+   ``release/licenses/shared-libraries.toml`` (marked ``mux:mapped-by=name`` in the SBOM).
 
 A file no rule claims is *unmapped*: ``mux-release notices --check-build`` names it and fails.
-Collection does I/O (hashing, ``importlib.metadata``, ``dpkg``); the rules themselves are in
-small functions, and rendering (:mod:`release.notices`, :mod:`release.sbom`) is pure.
+
+A standalone build also ships code no file shows: the C extension modules built into the
+interpreter (``sys.builtin_module_names``; python-build-standalone links most of them, and the
+libraries they use, into libpython) and those in ``lib-dynload``. Each must be CPython's own
+code (the table's ``[cpython] own_modules``) or name the libraries it links (an entry's
+``modules``), which the notices then list; any other is an *unknown module*, named and failed
+like an unmapped file.
+
+Collection does I/O (hashing, ``importlib.metadata``, ``dpkg``/``apk``); the rules are small
+functions that return the component a file belongs to, and :func:`build_inventory` alone
+records them. Rendering (:mod:`release.notices`, :mod:`release.sbom`) is pure.
 """
 
 from __future__ import annotations
 
 import base64
 import fnmatch
+import hashlib
 import os
 import re
 import shutil
@@ -32,37 +48,34 @@ import subprocess
 import sys
 import sysconfig
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from updater.buildinfo import NOTICES_NAME
 from updater.errors import MuxError
 from updater.files import sha256_file
 
-from .notices import (
-    LicenceText,
-    NoticesError,
-    normalise_text,
+from .components import (
+    MAPPED_BY_BYTES,
+    MAPPED_BY_NAME,
+    MAPPED_BY_PATH,
+    Component,
+    ComponentKind,
 )
+from .folder import BuildEntry, build_files
+from .notices import LicenceText, NoticesError, normalise_text
+from .sbom import SBOM_NAME
 
 if TYPE_CHECKING:
     from importlib import metadata
 
     from .notices import Distribution, RuntimeComponent
-    from .pins import Pin
+    from .pins import Pin, PinnedAsset
 
-from .sbom import SBOM_NAME
-
-NOTICES_NAME = "THIRD_PARTY_NOTICES.md"
 BILL_DOCUMENTS = (NOTICES_NAME, SBOM_NAME)
 LIBRARY_TABLE = Path(__file__).resolve().parent / "licenses" / "shared-libraries.toml"
 REPO_LICENCE = Path(__file__).resolve().parent.parent / "LICENSE"
-
-KIND_APPLICATION = "application"
-KIND_DISTRIBUTION = "python-distribution"
-KIND_RUNTIME = "runtime"
-KIND_LIBRARY = "shared-library"
-KIND_PINNED = "pinned-artifact"
 
 MUX_KEY = "mux"
 CPYTHON_KEY = "cpython"
@@ -70,29 +83,11 @@ BOOTLOADER_KEY = "pyinstaller-bootloader"
 
 _SHARED_LIBRARY_RE = re.compile(r".+\.(?:so(?:\.[0-9]+)*|dylib)$|^Python$")
 _LIBPYTHON_RE = re.compile(r"^(?:libpython3\.[0-9]+t?\.(?:so(?:\.[0-9.]+)?|dylib)|Python)$")
+_BINARY_MAGIC = (b"\x7fELF", b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xca\xfe\xba\xbe")
 
 
 class InventoryError(MuxError):
     """A build folder cannot be inventoried (not a build, unreadable table, ...)."""
-
-
-@dataclass(frozen=True)
-class Component:
-    """Something a build ships: mux, a distribution, CPython, the bootloader, a library, a pin.
-
-    ``key`` is stable and unique (``python:cryptography``, ``deb:libssl3``, ``pin:libfoo``);
-    ``purl`` a Package URL when there is a natural one.
-    """
-
-    key: str
-    kind: str
-    name: str
-    version: str
-    licence: str
-    role: str
-    licence_texts: tuple[LicenceText, ...] = ()
-    purl: str | None = None
-    source: str | None = None  # where it came from: a package, a URL, a table entry
 
 
 @dataclass(frozen=True)
@@ -112,6 +107,7 @@ class Inventory:
     components: tuple[Component, ...]
     files: tuple[ShippedFile, ...]
     unmapped: tuple[str, ...] = ()
+    unknown_modules: tuple[str, ...] = ()  # C modules neither CPython's own nor in the table
 
     def component(self, key: str) -> Component:
         return next(c for c in self.components if c.key == key)
@@ -136,7 +132,13 @@ class LibraryEntry:
         return any(fnmatch.fnmatchcase(file_name, pattern) for pattern in self.match)
 
 
-def load_library_table(path: Path = LIBRARY_TABLE) -> list[LibraryEntry]:
+@dataclass(frozen=True)
+class LibraryTable:
+    libraries: tuple[LibraryEntry, ...]
+    cpython_modules: frozenset[str]  # C modules whose code is CPython's own
+
+
+def load_library_table(path: Path = LIBRARY_TABLE) -> LibraryTable:
     import tomllib
 
     try:
@@ -162,7 +164,10 @@ def load_library_table(path: Path = LIBRARY_TABLE) -> list[LibraryEntry]:
             )
         except (KeyError, TypeError, OSError) as exc:
             raise InventoryError(f"{path}: [libraries.{key}] is incomplete ({exc})") from None
-    return entries
+    own = (doc.get("cpython") or {}).get("own_modules")
+    if not isinstance(own, list) or not all(isinstance(m, str) for m in own):
+        raise InventoryError(f"{path}: [cpython] own_modules must be a list of module names")
+    return LibraryTable(tuple(entries), frozenset(own))
 
 
 # --- system packages ------------------------------------------------------------------------
@@ -172,7 +177,7 @@ def load_library_table(path: Path = LIBRARY_TABLE) -> list[LibraryEntry]:
 class SystemPackage:
     """The distribution package that installed a file (found by its exact bytes)."""
 
-    manager: str  # "deb"
+    manager: str  # "deb" or "apk"
     name: str
     version: str
     source_name: str
@@ -193,8 +198,30 @@ def _run(command: Sequence[str]) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def _dpkg_checksum_matches(package: str, path: str) -> bool:
+    """The installed file (through its links) still has the md5 its package recorded (dpkg's
+    own list, ``/var/lib/dpkg/info/<package>.md5sums``)."""
+    real = os.path.realpath(path)
+    try:
+        listed = (Path("/var/lib/dpkg/info") / f"{package}.md5sums").read_text(
+            encoding="utf-8", errors="replace"
+        )
+    except OSError:
+        return False
+    for line in listed.splitlines():
+        digest, _, relative = line.partition("  ")
+        if os.path.realpath("/" + relative.strip()) == real:
+            try:
+                actual = hashlib.md5(Path(real).read_bytes(), usedforsecurity=False)
+            except OSError:
+                return False
+            return actual.hexdigest() == digest.strip()
+    return False
+
+
 def dpkg_lookup(file_name: str, sha256: str) -> SystemPackage | None:
-    """The Debian package holding a file named ``file_name`` with exactly these bytes."""
+    """The Debian package holding a file named ``file_name`` with exactly these bytes, which
+    are also the bytes the package installed (its md5sums)."""
     if shutil.which("dpkg") is None:
         return None
     out = _run(["dpkg", "-S", f"*/{file_name}"])
@@ -208,6 +235,8 @@ def dpkg_lookup(file_name: str, sha256: str) -> SystemPackage | None:
         except OSError:
             continue
         package = owner.split(",")[0].strip()
+        if not any(_dpkg_checksum_matches(name, path) for name in (package, package.split(":")[0])):
+            continue
         fields = _run(
             [
                 "dpkg-query",
@@ -233,17 +262,69 @@ def dpkg_lookup(file_name: str, sha256: str) -> SystemPackage | None:
     return None
 
 
+APK_DATABASE = Path("/lib/apk/db/installed")
+_APK_PACKAGE_RE = re.compile(r"^(?P<name>.+)-(?P<version>[0-9][^-]*-r[0-9]+)$")
+
+
+def apk_file_owner(database: str, path: str) -> tuple[str, str, str] | None:
+    """``(package, version, Q1 checksum)`` of ``path`` in an apk database's text (pure).
+
+    The database lists each package (``P:`` name, ``V:`` version), then its folders (``F:``)
+    each followed by its files (``R:``) and their checksums (``Z:Q1`` + base64 of the SHA-1).
+    """
+    folder, _, name = path.lstrip("/").rpartition("/")
+    package = version = current = ""
+    pending = False
+    for line in database.splitlines():
+        key, _, value = line.partition(":")
+        if key == "P":
+            package, version, current, pending = value, "", "", False
+        elif key == "V":
+            version = value
+        elif key == "F":
+            current = value
+        elif key == "R":
+            pending = current == folder and value == name
+        elif key == "Z" and pending:
+            return package, version, value
+    return None
+
+
+def apk_lookup(file_name: str, sha256: str) -> SystemPackage | None:
+    """The Alpine package holding a file named ``file_name`` with exactly these bytes, which
+    are the bytes the package installed (the database's checksum)."""
+    if shutil.which("apk") is None:
+        return None
+    try:
+        database = APK_DATABASE.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for folder in ("/lib", "/usr/lib"):
+        path = f"{folder}/{file_name}"
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            continue
+        if hashlib.sha256(data).hexdigest() != sha256:
+            continue
+        owner = apk_file_owner(database, path)
+        if owner is None:
+            continue
+        package, version, checksum = owner
+        recorded = (
+            "Q1" + base64.b64encode(hashlib.sha1(data, usedforsecurity=False).digest()).decode()
+        )
+        if checksum != recorded:
+            continue
+        return SystemPackage("apk", package, version, package, "", None)
+    return None
+
+
+def find_system_package(file_name: str, sha256: str) -> SystemPackage | None:
+    return dpkg_lookup(file_name, sha256) or apk_lookup(file_name, sha256)
+
+
 # --- helpers ----------------------------------------------------------------------------------
-
-
-def _walk_files(root: Path) -> list[Path]:
-    """Every file and symlink below ``root``, sorted bytewise by relative path."""
-    found = []
-    for directory, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in [*filenames, *(d for d in dirnames if Path(directory, d).is_symlink())]:
-            found.append(Path(directory, name))
-    return sorted(found, key=lambda p: os.fsencode(p.relative_to(root).as_posix()))
 
 
 def _record_index(dist: metadata.Distribution) -> tuple[set[str], set[str]]:
@@ -261,14 +342,19 @@ def _record_index(dist: metadata.Distribution) -> tuple[set[str], set[str]]:
     return paths, digests
 
 
-def _contents_dir(root: Path) -> PurePosixPath:
+def _contents_dir(entries: Iterable[BuildEntry]) -> PurePosixPath:
     """The folder holding the bundled packages: the parent of the build info's ``updater/``."""
     from .build import BUILD_INFO_NAME
 
-    found = sorted(p for p in root.rglob(BUILD_INFO_NAME) if p.parent.name == "updater")
+    found = sorted(
+        PurePosixPath(e.path)
+        for e in entries
+        if PurePosixPath(e.path).name == BUILD_INFO_NAME
+        and PurePosixPath(e.path).parent.name == "updater"
+    )
     if len(found) != 1:
-        raise InventoryError(f"{root} holds {len(found)} updater/{BUILD_INFO_NAME}, not one")
-    return PurePosixPath(found[0].parent.parent.relative_to(root).as_posix())
+        raise InventoryError(f"the folder holds {len(found)} updater/{BUILD_INFO_NAME}, not one")
+    return found[0].parent.parent
 
 
 def _relative_to(path: str, folder: PurePosixPath) -> str | None:
@@ -278,24 +364,23 @@ def _relative_to(path: str, folder: PurePosixPath) -> str | None:
     return path[len(prefix) :] if path.startswith(prefix) else None
 
 
-def _is_elf_or_macho(path: Path) -> bool:
+def _is_binary(path: Path) -> bool:
+    """An ELF or Mach-O file: what the dynamic linker loads, not just a name."""
     try:
         with open(path, "rb") as stream:
-            magic = stream.read(4)
+            return stream.read(4) in _BINARY_MAGIC
     except OSError:
         return False
-    return magic in (
-        b"\x7fELF",
-        b"\xcf\xfa\xed\xfe",
-        b"\xce\xfa\xed\xfe",
-        b"\xca\xfe\xba\xbe",
-    )
+
+
+def _module_name(file_name: str) -> str:
+    return file_name.split(".", 1)[0]
 
 
 # --- the inventory ------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Sources:
     """Everything the rules consult, gathered once (I/O); tests substitute their own."""
 
@@ -306,18 +391,18 @@ class _Sources:
     distributions: Sequence[Distribution]
     records: Mapping[str, tuple[set[str], set[str]]]  # distribution name -> RECORD index
     runtime: Mapping[str, RuntimeComponent]  # "cpython" / "pyinstaller-bootloader"
-    library_table: Sequence[LibraryEntry]
+    library_table: LibraryTable
     system_lookup: SystemLookup
     dynload_names: frozenset[str]
     builtin_modules: frozenset[str]
     mux_licence: LicenceText
-    components: dict[str, Component] = field(default_factory=dict)
+    standalone: bool
 
 
 def _mux_component(sources: _Sources) -> Component:
     return Component(
         key=MUX_KEY,
-        kind=KIND_APPLICATION,
+        kind=ComponentKind.APPLICATION,
         name="mux",
         version=sources.version,
         licence="MIT",
@@ -327,16 +412,17 @@ def _mux_component(sources: _Sources) -> Component:
     )
 
 
-def _distribution_component(dist: Distribution) -> Component:
+def _distribution_component(dist: Distribution, mapped_by: str = MAPPED_BY_PATH) -> Component:
     return Component(
         key=f"python:{dist.name}",
-        kind=KIND_DISTRIBUTION,
+        kind=ComponentKind.DISTRIBUTION,
         name=dist.name,
         version=dist.version,
         licence=dist.licence,
         role="a Python distribution in mux's runtime dependencies",
         licence_texts=dist.licence_files,
         purl=f"pkg:pypi/{dist.name}@{dist.version}",
+        mapped_by=mapped_by,
     )
 
 
@@ -348,7 +434,7 @@ def _runtime_component(key: str, runtime: RuntimeComponent) -> Component:
     )
     return Component(
         key=key,
-        kind=KIND_RUNTIME,
+        kind=ComponentKind.RUNTIME,
         name=runtime.name,
         version=runtime.version,
         licence=runtime.licence,
@@ -358,15 +444,21 @@ def _runtime_component(key: str, runtime: RuntimeComponent) -> Component:
     )
 
 
-def _claim_mux(path: str, rel: str | None, absolute: Path, sources: _Sources) -> str | None:
-    if rel is not None and (rel.startswith("updater/") or rel == "mux_entry.py"):
-        return MUX_KEY
-    if path == "mux" and not _is_elf_or_macho(absolute):
-        return MUX_KEY  # a stand-in's sh launcher
+def _claim_mux(rel: str | None, sources: _Sources) -> Component | None:
+    """The build info; a stand-in's Python sources (a standalone build has none)."""
+    from .build import BUILD_INFO_NAME
+
+    if rel == f"updater/{BUILD_INFO_NAME}" or (
+        not sources.standalone
+        and rel is not None
+        and rel.endswith(".py")
+        and (rel.startswith("updater/") or rel == "mux_entry.py")
+    ):
+        return _mux_component(sources)
     return None
 
 
-def _claim_pin(path: str, sha256: str, sources: _Sources) -> str | None:
+def _claim_pin(path: str, sha256: str, sources: _Sources) -> Component | None:
     from .build import VENDOR_DIR_NAME
 
     parts = PurePosixPath(path).parts
@@ -380,49 +472,45 @@ def _claim_pin(path: str, sha256: str, sources: _Sources) -> str | None:
             and item.asset == parts[2]
             and item.sha256 == sha256
         ):
-            key = f"pin:{pin.name}"
-            if key not in sources.components:
-                sources.components[key] = _pin_component(pin, item, sources)
-            return key
+            return _pin_component(pin, item, sources)
     return None
 
 
-def _pin_component(pin: Pin, item: object, sources: _Sources) -> Component:
+def _pin_component(pin: Pin, item: PinnedAsset, sources: _Sources) -> Component:
     from .notices import pinned_artifacts
 
     (artifact,) = pinned_artifacts([pin], sources.pins_dir)
-    target = getattr(item, "target", None)
     return Component(
         key=f"pin:{pin.name}",
-        kind=KIND_PINNED,
+        kind=ComponentKind.PINNED,
         name=pin.name,
         version=str(pin.tag),
         licence=pin.license,
         role="a prebuilt artifact pinned in release/pins.toml"
-        + (f" (its {target} asset)" if target else ""),
+        + (f" (its {item.target} asset)" if item.target else ""),
         licence_texts=(artifact.licence_text,),
         purl=f"pkg:github/{pin.repository}@{pin.tag}",
-        source=getattr(item, "url", None),
+        source=item.url,
+        mapped_by=MAPPED_BY_BYTES,
     )
 
 
-def _claim_distribution(path: str, rel: str | None, sha256: str, sources: _Sources) -> str | None:
+def _claim_distribution(
+    path: str, rel: str | None, sha256: str, sources: _Sources
+) -> Component | None:
     """By the path RECORD lists; for a shared library PyInstaller moved, by its bytes (small
     files such as an empty REQUESTED are the same in every distribution, so never by those)."""
-    by_path = [d for d in sources.distributions if rel in sources.records.get(d.name, ((), ()))[0]]
-    by_bytes = []
-    if not by_path and _SHARED_LIBRARY_RE.match(PurePosixPath(path).name):
-        by_bytes = [
-            d for d in sources.distributions if sha256 in sources.records.get(d.name, ((), ()))[1]
-        ]
-    for dist in by_path or by_bytes:
-        key = f"python:{dist.name}"
-        sources.components.setdefault(key, _distribution_component(dist))
-        return key
+    for dist in sources.distributions:
+        if rel in sources.records.get(dist.name, ((), ()))[0]:
+            return _distribution_component(dist)
+    if _SHARED_LIBRARY_RE.match(PurePosixPath(path).name):
+        for dist in sources.distributions:
+            if sha256 in sources.records.get(dist.name, ((), ()))[1]:
+                return _distribution_component(dist, MAPPED_BY_BYTES)
     return None
 
 
-def _claim_cpython(path: str, rel: str | None, sources: _Sources) -> str | None:
+def _claim_cpython(path: str, rel: str | None, sources: _Sources) -> Component | None:
     if CPYTHON_KEY not in sources.runtime:
         return None
     name = PurePosixPath(path).name
@@ -437,63 +525,60 @@ def _claim_cpython(path: str, rel: str | None, sources: _Sources) -> str | None:
             and parts[2] in sources.dynload_names
         )
     )
-    if not claimed:
+    return _runtime_component(CPYTHON_KEY, sources.runtime[CPYTHON_KEY]) if claimed else None
+
+
+def _claim_launcher_or_bootloader(path: str, absolute: Path, sources: _Sources) -> Component | None:
+    """The top-level ``mux``: PyInstaller's bootloader, or a stand-in's sh launcher."""
+    if path != "mux":
         return None
-    sources.components.setdefault(
-        CPYTHON_KEY, _runtime_component(CPYTHON_KEY, sources.runtime[CPYTHON_KEY])
-    )
-    return CPYTHON_KEY
+    if not _is_binary(absolute):
+        from .build import LAUNCHER_HEADER
 
-
-def _claim_bootloader(path: str, absolute: Path, sources: _Sources) -> str | None:
-    if path != "mux" or BOOTLOADER_KEY not in sources.runtime:
+        with open(absolute, "rb") as stream:
+            head = stream.read(len(LAUNCHER_HEADER.encode()))
+        return _mux_component(sources) if head == LAUNCHER_HEADER.encode() else None
+    if BOOTLOADER_KEY not in sources.runtime:
         return None
-    if not _is_elf_or_macho(absolute):
-        return None
-    sources.components.setdefault(
-        BOOTLOADER_KEY, _runtime_component(BOOTLOADER_KEY, sources.runtime[BOOTLOADER_KEY])
-    )
-    return BOOTLOADER_KEY
+    return _runtime_component(BOOTLOADER_KEY, sources.runtime[BOOTLOADER_KEY])
 
 
-def _claim_library(path: str, sha256: str, sources: _Sources) -> str | None:
+def _claim_library(path: str, absolute: Path, sha256: str, sources: _Sources) -> Component | None:
     name = PurePosixPath(path).name
-    if _SHARED_LIBRARY_RE.match(name) is None:
+    if _SHARED_LIBRARY_RE.match(name) is None or not _is_binary(absolute):
         return None
+    entry = next((e for e in sources.library_table.libraries if e.matches(name)), None)
     package = sources.system_lookup(name, sha256)
-    entry = next((e for e in sources.library_table if e.matches(name)), None)
     if package is not None:
-        key = f"{package.manager}:{package.name}"
-        if key not in sources.components:
-            texts = (package.licence_text,) if package.licence_text else ()
-            if not texts and entry is not None:
-                texts = (entry.licence_text,)
-            if not texts:
-                return None
-            sources.components[key] = Component(
-                key=key,
-                kind=KIND_LIBRARY,
-                name=entry.name if entry is not None else package.source_name,
-                version=package.version,
-                licence=entry.licence if entry is not None else "see the licence text",
-                role=f"a shared library from the {package.manager} package {package.name}",
-                licence_texts=texts,
-                purl=f"pkg:{package.manager}/{package.name}@{package.version}"
-                + (f"?arch={package.arch}" if package.arch else ""),
-                source=f"{package.manager} package {package.name} {package.version}",
-            )
-        return key
+        texts = (package.licence_text,) if package.licence_text else ()
+        if not texts and entry is not None:
+            texts = (entry.licence_text,)
+        if not texts:
+            return None
+        return Component(
+            key=f"{package.manager}:{package.name}",
+            kind=ComponentKind.LIBRARY,
+            name=entry.name if entry is not None else package.source_name,
+            version=package.version,
+            licence=entry.licence if entry is not None else "see the licence text",
+            role=f"a shared library from the {package.manager} package {package.name}",
+            licence_texts=texts,
+            purl=f"pkg:{package.manager}/{package.name}@{package.version}"
+            + (f"?arch={package.arch}" if package.arch else ""),
+            source=f"{package.manager} package {package.name} {package.version}",
+            mapped_by=MAPPED_BY_BYTES,
+        )
     if entry is None:
         return None
-    key = f"library:{entry.key}"
-    sources.components.setdefault(key, _library_component(entry, "a shared library"))
-    return key
+    return _library_component(entry, "a shared library, known by its file name only")
 
 
-def _library_component(entry: LibraryEntry, role: str) -> Component:
+def _library_component(
+    entry: LibraryEntry, role: str, mapped_by: str = MAPPED_BY_NAME
+) -> Component:
     return Component(
         key=f"library:{entry.key}",
-        kind=KIND_LIBRARY,
+        kind=ComponentKind.LIBRARY,
         name=entry.name,
         version="unknown",
         licence=entry.licence,
@@ -501,71 +586,89 @@ def _library_component(entry: LibraryEntry, role: str) -> Component:
         licence_texts=(entry.licence_text,),
         purl=f"pkg:generic/{entry.key}",
         source="release/licenses/shared-libraries.toml",
+        mapped_by=mapped_by,
     )
 
 
-def _static_libraries(sources: _Sources, shipped: Iterable[Component]) -> list[Component]:
-    """Table libraries the interpreter links statically (a built-in module uses them) and that
-    ship in no separate file: they are part of the libpython (or bootloader) that ships."""
-    present = {c.name for c in shipped if c.kind == KIND_LIBRARY}
-    found = []
-    for entry in sources.library_table:
-        if entry.name in present or not set(entry.modules) & sources.builtin_modules:
+def _c_modules(
+    sources: _Sources, files: Iterable[ShippedFile]
+) -> tuple[list[Component], list[str]]:
+    """The libraries the shipped C modules link without a file of their own (statically, as
+    python-build-standalone does), and the modules nothing accounts for."""
+    shipped = set(sources.builtin_modules)
+    for shipped_file in files:
+        parts = PurePosixPath(shipped_file.path).parts
+        if shipped_file.component == CPYTHON_KEY and "lib-dynload" in parts:
+            shipped.add(_module_name(parts[-1]))
+    table = sources.library_table
+    by_module: dict[str, list[LibraryEntry]] = {}
+    for entry in table.libraries:
+        for module in entry.modules:
+            by_module.setdefault(module, []).append(entry)
+    static: dict[str, LibraryEntry] = {}
+    unknown = []
+    for module in sorted(shipped):
+        if module in table.cpython_modules:
             continue
-        found.append(_library_component(entry, "statically linked into CPython"))
-    return found
+        if module not in by_module:
+            unknown.append(module)
+            continue
+        for entry in by_module[module]:
+            static.setdefault(entry.key, entry)
+    components = [
+        _library_component(entry, "linked into CPython's C modules", MAPPED_BY_PATH)
+        for entry in static.values()
+    ]
+    return components, unknown
 
 
 def build_inventory(root: Path, sources: _Sources, *, standalone: bool) -> Inventory:
     """Map every file below ``root`` with ``sources`` (hashing is the only I/O here)."""
-    root = Path(root)
-    contents = _contents_dir(root)
-    sources.components.clear()
-    sources.components[MUX_KEY] = _mux_component(sources)
+    entries = build_files(Path(root))
+    contents = _contents_dir(entries)
+    found: dict[str, Component] = {MUX_KEY: _mux_component(sources)}
     files: list[ShippedFile] = []
     unmapped: list[str] = []
-    for absolute in _walk_files(root):
-        path = absolute.relative_to(root).as_posix()
-        if path in BILL_DOCUMENTS:
+    for entry in entries:
+        if entry.path in BILL_DOCUMENTS:
             continue  # written from this inventory: the SBOM lists the notices it sits beside
-        link = os.readlink(absolute) if absolute.is_symlink() else None
-        target = absolute.resolve() if link is not None else absolute
-        if link is not None and not (target.is_file() and target.is_relative_to(root.resolve())):
-            unmapped.append(path)
-            continue
-        sha256 = sha256_file(target)
-        size = target.stat().st_size
-        rel = _relative_to(path, contents)
-        key = (
-            _claim_mux(path, rel, target, sources)
-            or _claim_pin(path, sha256, sources)
-            or _claim_distribution(path, rel, sha256, sources)
-            or _claim_cpython(path, rel, sources)
-            or _claim_bootloader(path, target, sources)
-            or _claim_library(path, sha256, sources)
+        content = entry.content
+        sha256 = sha256_file(content)
+        rel = _relative_to(entry.path, contents)
+        component = (
+            _claim_mux(rel, sources)
+            or _claim_pin(entry.path, sha256, sources)
+            or _claim_distribution(entry.path, rel, sha256, sources)
+            or _claim_cpython(entry.path, rel, sources)
+            or _claim_launcher_or_bootloader(entry.path, content, sources)
+            or _claim_library(entry.path, content, sha256, sources)
         )
-        if key is None:
-            unmapped.append(path)
+        if component is None:
+            unmapped.append(entry.path)
             continue
-        files.append(ShippedFile(path, sha256, size, key, link))
-    components = list(sources.components.values())
+        found.setdefault(component.key, component)
+        files.append(
+            ShippedFile(entry.path, sha256, content.stat().st_size, component.key, entry.link)
+        )
+    unknown: list[str] = []
     if standalone:
-        components += _static_libraries(sources, components)
+        linked, unknown = _c_modules(sources, files)
+        present = {c.name for c in found.values() if c.kind == ComponentKind.LIBRARY}
+        for component in linked:
+            if component.name not in present:
+                found.setdefault(component.key, component)
         for dist in sources.distributions:  # frozen into the mux executable
-            components.append(
-                sources.components.get(f"python:{dist.name}") or _distribution_component(dist)
-            )
+            found.setdefault(f"python:{dist.name}", _distribution_component(dist))
         for key, runtime in sources.runtime.items():
-            if all(c.key != key for c in components):
-                components.append(_runtime_component(key, runtime))
-    unique = {c.key: c for c in components}
+            found.setdefault(key, _runtime_component(key, runtime))
     return Inventory(
         target=sources.target,
         version=sources.version,
         standalone=standalone,
-        components=tuple(sorted(unique.values(), key=lambda c: (c.kind, c.key))),
+        components=tuple(sorted(found.values(), key=lambda c: (c.kind.value, c.key))),
         files=tuple(files),
         unmapped=tuple(unmapped),
+        unknown_modules=tuple(unknown),
     )
 
 
@@ -624,17 +727,20 @@ def collect_sources(
         distributions=dists,
         records=records,
         runtime=runtime,
-        library_table=load_library_table(library_table) if standalone else [],
-        system_lookup=system_lookup or dpkg_lookup,
+        library_table=load_library_table(library_table)
+        if standalone
+        else LibraryTable((), frozenset()),
+        system_lookup=system_lookup or find_system_package,
         dynload_names=dynload,
         builtin_modules=frozenset(sys.builtin_module_names) if standalone else frozenset(),
         mux_licence=mux_licence,
+        standalone=standalone,
     )
 
 
 def is_standalone(root: Path) -> bool:
     """A PyInstaller build (an executable ``mux``), not a stand-in (an ``sh`` launcher)."""
-    return _is_elf_or_macho(Path(root) / "mux")
+    return _is_binary(Path(root) / "mux")
 
 
 def take_inventory(

@@ -2,9 +2,10 @@
 
 A release ships
 
-* the Python distributions in the runtime dependency closure of the ``mux`` distribution
-  (``Requires-Dist`` walked with markers evaluated for this, the build, environment; mux's own
-  extras are not followed), and
+* the Python distributions in the runtime dependency closure of mux (the checkout's
+  ``pyproject.toml`` dependencies, then each installed distribution's ``Requires-Dist``, walked
+  with markers evaluated for this, the build, environment; mux's own extras are not
+  followed), and
 * every pinned artifact of ``release/pins.toml``, and
 * what the standalone (PyInstaller) build carries besides Python distributions: the CPython
   interpreter and standard library (licence text: ``LICENSE.txt`` in the running
@@ -42,10 +43,12 @@ from typing import Any
 from updater.errors import MuxError
 from updater.files import atomic_write
 
+from .components import Component, ComponentKind
 from .pins import Pin, PinnedAsset, load_pins, pin_marker
 from .textdiff import capped_unified_diff
 
 ROOT_DISTRIBUTION = "mux"
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 OVERRIDES_NAME = "overrides.toml"
 TEXT_ID_LENGTH = 12
 MAX_DIFF_LINES = 200
@@ -196,17 +199,58 @@ def distribution_licence_files(dist: metadata.Distribution) -> tuple[LicenceText
     return tuple(sorted((t for t in texts if t.text.strip()), key=lambda t: t.label))
 
 
+def project_dependencies(pyproject: Path = PYPROJECT) -> list[str]:
+    """mux's runtime requirements, as the checkout's ``pyproject.toml`` declares them.
+
+    Release jobs run the tooling from the source tree without installing the project (nothing
+    is built there, docs/release.md), so mux's own distribution metadata is not installed.
+    """
+    import tomllib
+
+    try:
+        doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        dependencies = doc["project"]["dependencies"]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError) as exc:
+        raise NoticesError(f"cannot read mux's dependencies from {pyproject}: {exc}") from None
+    return [str(line) for line in dependencies]
+
+
+def _root_requirements(root: str) -> list[str]:
+    if _normalise_name(root) == ROOT_DISTRIBUTION:
+        return project_dependencies()
+    try:
+        return list(metadata.distribution(root).requires or [])
+    except metadata.PackageNotFoundError:
+        raise NoticesError(f"{root} is not installed, so its licence is unknown") from None
+
+
 def _requirement_closure(root: str) -> list[metadata.Distribution]:
     """The installed runtime closure of ``root`` (itself excluded), markers evaluated here."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     seen: dict[str, metadata.Distribution] = {}
     followed: set[tuple[str, str]] = set()
-    pending: list[tuple[str, str, str]] = [(root, "", root)]  # (name, extra, required by)
+    pending: list[tuple[str, str, str]] = []  # (name, extra, required by)
+
+    def follow(lines: Iterable[str], extra: str, parent: str) -> None:
+        for line in lines:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                raise NoticesError(
+                    f"{parent} declares an unreadable requirement {line!r}"
+                ) from None
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+                continue
+            for wanted in ("", *sorted(requirement.extras)):
+                pending.append((requirement.name, wanted, parent))
+
+    root_key = _normalise_name(root)
+    follow(_root_requirements(root), "", root_key)
     while pending:
         name, extra, parent = pending.pop()
         key = _normalise_name(name)
-        if (key, extra) in followed:
+        if (key, extra) in followed or key == root_key:
             continue
         followed.add((key, extra))
         try:
@@ -217,16 +261,7 @@ def _requirement_closure(root: str) -> list[metadata.Distribution]:
                 hint="run uv sync, then mux-release notices",
             ) from None
         seen[key] = dist
-        for line in dist.requires or []:
-            try:
-                requirement = Requirement(line)
-            except InvalidRequirement:
-                raise NoticesError(f"{key} declares an unreadable requirement {line!r}") from None
-            if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
-                continue
-            for wanted in ("", *sorted(requirement.extras)):
-                pending.append((requirement.name, wanted, key))
-    seen.pop(_normalise_name(root), None)
+        follow(dist.requires or [], extra, key)
     return [seen[key] for key in sorted(seen)]
 
 
@@ -600,8 +635,8 @@ def render_notices(
     )
 
 
-def _component_entry(component: Any) -> _Entry:
-    """An entry for an :class:`release.inventory.Component` (what a build folder ships)."""
+def _component_entry(component: Component) -> _Entry:
+    """An entry for a :class:`release.components.Component` (what a build folder ships)."""
     lines = [f"- Part: {component.role}", f"- Licence: {component.licence}"]
     if component.source:
         lines.insert(1, f"- From: {component.source}")
@@ -613,15 +648,15 @@ def _component_entry(component: Any) -> _Entry:
 
 
 BUILD_SECTIONS = (
-    ("pinned-artifact", "Pinned artifacts"),
-    ("runtime", "Standalone build runtime"),
-    ("shared-library", "Shared libraries"),
-    ("python-distribution", "Python distributions"),
-    ("application", "mux itself"),
+    (ComponentKind.PINNED, "Pinned artifacts"),
+    (ComponentKind.RUNTIME, "Standalone build runtime"),
+    (ComponentKind.LIBRARY, "Shared libraries"),
+    (ComponentKind.DISTRIBUTION, "Python distributions"),
+    (ComponentKind.APPLICATION, "mux itself"),
 )
 
 
-def render_build_notices(components: Iterable[Any], *, version: str, target: str) -> str:
+def render_build_notices(components: Iterable[Component], *, version: str, target: str) -> str:
     """The THIRD_PARTY_NOTICES.md a build folder ships, from its inventory's components."""
     ordered = sorted(components, key=lambda c: (c.name, c.version, c.key))
     intro = [

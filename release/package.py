@@ -19,10 +19,9 @@ import gzip
 import json
 import os
 import shutil
-import stat
 import tarfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from updater.buildinfo import BuildInfo
@@ -41,6 +40,7 @@ from updater.models import (
 from updater.timestamps import rfc3339
 
 from .build import BUILD_INFO_NAME, build_folder_name
+from .folder import DIRECTORY, LINK, build_files
 from .formats import format_sha256sums, manifest_document
 from .sbom import SBOM_NAME, check_sbom_matches, sbom_asset_name
 from .signing import SecretKey
@@ -86,14 +86,6 @@ def read_build_info(build_dir: Path) -> BuildInfo:
     return info
 
 
-def _walk(root: Path) -> Iterator[Path]:
-    """Every path below ``root``, depth first, in bytewise-sorted order at each level."""
-    for entry in sorted(root.iterdir(), key=lambda p: os.fsencode(p.name)):
-        yield entry
-        if entry.is_dir() and not entry.is_symlink():
-            yield from _walk(entry)
-
-
 def _tar_info(name: str, mode: int, mtime: int) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.mode = mode
@@ -101,16 +93,6 @@ def _tar_info(name: str, mode: int, mtime: int) -> tarfile.TarInfo:
     info.uid = info.gid = 0
     info.uname = info.gname = ""
     return info
-
-
-def _link_stays_inside(root: Path, link: Path) -> bool:
-    # The updater's rule (updater.verify): relative targets without "..", so that every
-    # link, and every chain of links, stays at or below its own folder.
-    target = os.readlink(link)
-    if os.path.isabs(target) or ".." in Path(target).parts:
-        return False
-    resolved = os.path.normpath(os.path.join(os.path.dirname(link), target))
-    return resolved == str(root) or resolved.startswith(str(root) + os.sep)
 
 
 def write_archive(build_dir: Path, target: str, destination: Path) -> None:
@@ -126,27 +108,24 @@ def write_archive(build_dir: Path, target: str, destination: Path) -> None:
         directory = _tar_info(top, 0o755, mtime)
         directory.type = tarfile.DIRTYPE
         tar.addfile(directory)
-        for path in _walk(root):
-            name = f"{top}/{path.relative_to(root).as_posix()}"
-            st = path.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                if not _link_stays_inside(root, path):
-                    raise PackageError(f"{path} is a symlink that leaves the build folder")
+        # The folder's entries by one rule for all tools (release.folder): a link stays
+        # inside and names a file, so the updater's unpacking accepts it.
+        for entry in build_files(root, directories=True):
+            name = f"{top}/{entry.path}"
+            if entry.kind == LINK:
                 info = _tar_info(name, 0o777, mtime)
                 info.type = tarfile.SYMTYPE
-                info.linkname = os.readlink(path)
+                info.linkname = str(entry.link)
                 tar.addfile(info)
-            elif stat.S_ISDIR(st.st_mode):
+            elif entry.kind == DIRECTORY:
                 info = _tar_info(name, 0o755, mtime)
                 info.type = tarfile.DIRTYPE
                 tar.addfile(info)
-            elif stat.S_ISREG(st.st_mode):
-                info = _tar_info(name, 0o755 if st.st_mode & 0o111 else 0o644, mtime)
-                info.size = st.st_size
-                with open(path, "rb") as stream:
-                    tar.addfile(info, stream)
             else:
-                raise PackageError(f"{path} is not a regular file, folder or symlink")
+                info = _tar_info(name, 0o755 if entry.mode & 0o111 else 0o644, mtime)
+                info.size = entry.absolute.stat().st_size
+                with open(entry.absolute, "rb") as stream:
+                    tar.addfile(info, stream)
 
 
 def _now_rfc3339() -> str:
@@ -263,10 +242,6 @@ def package_release(
 
 def _checked_sbom(build_dir: Path) -> bytes:
     """The build's SBOM, which must list exactly the files the archive will hold."""
-    root = build_dir.resolve()
-    for path in _walk(root):
-        if path.is_symlink() and not _link_stays_inside(root, path):
-            raise PackageError(f"{path} is a symlink that leaves the build folder")
     try:
         raw = (build_dir / SBOM_NAME).read_bytes()
     except FileNotFoundError:

@@ -367,34 +367,51 @@ def _tag_problems(entry: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _pinned_problems(entry: Mapping[str, Any]) -> list[str]:
-    """Problems in the fields repin writes; all of them absent means 'not pinned yet'."""
+def _pinned_problems(name: str, entry: Mapping[str, Any]) -> list[str]:
+    """Problems in the fields repin writes; all of them absent means 'not pinned yet'.
+
+    Each is one that ``mux-release repin`` repairs (it rewrites every one of these fields), so
+    each says so: after a change of the entry's shape (one asset <-> one per target, a target
+    removed), the old fields no longer fit, and repin, not a hand edit, replaces them.
+    """
     assets, declaration_problems = declared_assets(entry)
     if declaration_problems:
         return []
+    repin = f"run mux-release repin {name} --tag <tag> to rewrite them"
     if assets is None:
         if not any(key in entry for key in PINNED_FIELDS):
             return []
         if PINNED_KEY in entry:
-            return [f"[{PINNED_KEY}] is for per-target entries; this one pins url and sha256"]
+            return [f"[{PINNED_KEY}] is for per-target entries, this one pins one asset; {repin}"]
         return _tag_problems(entry) + _file_problems(entry, str(entry.get("asset")))
     stray = [key for key in FILE_FIELDS if key in entry]
     if stray:
-        return [f"{', '.join(stray)}: a per-target entry pins them in [{PINNED_KEY}.<target>]"]
+        return [
+            f"{', '.join(stray)}: a per-target entry pins them in [{PINNED_KEY}.<target>]; {repin}"
+        ]
     pinned = entry.get(PINNED_KEY)
     if "tag" not in entry and pinned is None:
         return []
     problems = _tag_problems(entry)
     if not isinstance(pinned, Mapping):
-        return [*problems, f"[{PINNED_KEY}] is missing; run mux-release repin"]
+        return [*problems, f"[{PINNED_KEY}] is missing; {repin}"]
     for target, fields in pinned.items():
         if target not in assets:
-            problems.append(f"{PINNED_KEY}.{target}: the entry does not declare this target")
+            problems.append(
+                f"{PINNED_KEY}.{target}: the entry does not declare this target; {repin}"
+            )
         elif not isinstance(fields, Mapping):
             problems.append(f"{PINNED_KEY}.{target} must be a table")
         else:
             problems += _file_problems(fields, assets[target], f"{PINNED_KEY}.{target}: ")
     return problems
+
+
+def _valid_pinned_fields(fields: Any, asset: str) -> Mapping[str, Any]:
+    """``fields`` when they pin exactly ``asset``, else nothing (a stale pin of another shape)."""
+    if isinstance(fields, Mapping) and not _file_problems(fields, asset):
+        return fields
+    return {}
 
 
 def _plain(value: Any) -> Any:
@@ -414,14 +431,19 @@ def _pinned_asset(target: str | None, asset: str, fields: Mapping[str, Any]) -> 
 
 
 def _build_pin(name: str, entry: Mapping[str, Any]) -> Pin:
+    """The entry as a :class:`Pin`; pinned fields that do not fit its shape are left out."""
     attestation = entry["attestation"]
     assets, _ = declared_assets(entry)
     if assets is None:
-        files: tuple[PinnedAsset, ...] = (_pinned_asset(None, entry["asset"], entry),)
+        fields = _valid_pinned_fields(entry, entry["asset"])
+        files: tuple[PinnedAsset, ...] = (_pinned_asset(None, entry["asset"], fields),)
     else:
-        pinned = entry.get(PINNED_KEY) or {}
+        pinned = entry.get(PINNED_KEY)
+        pinned = pinned if isinstance(pinned, Mapping) else {}
         files = tuple(
-            _pinned_asset(target, assets[target], pinned.get(target) or {})
+            _pinned_asset(
+                target, assets[target], _valid_pinned_fields(pinned.get(target), assets[target])
+            )
             for target in sorted(assets)
         )
     template = entry.get("asset") if assets is not None else None
@@ -437,18 +459,20 @@ def _build_pin(name: str, entry: Mapping[str, Any]) -> Pin:
         license_url=entry.get("license_url"),
         attestation_asset=entry.get("attestation_asset"),
         max_bytes=entry.get("max_bytes", DEFAULT_MAX_BYTES),
-        tag=entry.get("tag"),
+        tag=entry.get("tag") if not _tag_problems(entry) else None,
         template=template,
     )
 
 
 def read_pins(
-    document: Mapping[str, Any], *, base_dir: Path | None = None
+    document: Mapping[str, Any], *, base_dir: Path | None = None, repinning: str | None = None
 ) -> tuple[list[Pin], list[str]]:
     """Every well-formed entry as a :class:`Pin`, and one problem line per defect found.
 
     ``base_dir`` (the folder of pins.toml) lets the check see that licence files exist.
-    Entries with problems are left out of the list. Pins are sorted by name.
+    Entries with problems are left out of the list. Pins are sorted by name. ``repinning``
+    names the entry repin is about to rewrite: the fields repin writes are not held against it
+    (it replaces them all), only what people write must be right.
     """
     plain = _plain(document)
     problems: list[str] = []
@@ -467,7 +491,9 @@ def read_pins(
         if not isinstance(entry, dict):
             problems.append(f"{name}: must be a table")
             continue
-        entry_problems = _entry_problems(name, entry, base_dir) + _pinned_problems(entry)
+        entry_problems = _entry_problems(name, entry, base_dir)
+        if name != repinning:
+            entry_problems += _pinned_problems(name, entry)
         problems.extend(f"{name}: {problem}" for problem in entry_problems)
         if not entry_problems:
             pins.append(_build_pin(name, entry))
@@ -545,3 +571,25 @@ def check_pins(path: Path, *, notices_path: Path | None = None) -> list[str]:
             return [*problems, f"cannot read {notices_path}: {exc}"]
         problems += notices_problems(pins, notices_text)
     return problems
+
+
+def check_file_against_pin(
+    pin: Pin, item: PinnedAsset, *, size: int, sha256: str | None, where: object
+) -> None:
+    """A file meant to be ``item`` of ``pin`` has its size and (when given) sha256, or a
+    :class:`~updater.errors.VerificationError` (exit 3) names both: the one check of a file
+    against its pin, for the build's artifacts folder and for what fetch-artifacts downloads."""
+    from updater.errors import VerificationError
+
+    who = f"{item.label(pin.name)} {pin.tag}"
+    if item.size is not None and size != item.size:
+        raise VerificationError(
+            f"{who}: {where} is {size} bytes, the pin says {item.size}",
+            hint="use the asset the pin names, or repin it",
+        )
+    if sha256 is not None and sha256 != item.sha256:
+        raise VerificationError(
+            f"{who}: {where} has sha256 {sha256}, the pin says {item.sha256}",
+            hint="the release asset changed since it was pinned, or this is another file: "
+            "use the asset the pin names, or repin it",
+        )

@@ -9,7 +9,7 @@
 #   release/preflight.sh RELEASE_DIR TAG
 #
 # Environment: MUX_REPO (owner/name, required); MUX_RELEASE, the command that runs mux-release
-# (default "uv run --no-sync mux-release"); PYTHON, a Python 3 for the loopback server
+# (default "uv run --no-sync python -m release", run from the checkout); PYTHON, a Python 3 for the loopback server
 # (default python3); MUX_MINISIGN_PUBLIC_KEY and MUX_SIGSTORE_TRUSTED_ROOT as mux-release
 # verify reads them. POSIX sh: it runs under bash, dash and BusyBox (Alpine).
 set -eu
@@ -22,7 +22,7 @@ release_dir=$(cd "$1" && pwd)
 tag=$2
 : "${MUX_REPO:?set MUX_REPO=owner/name}"
 python=${PYTHON:-python3}
-mux_release=${MUX_RELEASE:-uv run --no-sync mux-release}
+mux_release=${MUX_RELEASE:-uv run --no-sync python -m release}
 
 work=$(mktemp -d)
 server=

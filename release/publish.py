@@ -4,12 +4,16 @@ GitHub's "latest" release is what ``/releases/latest`` (and so install.sh and ``
 without ``--version``) serve. A tag becomes latest only when it is a stable version and at
 least as high as every published stable release: a fix released on an older line (v1.4.3 after
 v1.5.0) must not become what new users get. Pre-release status comes from the version string,
-as everywhere in mux. Pure; ``mux-release publish-flags --tag T`` reads the published tags from
-standard input (``gh release list --json tagName --jq '.[].tagName'``).
+as everywhere in mux. :func:`plan_publish` is pure; ``mux-release publish-flags --tag T
+--published FILE`` reads the published releases as ``gh release list --json tagName`` writes
+them (:func:`parse_release_list`), and refuses anything else: an empty or unreadable list is
+what a failed ``gh`` leaves, and read as "no release yet" it would make any tag "latest" (the
+first release's list is ``[]``). ``release/publish.sh`` is the workflow's publish step.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -52,3 +56,26 @@ def plan_publish(tag: str, published_tags: Iterable[str]) -> PublishPlan:
     prerelease = version.is_prerelease
     latest = not prerelease and all(version >= other for other in stable)
     return PublishPlan(tag=tag, prerelease=prerelease, latest=latest)
+
+
+MAX_RELEASE_LIST_BYTES = 4 * 1024 * 1024
+
+
+def parse_release_list(raw: bytes, *, what: str = "the release list") -> list[str]:
+    """The tags in ``gh release list --json tagName`` output: a JSON array of objects."""
+    if not raw.strip():
+        raise ParseError(
+            f"{what} is empty: did `gh release list` fail?",
+            hint="the first release's list is [] (gh prints it when there is no release)",
+        )
+    if len(raw) > MAX_RELEASE_LIST_BYTES:
+        raise ParseError(f"{what} is larger than {MAX_RELEASE_LIST_BYTES} bytes")
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ParseError(f"{what} is not JSON (gh release list --json tagName)") from None
+    if not isinstance(doc, list) or not all(
+        isinstance(item, dict) and isinstance(item.get("tagName"), str) for item in doc
+    ):
+        raise ParseError(f"{what} is not a list of releases with a tagName each")
+    return [item["tagName"] for item in doc]

@@ -17,7 +17,9 @@ The steps (docs/design.md, "Pins"), each failing closed:
 6. every available digest must agree: the computed one, the API ``digest`` and the release's
    ``SHA256SUMS`` line (mandatory on a mirror, which has no API), and
 7. its build-provenance attestation must verify for the entry's identity, at
-   ``refs/tags/<tag>`` (the updater's own verifier, :mod:`updater.attestation`);
+   ``refs/tags/<tag>``, with a subject of that digest named as the asset (the updater's own
+   verifier, :mod:`updater.attestation`): another target's build republished under this
+   target's name is refused;
 8. only when every asset passed: rewrite the entry's ``tag`` and each asset's ``url``,
    ``sha256`` and ``size`` with tomlkit (comments and order kept, nothing else touched),
    regenerate the notices, and write both files together: both are staged as temp files next
@@ -54,6 +56,7 @@ from .pins import (
     ARTIFACTS_KEY,
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
+    FILE_FIELDS,
     PINNED_KEY,
     Pin,
     PinnedAsset,
@@ -105,26 +108,13 @@ class RepinResult:
     changed: bool
     written: bool
 
-    # The single asset's fields (an entry shipped by every target).
     @property
-    def sha256(self) -> str:
-        return self.files[0].sha256
-
-    @property
-    def size(self) -> int:
-        return self.files[0].size
-
-    @property
-    def url(self) -> str:
-        return self.files[0].url
-
-    @property
-    def digests(self) -> tuple[str, ...]:
-        return self.files[0].digests
-
-    @property
-    def attestation(self) -> AttestationReport:
-        return self.files[0].attestation
+    def single(self) -> RepinnedFile:
+        """The asset of an entry every target ships; a per-target result has one per target
+        (``files``), so asking it for one is an error, never its first target's."""
+        if len(self.files) != 1 or self.files[0].target is not None:
+            raise ValueError(f"{self.name} pins one asset per target: use .files")
+        return self.files[0]
 
     def describe(self) -> list[str]:
         """Human-readable lines for the CLI, ending with a ready commit message."""
@@ -147,7 +137,9 @@ class RepinResult:
             return lines
         old = f"{self.old_tag} " if self.old_tag else ""
         what = (
-            f"sha256 {self.sha256[:12]}" if len(self.files) == 1 else f"{len(self.files)} targets"
+            f"sha256 {self.files[0].sha256[:12]}"
+            if len(self.files) == 1
+            else f"{len(self.files)} targets"
         )
         lines.append(
             f"commit: repin {self.name}: {old}-> {self.tag}, {what}, "
@@ -209,21 +201,37 @@ def rewrite_pin(
     per_target: dict[str, dict[str, Any]] | None = None,
 ) -> str:
     """``document_text`` with only ``fields`` of ``[artifacts.<name>]`` replaced (tomlkit), and
-    for a per-target entry its ``[artifacts.<name>.pinned.<target>]`` tables."""
+    for a per-target entry its ``[artifacts.<name>.pinned.<target>]`` tables.
+
+    Every field repin writes is rewritten, so what an earlier shape of the entry left behind
+    goes: a per-target entry loses a single asset's ``url``/``sha256``/``size`` and the tables
+    of targets it no longer declares, a single-asset entry its ``[pinned]`` tables. Nothing
+    people wrote is touched.
+    """
     import tomlkit
 
     document = tomlkit.parse(document_text)
     entry = document[ARTIFACTS_KEY][name]
+    stale = [PINNED_KEY] if per_target is None else [k for k in FILE_FIELDS if k not in fields]
+    for key in stale:
+        if key in entry:
+            del entry[key]
     for key, value in fields.items():
         entry[key] = value
     if per_target is not None:
         pinned = entry.get(PINNED_KEY)
-        if pinned is None:
+        if not isinstance(pinned, dict):
+            if pinned is not None:
+                del entry[PINNED_KEY]
             pinned = tomlkit.table(is_super_table=True)
             entry[PINNED_KEY] = pinned
+        for target in [t for t in pinned if t not in per_target]:
+            del pinned[target]
         for target in sorted(per_target):
             table = pinned.get(target)
-            if table is None:
+            if not isinstance(table, dict):
+                if table is not None:
+                    del pinned[target]
                 table = tomlkit.table()
                 pinned[target] = table
             for key, value in per_target[target].items():
@@ -390,7 +398,15 @@ def _verify_one(
         signer_workflow=pin.identity.signer_workflow,
         ref=f"refs/tags/{tag}",
     )
-    report = verify_attestation(bundle, computed, identity, trusted_root=trusted_root)
+    # Under this asset's own name: the same digest agreeing everywhere does not say which
+    # target the bytes were built for, the producer's attestation does.
+    report = verify_attestation(
+        bundle,
+        computed,
+        identity,
+        trusted_root=trusted_root,
+        subject_names={computed: item.asset},
+    )
     return RepinnedFile(
         target=item.target,
         asset=item.asset,
@@ -417,7 +433,9 @@ def _verify_all(
     (in the entry's target order) is raised once all have finished, so nothing is half done."""
     from concurrent.futures import ThreadPoolExecutor
 
-    display = RepinProgress(quiet=quiet, bar=bar)
+    from updater.render import ProgressGroup
+
+    display = ProgressGroup(quiet=quiet, bar=bar)
     with display, ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
         futures = [
             pool.submit(
@@ -447,66 +465,6 @@ def _verify_all(
         if isinstance(outcome, MuxError):
             raise outcome
     return tuple(o for o in outcomes if isinstance(o, RepinnedFile))
-
-
-class RepinProgress:
-    """One progress display for parallel downloads: a rich bar per asset on a terminal (unless
-    ``bar`` is off: NO_COLOR, TERM=dumb), else one line when each starts and ends (the
-    updater's :func:`updater.render.make_progress`)."""
-
-    def __init__(self, *, quiet: bool, bar: bool) -> None:
-        import sys
-
-        self._quiet = quiet
-        self._rich: Any = None
-        if not quiet and bar and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-            self._rich = Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                console=Console(stderr=True),
-                transient=True,
-            )
-
-    def __enter__(self) -> RepinProgress:
-        if self._rich is not None:
-            self._rich.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._rich is not None:
-            self._rich.stop()
-
-    def task(self, label: str) -> Progress:
-        if self._rich is None:
-            from updater.render import make_progress
-
-            return make_progress(label, quiet=self._quiet, bar=False)
-        return _RichTask(self._rich, label)
-
-
-class _RichTask:
-    """One asset's bar in a shared rich display."""
-
-    def __init__(self, rich: Any, label: str) -> None:
-        self._rich = rich
-        self._label = label
-        self._id: Any = None
-
-    def start(self, total: int | None) -> None:
-        self._id = self._rich.add_task(self._label, total=total)
-
-    def advance(self, done: int) -> None:
-        if self._id is not None:
-            self._rich.update(self._id, completed=done)
-
-    def finish(self) -> None:
-        if self._id is not None:
-            self._rich.update(self._id, visible=False)
 
 
 def _rewrite(original: str, pin: Pin, tag: str, verified: Sequence[RepinnedFile]) -> str:
@@ -604,7 +562,7 @@ def repin(
     original = pins_path.read_text(encoding="utf-8") if pins_path.is_file() else None
     if original is None:
         raise PinsError(f"{pins_path} does not exist")
-    pins, problems = read_pins(load_document(pins_path), base_dir=pins_path.parent)
+    pins, problems = read_pins(load_document(pins_path), base_dir=pins_path.parent, repinning=name)
     if problems:
         raise PinsError(f"{pins_path}: {problems[0]}", hint="fix pins.toml first (pins --check)")
     pin = next((p for p in pins if p.name == name), None)

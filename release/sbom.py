@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
@@ -23,11 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from updater.errors import ParseError, VerificationError
 
+from .components import ComponentKind
+
 if TYPE_CHECKING:
     from updater.sources import ReleaseSource
     from updater.verify import VerificationLog, VerifiedRelease
 
-    from .inventory import Component, Inventory, ShippedFile
+    from .components import Component
+    from .inventory import Inventory, ShippedFile
 
 SBOM_NAME = "sbom.cdx.json"  # inside a build folder (and so in every archive)
 MAX_SBOM_BYTES = 16 * 1024 * 1024
@@ -62,14 +64,14 @@ def _file_component(shipped: ShippedFile) -> Any:
 
 
 def _component(component: Component, files: list[ShippedFile]) -> Any:
+    from cyclonedx.model import Property
     from cyclonedx.model.component import Component as CdxComponent
     from cyclonedx.model.component import ComponentType
     from packageurl import PackageURL
 
     kinds = {
-        "application": ComponentType.APPLICATION,
-        "runtime": ComponentType.FRAMEWORK,
-        "pinned-artifact": ComponentType.LIBRARY,
+        ComponentKind.APPLICATION: ComponentType.APPLICATION,
+        ComponentKind.RUNTIME: ComponentType.FRAMEWORK,
     }
     return CdxComponent(
         name=component.name,
@@ -79,12 +81,25 @@ def _component(component: Component, files: list[ShippedFile]) -> Any:
         description=component.role,
         licenses=_licences(component.licence),
         purl=PackageURL.from_string(component.purl) if component.purl else None,
+        # How its files were matched to it: by bytes, by a path a package lists, or by a file
+        # name alone (the documented table, no package owning those bytes): weaker evidence.
+        properties=[Property(name="mux:mapped-by", value=component.mapped_by)],
         components=[_file_component(f) for f in files],
     )
 
 
-def render_sbom(inventory: Inventory, extra_files: tuple[ShippedFile, ...] = ()) -> str:
-    """The build's SBOM; ``extra_files`` (the notices beside it) join mux's own files."""
+def render_sbom(
+    inventory: Inventory,
+    extra_files: tuple[ShippedFile, ...] = (),
+    *,
+    timestamp: datetime | None = None,
+) -> str:
+    """The build's SBOM; ``extra_files`` (the notices beside it) join mux's own files.
+
+    ``timestamp`` defaults to ``SOURCE_DATE_EPOCH`` (else 0); a check of a finished build passes
+    the one its SBOM carries (:func:`sbom_timestamp`): the time is when it was built, not
+    checked.
+    """
     from cyclonedx.model import Property
     from cyclonedx.model.bom import Bom, BomMetaData
     from cyclonedx.model.component import Component as CdxComponent
@@ -113,7 +128,7 @@ def render_sbom(inventory: Inventory, extra_files: tuple[ShippedFile, ...] = ())
     )
     metadata = BomMetaData(
         component=build,
-        timestamp=datetime.fromtimestamp(source_date_epoch(), UTC),
+        timestamp=timestamp or datetime.fromtimestamp(source_date_epoch(), UTC),
     )
     bom = Bom(serial_number=serial, metadata=metadata)
     parts = []
@@ -130,6 +145,15 @@ def render_sbom(inventory: Inventory, extra_files: tuple[ShippedFile, ...] = ())
 
 
 # --- reading (standard library only) --------------------------------------------------------
+
+
+def sbom_timestamp(raw: bytes) -> datetime | None:
+    """The ``metadata.timestamp`` of a CycloneDX JSON SBOM, or None when it has none."""
+    try:
+        doc = json.loads(raw)
+        return datetime.fromisoformat(doc["metadata"]["timestamp"])
+    except (ValueError, UnicodeDecodeError, RecursionError, KeyError, TypeError):
+        return None
 
 
 def _walk(components: Any) -> Iterator[Mapping[str, Any]]:
@@ -168,18 +192,17 @@ def sbom_files(raw: bytes, *, what: str = "the SBOM") -> dict[str, str]:
 
 
 def folder_files(folder: Path, *, skip: tuple[str, ...] = (SBOM_NAME,)) -> dict[str, str]:
-    """``{path: sha256}`` of every regular file (and symlink, by its target) below ``folder``."""
+    """``{path: sha256}`` of every file (and link, by its target) below ``folder``, as
+    :func:`release.folder.build_files` lists them (one rule for links everywhere)."""
     from updater.files import sha256_file
 
-    found: dict[str, str] = {}
-    for directory, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for name in filenames:
-            path = Path(directory, name)
-            relative = path.relative_to(folder).as_posix()
-            if relative not in skip and (path.is_file() or path.is_symlink()):
-                found[relative] = sha256_file(path.resolve())
-    return found
+    from .folder import build_files
+
+    return {
+        entry.path: sha256_file(entry.content)
+        for entry in build_files(folder)
+        if entry.path not in skip
+    }
 
 
 def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
@@ -192,7 +215,13 @@ def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
         listed = sbom_files(raw, what=what)
     except ParseError as exc:
         raise VerificationError(f"verification failed ({LAYER_SBOM}): {exc.message}") from None
-    present = folder_files(folder)
+    from .folder import BuildFolderError
+    from .textdiff import name_some
+
+    try:
+        present = folder_files(folder)
+    except BuildFolderError as exc:
+        raise VerificationError(f"verification failed ({LAYER_SBOM}): {exc.message}") from None
     problems = [f"{p} is not in the SBOM" for p in sorted(set(present) - set(listed))]
     problems += [
         f"{p} is in the SBOM but not in the build" for p in sorted(set(listed) - set(present))
@@ -203,11 +232,9 @@ def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
         if present[p] != listed[p]
     ]
     if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
         raise VerificationError(
             f"verification failed ({LAYER_SBOM}): {what} does not match the build: "
-            + "; ".join(problems[:3])
-            + more
+            + name_some(problems, 3, "; ")
         )
     return len(listed)
 

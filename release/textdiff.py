@@ -1,8 +1,10 @@
-"""A unified diff short enough to print: what `repin --dry-run` and `notices --check` show."""
+"""Text short enough to print: the unified diffs `repin --dry-run` and `notices --check` show,
+and the lists of names one-line errors carry."""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 
 
 def capped_unified_diff(
@@ -24,3 +26,9 @@ def capped_unified_diff(
     if len(lines) > max_lines:
         lines = [*lines[:max_lines], f"... ({len(lines) - max_lines} more lines)\n"]
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def name_some(names: Sequence[str], limit: int, separator: str = ", ") -> str:
+    """``a, b, c (and 4 more)``: the first ``limit`` names of a list for a one-line message."""
+    shown = separator.join(names[:limit])
+    return shown + (f" (and {len(names) - limit} more)" if len(names) > limit else "")

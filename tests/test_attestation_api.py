@@ -24,7 +24,7 @@ from release.fake_sigstore import FakeSigstore
 from tests.support.github import FakeGitHub, serve_github
 from tests.test_snappy import compressed_chunk, encode_literals, framed, varint
 from updater.attestation import AttestationIdentity, verify_attestation
-from updater.errors import NetworkError
+from updater.errors import NetworkError, VerificationError
 from updater.sources import GitHubSource
 
 REPO = "acme/mux"
@@ -408,3 +408,82 @@ def test_a_real_bundle_from_bundle_url_verifies_next_to_another(
         b"\n".join(bundles), DIGEST, identity, trusted_root=sigstore.trusted_root_path
     )
     assert report.repository == REPO
+
+
+# -- several attestations for one digest; an API that wants a token ------------------------------
+
+
+def test_of_several_attestations_the_provenance_of_this_digest_and_identity_verifies(
+    tmp_path: Path, api: Server, store: Server, source: GitHubSource
+) -> None:
+    """GitHub lists an immutable-release attestation beside the build provenance (and here
+    a provenance of another artifact and one from another repository): only provenances of
+    this digest are handed on, and the verifier picks the one whose identity matches."""
+    sigstore = FakeSigstore.create(tmp_path / "sigstore")
+    ref = "refs/tags/v1.2.3"
+    release_attestation = sigstore.attest(
+        {"mux.tar.gz": DIGEST},
+        repository=REPO,
+        ref=ref,
+        predicate_type="https://in-toto.io/attestation/release/v0.1",
+    )
+    other_artifact = sigstore.attest({"other.tar.gz": OTHER_DIGEST}, repository=REPO, ref=ref)
+    other_repository = sigstore.attest({"mux.tar.gz": DIGEST}, repository="evil/mux", ref=ref)
+    mine = sigstore.attest({"mux.tar.gz": DIGEST}, repository=REPO, ref=ref)
+    api.json(
+        LISTING,
+        listing(
+            {"bundle": json.loads(release_attestation)},  # no predicate_type field: read it
+            {"bundle": json.loads(other_artifact)},
+            {"bundle_url": store.blob("/other-repo.sn", encode_literals(other_repository))},
+            {"bundle": json.loads(mine)},
+        ),
+    )
+    bundles = source.attestation_bundles(DIGEST)
+    assert as_docs(bundles) == [json.loads(other_repository), json.loads(mine)]
+    identity = AttestationIdentity(REPO, ".github/workflows/release.yml", ref)
+    report = verify_attestation(
+        b"\n".join(bundles), DIGEST, identity, trusted_root=sigstore.trusted_root_path
+    )
+    assert report.repository == REPO
+    with pytest.raises(VerificationError, match="none of the 2 bundles verified"):
+        verify_attestation(
+            b"\n".join(bundles),
+            DIGEST,
+            AttestationIdentity("someone/else", ".github/workflows/release.yml", ref),
+            trusted_root=sigstore.trusted_root_path,
+        )
+
+
+def test_an_api_that_refuses_anonymous_requests_is_said_so(api: Server) -> None:
+    api.routes[LISTING] = (
+        401,
+        b'{"message": "Requires authentication", "documentation_url": "https://docs.github.com"}',
+        {"Content-Type": "application/json"},
+    )
+    anonymous = GitHubSource(REPO, web_url="http://127.0.0.1:9", api_url=api.url)
+    try:
+        with pytest.raises(NetworkError) as refused:
+            anonymous.attestation_bundles(DIGEST)
+    finally:
+        anonymous.close()
+    assert refused.value.message.startswith(
+        "GitHub's attestations API refused an anonymous request ("
+    )
+    assert "HTTP 401: Requires authentication" in refused.value.message
+    assert refused.value.hint is not None and "MUX_GITHUB_TOKEN" in refused.value.hint
+    assert authorization(api.seen) == [None]
+
+
+def test_with_a_token_a_refusal_is_about_the_token(api: Server, source: GitHubSource) -> None:
+    api.routes[LISTING] = (
+        403,
+        b'{"message": "Resource not accessible by personal access token"}',
+        {"Content-Type": "application/json", "X-RateLimit-Remaining": "4999"},
+    )
+    with pytest.raises(NetworkError) as refused:
+        source.attestation_bundles(DIGEST)
+    message = refused.value.message
+    assert "anonymous" not in message
+    assert "HTTP 403: Resource not accessible by personal access token" in message
+    assert refused.value.hint is not None and "scopes" in refused.value.hint

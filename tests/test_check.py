@@ -147,6 +147,35 @@ def test_pre_releases_only_with_pre_and_api_uses_etags(github: FakeGitHub, sandb
     assert listing[-1].headers.get("If-None-Match")
 
 
+def test_pre_reads_every_page_of_the_release_list(github: FakeGitHub, sandbox_env) -> None:
+    """Backports made after 9.0.0 fill the first page; the newest version is on the next."""
+    for version in ("0.1.0", "0.1.1", "0.1.2", "9.0.0"):
+        write_release(github.root, version)
+    github.listing_order = ["v0.1.2", "v0.1.1", "v9.0.0", "v0.1.0"]
+    github.page_size = 2
+    env = {**sandbox_env, **github_env(github)}
+    result, doc = check(env, "--pre")
+    assert result.returncode == 10, result.stderr
+    assert doc is not None and doc["latest"]["version"] == "9.0.0"
+    pages = [r.path for r in github.requests_to("api") if "releases" in r.path]
+    assert pages == [
+        f"/repos/{github.repo}/releases?per_page=100",
+        "/repositories/1/releases?page=2",
+    ]
+
+
+def test_pre_reads_at_most_ten_pages(github: FakeGitHub, sandbox_env) -> None:
+    versions = [f"0.2.{n}" for n in range(12)]
+    for version in versions:
+        write_release(github.root, version)
+    github.listing_order = [f"v{v}" for v in versions]  # the newest is on page 12
+    github.page_size = 1
+    result, doc = check({**sandbox_env, **github_env(github)}, "--pre")
+    assert result.returncode == 10, result.stderr
+    assert doc is not None and doc["latest"]["version"] == "0.2.9"  # the best of ten pages
+    assert len([r for r in github.requests_to("api") if "releases" in r.path]) == 10
+
+
 def test_explicit_version(github: FakeGitHub, sandbox_env) -> None:
     write_release(github.root, "9.0.0")
     write_release(github.root, "8.0.0")

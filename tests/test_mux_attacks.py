@@ -325,6 +325,52 @@ def test_an_expired_list_is_refused_unless_asked_for_loudly(
     assert seq_file(env).read_text() == f"{key_id(feed.keypair)} 100\n"
 
 
+def test_the_machine_policy_decides_the_expiry_and_the_keys_of_a_feed(
+    feed: Feed, env: dict[str, str], served: Site, tmp_path: Path
+) -> None:
+    """The policy's allow_expired_feed and trusted_keys reach the index rules through the
+    settings: false refuses the flag and the variable (exit 4), true accepts an expired index
+    loudly, and its keys are the ones the index must verify with."""
+    root = mirror(feed, served.root)
+    expired_at = int(time.time()) - 86400
+    sign_index(root, feed.keypair, seq=100, expires=expired_at)
+    policy = tmp_path / "admin" / "policy.toml"
+    policy.parent.mkdir()
+    policed = {**env, "MUX_POLICY_FILE": str(policy)}
+    before = on_disk(env)
+
+    policy.write_text("allow_expired_feed = false\n")
+    for extra_args, extra_env in (
+        (["--allow-expired-feed"], {}),
+        ([], {"MUX_ALLOW_EXPIRED_FEED": "1"}),
+    ):
+        result = check({**policed, **extra_env}, served.url, *extra_args, keypair=feed.keypair)
+        refused(result, 4, f"the machine policy {policy} sets allow_expired_feed = false")
+    refused(check(policed, served.url, keypair=feed.keypair), 3, "expired at")
+
+    def policed_check() -> subprocess.CompletedProcess[str]:
+        return run_mux(["update", "--check", "--json"], policed, timeout=120)
+
+    other = make_keypair(tmp_path / "other")
+    policy.write_text(
+        f'source = "{served.url}"\nallow_expired_feed = true\n'
+        f'trusted_keys = ["{other.public_key}"]\n'
+    )
+    refused(policed_check(), 3, "is not signed by a key this mux trusts")
+    assert on_disk(env) == before
+
+    policy.write_text(
+        f'source = "{served.url}"\nallow_expired_feed = true\n'
+        f'trusted_keys = ["{feed.keypair.public_key}"]\n'
+    )
+    allowed = policed_check()
+    assert allowed.returncode == 10, allowed.stderr
+    doc = json.loads(allowed.stdout)
+    assert doc["latest"]["version"] == STABLE
+    assert any(f"THE FEED {served.url} EXPIRED at" in note for note in doc["notes"]), doc
+    assert seq_file(env).read_text() == f"{key_id(feed.keypair)} 100\n"
+
+
 # -- fast-forward: a stolen key signed a huge seq; rotating the key recovers ---------------
 
 
@@ -681,9 +727,15 @@ def test_a_slow_archive_gives_up_and_the_lock_is_released(
 C1 = "\u009b2K\u009d52;c;ZWNobyBwd25lZA==\u009c"  # the same, in 8-bit controls (CSI, OSC, ST)
 
 
+def _is_control(char: str) -> bool:
+    """C0 (but the line break that ends a line), DEL or C1: what a terminal acts on."""
+    code = ord(char)
+    return char != "\n" and (code < 0x20 or 0x7F <= code <= 0x9F)
+
+
 def _no_controls(result: subprocess.CompletedProcess[str]) -> str:
     shown = result.stdout + result.stderr
-    assert not any(c in shown for c in (ESC, BEL, "\u009b", "\u009d", "\u009c")), shown
+    assert not [c for c in shown if _is_control(c)], shown
     return shown
 
 
@@ -777,6 +829,58 @@ def test_no_escape_byte_from_a_server_reaches_the_terminal(
     assert ESC not in as_json.stdout
     [server] = json.loads(as_json.stdout)["servers"]
     assert server["status"]["version"] == f"6.6.6{PAYLOAD}"  # JSON stays JSON, escaped by it
+
+
+def test_no_control_byte_from_a_live_servers_fields_reaches_the_terminal(
+    feed: Feed, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A real server run from an installed build whose path (the executable the server and the
+    OS report) and socket name carry terminal controls: every human line that shows them (the
+    server's status, the versions an update keeps and why, the check, prune) escapes them, and
+    every --json answer is valid JSON carrying the values as they are."""
+    hostile = f"evil{ESC}[31m\x9b2J{BEL}"
+    mux = install_at("0.1.0", feed, env, tmp_path / hostile)
+    runtime = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux"
+    socket = runtime / f"s{ESC}]0;pwned{BEL}.sock"
+    started = mux.run("server", "start", "--socket", str(socket))
+    assert started.returncode == 0, started.stderr
+    try:
+        with serve_directory(feed.path) as url:
+            results = {
+                "status": mux.run("server", "status"),
+                "update": update(mux, url, "--version", "0.2.0"),
+                "update again": update(mux, url),  # 0.3.0: 0.1.0 is kept for the server
+                "check": update(mux, url, "--check"),
+                "prune": mux.run("update", "--prune"),
+            }
+            as_json = {
+                "status": mux.run("server", "status", "--json"),
+                "check": update(mux, url, "--check", "--json"),
+                "prune": mux.run("update", "--prune", "--json"),
+            }
+    finally:
+        stopped = mux.run("server", "stop", "--socket", str(socket))
+    assert stopped.returncode == 0, stopped.stderr
+    _no_controls(stopped)
+    for name, result in results.items():
+        shown = _no_controls(result)
+        assert result.returncode == 0 and "Traceback" not in shown, (name, shown)
+        if name != "update":  # the server and its build are named from the second update on
+            assert "s\\x1b]0;pwned\\x07.sock" in shown, (name, shown)
+    assert "evil\\x1b[31m\\x9b2J\\x07" in results["status"].stdout  # the executable
+    assert "kept 0.1.0" in results["update again"].stdout
+    for name, result in as_json.items():
+        assert not [c for c in result.stdout if _is_control(c)], (name, result.stdout)
+        doc = json.loads(result.stdout)  # valid JSON, the values unchanged inside it
+        assert any(str(socket) in text for text in _strings(doc)), (name, doc)
+
+
+def _strings(doc: object) -> set[str]:
+    """Every string inside a JSON document."""
+    if isinstance(doc, str):
+        return {doc}
+    items = doc.values() if isinstance(doc, dict) else doc if isinstance(doc, list) else ()
+    return set().union(*(_strings(item) for item in items))
 
 
 # -- signer identity: the attestation's URI compared exactly -------------------------------

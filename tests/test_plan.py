@@ -593,4 +593,26 @@ def test_offer_notice_only_for_a_newer_release(installed: str, announced: bool) 
         assert notice is None
         return
     assert notice is not None and notice.type == EVENT_UPDATE_AVAILABLE
-    assert notice.data == _offer(Decision.UPDATE).to_cache()["latest"]  # the check's "latest"
+    assert notice.data == {  # the check's "latest", and what installs it
+        **_offer(Decision.UPDATE).to_cache()["latest"],
+        "install_command": "mux update",
+        "managed_by": None,
+    }
+
+
+def test_offer_notice_names_the_packager_and_waits_out_its_delay() -> None:
+    """The offer was released at 2026-01-01T00:00:00Z; the packager waits a day."""
+    from updater.plan import Manager
+
+    released = 1767225600.0
+    brew = Manager("packager", "Homebrew", "brew upgrade mux", "/x/mux-packager.json", 86400.0)
+    offer = _offer(Decision.UPDATE)
+    early = offer_notice(offer, installed_version="1.0.0", manager=brew, now=released + 3600)
+    assert early is None
+    due = offer_notice(offer, installed_version="1.0.0", manager=brew, now=released + 86400)
+    assert due is not None
+    assert due.data["install_command"] == "brew upgrade mux"
+    assert due.data["managed_by"] == brew.to_json()
+    admin = Manager("policy", "the machine policy", None, "/etc/mux/policy.toml")
+    ruled = offer_notice(offer, installed_version="1.0.0", manager=admin, now=released)
+    assert ruled is not None and ruled.data["install_command"] is None

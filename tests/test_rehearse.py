@@ -77,7 +77,7 @@ def test_the_reproducibility_step_fails_when_the_second_build_differs(
     def differing_second_build(out_dir, **kwargs):  # type: ignore[no-untyped-def]
         folder = real_build(out_dir, **kwargs)
         if Path(out_dir).name == "again":  # the rehearsal's second build of the same version
-            (folder / "lib" / "updater" / "stamp.txt").write_text("built at another time\n")
+            (folder / "lib" / "updater" / "stamp.py").write_text("# built at another time\n")
             builder.write_bill(folder, None)
         return folder
 
@@ -88,7 +88,7 @@ def test_the_reproducibility_step_fails_when_the_second_build_differs(
     message = str(caught.value)
     assert message.startswith("step 4 (build mux 1.0.0 again and compare"), message
     assert "the two builds of mux 1.0.0" in message
-    assert "lib/updater/stamp.txt (only in the second)" in message
+    assert "lib/updater/stamp.py (only in the second)" in message
     assert not any(line.startswith("[ 5]") for line in said)
     workdir = Path(said[0].rsplit(" in ", 1)[1])
     assert not workdir.exists()

@@ -22,7 +22,7 @@ from release.build import (
     write_build_info,
 )
 from release.package import package_release, sign_release
-from tests.support.releases import KeyPair, make_keypair
+from tests.support.releases import KeyPair, make_feed, make_keypair
 from updater._targets import TARGETS, detect_target
 from updater.buildinfo import BuildInfo
 from updater.errors import ParseError, UsageError
@@ -51,6 +51,7 @@ def expected_info(
             "oidc_issuer": "https://token.actions.githubusercontent.com",
             "signer_workflow": ".github/workflows/release.yml",
         },
+        "policy_file": "/etc/mux/policy.toml",
     }
 
 
@@ -331,8 +332,12 @@ def test_real_standalone_build_reports_its_build_info(
     assert unmapped.returncode == 1
     assert "1 file(s) map to no notice entry: _internal/libmystery.so.1" in unmapped.stderr
     if HOST.endswith("-linux-gnu") and shutil.which("objdump"):
+        # The system's libgcc_s, not this machine's copy, whose glibc need is not the floor's
+        # (release/glibc.py); what is left needs this machine's interpreter's glibc.
+        assert not list(folder.rglob("libgcc_s.so*"))
         glibc = mux_release("glibc", str(folder), "--max", "9.99")
         assert glibc.returncode == 0 and " needs glibc 2." in glibc.stdout, glibc.stderr
+        assert "libgcc_s" not in glibc.stdout
 
     # Packaged and installed like a release, run with no Python anywhere on PATH.
     package_release([folder], tmp_path / "rel", released_at="2024-01-01T00:00:00Z")
@@ -349,6 +354,18 @@ def test_real_standalone_build_reports_its_build_info(
     assert json.loads(result.stdout) == expected_info(
         "0.4.0", 5, HOST, "owner/mux", [current.public_key, following.public_key]
     )
+    # Verifying a signed release loads cryptography's Rust binding, which needs libgcc_s.so.1:
+    # on Linux the system's, since a gnu build does not ship one.
+    feed = make_feed(tmp_path / "updates", ("0.5.0",), keypair=current)
+    update_env = {
+        **env,
+        "PATH": "/usr/bin:/bin",  # the stand-in it installs is a sh script
+        "MUX_UPDATE_SOURCE": str(feed.path),
+        "MUX_INSTALL_DIR": str(tmp_path / "bin-updated"),
+    }
+    home = str(tmp_path / "home-updated")
+    updated = run_mux(mux, "update", "--home", home, "--version", "0.5.0", env=update_env)
+    assert updated.returncode == 0, updated.stdout + updated.stderr
 
     def best_of(command: list[str], runs: int = 5) -> float:
         times = []

@@ -133,17 +133,20 @@ def test_archive_metadata_is_normalised(tmp_path: Path, builds: list[Path]) -> N
 def test_members_are_sorted_bytewise_depth_first(tmp_path: Path, builds: list[Path]) -> None:
     build = builds[0]
     package = build / "lib" / "updater"
-    (package / "Zeta.txt").write_text("z")
+    # Python sources: what a stand-in's package holds (anything else there maps to nothing).
+    (package / "Zeta.py").write_text("z")
     (package / "alpha").mkdir()
-    (package / "alpha" / "b.txt").write_text("b")
+    (package / "alpha" / "b.py").write_text("b")
+    (package / "alpha.py").write_text("a")
     write_bill(build, None)  # the build's SBOM describes what it ships
     package_release([build], tmp_path / "rel", released_at=RELEASED_AT)
     with tarfile.open(tmp_path / "rel" / f"mux-{HOST}.tar.gz") as tar:
         names = tar.getnames()
     prefix = f"mux-{HOST}/lib/updater/"
     lib = [n.removeprefix(prefix) for n in names if n.startswith(prefix)]
-    assert lib[:4] == ["Zeta.txt", "__init__.py", "__main__.py", "_build_info.json"]
-    assert lib.index("alpha") + 1 == lib.index("alpha/b.txt")
+    assert lib[:4] == ["Zeta.py", "__init__.py", "__main__.py", "_build_info.json"]
+    assert lib.index("alpha") + 1 == lib.index("alpha/b.py")
+    assert lib.index("alpha/b.py") + 1 == lib.index("alpha.py")
 
 
 def test_source_date_epoch_sets_member_times(
@@ -290,11 +293,11 @@ def test_escaping_symlink_fails_and_leaves_no_partial_release(
     tmp_path: Path, builds: list[Path]
 ) -> None:
     build = builds[0]
-    (build / "lib" / "updater" / "inside").symlink_to("__main__.py")
+    (build / "lib" / "updater" / "inside.py").symlink_to("__main__.py")
     write_bill(build, None)
     package_release([build], tmp_path / "ok", released_at=RELEASED_AT)
     with tarfile.open(tmp_path / "ok" / f"mux-{HOST}.tar.gz") as tar:
-        link = tar.getmember(f"mux-{HOST}/lib/updater/inside")
+        link = tar.getmember(f"mux-{HOST}/lib/updater/inside.py")
         assert link.issym() and link.linkname == "__main__.py"
 
     (build / "lib" / "outside").symlink_to("../../../etc")

@@ -208,17 +208,23 @@ def test_repin_rewrites_only_the_pins_fields_and_regenerates_the_notices(world: 
     size = len(asset_bytes("v1.1.0"))
     result = world.repin("v1.1.0")
 
-    assert (result.changed, result.written, result.tag, result.sha256, result.size) == (
+    assert (
+        result.changed,
+        result.written,
+        result.tag,
+        result.single.sha256,
+        result.single.size,
+    ) == (
         True,
         True,
         "v1.1.0",
         digest,
         size,
     )
-    assert result.digests == ("computed", "GitHub's asset digest", "SHA256SUMS")
+    assert result.single.digests == ("computed", "GitHub's asset digest", "SHA256SUMS")
     assert (
-        result.attestation.repository == REPO
-        and result.attestation.signer_ref == "refs/tags/v1.1.0"
+        result.single.attestation.repository == REPO
+        and result.single.attestation.signer_ref == "refs/tags/v1.1.0"
     )
     new_url = f"{world.fake.web_url}/{REPO}/releases/download/v1.1.0/{ASSET}"
     expected = (
@@ -246,7 +252,7 @@ def test_latest_follows_the_releases_latest_redirect(world: World) -> None:
     world.publish("v1.1.0")
     digest = world.publish("v1.2.0")
     result = world.repin(None)
-    assert (result.tag, result.sha256) == ("v1.2.0", digest)
+    assert (result.tag, result.single.sha256) == ("v1.2.0", digest)
     assert load_pins(world.pins_path)[1].tag == "v1.2.0"  # sorted by name: libbar, libfoo
 
 
@@ -273,14 +279,14 @@ def test_repinning_the_current_release_changes_nothing(world: World) -> None:
 
 def test_a_release_without_sha256sums_relies_on_the_other_digests(world: World) -> None:
     world.publish("v1.1.0", sums=False)
-    assert world.repin("v1.1.0").digests == ("computed", "GitHub's asset digest")
+    assert world.repin("v1.1.0").single.digests == ("computed", "GitHub's asset digest")
 
 
 def test_an_allowed_downgrade_goes_through(world: World) -> None:
     world.publish("v1.1.0")
     world.repin("v1.1.0")
     result = world.repin("v1.0.0", allow_downgrade=True)
-    assert (result.tag, result.sha256, result.old_tag) == ("v1.0.0", OLD_SHA, "v1.1.0")
+    assert (result.tag, result.single.sha256, result.old_tag) == ("v1.0.0", OLD_SHA, "v1.1.0")
 
 
 # --- refusals: each leaves every file unchanged --------------------------------------------
@@ -504,9 +510,9 @@ def test_repin_from_a_mirror_folder_requires_sums_and_an_attestation_asset(world
         PINS.replace("size = 13\n", f'size = 13\nattestation_asset = "{ASSET}.sigstore.json"\n')
     )
     result = world.repin(None, source=str(mirror))
-    assert result.digests == ("computed", "SHA256SUMS")
+    assert result.single.digests == ("computed", "SHA256SUMS")
     # The pin names the artifact on GitHub, not the mirror that served it.
-    assert result.url == f"https://github.com/{REPO}/releases/download/v1.1.0/{ASSET}"
+    assert result.single.url == f"https://github.com/{REPO}/releases/download/v1.1.0/{ASSET}"
     assert world.fake.requests == []
 
 

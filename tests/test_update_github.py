@@ -131,6 +131,39 @@ def test_a_bundle_the_signed_sums_list_cannot_be_dropped(
     assert_unchanged(installed, before)
 
 
+def test_an_api_that_wants_a_token_is_named_and_the_bundle_asset_serves_instead(
+    installed: Install, github: FakeGitHub, keypair: KeyPair
+) -> None:
+    """GitHub's attestations API may refuse anonymous requests: with the release's bundle
+    asset mux never needs it; without one, it says what refused and how to go on."""
+    github.attestations_need_token = True
+    release = github.root / "v0.2.0"
+    bundle_path = release / "mux-0.2.0.sigstore.json"
+    archive = next(release.glob("*.tar.gz"))
+    github.attestations[hashlib.sha256(archive.read_bytes()).hexdigest()] = bundle_path.read_bytes()
+    bundle = bundle_path.read_bytes()
+    bundle_path.unlink()
+    republish(release, keypair.secret_key())
+    before = snapshot(installed.home, installed.bin_dir)
+    refused = installed.run("update")
+    assert refused.returncode == 3, refused.stderr
+    line = refused.stderr.strip().splitlines()[-1]
+    assert line.startswith("mux: verification failed (attestation): no attestation found (")
+    assert "the release has no mux-0.2.0.sigstore.json, and GitHub's attestations API " in line
+    assert "refused an anonymous request" in line and "Requires authentication" in line
+    assert "MUX_GITHUB_TOKEN" in line
+    assert_unchanged(installed, before)
+
+    bundle_path.write_bytes(bundle)
+    republish(release, keypair.secret_key())
+    github.requests.clear()
+    result = installed.run("update", "--json")
+    assert result.returncode == 0, result.stderr
+    detail = {x["layer"]: x["detail"] for x in json.loads(result.stdout)["verification"]}
+    assert "release asset" in detail["attestation"]
+    assert not [r for r in github.requests if "/attestations/" in r.path]
+
+
 BAD_ATTESTATIONS = {
     "another repository": ({"repository": "evil/mux"}, "repository"),
     "another workflow": ({"signer_workflow": ".github/workflows/other.yml"}, "workflow"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -113,7 +114,15 @@ USES_LINE = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<ref>\S+)(?P<rest>.*)$")
 VERSION_COMMENT = re.compile(r"^\s+# v\d+(\.\d+){0,2}\s*$")
 # The scripts the workflows hand to `docker run IMAGE sh -eu -c '...'` (Alpine's BusyBox sh).
 CONTAINER_SCRIPT = re.compile(r"\bsh -eu -c '(?P<script>[^']*)'")
-MUX_RELEASE_CALL = re.compile(r"\bmux-release\s+(?P<sub>[a-z][a-z0-9-]*)(?P<args>[^\n;|&]*)")
+# `mux-release X` (a development checkout) or `python -m release X` (a release job, which
+# runs the tooling from the source tree: the project itself is never built or installed there).
+MUX_RELEASE_CALL = re.compile(
+    r"(?:\bmux-release|\bpython -m release)\s+(?P<sub>[a-z][a-z0-9-]*)(?P<args>[^\n;|&]*)"
+)
+RELEASE_TOOL = "uv run --no-sync python -m release"
+MUX_FROM_CHECKOUT = "uv run --no-sync python -m updater"  # mux itself, equally unbuilt
+PUBLISH_SCRIPT = REPO_ROOT / "release" / "publish.sh"
+PUBLISH_SCRIPT_CALL = r"\bsh release/publish\.sh\b"
 WRITE_SCOPES_ALLOWED = {"id-token", "attestations", "contents", "pages"}
 
 
@@ -391,6 +400,19 @@ def test_run_scripts_pass_shellcheck(workflows: dict[str, dict[str, Any]], tmp_p
     assert done.returncode == 0, f"shellcheck:\n{report}{done.stderr}"
 
 
+def test_the_scripts_the_workflows_call_pass_shellcheck() -> None:
+    scripts = sorted((REPO_ROOT / "release").glob("*.sh"))
+    assert {script.name for script in scripts} >= {"preflight.sh", "publish.sh"}
+    done = subprocess.run(
+        [*_shellcheck_command(), "--shell=sh", *map(str, scripts)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"shellcheck:\n{done.stdout}{done.stderr}"
+
+
 # ---------------------------------------------------------------------------------------
 # Supply chain and permissions
 
@@ -434,7 +456,7 @@ def test_write_scopes_only_where_they_are_needed(workflows: dict[str, dict[str, 
     release = workflows[RELEASE_WORKFLOW.name]
     attesting = _jobs_using(release, ATTEST_ACTION)
     attesting_sboms = _jobs_using(release, ATTEST_SBOM_ACTION)
-    publishing = _jobs_running(release, r"\bgh\s+release\s+create\b")
+    publishing = _jobs_running(release, PUBLISH_SCRIPT_CALL)
     assert len(attesting) == 1, f"expected one attesting job, found {attesting}"
     assert len(attesting_sboms) == 1, f"expected one SBOM attesting job, found {attesting_sboms}"
     assert len(publishing) == 1, f"expected one publishing job, found {publishing}"
@@ -536,17 +558,13 @@ def _target_table(workflows: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
 
 
 def test_every_release_target_is_built(workflows: dict[str, dict[str, Any]]) -> None:
-    building = _jobs_running(workflows[BUILD_TARGETS_WORKFLOW.name], r"\bmux-release\s+build\b")
+    building = _jobs_running(workflows[BUILD_TARGETS_WORKFLOW.name], r"-m release\s+build\b")
     assert building == ["build"]
     table = _target_table(workflows)
     assert sorted(entry["target"] for entry in table) == sorted(TARGETS)
-    # gnu builds install wheels for the glibc floor; the others their runner's own.
     for entry in table:
-        if entry["target"].endswith("-linux-gnu"):
-            assert entry["libc"] == "gnu"
-            assert entry["wheels"] == f"{entry['target'].split('-')[0]}-manylinux_2_17"
-        else:
-            assert entry["wheels"] == ""
+        assert (entry["libc"] == "gnu") == entry["target"].endswith("-linux-gnu"), entry
+        assert "wheels" not in entry  # the floor's wheel platform comes from release/glibc.py
     # The release, the pull-request and nightly builds all use that one definition.
     for workflow in (RELEASE_WORKFLOW, BUILD_WORKFLOW):
         jobs = _jobs(workflows[workflow.name])
@@ -554,7 +572,35 @@ def test_every_release_target_is_built(workflows: dict[str, dict[str, Any]]) -> 
         assert jobs["rebuild"]["with"]["targets"] == '["x86_64-unknown-linux-gnu"]'
         assert set(jobs["reproducible"]["needs"]) == {"build", "rebuild"}
         script = "\n".join(str(s.get("run", "")) for s in jobs["reproducible"]["steps"])
-        assert "mux-release compare-builds" in script
+        assert f"{RELEASE_TOOL} compare-builds" in script
+
+
+def test_the_reproducibility_check_knows_the_machines_and_the_release_recipe(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    build = "\n".join(
+        _joined_run_script(step.run or "")
+        for step in _steps({"b": workflows[BUILD_TARGETS_WORKFLOW.name]})
+    )
+    # Both build paths (runner, Alpine) record their machine and ship it beside the folder.
+    assert build.count('>"dist/mux-$TARGET.environment.json"') == 2
+    assert build.count('"mux-$TARGET" "mux-$TARGET.environment.json"') == 2
+    assert "image_version: $image" in build and "container: $container" in build
+    for workflow in (RELEASE_WORKFLOW, BUILD_WORKFLOW):
+        job = _jobs(workflows[workflow.name])["reproducible"]
+        script = "\n".join(_joined_run_script(str(s.get("run", ""))) for s in job["steps"])
+        assert '--environments "unpacked/build/mux-$target.environment.json"' in script
+        assert "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)" in script
+        assert '"not comparable:"*) echo "::warning' in script
+    # The published archives carry the commit's time, as a rebuild following docs/release.md
+    # packages them; only the Package step gets it (the signature's time is the signing's).
+    attest = _jobs(workflows[RELEASE_WORKFLOW.name])["attest"]
+    (package,) = [s for s in attest["steps"] if s.get("name") == "Package"]
+    assert "SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)" in package["run"]
+    assert "--released-at" in package["run"]
+    assert "SOURCE_DATE_EPOCH" not in json.dumps(
+        [s for s in attest["steps"] if s.get("name") != "Package"]
+    )
 
 
 def test_sha256sums_is_signed_after_it_lists_the_bundle(
@@ -569,7 +615,7 @@ def test_sha256sums_is_signed_after_it_lists_the_bundle(
         assert len(found) == 1, f"expected one step that {what}, found {len(found)}"
         return found[0]
 
-    package = index_of(lambda s: "mux-release package" in str(s.get("run", "")), "packages")
+    package = index_of(lambda s: f"{RELEASE_TOOL} package" in str(s.get("run", "")), "packages")
     attest = index_of(lambda s: _action_name(str(s.get("uses", ""))) == ATTEST_ACTION, "attests")
     bundle = index_of(
         lambda s: (
@@ -577,7 +623,7 @@ def test_sha256sums_is_signed_after_it_lists_the_bundle(
         ),
         "adds the bundle to SHA256SUMS",
     )
-    sign = index_of(lambda s: "mux-release sign" in str(s.get("run", "")), "signs")
+    sign = index_of(lambda s: f"{RELEASE_TOOL} sign" in str(s.get("run", "")), "signs")
     assert package < attest < bundle < sign
     attest_inputs = steps[attest].get("with") or {}
     assert str(attest_inputs.get("subject-checksums", "")).endswith("/SHA256SUMS")
@@ -588,10 +634,10 @@ def test_release_is_published_only_after_its_files_are_uploaded(
     workflows: dict[str, dict[str, Any]],
 ) -> None:
     release = workflows[RELEASE_WORKFLOW.name]
-    (publishing,) = _jobs_running(release, r"\bgh\s+release\s+create\b")
-    script = "\n".join(str(step.get("run", "")) for step in _jobs(release)[publishing]["steps"])
+    assert len(_jobs_running(release, PUBLISH_SCRIPT_CALL)) == 1
+    script = PUBLISH_SCRIPT.read_text(encoding="utf-8")  # run for real in test_release_checks
     create = re.search(r"gh release create [^\n]*", script)
-    assert create and "--draft" in script[: script.index("gh release upload")]
+    assert create and "--draft" in create.group(0)
     upload = script.index("gh release upload")
     publish = script.index("--draft=false")
     assert create.start() < upload < publish
@@ -601,8 +647,8 @@ def test_published_release_is_installed_and_verified(
     workflows: dict[str, dict[str, Any]],
 ) -> None:
     release = workflows[RELEASE_WORKFLOW.name]
-    (publishing,) = _jobs_running(release, r"\bgh\s+release\s+create\b")
-    verifying = _jobs_running(release, r"mux-release verify \"\$GITHUB_REF_NAME\"")
+    (publishing,) = _jobs_running(release, PUBLISH_SCRIPT_CALL)
+    verifying = _jobs_running(release, r"-m release verify \"\$GITHUB_REF_NAME\"")
     assert len(verifying) == 1
     job = _jobs(release)[verifying[0]]
     assert job["needs"] == publishing
@@ -628,12 +674,12 @@ def test_ci_runs_every_required_check(workflows: dict[str, dict[str, Any]]) -> N
         "mux-release notices --check",
         "mux-release pins --check",
         "mux-release protocol",
-        "mux-release build --standin",
+        f"{RELEASE_TOOL} build --standin",
         "python -m http.server",
         "--bind 127.0.0.1",
         "sh /src/install.sh",
-        "mux-release feed /tmp/feed",  # a feed's index is signed, or install.sh refuses it
-        "mux-release install-sh --out /tmp/install.sh",
+        f"{RELEASE_TOOL} feed /tmp/feed",  # a feed's index is signed, or install.sh refuses it
+        f"{RELEASE_TOOL} install-sh --out /tmp/install.sh",
         "sh /tmp/install.sh",
     ):
         assert command in _joined_run_script(scripts), f"ci.yml never runs {command!r}"
@@ -710,17 +756,10 @@ def test_release_jobs_install_a_hash_pinned_uv_and_only_the_build_group(
 ) -> None:
     requirements = UV_REQUIREMENTS.read_text(encoding="utf-8")
     assert "uv==0.13.9 \\" in requirements and requirements.count("--hash=sha256:") >= 10
-    assert 'UV_VERSION: "0.13.9"' in CI_WORKFLOW.read_text(encoding="utf-8")
     syncs = []
     for workflow in RELEASE_PATH_WORKFLOWS:
-        text = workflow.read_text(encoding="utf-8")
-        assert "astral-sh/setup-uv" not in text, f"{workflow.name}: uv must be hash-pinned"
         for step in _steps({workflow.name: workflows[workflow.name]}):
             script = _joined_run_script(step.run or "")
-            if "pip install" in script:
-                assert "--require-hashes" in script and "uv-requirements.txt" in script, (
-                    step.where()
-                )
             syncs += [line.strip() for line in script.splitlines() if "uv sync" in line]
             if "uv run" in script:
                 assert "uv run --locked" not in script, f"{step.where()}: uv run re-syncs dev"
@@ -733,18 +772,150 @@ def test_release_jobs_install_a_hash_pinned_uv_and_only_the_build_group(
     assert len(builds) >= 2  # the runner build and the Alpine build
 
 
+def test_every_job_installs_uv_pinned_by_hash(workflows: dict[str, dict[str, Any]]) -> None:
+    """setup-uv's checksum table stops before the pinned uv, and for a version it does not know
+    it only logs "No checksum found": every workflow, CI included, installs uv from PyPI with
+    the sha256 of each of its wheels (.github/uv-requirements.txt)."""
+    installs = 0
+    for path in WORKFLOW_FILES:
+        assert "astral-sh/setup-uv" not in path.read_text(encoding="utf-8"), (
+            f"{path.name}: uv must be hash-pinned"
+        )
+    for step in _steps(workflows):
+        script = _joined_run_script(step.run or "")
+        if "pip install" in script:
+            assert "--require-hashes" in script and "uv-requirements.txt" in script, step.where()
+            assert "--no-deps" in script and "--only-binary :all:" in script, step.where()
+            installs += 1
+        if re.search(r"\buv (sync|run)\b", script):
+            jobs = _jobs(workflows[step.workflow])[step.job]["steps"]
+            before = jobs[: step.index + 1]
+            assert any(
+                "uv-requirements.txt" in _joined_run_script(str(s.get("run", ""))) for s in before
+            ), f"{step.where()}: uv used before a hash-pinned install in its job"
+    assert installs >= 10
+
+
+def _release_path_scripts(workflows: dict[str, dict[str, Any]]) -> Iterator[tuple[str, str]]:
+    for workflow in RELEASE_PATH_WORKFLOWS:
+        for step in _steps({workflow.name: workflows[workflow.name]}):
+            if step.run is not None:
+                yield step.where(), _joined_run_script(step.run)
+
+
+def _release_syncs(workflows: dict[str, dict[str, Any]]) -> list[str]:
+    """Every `uv sync` command of the release path, as written (bash arrays unwrapped)."""
+    found = []
+    for _, script in _release_path_scripts(workflows):
+        found += [m.group(0) for m in re.finditer(r"\buv sync\b[^\n)]*", script)]
+    return sorted({command.strip() for command in found})
+
+
+def test_release_jobs_build_nothing_and_run_the_tooling_from_the_checkout(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    """`uv sync` builds the project itself unless told not to, with a build backend resolved at
+    its newest from PyPI, unpinned and unhashed, in jobs that hold an OIDC token and the
+    signing key. A release job installs only locked, hashed wheels (`--no-install-project`,
+    `--no-build`) and runs `python -m release` from the checkout: no `mux-release` script
+    exists there."""
+    syncs = _release_syncs(workflows)
+    assert len(syncs) == 2  # with and without the build group
+    for sync in syncs:
+        assert "--no-install-project" in sync and "--no-build" in sync, sync
+    for where, script in _release_path_scripts(workflows):
+        for run in re.findall(r"\buv run\b[^\n]*", script):
+            assert run.startswith((f"{RELEASE_TOOL} ", f"{MUX_FROM_CHECKOUT} ")), f"{where}: {run}"
+        assert not re.search(r"(?<!-m release )\bmux-release\s+[a-z]", script), where
+    preflight = (REPO_ROOT / "release" / "preflight.sh").read_text(encoding="utf-8")
+    assert f"mux_release=${{MUX_RELEASE:-{RELEASE_TOOL}}}" in preflight
+
+
+def test_the_release_syncs_would_install_no_built_package(
+    workflows: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """The workflows' own sync commands, asked what they would do (offline, from the lock)."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed")
+    syncs = _release_syncs(workflows)
+    assert syncs
+    for sync in syncs:
+        done = subprocess.run(
+            [uv, *sync.split()[1:], "--dry-run", "--offline"],
+            cwd=REPO_ROOT,
+            env={**os.environ, "UV_PROJECT_ENVIRONMENT": str(tmp_path / "env")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, f"{sync}:\n{output}"
+        assert "Would install" in output, output
+        assert not re.search(r"^\s*\+ mux(?:==| @)", output, re.M), f"{sync} builds mux:\n{output}"
+        assert "hatchling" not in output
+
+
+def test_the_release_tooling_works_without_the_project_installed(tmp_path: Path) -> None:
+    """What a release job does, in an environment made as it makes it: notices, a build and
+    its notices/SBOM check all run from the source tree, with mux's metadata absent."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed")
+    venv = tmp_path / "env"
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv)}
+    sync = ["sync", "--locked", "--no-dev", "--extra", "release", "--group", "build"]
+    subprocess.run(
+        [uv, *sync, "--no-build", "--no-install-project", "--offline", "--quiet"],
+        cwd=REPO_ROOT,
+        env=env,
+        timeout=300,
+        check=True,
+    )
+    python = str(venv / "bin" / "python")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [python, *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+        )
+
+    absent = run("-c", "import importlib.metadata as m; m.distribution('mux')")
+    assert absent.returncode != 0 and "PackageNotFoundError" in absent.stderr
+    for args in (("notices", "--check"), ("pins", "--check")):
+        done = run("-m", "release", *args)
+        assert done.returncode == 0, done.stderr
+    from tests.support.releases import make_keypair
+
+    key = make_keypair(tmp_path / "keys").public_key
+    out = tmp_path / "build"
+    built = run("-m", "release", "build", "--standin", "--out", str(out), "--repo", "a/b")
+    assert built.returncode == 2  # usage: no key given (the CLI itself runs)
+    built = run(
+        *("-m", "release", "build", "--standin", "--out", str(out), "--repo", "a/b"),
+        *("--key", key),
+    )
+    assert built.returncode == 0, built.stderr
+    (folder,) = out.iterdir()
+    checked = run("-m", "release", "notices", "--check-build", str(folder))
+    assert checked.returncode == 0, checked.stderr
+
+
 def test_gnu_builds_are_checked_against_the_glibc_floor(
     workflows: dict[str, dict[str, Any]],
 ) -> None:
     from release.glibc import GLIBC_FLOOR
 
     doc = workflows[BUILD_TARGETS_WORKFLOW.name]
-    assert doc["env"]["GLIBC_FLOOR"] == GLIBC_FLOOR
+    # The floor is decided in release/glibc.py alone: the workflow asks it, never says it.
+    text = BUILD_TARGETS_WORKFLOW.read_text(encoding="utf-8")
+    assert GLIBC_FLOOR not in text and GLIBC_FLOOR.replace(".", "_") not in text
     script = "\n".join(step.run or "" for step in _steps({"b": doc}))
-    assert 'mux-release glibc "$out" --max "$GLIBC_FLOOR"' in script
-    assert 'sync+=(--python-platform "$WHEELS")' in script
-    assert script.count("mux-release notices --check-build") == 2  # runner and Alpine builds
-    assert script.count("mux-release fetch-artifacts --target") == 2
+    assert f'{RELEASE_TOOL} glibc "$out"\n' in script  # --max defaults to the floor
+    assert 'platform=$(python3 -m release.glibc wheel-platform "$TARGET")' in script
+    assert 'sync+=(--python-platform "$platform")' in script
+    assert script.count(f"{RELEASE_TOOL} notices --check-build") == 2  # runner and Alpine builds
+    assert script.count(f"{RELEASE_TOOL} fetch-artifacts --target") == 2
 
 
 def test_the_release_is_installed_and_verified_before_it_is_published(
@@ -773,12 +944,30 @@ def test_publishing_is_safe_to_rerun_and_latest_only_for_the_highest_version(
 ) -> None:
     jobs = _jobs(workflows[RELEASE_WORKFLOW.name])
     script = "\n".join(str(s.get("run", "")) for s in jobs["publish"]["steps"])
-    assert "mux-release publish-flags --tag" in script
-    assert "gh release view" in script and "isDraft" in script  # reuse a draft
-    assert 'gh release upload "$tag" release-files/* --clobber' in script
-    assert 'gh release edit "$tag" --draft=false "${flags[@]}"' in script
+    assert 'sh release/publish.sh "$GITHUB_REF_NAME" release-files' in script
+    # Publishing is serialised across tags (not per ref): "latest" is decided from a list
+    # that includes any tag published just before.
+    assert jobs["publish"]["concurrency"] == {
+        "group": "release-publish",
+        "cancel-in-progress": False,
+    }
+    published = PUBLISH_SCRIPT.read_text(encoding="utf-8")
+    # The list gh writes is a command of its own (a failure stops the script), then read.
+    assert re.search(r"^gh release list [^|\n]*>\"\$work/published\.json\"$", published, re.M)
+    assert 'publish-flags --tag "$tag" --published "$work/published.json"' in published
+    assert "gh release view" in published and "isDraft" in published  # reuse a draft
+    assert 'gh release upload "$tag" "$release_dir"/* --clobber' in published
     verify = "\n".join(str(s.get("run", "")) for s in jobs["verify"]["steps"])
     assert "check+=(--pre)" in verify
+
+
+def test_uploads_survive_a_rerun(workflows: dict[str, dict[str, Any]]) -> None:
+    uploads = [
+        step for step in _steps(workflows) if step.uses and "actions/upload-artifact" in step.uses
+    ]
+    assert len(uploads) == 2  # the build folders, the release files
+    for step in uploads:
+        assert step.doc["with"]["overwrite"] is True, step.where()
 
 
 def test_sboms_are_attested_per_target(workflows: dict[str, dict[str, Any]]) -> None:
@@ -822,14 +1011,15 @@ def test_the_feed_index_is_signed_after_each_release_and_re_signed_weekly(
     sign = "\n".join(_joined_run_script(str(s.get("run", ""))) for s in jobs["sign"]["steps"])
     refresh = re.search(
         r'if \[ "\$EVENT" = schedule \]; then\s+(?:#[^\n]*\n\s*)?'
-        r"uv run --no-sync mux-release feed feed --refresh --expires-in 14d ",
+        rf"{re.escape(RELEASE_TOOL)} feed feed --refresh --expires-in 14d ",
         sign,
     )
     assert refresh, "the scheduled run must re-sign the index with mux-release feed --refresh"
     events = [s["env"].get("EVENT") for s in jobs["sign"]["steps"] if "env" in s]
     assert "${{ github.event_name }}" in events
-    assert sign.count("mux-release feed feed ") == 3  # refresh, a new feed, a release
-    assert 'mux update --check --source feed "${keys[@]}"' in sign  # checked as mux reads it
+    assert sign.count(f"{RELEASE_TOOL} feed feed ") == 3  # refresh, a new feed, a release
+    # checked as mux reads it, mux run from the checkout like the tooling
+    assert f'{MUX_FROM_CHECKOUT} update --check --source feed "${{keys[@]}}"' in sign
     assert jobs["publish"]["needs"] == "sign"
     release = _jobs(workflows[RELEASE_WORKFLOW.name])
     assert release["feed"]["uses"] == "./.github/workflows/feed.yml"

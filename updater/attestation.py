@@ -156,7 +156,9 @@ class AttestationReport:
 
 
 def _warn_on_stderr(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    from .render import safe_text
+
+    print(f"warning: {safe_text(message)}", file=sys.stderr)
 
 
 def verify_attestation(
@@ -168,8 +170,13 @@ def verify_attestation(
     offline: bool = False,
     refresh_timeout: float = 5.0,
     warn: Callable[[str], None] = _warn_on_stderr,
+    subject_names: Mapping[str, str] | None = None,
 ) -> AttestationReport:
     """Verify that ``bundle`` attests every digest in ``subject_sha256`` as built by ``identity``.
+
+    ``subject_names`` (sha256 -> file name) also requires the subject of that digest to carry
+    that name: a producer's file attested under another name (another target's build
+    republished under this one's) is refused.
 
     ``bundle`` is one JSON Sigstore bundle, or JSON lines with one bundle each, or a sequence
     of either (one per source, e.g. the release asset and the attestations API); any one bundle
@@ -186,7 +193,9 @@ def verify_attestation(
     failures: list[str] = []
     for label, document in candidates:
         try:
-            return _verify_one(document, digests, identity, verifier, trust_description)
+            return _verify_one(
+                document, digests, identity, verifier, trust_description, subject_names or {}
+            )
         except VerificationError as exc:
             if len(candidates) == 1:
                 raise
@@ -405,6 +414,7 @@ def _verify_one(
     identity: AttestationIdentity,
     verifier: Verifier,
     trust_description: str,
+    names: Mapping[str, str],
 ) -> AttestationReport:
     if isinstance(document, _Unparsable):
         raise VerificationError(f"attestation: {document.reason}")
@@ -454,7 +464,7 @@ def _verify_one(
     facts = policy.facts
     if facts is None:  # the policy runs inside verify_dsse; never skip it silently
         raise VerificationError("attestation: signer identity was not checked")
-    predicate_type, subjects = _check_statement(payload_type, payload, digests)
+    predicate_type, subjects = _check_statement(payload_type, payload, digests, names)
     entry = entries[0] if isinstance(entries, list) and isinstance(entries[0], dict) else {}
     return AttestationReport(
         repository=identity.repository,
@@ -475,7 +485,10 @@ def _verify_one(
 
 
 def _check_statement(
-    payload_type: str, payload: bytes, digests: Sequence[str]
+    payload_type: str,
+    payload: bytes,
+    digests: Sequence[str],
+    names: Mapping[str, str] | None = None,
 ) -> tuple[str, tuple[AttestedSubject, ...]]:
     """The checks sigstore-python leaves to its caller, on the verified DSSE payload."""
     if payload_type != IN_TOTO_PAYLOAD_TYPE:
@@ -500,6 +513,7 @@ def _check_statement(
         )
 
     listed: dict[str, str] = {}  # sha256 -> subject name
+    pairs: set[tuple[str, str]] = set()  # (sha256, name) of every subject
     raw_subjects = statement.get("subject")
     for subject in raw_subjects if isinstance(raw_subjects, list) else ():
         if not isinstance(subject, dict):
@@ -508,18 +522,28 @@ def _check_statement(
         sha256 = digest.get("sha256") if isinstance(digest, dict) else None
         if isinstance(sha256, str):
             listed.setdefault(sha256.lower(), str(subject.get("name", "")))
+            pairs.add((sha256.lower(), str(subject.get("name", ""))))
     for digest in digests:
         if digest not in listed:
-            names = ", ".join(
+            shown = ", ".join(
                 _shown(name or "?") for name in list(listed.values())[:_MAX_LISTED_SUBJECTS]
             )
             more = "" if len(listed) <= _MAX_LISTED_SUBJECTS else ", ..."
             raise VerificationError(
                 f"attestation: subject digest mismatch: no subject has sha256 {digest} "
                 f"(the statement lists {len(listed)} sha256 subject(s){': ' if listed else ''}"
-                f"{names}{more})"
+                f"{shown}{more})"
             )
-    return predicate_type, tuple(AttestedSubject(listed[d], d) for d in digests)
+    for digest, name in (names or {}).items():
+        if (digest.lower(), name) not in pairs:
+            raise VerificationError(
+                f"attestation: sha256 {digest} is attested as {_shown(listed.get(digest, '?'))}, "
+                f"not as {_shown(name)} (another file published under this name?)"
+            )
+    # The name checked above when one was required, else the first the statement gives.
+    return predicate_type, tuple(
+        AttestedSubject((names or {}).get(d) or listed[d], d) for d in digests
+    )
 
 
 # -- signer identity -----------------------------------------------------------------------------

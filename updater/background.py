@@ -139,7 +139,10 @@ def run_check_child(argv_current: str | None, max_age: float) -> int:
     if argv_current:
         build = replace(build, version=argv_current)
     try:
-        current = settings.load(build_repo=build.repo)
+        current = settings.load(
+            build_repo=build.repo, policy_file=build.policy_file, development=build.development
+        )
+        settings.require_updates(current, action="check")
         from ._targets import release_target
 
         offer, checked_at, cached = offer_for(

@@ -21,6 +21,10 @@ BUILD_INFO_FILE = Path(__file__).with_name("_build_info.json")
 OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 SIGNER_WORKFLOW = ".github/workflows/release.yml"
 MAX_TRUSTED_KEYS = 2  # the current key and the next one, for rotation
+# The machine policy an administrator writes (docs/contracts.md); a build may name another
+# path (`mux-release build --policy-file`), and only a development build takes it from
+# MUX_POLICY_FILE (updater.settings).
+POLICY_FILE = "/etc/mux/policy.toml"
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class BuildInfo:
     repo: str
     development: bool
     trust: TrustSettings = field(default_factory=TrustSettings)
+    policy_file: str = POLICY_FILE
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -70,6 +75,7 @@ class BuildInfo:
                 oidc_issuer=str(trust.get("oidc_issuer", OIDC_ISSUER)),
                 signer_workflow=str(trust.get("signer_workflow", SIGNER_WORKFLOW)),
             ),
+            policy_file=str(doc.get("policy_file") or POLICY_FILE),
         )
 
 
@@ -135,3 +141,19 @@ def notices_file() -> Path | None:
         else [base.parent / NOTICES_NAME]
     )
     return next((path for path in candidates if path.is_file()), None)
+
+
+# A packager's marker next to the build's executable (updater.marker, docs/contracts.md).
+PACKAGER_MARKER = "mux-packager.json"
+
+
+def build_folder() -> str | None:
+    """The folder of the running release build, where its ``mux`` executable is (the build
+    info sits two folders below it: ``_internal/updater/`` in a PyInstaller build,
+    ``lib/updater/`` in the stand-in); None for a development checkout."""
+    import os
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    if not os.path.isfile(os.path.join(package, "_build_info.json")):
+        return None
+    return os.path.dirname(os.path.dirname(package))

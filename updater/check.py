@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from . import buildinfo, cache
 from .buildinfo import BuildInfo
 from .errors import MuxError
-from .plan import CheckReport, KeptVersion, ReleaseOffer, ReleaseRequest, plan_check
-from .settings import Settings
+from .plan import CheckReport, KeptVersion, Manager, ReleaseOffer, ReleaseRequest, plan_check
+from .settings import Settings, require_updates
 from .timestamps import rfc3339
 
 if TYPE_CHECKING:
@@ -35,7 +35,9 @@ def check(
     build: BuildInfo | None = None,
     max_age: float | None = None,
 ) -> CheckReport:
-    """Run a check; raises :class:`updater.errors.MuxError` on failure (also a cached one)."""
+    """Run a check; raises :class:`updater.errors.MuxError` on failure (also a cached one),
+    :class:`updater.errors.PolicyError` when the machine policy turned checks off."""
+    require_updates(settings, action="check")
     build = build or buildinfo.current()
     target = _target(settings, build)
     offer, checked_at, cached = offer_for(request, settings, build, target, max_age=max_age)
@@ -208,6 +210,29 @@ def _target(settings: Settings, build: BuildInfo) -> str:
     return release_target(settings.target, build)
 
 
+def current_manager(settings: Settings, build: BuildInfo) -> Manager | None:
+    """Who installs this mux's updates instead of ``mux update``: the machine policy when it
+    says ``updates = "check-only"``, else the packager whose marker sits next to the build's
+    executable (:mod:`updater.marker`); None when ``mux update`` does."""
+    if settings.updates == "check-only":
+        return Manager("policy", "the machine policy", None, settings.policy_file or "")
+    if build.development:
+        return None  # a checkout is nobody's package
+    import os
+
+    folder = buildinfo.build_folder()
+    if folder is None or not os.path.lexists(os.path.join(folder, buildinfo.PACKAGER_MARKER)):
+        return None  # (without importing the marker's reader: this is the fast path)
+    from .marker import find_marker
+
+    marker = find_marker(folder)
+    if marker is None:
+        return None
+    return Manager(
+        "packager", marker.manager, marker.update_command, marker.path, marker.announce_delay
+    )
+
+
 def _report(
     build: BuildInfo,
     offer: ReleaseOffer,
@@ -227,6 +252,7 @@ def _report(
         cached=cached,
         checked_at=rfc3339(checked_at),
         kept_versions=_kept_versions(settings, build, reports),
+        manager=current_manager(settings, build),
     )
 
 

@@ -20,7 +20,8 @@ EXIT_CODES_HELP = """\
 Exit codes: 0 up to date (or updated, nothing pending); 10 update available;
 20 up to date but a live server speaks another protocol and needs a restart;
 1 error; 2 usage error; 3 verification failed (a signed index or release did not verify,
-expired or went back; nothing was installed).
+expired or went back; nothing was installed);
+4 the machine policy (/etc/mux/policy.toml) does not allow it.
 Limits: MUX_HTTP_DEADLINE (seconds per small document, default 30), MUX_HTTP_MIN_SPEED
 (bytes/s an archive download must keep up, default 1024) over MUX_HTTP_SPEED_WINDOW (s, 30).
 """
@@ -62,7 +63,9 @@ def version(
         path = notices_file()
         if path is None:
             raise MuxError("this mux ships no THIRD_PARTY_NOTICES.md")
-        print(path)
+        from .render import notices_document, to_json_line
+
+        print(to_json_line(notices_document(path)) if as_json else path)
         return
     from .cli_fast import print_version  # the same code answers the fast path
 
@@ -136,7 +139,8 @@ def update(
         typer.Option(
             "--allow-expired-feed",
             help="Accept a feed whose signed index expired (an air-gapped mirror synced rarely),"
-            " with a loud warning. Env: MUX_ALLOW_EXPIRED_FEED=1.",
+            " with a loud warning. Env: MUX_ALLOW_EXPIRED_FEED=1. The machine policy may"
+            " accept or refuse it.",
         ),
     ] = False,
     allow_downgrade: Annotated[
@@ -154,7 +158,14 @@ def update(
         ),
     ] = False,
 ) -> None:
-    """Check for, verify and install the newest mux; never stops a server."""
+    """Check for, verify and install the newest mux; never stops a server.
+
+    The machine policy (/etc/mux/policy.toml, written by an administrator) may allow only
+    --check, turn updates off, or fix the source: then this exits 4 and says which setting.
+    A mux a package manager installed names that manager's command instead (exit 1).
+    GitHub Enterprise: MUX_GITHUB_URL, MUX_GITHUB_API_URL, MUX_GITHUB_DOWNLOAD_HOSTS (its
+    storage hosts) and MUX_GITHUB_TOKEN.
+    """
     import os
 
     from . import buildinfo, render
@@ -169,6 +180,8 @@ def update(
         trust_keys=trust_key or (),
         skip_attestation=insecure_skip_attestation,
         allow_expired_feed=allow_expired_feed,
+        policy_file=build.policy_file,
+        development=build.development,
     )
     if prune and (check or rollback or dry_run or version or pre or allow_downgrade):
         raise UsageError("--prune goes alone (with --home, --json)")

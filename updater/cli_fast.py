@@ -50,6 +50,8 @@ def answer_check(flags: dict[str, object]) -> int | None:
                 source=str(flags["--source"]) if "--source" in flags else None,
                 trust_keys=[str(key) for key in flags.get("--trust-key") or ()],  # type: ignore[attr-defined]
                 allow_expired_feed=bool(flags.get("--allow-expired-feed")),
+                policy_file=build.policy_file,
+                development=build.development,
             ),
             build=build,
             max_age=max_age,

@@ -10,6 +10,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_VERIFICATION = 3
+EXIT_POLICY = 4  # the machine policy (an administrator's /etc/mux/policy.toml) refuses it
 EXIT_UPDATE_AVAILABLE = 10
 EXIT_RESTART_NEEDED = 20
 
@@ -45,7 +46,20 @@ class NetworkError(MuxError):
 
 
 class RateLimitError(NetworkError):
-    pass
+    """The server asked not to be asked again before ``retry_at`` (a Unix time)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        status: int | None = None,
+        retry_at: float | None = None,
+        kind: str = "secondary",
+    ):
+        super().__init__(message, hint=hint, status=status)
+        self.retry_at = retry_at
+        self.kind = kind  # "primary" (the hourly budget) or "secondary" (too many at once)
 
 
 class VerificationError(MuxError):
@@ -54,5 +68,21 @@ class VerificationError(MuxError):
     exit_code = EXIT_VERIFICATION
 
 
+class PolicyError(MuxError):
+    """The machine policy refuses this, or cannot be read (then it fails closed)."""
+
+    exit_code = EXIT_POLICY
+
+
 class InstallError(MuxError):
     """The installed layout cannot be changed (permissions, locks, foreign installs, disk)."""
+
+
+def printable(text: str, limit: int = 2000) -> str:
+    """``text`` as one safe line, cut at ``limit``: escaped by :func:`updater.render.safe_text`
+    (the one escaping function: C0, DEL, C1, line breaks and invisible format characters),
+    so nothing from outside reaches a terminal raw."""
+    from .render import safe_text  # stdlib only; imports nothing of mux at run time
+
+    shown = safe_text(text)
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"

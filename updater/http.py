@@ -23,13 +23,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpcore
 import httpx
 
-from .errors import NetworkError, RateLimitError
+from .errors import NetworkError, RateLimitError, printable
 from .settings import HttpSettings
 from .urls import check_url_scheme, url_origin
 
@@ -55,6 +56,7 @@ class HostPolicy:
 
     allowed_hosts: frozenset[str] = field(default_factory=frozenset)
     token_hosts: frozenset[str] = field(default_factory=frozenset)
+    advice: str = ""  # how a refused host can be allowed, if it can
 
     @staticmethod
     def _matches(url: str, entries: frozenset[str]) -> bool:
@@ -65,9 +67,12 @@ class HostPolicy:
         check_url_scheme(url)
         if self.allowed_hosts and not self._matches(url, self.allowed_hosts):
             origin = f" (redirected from {redirected_from})" if redirected_from else ""
+            advice = f"; {self.advice}" if self.advice else ""
+            shown = urlsplit(url)._replace(query="", fragment="").geturl()  # no signed query
             raise NetworkError(
-                f"refusing to fetch {url}: {url_origin(url)} is not an allowed release host{origin}",
-                hint="allowed: " + ", ".join(sorted(self.allowed_hosts)),
+                f"refusing to fetch {shown}: {url_origin(url)} is not an allowed release host"
+                f"{origin}",
+                hint="allowed: " + ", ".join(sorted(self.allowed_hosts)) + advice,
             )
 
     def may_see_token(self, url: str) -> bool:
@@ -115,49 +120,228 @@ def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
     return NetworkError(f"cannot reach {url}: {text}", hint="check the network, then retry")
 
 
-def _rate_limit_error(url: str, response: httpx.Response) -> RateLimitError:
-    reset = response.headers.get("x-ratelimit-reset")
-    retry_after = response.headers.get("retry-after")
-    when = "later"
-    if reset and reset.isdigit():
-        at = datetime.fromtimestamp(int(reset), tz=UTC)
-        minutes = max(0, round((at - datetime.now(tz=UTC)).total_seconds() / 60))
-        when = f"at {at:%H:%M} UTC (in {minutes} min)"
-    elif retry_after and retry_after.isdigit():
-        when = f"in {retry_after} s"
-    return RateLimitError(
-        f"GitHub rate limit reached for {url}; it resets {when}",
-        hint="set MUX_GITHUB_TOKEN (or GITHUB_TOKEN) to a token to raise the limit",
+# -- what GitHub (or any server) said --------------------------------------------------------
+
+SECONDARY_LIMIT_WAIT = 60.0  # GitHub: without Retry-After, wait at least a minute
+
+
+def rate_limit_of(
+    response: httpx.Response, body: bytes = b"", *, now: float | None = None
+) -> float | None:
+    """When a rate-limited ``response`` says to try again (a Unix time); None when it is
+    not a rate limit.
+
+    GitHub answers a spent primary limit with 403 or 429 and ``x-ratelimit-remaining: 0``
+    (``x-ratelimit-reset`` says when it refills), and a secondary limit with 403 or 429,
+    ``Retry-After`` and a message about a "secondary rate limit" (older servers: "abuse
+    detection") that never says "API rate limit". ``Retry-After`` wins; without either
+    header a secondary limit means a minute.
+    """
+    status = response.status_code
+    if status not in (403, 429):
+        return None
+    now = time.time() if now is None else now
+    headers = response.headers
+    retry_after = _retry_after(headers.get("retry-after"), now)
+    spent = headers.get("x-ratelimit-remaining") == "0"
+    message = github_message(body).lower()
+    said = any(words in message for words in ("rate limit", "abuse detection", "too many requests"))
+    if not (status == 429 or spent or retry_after is not None or said):
+        return None
+    if retry_after is not None:
+        return retry_after
+    reset = headers.get("x-ratelimit-reset", "")
+    if spent and reset.isdigit():
+        return max(now, float(reset))
+    return now + SECONDARY_LIMIT_WAIT
+
+
+def _retry_after(value: str | None, now: float) -> float | None:
+    """``Retry-After`` (seconds, or an HTTP date) as a Unix time."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return now + min(float(value), 7 * 86400.0)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+
+
+def github_message(body: bytes, limit: int = 300) -> str:
+    """The ``message`` of a JSON error body (GitHub's word on what went wrong), with the
+    first detail of a 422's ``errors``; escaped and bounded. Empty when there is none."""
+    import json
+
+    try:
+        doc = json.loads(body[:ERROR_BODY_LIMIT])
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(doc, dict) or not isinstance(doc.get("message"), str):
+        return ""
+    text = " ".join(doc["message"].split())
+    errors = doc.get("errors")
+    if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+        first = errors[0]
+        detail = first.get("message") if isinstance(first.get("message"), str) else None
+        if detail is None:
+            parts = [first.get(k) for k in ("resource", "field", "code")]
+            detail = " ".join(str(part) for part in parts if isinstance(part, str))
+        if detail:
+            text += f" ({' '.join(detail.split())})"
+    return printable(text, limit)
+
+
+def _rate_limit_error(
+    url: str, response: httpx.Response, body: bytes, retry_at: float
+) -> RateLimitError:
+    limit = response.headers.get("x-ratelimit-limit", "")
+    said = github_message(body, 160)
+    spent = response.headers.get("x-ratelimit-remaining") == "0"
+    return rate_limit_error(
+        "primary" if spent or "api rate limit" in said.lower() else "secondary",
+        url,
+        retry_at,
+        said=said,
+        per_hour=int(limit) if limit.isdigit() else None,
+        with_token="Authorization" in response.request.headers,
         status=response.status_code,
     )
 
 
-def _is_rate_limited(response: httpx.Response) -> bool:
-    if response.status_code == 429:
-        return True
-    return response.status_code == 403 and (
-        response.headers.get("x-ratelimit-remaining") == "0"
-        or "rate limit" in response.text[:500].lower()
-    )
+def rate_limit_error(
+    kind: str,
+    url: str,
+    retry_at: float,
+    *,
+    said: str = "",
+    per_hour: int | None = None,
+    with_token: bool = False,
+    status: int | None = None,
+) -> RateLimitError:
+    """The one line for a rate limit: which one, for what, and when to try again."""
+    when = _when(retry_at)
+    if kind == "primary":
+        hourly = f" ({per_hour} requests an hour)" if per_hour is not None else ""
+        message = f"GitHub's API rate limit is used up{hourly} for {url}; it resets {when}"
+        hint = (
+            "wait until then; mux does not ask again before"
+            if with_token
+            else "set MUX_GITHUB_TOKEN (or GITHUB_TOKEN) to a token to raise the limit, or wait"
+        )
+    else:
+        message = f"GitHub's secondary rate limit stopped {url}; retry {when}"
+        hint = "wait until then (mux does not ask again before); many requests at once cause it"
+    if said:
+        message += f" (GitHub: {said})"
+    return RateLimitError(message, hint=hint, status=status, retry_at=retry_at, kind=kind)
 
 
-def status_error(url: str, response: httpx.Response) -> NetworkError:
-    if _is_rate_limited(response):
-        return _rate_limit_error(url, response)
+class RateLimits:
+    """When servers asked mux not to ask again: one small file every mux process shares
+    (``<user cache dir>/mux/http/rate-limits.json``), so that a sidebar's check, a server's
+    background check and ``mux update`` all wait out a rate limit instead of asking again
+    sooner in a loop (GitHub may block clients that keep asking while limited).
+
+    An entry is per origin and per credential (a token's limit is not the anonymous one):
+    setting a token after the anonymous limit ran out is not blocked.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @staticmethod
+    def key(url: str, credential: str) -> str:
+        return f"{url_origin(url)} {credential}"
+
+    def _read(self) -> dict[str, Any]:
+        import json
+
+        try:
+            doc = json.loads(self.path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return {}
+        limits = doc.get("limits") if isinstance(doc, dict) else None
+        return limits if isinstance(limits, dict) else {}
+
+    def blocked(self, url: str, credential: str) -> RateLimitError | None:
+        entry = self._read().get(self.key(url, credential))
+        if not isinstance(entry, dict):
+            return None
+        until = entry.get("until")
+        if not isinstance(until, (int, float)) or until <= time.time():
+            return None
+        error = rate_limit_error(
+            "primary" if entry.get("kind") == "primary" else "secondary",
+            url,
+            float(until),
+            with_token=credential != "anonymous",
+        )
+        error.message += " (GitHub said so to an earlier request; not asking before then)"
+        return error
+
+    def close(self, url: str, credential: str, error: RateLimitError) -> None:
+        import json
+
+        from .files import atomic_write
+
+        if error.retry_at is None:
+            return
+        now = time.time()
+        limits = {
+            key: entry
+            for key, entry in self._read().items()
+            if isinstance(entry, dict)
+            and isinstance(entry.get("until"), (int, float))
+            and entry["until"] > now
+        }
+        limits[self.key(url, credential)] = {"until": error.retry_at, "kind": error.kind}
+        try:
+            atomic_write(self.path, json.dumps({"schema": 1, "limits": limits}).encode())
+        except OSError:
+            pass  # a read-only cache: this process still stops; others may ask once more
+
+
+def _when(at: float) -> str:
+    seconds = max(0, round(at - time.time()))
+    clock = datetime.fromtimestamp(at, tz=UTC)
+    if seconds < 120:
+        return f"at {clock:%H:%M:%S} UTC (in {seconds} s)"
+    return f"at {clock:%H:%M} UTC (in {round(seconds / 60)} min)"
+
+
+def status_error(url: str, response: httpx.Response, body: bytes = b"") -> NetworkError:
+    """One line for an error answer (``body``: as much of it as was read): a rate limit with
+    when to retry, else the status with the server's own message (escaped)."""
+    retry_at = rate_limit_of(response, body)
+    if retry_at is not None:
+        return _rate_limit_error(url, response, body, retry_at)
     status = response.status_code
+    said = github_message(body)
+    with_token = "Authorization" in response.request.headers
     if status == 404:
+        detail = f": {said}" if said and said.lower() != "not found" else ""
         return NetworkError(
-            f"{url} was not found (HTTP 404)",
+            f"{url} was not found (HTTP 404{detail})",
             hint="check the repository (MUX_REPO), the source (--source) and --version",
             status=status,
         )
     if status in (401, 403):
+        detail = f": {said}" if said else ""
         return NetworkError(
-            f"{url} refused access (HTTP {status})",
-            hint="check MUX_GITHUB_TOKEN / GITHUB_TOKEN",
+            f"{url} refused access (HTTP {status}{detail})",
+            hint=(
+                "check MUX_GITHUB_TOKEN / GITHUB_TOKEN (its scopes, and SSO authorization)"
+                if with_token
+                else "it needs a token: set MUX_GITHUB_TOKEN (or GITHUB_TOKEN)"
+            ),
             status=status,
         )
-    return NetworkError(f"{url} answered HTTP {status}", status=status)
+    detail = f": {said}" if said else ""
+    return NetworkError(f"{url} answered HTTP {status}{detail}", status=status)
 
 
 @dataclass(frozen=True)
@@ -401,8 +585,10 @@ class HttpClient:
         token: str | None = None,
         settings: HttpSettings | None = None,
         plain_loopback_only: bool = False,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self.policy = policy or HostPolicy()
+        self.rate_limits = rate_limits
         self.plain_loopback_only = plain_loopback_only
         self.token = token or None
         settings = settings or HttpSettings()
@@ -469,6 +655,12 @@ class HttpClient:
         finally:
             self._budgets.current = None
 
+    def _credential(self, url: str, use_token: bool) -> str:
+        """Whose rate limit a request to ``url`` spends: the token's or the anonymous one."""
+        if use_token and self.token and self.policy.may_see_token(url):
+            return "token:" + hashlib.sha256(self.token.encode()).hexdigest()[:16]
+        return "anonymous"
+
     def _headers(
         self, url: str, extra: Mapping[str, str] | None, use_token: bool
     ) -> dict[str, str]:
@@ -521,6 +713,12 @@ class HttpClient:
                         raise NetworkError(
                             f"refusing {current}: this client speaks plain http only"
                         )
+                    if self.rate_limits is not None:
+                        waiting = self.rate_limits.blocked(
+                            current, self._credential(current, use_token)
+                        )
+                        if waiting is not None:
+                            raise waiting
                     request = self._client.build_request(
                         "GET", current, headers=self._headers(current, headers, use_token)
                     )
@@ -567,11 +765,10 @@ class HttpClient:
                     body = _read_capped(response, ERROR_BODY_LIMIT)
                 finally:
                     response.close()
-                # What the error rules read (a rate-limit message), from the capped body.
-                answered = httpx.Response(
-                    status, headers=response.headers, content=body, request=response.request
-                )
-                raise status_error(current, answered)
+                error = status_error(current, response, body)
+                if isinstance(error, RateLimitError) and self.rate_limits is not None:
+                    self.rate_limits.close(current, self._credential(current, use_token), error)
+                raise error
             return response
 
     def get(

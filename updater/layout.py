@@ -223,7 +223,8 @@ def verify_files(root: Path, expected_list_sha256: str | None) -> str | None:
 
 # -- whose install is this -----------------------------------------------------------------
 
-# Path fragments of trees that package managers own, and the command that updates mux there.
+# Path fragments of trees that package managers own, and the command that updates mux there:
+# a guess, for packages without a marker (updater.marker), which always wins.
 _PACKAGE_MANAGERS = (
     ("/Cellar/", "Homebrew", "brew upgrade mux"),
     ("/homebrew/", "Homebrew", "brew upgrade mux"),
@@ -269,6 +270,15 @@ def resolve_layout(home: Path | None, bin_dir: Path | None, *, development: bool
     on record, else ``~/.local/bin``."""
     if home is not None:
         return Layout(home=home.expanduser().absolute(), bin_dir=_bin_dir_for(home, bin_dir))
+    if not development:
+        from .marker import find_marker
+
+        marker = find_marker()  # a packager's own word wins over every guess below
+        if marker is not None:
+            raise InstallError(
+                f"this mux is managed by {marker.manager} ({marker.path}), not by mux update",
+                hint=f"update it with: {marker.update_command}",
+            )
     owned = running_install_home()
     if owned is not None:
         return Layout(home=owned, bin_dir=_bin_dir_for(owned, bin_dir))

@@ -187,6 +187,14 @@ class ReleaseOffer(NamedTuple):
     def update_available(self) -> bool:
         return self.decision.offers_release
 
+    @property
+    def install_command(self) -> str:
+        """The ``mux update`` that installs this release."""
+        command = "mux update" + (f" --version {self.version}" if self.requested else "")
+        if self.decision in (Decision.DOWNGRADE, Decision.DOWNGRADE_REFUSED):
+            command += " --allow-downgrade"  # it is older than this mux
+        return command
+
     def to_cache(self) -> dict[str, Any]:
         return {
             "ok": True,
@@ -312,6 +320,27 @@ def server_verdicts(
     return tuple(verdicts)
 
 
+class Manager(NamedTuple):
+    """Who installs this mux's updates instead of ``mux update``: its packager (the marker
+    next to the executable, :mod:`updater.marker`) or the machine policy (``updates =
+    "check-only"``, :mod:`updater.policy`)."""
+
+    kind: str  # "packager" | "policy"
+    name: str  # "Homebrew"; "the machine policy"
+    command: str | None  # what installs an update ("brew upgrade mux"); None: an administrator
+    origin: str  # the marker or the policy file
+    announce_delay: float = 0.0  # seconds after a release before it is announced
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "command": self.command,
+            "origin": self.origin,
+            "announce_delay_seconds": self.announce_delay,
+        }
+
+
 @dataclass(frozen=True)
 class CheckReport:
     """The answer of ``mux update --check``."""
@@ -323,10 +352,21 @@ class CheckReport:
     checked_at: str
     notes: tuple[str, ...] = field(default_factory=tuple)
     kept_versions: tuple[KeptVersion, ...] = ()  # what the install keeps, and why
+    manager: Manager | None = None
+    held_until: str | None = None  # a newer release is announced only from then (the delay)
 
     @property
     def update_available(self) -> bool:
-        return self.offer.update_available
+        return self.offer.update_available and self.held_until is None
+
+    @property
+    def install_command(self) -> str | None:
+        """What installs the release on offer; None when none is or only an administrator can."""
+        if not self.update_available:
+            return None
+        if self.manager is not None:
+            return self.manager.command
+        return self.offer.install_command
 
     @property
     def restart_needed(self) -> bool:
@@ -358,10 +398,23 @@ def plan_check(
     cached: bool,
     checked_at: str,
     kept_versions: Sequence[KeptVersion] = (),
+    manager: Manager | None = None,
+    now: float | None = None,
 ) -> CheckReport:
-    offered_protocol = offer.protocol_version if offer.update_available else None
+    """The check's answer; a ``manager`` with an announce delay holds a newer release back
+    until that long after its release time (``now``: the current Unix time)."""
     notes = list(offer.warnings)
-    if offer.asset is None and offer.update_available:
+    held_until = None
+    if offer.update_available and manager is not None and manager.announce_delay > 0:
+        held_until = hold_until(offer.released_at, manager.announce_delay, now)
+        if held_until is not None:
+            notes.append(
+                f"mux {offer.version} (released {offer.released_at}) is announced from "
+                f"{held_until}: {manager.name} needs time to package it"
+            )
+    announced = offer.update_available and held_until is None
+    offered_protocol = offer.protocol_version if announced else None
+    if offer.asset is None and announced:
         notes.append(f"release {offer.tag} has no build for {target or 'this platform'}")
     if offer.decision is Decision.SIGNED_EARLIER:
         notes.append(
@@ -382,7 +435,30 @@ def plan_check(
         checked_at=checked_at,
         notes=tuple(notes),
         kept_versions=tuple(kept_versions),
+        manager=manager,
+        held_until=held_until,
     )
+
+
+def hold_until(released_at: str, delay: float, now: float | None) -> str | None:
+    """When a release made at ``released_at`` (RFC 3339) is announced after ``delay`` seconds,
+    if that is still ahead of ``now``; None when it is due, or its time cannot be read (a
+    courtesy to packagers must never hide a release for good)."""
+    import time
+    from datetime import datetime
+
+    try:
+        released = datetime.fromisoformat(released_at.replace("Z", "+00:00"))
+    except (ValueError, AttributeError):
+        return None
+    if released.tzinfo is None:
+        return None
+    due = released.timestamp() + delay
+    if due <= (time.time() if now is None else now):
+        return None
+    from .timestamps import rfc3339
+
+    return rfc3339(due)
 
 
 # -- install.json: what it becomes, and which versions stay ------------------------------------
@@ -612,10 +688,27 @@ def link_notices(
     return tuple(notices)
 
 
-def offer_notice(offer: ReleaseOffer, *, installed_version: str) -> ServerNotice | None:
+def offer_notice(
+    offer: ReleaseOffer,
+    *,
+    installed_version: str,
+    manager: Manager | None = None,
+    now: float | None = None,
+) -> ServerNotice | None:
     """``update-available`` when ``offer`` is newer than the installed version, else None.
 
-    Its data is the check's ``latest`` object (``mux update --check --json``)."""
+    Its data is the check's ``latest`` object (``mux update --check --json``) with what
+    installs it, as the check says: ``install_command`` and ``managed_by`` (a packager's
+    command, or none under the policy's ``check-only``). A packager's announce delay holds
+    it back as it holds back the check's (the next background check announces it)."""
     if ReleaseRequest.latest().decide(installed_version, offer.version) is not Decision.UPDATE:
         return None
-    return ServerNotice(EVENT_UPDATE_AVAILABLE, offer.to_cache()["latest"])
+    delay = manager.announce_delay if manager is not None else 0.0
+    if delay > 0 and hold_until(offer.released_at, delay, now) is not None:
+        return None
+    data = {
+        **offer.to_cache()["latest"],
+        "install_command": manager.command if manager is not None else offer.install_command,
+        "managed_by": manager.to_json() if manager is not None else None,
+    }
+    return ServerNotice(EVENT_UPDATE_AVAILABLE, data)

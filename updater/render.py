@@ -68,8 +68,12 @@ def safe_lines(lines: Sequence[str]) -> str:
 
 
 def report_error(exc: MuxError, *, as_json: bool) -> int:
-    """One line on stderr; with ``--json`` also one JSON object on stdout. Returns the code."""
-    print(f"mux: {safe_text(exc)}", file=sys.stderr)
+    """One line on stderr; with ``--json`` also one JSON object on stdout. Returns the code.
+
+    The line is escaped as a whole: a message may carry text from a server or a file."""
+    from .errors import printable
+
+    print(f"mux: {printable(str(exc))}", file=sys.stderr)
     if as_json:
         print(to_json_line({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))
     return exc.exit_code
@@ -206,6 +210,9 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         "checked_at": report.checked_at,
         "cached": report.cached,
         "notes": list(report.notes),
+        "install_command": report.install_command,
+        "managed_by": report.manager.to_json() if report.manager else None,
+        "held_until": report.held_until,
     }
 
 
@@ -232,8 +239,6 @@ def _kept_lines(kept_versions: Sequence[KeptVersion], *, indent: str = "  ") -> 
 
 
 def check_text(report: CheckReport) -> str:
-    from .plan import Decision
-
     build, offer = report.build, report.offer
     lines: list[str] = []
     current = f"mux {build.version}" + (" (development build)" if build.development else "")
@@ -242,10 +247,16 @@ def check_text(report: CheckReport) -> str:
         verb = "was requested" if offer.requested else "is available"
         lines.append(f"{current} → {offer.version} {verb}{released}")
         lines.append(f"  release: {offer.release_url}")
-        command = "mux update" + (f" --version {offer.version}" if offer.requested else "")
-        if offer.decision in (Decision.DOWNGRADE, Decision.DOWNGRADE_REFUSED):
-            command += " --allow-downgrade"  # it is older than this mux
-        lines.append(f"  install it with: {command}")
+        manager = report.manager
+        if report.install_command is not None:
+            managed = f" ({manager.name} manages this mux)" if manager else ""
+            lines.append(f"  install it with: {report.install_command}{managed}")
+        elif manager is not None:
+            lines.append(
+                f"  {manager.name} ({manager.origin}) lets only its administrator install it"
+            )
+    elif report.held_until is not None:
+        lines.append(f"{current} is up to date (mux {offer.version} is not announced yet)")
     else:
         lines.append(f"{current} is up to date (latest release {offer.tag})")
     for note in report.notes:
@@ -474,6 +485,68 @@ def make_progress(label: str, *, quiet: bool = False, bar: bool = True) -> Progr
     if bar and sys.stderr.isatty():
         return BarProgress(label)
     return PlainProgress(label, lambda line: print(line, file=sys.stderr))
+
+
+def notices_document(path: object) -> dict[str, Any]:
+    """``mux version --notices --json``: where the third-party notices this mux ships are."""
+    return {"notices": str(path)}
+
+
+class ProgressGroup:
+    """One progress display for parallel downloads (``mux-release repin``'s assets): a rich bar
+    per download on a terminal (unless ``bar`` is off: NO_COLOR, TERM=dumb), else one line when
+    each starts and ends (:func:`make_progress`)."""
+
+    def __init__(self, *, quiet: bool, bar: bool) -> None:
+        self._quiet = quiet
+        self._rich: Any = None
+        if not quiet and bar and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._rich = RichProgress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+
+    def __enter__(self) -> ProgressGroup:
+        if self._rich is not None:
+            self._rich.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+    def task(self, label: str) -> Progress:
+        if self._rich is None:
+            return make_progress(label, quiet=self._quiet, bar=False)
+        return _GroupTask(self._rich, label)
+
+
+class _GroupTask:
+    """One download's bar in a shared rich display."""
+
+    def __init__(self, rich: Any, label: str) -> None:
+        self._rich = rich
+        self._label = label
+        self._id: Any = None
+
+    def start(self, total: int | None) -> None:
+        self._id = self._rich.add_task(self._label, total=total)
+
+    def advance(self, done: int) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, completed=done)
+
+    def finish(self) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, visible=False)
 
 
 class ConsoleEvents:

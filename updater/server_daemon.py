@@ -92,8 +92,10 @@ _ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
 
 
 def _log(message: str) -> None:
+    from .render import safe_text  # the log may be read on a terminal
+
     stamp = rfc3339()
-    print(f"{stamp} {message}", file=sys.stderr, flush=True)
+    print(f"{stamp} {safe_text(message)}", file=sys.stderr, flush=True)
 
 
 def _as_address(address: Path | str) -> ServerAddress:
@@ -458,7 +460,12 @@ def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> An
             server_version=str(fields.get("version")),
             server_protocol=int(fields.get("protocol_version") or 0),
             restart_command=restart_command_for(display),
-            settings=settings.load(os.environ, build_repo=info.repo),
+            settings=settings.load(
+                os.environ,
+                build_repo=info.repo,
+                policy_file=info.policy_file,
+                development=info.development,
+            ),
             development=info.development,
             check_command=current_mux_command,
             log=_log,

@@ -53,8 +53,22 @@ class ServerNotices:
         except Exception:  # a checkout or an unknown install: nothing to watch
             self.layout = None
         self.installed = self._installed()
+        self.manager = self._manager(settings)
         self._link_watch: Any = None
         self._check: Any = None
+
+    def _manager(self, settings: Settings) -> plan.Manager | None:
+        """Who installs updates here (a packager's marker, the policy's check-only): what
+        the update-available event names, as the check does."""
+        from . import buildinfo
+        from .check import current_manager
+        from .errors import MuxError
+
+        try:
+            return current_manager(settings, buildinfo.current())
+        except MuxError as exc:  # an unreadable marker: the check says so; events name none
+            self._log(f"update notices name no packager: {exc.message}")
+            return None
 
     # -- the link ------------------------------------------------------------------------
 
@@ -130,7 +144,9 @@ class ServerNotices:
         )
         with self._lock:
             self._offer = offer
-            notice = plan.offer_notice(offer, installed_version=self._baseline())
+            notice = plan.offer_notice(
+                offer, installed_version=self._baseline(), manager=self.manager
+            )
             if notice is None:
                 self.hub.retract(plan.EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None

@@ -5,8 +5,10 @@ that was given no :class:`Settings`), into one frozen :class:`Settings` that is 
 Nothing below reads ``os.environ`` for these: a module that needs a setting is given it.
 
 Precedence, lowest first: built-in defaults, the build (its baked repository), the
-environment, the flags. The machine policy (``/etc/mux/policy.toml``) will be applied last,
-in :func:`load`, where it can pin the source, add trusted keys and refuse flags.
+environment, the flags. The machine policy (``/etc/mux/policy.toml``, :mod:`updater.policy`)
+is applied last, in :func:`load`: what it sets wins, and a flag or variable that would
+loosen it is refused. Without a policy file that costs one ``stat``; the policy module (and
+``tomllib``) is imported only when there is one.
 
 A malformed number (``MUX_HTTP_TIMEOUT=soon``, a negative one) falls back to its default;
 URLs and targets are checked where they are used (:mod:`updater.sources`,
@@ -27,6 +29,8 @@ from typing import NamedTuple
 
 DEFAULT_SOURCE = "github"
 TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
+POLICY_ENV = "MUX_POLICY_FILE"  # a development build's machine policy (tests)
+DOWNLOAD_HOSTS_ENV = "MUX_GITHUB_DOWNLOAD_HOSTS"
 CHECK_INTERVAL_ENV = "MUX_UPDATE_CHECK_INTERVAL"
 DEFAULT_CHECK_INTERVAL = 6 * 3600.0
 UPDATES_ENABLED = "enabled"  # the machine policy's `updates`: enabled | check-only | disabled
@@ -55,6 +59,9 @@ class GitHubSettings(NamedTuple):
     web_url: str | None = None  # MUX_GITHUB_URL (GitHub Enterprise, loopback tests)
     api_url: str | None = None  # MUX_GITHUB_API_URL
     token: str | None = None  # MUX_GITHUB_TOKEN, else GITHUB_TOKEN
+    # MUX_GITHUB_DOWNLOAD_HOSTS: exact hosts downloads may be redirected to (an Enterprise
+    # server's storage host), as written; checked by the GitHub source. Never given the token.
+    download_hosts: tuple[str, ...] = ()
 
 
 class Settings(NamedTuple):
@@ -62,7 +69,8 @@ class Settings(NamedTuple):
     github: GitHubSettings = GitHubSettings()
     http: HttpSettings = HttpSettings()
     trust_keys: tuple[str, ...] = ()  # --trust-key: minisign keys trusted besides the build's
-    # --allow-expired-feed / MUX_ALLOW_EXPIRED_FEED=1: accept a feed index past its expiry
+    # --allow-expired-feed / MUX_ALLOW_EXPIRED_FEED=1 / the policy's allow_expired_feed = true:
+    # accept a feed index past its expiry (a policy's false refuses the flag and the variable)
     allow_expired_feed: bool = False
     # Where the highest feed `seq` per key is kept (feed-seq); None: platformdirs'
     # user_state_dir("mux"), as install.sh computes it (docs/contracts.md)
@@ -78,8 +86,10 @@ class Settings(NamedTuple):
     progress_bar: bool = True  # False with NO_COLOR or TERM=dumb: plain progress lines
     # MUX_UPDATE_CHECK_INTERVAL: how often a server checks in the background (0: never)
     update_check_interval: float = DEFAULT_CHECK_INTERVAL
-    # The machine policy's `updates` (issue 14): "disabled" also stops background checks.
+    # The machine policy's `updates` (require_updates() enforces it; "disabled" also stops a
+    # server's background checks) and its file, if any.
     updates: str = UPDATES_ENABLED
+    policy_file: str | None = None
 
     def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
         """Every minisign key trusted here: the build's, then these settings' (--trust-key,
@@ -97,9 +107,14 @@ def load(
     trust_keys: Sequence[str] = (),
     skip_attestation: bool = False,
     allow_expired_feed: bool = False,
+    policy_file: str | None = None,
+    development: bool = False,
 ) -> Settings:
-    """The settings for one command: ``environ`` (default: the process's) and its flags."""
-    settings = _from_environment(os.environ if environ is None else environ, build_repo)
+    """The settings for one command: ``environ`` (default: the process's) and its flags,
+    under the machine policy at ``policy_file`` (the build's; None: no policy, as for
+    mux-release). A ``development`` build takes ``MUX_POLICY_FILE`` instead when it is set."""
+    environ = os.environ if environ is None else environ
+    settings = _from_environment(environ, build_repo)
     settings = _with_flags(
         settings,
         source=source,
@@ -108,8 +123,41 @@ def load(
         skip_attestation=skip_attestation,
         allow_expired_feed=allow_expired_feed,
     )
-    # The machine policy (issue 14) is merged here, last, so that it can overrule both.
-    return settings
+    # The machine policy is merged here, last, so that it can overrule both.
+    fixed = True
+    if development and environ.get(POLICY_ENV):
+        policy_file, fixed = environ[POLICY_ENV], False
+    if policy_file is None or not os.path.lexists(policy_file):
+        return settings
+    from .policy import Requested, apply_policy, read_policy
+
+    policy = read_policy(policy_file, fixed=fixed)
+    if policy is None:  # removed since we looked
+        return settings
+    flags = Requested(
+        source=source,
+        trust_keys=tuple(trust_keys),
+        skip_attestation=skip_attestation,
+        allow_expired_feed=allow_expired_feed,
+    )
+    return apply_policy(settings, policy, environ=environ, flags=flags, build_repo=build_repo)
+
+
+def require_updates(settings: Settings, *, action: str) -> None:
+    """Refuse ``action`` (``"check"``: ``mux update --check``; ``"update"``: everything else
+    ``mux update`` does) when the machine policy's ``updates`` does not allow it (exit 4)."""
+    allowed = {"enabled": ("check", "update"), "check-only": ("check",)}
+    if action in allowed.get(settings.updates, ()):
+        return
+    from .errors import PolicyError
+
+    what = "checking for updates" if action == "check" else "mux update"
+    only = "; mux update --check still works" if settings.updates == "check-only" else ""
+    raise PolicyError(
+        f'the machine policy {settings.policy_file} sets updates = "{settings.updates}": '
+        f"{what} is turned off on this machine{only}",
+        hint="its administrator updates mux here",
+    )
 
 
 def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
@@ -141,6 +189,7 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
             web_url=text("MUX_GITHUB_URL"),
             api_url=text("MUX_GITHUB_API_URL"),
             token=text("MUX_GITHUB_TOKEN") or text("GITHUB_TOKEN"),
+            download_hosts=tuple((environ.get(DOWNLOAD_HOSTS_ENV) or "").replace(",", " ").split()),
         ),
         http=HttpSettings(
             timeout=number("MUX_HTTP_TIMEOUT", defaults.http.timeout),

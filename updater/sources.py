@@ -16,17 +16,24 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from . import models
-from .errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
-from .http import Fetched, HostPolicy, HttpClient
-from .settings import HttpSettings
-from .urls import check_url_scheme, is_loopback_host, url_origin
+from .errors import (
+    MuxError,
+    NetworkError,
+    ParseError,
+    RateLimitError,
+    UsageError,
+    VerificationError,
+)
+from .http import Fetched, HostPolicy, HttpClient, RateLimits
+from .settings import DOWNLOAD_HOSTS_ENV, HttpSettings
+from .urls import check_url_scheme, is_loopback_host, parse_download_host, url_origin
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,6 +52,9 @@ GITHUB_DOWNLOAD_HOSTS = (
 )
 SMALL_FILE_LIMIT = 8 * 1024 * 1024
 BUNDLE_LIMIT = 16 * 1024 * 1024
+PROVENANCE = "https://slsa.dev/provenance/v1"
+RELEASES_PER_PAGE = 100  # GitHub's largest page
+MAX_RELEASE_PAGES = 10  # the newest 1000 releases: a bound, not a limit anyone meets
 
 # Checks that a string is a release tag (raises ParseError when not).
 TagRule = Callable[[str], object]
@@ -176,6 +186,7 @@ def open_source(
                 api_url=github.api_url,
                 token=github.token,
                 http=settings.http,
+                download_hosts=github.download_hosts,
             )
         index = None if unsigned_index else index_policy(settings, build_keys)
         return FeedSource(chosen, http=settings.http, index=index)
@@ -212,6 +223,17 @@ def github_identity_url(web_url: str | None) -> str:
 # -- GitHub ------------------------------------------------------------------------------------
 
 
+def next_link(header: str | None) -> str | None:
+    """The ``rel="next"`` URL of an RFC 8288 ``Link`` header, as GitHub paginates."""
+    import re
+
+    for match in re.finditer(r"<([^<>]*)>((?:\s*;\s*[^;,]*)*)", header or ""):
+        params = match.group(2)
+        if re.search(r';\s*rel\s*=\s*"?(?:[^";,]*\s)?next(?:\s[^";,]*)?"?', params):
+            return match.group(1)
+    return None
+
+
 def github_download_url(web: str, repo: str, tag: str, name: str) -> str:
     """Where GitHub serves a release file (off the rate-limited API)."""
     return f"{web.rstrip('/')}/{repo}/releases/download/{quote(tag)}/{quote(name)}"
@@ -235,8 +257,9 @@ class _Conditional:
 
         return self.directory / (hashlib.sha256(url.encode()).hexdigest()[:32] + ".json")
 
-    def load(self, url: str) -> tuple[dict[str, str], bytes] | None:
-        """The request headers that ask "changed since?", and the body they would confirm."""
+    def load(self, url: str) -> tuple[dict[str, str], bytes, str | None] | None:
+        """The request headers that ask "changed since?", the body they would confirm, and
+        its ``Link`` header (a 304 need not repeat it; the pages of a list hang on it)."""
         try:
             doc = json.loads(self._path(url).read_bytes())
             headers = {}
@@ -244,7 +267,9 @@ class _Conditional:
                 headers["If-None-Match"] = str(doc["etag"])
             if doc.get("last_modified"):
                 headers["If-Modified-Since"] = str(doc["last_modified"])
-            return (headers, str(doc["body"]).encode()) if headers else None
+            link = doc.get("link")
+            body = str(doc["body"]).encode()
+            return (headers, body, link if isinstance(link, str) else None) if headers else None
         except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
 
@@ -255,21 +280,34 @@ class _Conditional:
         if not (etag or modified):
             return
         try:
-            doc = {"url": url, "etag": etag, "last_modified": modified, "body": body.decode()}
+            doc = {
+                "url": url,
+                "etag": etag,
+                "last_modified": modified,
+                "link": headers.get("link"),
+                "body": body.decode(),
+            }
             atomic_write(self._path(url), json.dumps(doc).encode())
         except (OSError, UnicodeDecodeError):
             pass  # an optimisation; never fail a check over it
 
     def get(self, client: HttpClient, url: str, headers: Mapping[str, str], max_size: int) -> bytes:
         """GET ``url``, conditionally when a body is stored for it."""
+        return self.get_with_link(client, url, headers, max_size)[0]
+
+    def get_with_link(
+        self, client: HttpClient, url: str, headers: Mapping[str, str], max_size: int
+    ) -> tuple[bytes, str | None]:
+        """The same, with the answer's ``Link`` header (stored with the body)."""
         cached = self.load(url)
         response: Fetched = client.get(
             url, headers={**headers, **(cached[0] if cached else {})}, max_size=max_size
         )
         if response.status == 304 and cached:
-            return cached[1]
-        self.store(url, {k.lower(): v for k, v in response.headers.items()}, response.content)
-        return response.content
+            return cached[1], cached[2]
+        lowered = {k.lower(): v for k, v in response.headers.items()}
+        self.store(url, lowered, response.content)
+        return response.content, lowered.get("link")
 
 
 class GitHubSource(ReleaseSource):
@@ -287,6 +325,7 @@ class GitHubSource(ReleaseSource):
         api_url: str | None = None,
         token: str | None = None,
         http: HttpSettings | None = None,
+        download_hosts: Sequence[str] = (),
     ) -> None:
         if not repo or repo.count("/") != 1:
             raise UsageError(
@@ -300,12 +339,31 @@ class GitHubSource(ReleaseSource):
             check_url_scheme(base)
         self.location = f"{self.web}/{repo}"
         configured = {url_origin(self.web), url_origin(self.api)}
+        # An Enterprise server may send downloads to its storage host: allowed only when
+        # named (MUX_GITHUB_DOWNLOAD_HOSTS or the policy), and never a token host.
+        storage = set()
+        for entry in download_hosts:
+            host = parse_download_host(entry)
+            if host is None:
+                raise UsageError(
+                    f"{DOWNLOAD_HOSTS_ENV}: {entry[:100]!r} is not a host name (host or host:port)",
+                    hint="list exact hosts, without a scheme, path or wildcard",
+                )
+            storage.add(host)
         self.policy = HostPolicy(
-            allowed_hosts=frozenset({*GITHUB_DOWNLOAD_HOSTS, "api.github.com", *configured}),
+            allowed_hosts=frozenset(
+                {*GITHUB_DOWNLOAD_HOSTS, "api.github.com", *configured, *storage}
+            ),
             token_hosts=frozenset({"github.com", "api.github.com", *configured}),
+            advice=f"a GitHub Enterprise storage host can be allowed with {DOWNLOAD_HOSTS_ENV}",
         )
         self._http = http or HttpSettings()
-        self._client = HttpClient(policy=self.policy, token=token, settings=self._http)
+        self._client = HttpClient(
+            policy=self.policy,
+            token=token,
+            settings=self._http,
+            rate_limits=RateLimits(_etag_cache_dir() / "rate-limits.json"),
+        )
         self._files_client = self._client
         self._conditional = _Conditional(_etag_cache_dir())
         self._release_docs: dict[str, dict[str, Any]] = {}
@@ -315,7 +373,7 @@ class GitHubSource(ReleaseSource):
 
     def latest_tag(self, *, include_pre: bool, parse: TagRule = models.parse_tag) -> str:
         if include_pre:
-            return self._latest_from_api()
+            return self._latest_from_api(parse)
         url = f"{self.web}/{self.repo}/releases/latest"
         with self._client.stream(url, follow_redirects=False) as response:
             location = response.headers.get("location", "")
@@ -338,30 +396,47 @@ class GitHubSource(ReleaseSource):
         return tag_name
 
     def _api_json(self, path: str) -> Any:
-        url = f"{self.api}{path}"
+        return self._api_page(f"{self.api}{path}")[0]
+
+    def _api_page(self, url: str) -> tuple[Any, str | None]:
+        """One API answer as JSON, and the URL of its next page (``Link: <…>; rel="next"``)."""
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-        body = self._conditional.get(self._client, url, headers, 16 * 1024 * 1024)
+        body, link = self._conditional.get_with_link(self._client, url, headers, 16 * 1024 * 1024)
         try:
-            return json.loads(body)
+            doc = json.loads(body)
         except (ValueError, RecursionError):
             raise NetworkError(f"{url} answered something that is not JSON") from None
+        return doc, next_link(link)
 
-    def _latest_from_api(self) -> str:
-        releases = self._api_json(f"/repos/{self.repo}/releases?per_page=30")
-        if not isinstance(releases, list):
-            raise NetworkError(f"{self.api}/repos/{self.repo}/releases did not answer a list")
-        candidates = []
-        for doc in releases:
-            if not isinstance(doc, dict) or doc.get("draft"):
-                continue
-            try:
-                candidates.append((models.parse_tag(str(doc.get("tag_name"))), doc["tag_name"]))
-            except (ParseError, KeyError):
-                continue
-            self._release_docs[str(doc["tag_name"])] = doc
+    def _latest_from_api(self, parse: TagRule) -> str:
+        """The newest release by version among every page of the release list (GitHub lists
+        them newest first, 100 a page; at most :data:`MAX_RELEASE_PAGES` pages are read)."""
+        url: str | None = f"{self.api}/repos/{self.repo}/releases?per_page={RELEASES_PER_PAGE}"
+        seen: set[str] = set()
+        candidates: list[tuple[Any, str]] = []  # (what `parse` makes of the tag, the tag)
+        while url is not None and len(seen) < MAX_RELEASE_PAGES:
+            if url in seen:
+                break  # a Link that leads back: every page was read
+            if url_origin(url) != url_origin(self.api) or not url.startswith(self.api):
+                raise NetworkError(
+                    f"{self.api} pointed the next page of releases elsewhere ({url[:200]})"
+                )
+            seen.add(url)
+            releases, url = self._api_page(url)
+            if not isinstance(releases, list):
+                raise NetworkError(f"{self.api}/repos/{self.repo}/releases did not answer a list")
+            for doc in releases:
+                if not isinstance(doc, dict) or doc.get("draft"):
+                    continue
+                tag = doc.get("tag_name")
+                try:
+                    candidates.append((parse(str(tag)), str(tag)))
+                except ParseError:
+                    continue
+                self._release_docs[str(tag)] = doc
         if not candidates:
             raise NetworkError(f"{self.location} has no published release")
-        return str(max(candidates)[1])
+        return max(candidates, key=lambda candidate: candidate[0])[1]
 
     def release_page(self, tag: str) -> str:
         return f"{self.web}/{self.repo}/releases/tag/{quote(tag)}"
@@ -412,15 +487,30 @@ class GitHubSource(ReleaseSource):
         An item carries its bundle inline (``{"bundle": {...}}``) or, since 2026-07-16, as
         ``"bundle": null`` (or no ``bundle`` at all) plus a ``bundle_url``: a pre-signed blob
         of snappy-compressed JSON (see docs/design.md), fetched by :meth:`_download_bundle`.
-        An item that cannot be read is skipped when another one can; when none can, this
-        raises a :class:`NetworkError` naming the URL that failed.
+        The list may hold other attestations of the same digest (GitHub's immutable-release
+        attestation beside the build provenance): only bundles whose statement is an SLSA
+        provenance with ``sha256`` among its subjects are returned, for the verifier to pick
+        the one whose identity matches. An item that cannot be read is skipped when another
+        one can; when none can, this raises a :class:`NetworkError` naming the URL that
+        failed. An API that refuses anonymous requests is said so, with what to do.
         """
         from urllib.parse import urlencode
 
-        provenance = "https://slsa.dev/provenance/v1"
         path = f"/repos/{self.repo}/attestations/sha256:{sha256}"
-        query = urlencode({"predicate_type": provenance})
-        doc = self._api_json(f"{path}?{query}")
+        query = urlencode({"predicate_type": PROVENANCE})
+        try:
+            doc = self._api_json(f"{path}?{query}")
+        except RateLimitError:
+            raise
+        except NetworkError as exc:
+            if exc.status in (401, 403) and not self._client.token:
+                raise NetworkError(
+                    f"GitHub's attestations API refused an anonymous request ({exc.message})",
+                    hint="set MUX_GITHUB_TOKEN (or GITHUB_TOKEN); a release that ships its "
+                    "Sigstore bundle as an asset needs no API",
+                    status=exc.status,
+                ) from None
+            raise
         entries = doc.get("attestations", []) if isinstance(doc, dict) else None
         if not isinstance(entries, list):
             raise NetworkError(f"{self.api}{path} did not answer a list of attestations")
@@ -431,13 +521,13 @@ class GitHubSource(ReleaseSource):
                 failures.append(f"{self.api}{path} listed an attestation that is not an object")
                 continue
             kind = entry.get("predicate_type")
-            if isinstance(kind, str) and kind != provenance:
+            if isinstance(kind, str) and kind != PROVENANCE:
                 continue  # e.g. GitHub's immutable-release attestation, if the filter is ignored
             try:
                 if isinstance(entry.get("bundle"), dict):
-                    bundles.append(json.dumps(entry["bundle"]).encode())
+                    bundle = json.dumps(entry["bundle"]).encode()
                 elif isinstance(entry.get("bundle_url"), str):
-                    bundles.append(self._download_bundle(entry["bundle_url"]))
+                    bundle = self._download_bundle(entry["bundle_url"])
                 else:
                     raise NetworkError(
                         f"{self.api}{path} listed an attestation with neither a bundle "
@@ -445,6 +535,9 @@ class GitHubSource(ReleaseSource):
                     )
             except NetworkError as exc:
                 failures.append(exc.message)
+                continue
+            if _attests_provenance_of(bundle, sha256) is not False:
+                bundles.append(bundle)  # (an unreadable statement: the verifier says why)
         if failures and not bundles:
             more = f" (and {len(failures) - 1} more failed)" if len(failures) > 1 else ""
             raise NetworkError(failures[0] + more)
@@ -485,6 +578,24 @@ class GitHubSource(ReleaseSource):
             raise NetworkError(f"the attestation bundle at {shown} is not a JSON object")
         # One line: the verifier reads several bundles joined by newlines as JSON lines.
         return json.dumps(document).encode()
+
+
+def _attests_provenance_of(bundle: bytes, sha256: str) -> bool | None:
+    """Whether a bundle's in-toto statement is an SLSA provenance naming ``sha256`` as a
+    subject, read without verifying anything (to choose among several attestations of one
+    digest; the verifier checks the one it is given); None when it cannot be read."""
+    import base64
+    import binascii
+
+    try:
+        envelope = json.loads(bundle).get("dsseEnvelope")
+        statement = json.loads(base64.b64decode(envelope["payload"], validate=True))
+        subjects = statement["subject"]
+        predicate = statement["predicateType"]
+        digests = {str(s["digest"]["sha256"]).lower() for s in subjects if "sha256" in s["digest"]}
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError, binascii.Error):
+        return None
+    return predicate == PROVENANCE and sha256.lower() in digests
 
 
 # -- local files -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from .plan import (
     server_verdicts,
     signed_earlier,
 )
-from .settings import Settings
+from .settings import Settings, require_updates
 from .verify import LayerResult, TrustPolicy, VerificationLog
 
 if TYPE_CHECKING:
@@ -117,6 +117,7 @@ def run_update(
     from .sources import open_source
     from .verify import verify_release_files, verify_release_metadata
 
+    require_updates(settings, action="update")
     build = build or buildinfo.current()
     events = events or _Silent()
     layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
@@ -239,6 +240,7 @@ def _remember(index: VerifiedIndex | None, events: UpdateEvents) -> None:
 
 def run_rollback(settings: Settings, *, build: BuildInfo | None = None) -> UpdateResult:
     """Switch the install back to its previous version (``mux update --rollback``)."""
+    require_updates(settings, action="update")
     build = build or buildinfo.current()
     layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
     done = install.rollback(layout, _install_settings(settings))
@@ -262,6 +264,7 @@ def run_prune(settings: Settings, *, build: BuildInfo | None = None) -> UpdateRe
     Kept: the active and previous versions, the running mux's, and every version a live
     (or hung) server runs from; the result says which and why.
     """
+    require_updates(settings, action="update")
     build = build or buildinfo.current()
     layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
     settled = install.prune(layout, _install_settings(settings))

@@ -60,3 +60,26 @@ def url_origin(url: str) -> str:
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     return f"{host}:{parts.port}" if parts.port else host
+
+
+# An exact host name or IP literal, optionally with a port: no scheme, path or wildcard.
+_HOST_RE = (
+    r"(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+    r"|\[[0-9a-f:.]+\]"
+)
+
+
+def parse_download_host(text: str) -> str | None:
+    """An exact host (``host`` or ``host:port``, as :class:`updater.http.HostPolicy` matches
+    them), lower case; None when ``text`` is not one (a URL, a path, a wildcard)."""
+    import re
+
+    entry = text.strip().lower()
+    host, colon, port = entry.rpartition(":") if not entry.endswith("]") else ("", "", "")
+    if not colon:
+        host, port = entry, ""
+    elif not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    if len(host) > 253 or not re.fullmatch(_HOST_RE, host):
+        return None
+    return f"{host}:{int(port)}" if port else host

@@ -469,7 +469,11 @@ def verify_release_attestation(
             bundles.extend(source.attestation_bundles(sha256))
         except MuxError as exc:
             if required:
-                raise _fail(LAYER_ATTESTATION, f"no attestation found ({exc.message})") from None
+                raise _fail(
+                    LAYER_ATTESTATION,
+                    f"no attestation found (the release has no {name}, and {exc.message})",
+                    hint=exc.hint,
+                ) from None
     if not bundles:
         if required:
             raise _fail(

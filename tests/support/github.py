@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 
 @dataclass
@@ -55,6 +55,9 @@ class FakeGitHub:
     fail_5xx: int = 0  # answer this many 503s before behaving
     api_digests: bool = True
     attestations: dict[str, bytes] = field(default_factory=dict)  # sha256 -> bundle json
+    attestations_need_token: bool = False  # the attestations API refuses anonymous requests
+    page_size: int | None = None  # the release list in pages this long, linked by Link
+    listing_order: list[str] | None = None  # the release list's order (default: newest first)
     requests: list[Request] = field(default_factory=list)
     web_url: str = ""
     api_url: str = ""
@@ -173,13 +176,17 @@ def _handler(fake: FakeGitHub, role: str) -> type[BaseHTTPRequestHandler]:
                     {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": reset},
                 )
                 return
+            if path == "/repositories/1/releases":  # where GitHub's Link points for page 2+
+                query = parse_qs(urlsplit(self.path).query)
+                self._release_list(int(query.get("page", ["1"])[0]))
+                return
             prefix = f"/repos/{fake.repo}/"
             if not path.startswith(prefix):
                 self._send(404)
                 return
             rest = path[len(prefix) :]
             if rest == "releases":
-                self._json([fake.release_doc(t) for t in fake.tags() if t not in fake.drafts])
+                self._release_list(1)
             elif rest.startswith("releases/tags/"):
                 tag = rest.removeprefix("releases/tags/")
                 if tag not in fake.tags() or tag in fake.drafts:
@@ -187,6 +194,9 @@ def _handler(fake: FakeGitHub, role: str) -> type[BaseHTTPRequestHandler]:
                 else:
                     self._json(fake.release_doc(tag))
             elif rest.startswith("attestations/sha256:"):
+                if fake.attestations_need_token and not self.headers.get("Authorization"):
+                    self._send(401, b'{"message": "Requires authentication"}')
+                    return
                 digest = rest.removeprefix("attestations/sha256:")
                 bundle = fake.attestations.get(digest)
                 if bundle is None:
@@ -195,6 +205,23 @@ def _handler(fake: FakeGitHub, role: str) -> type[BaseHTTPRequestHandler]:
                     self._json({"attestations": [{"bundle": json.loads(bundle)}]})
             else:
                 self._send(404)
+
+        def _release_list(self, page: int) -> None:
+            order = fake.listing_order or fake.tags()
+            docs = [fake.release_doc(t) for t in order if t not in fake.drafts]
+            if fake.page_size is None:
+                self._json(docs)
+                return
+            size = fake.page_size
+            chosen = docs[(page - 1) * size : page * size]
+            body = json.dumps(chosen).encode()
+            headers = {"Content-Type": "application/json"}
+            if page * size < len(docs):
+                headers["Link"] = (
+                    f'<{fake.api_url}/repositories/1/releases?page={page + 1}>; rel="next", '
+                    f'<{fake.api_url}/repositories/1/releases?page=1>; rel="first"'
+                )
+            self._send(200, body, headers)
 
         def _download(self, rest: str) -> None:
             path = fake.root / rest

@@ -123,12 +123,15 @@ OPTIONAL_TOOLS = ("flock", "perl", "getconf", "ldd", "timeout")
 HASHERS = ("sha256sum", "shasum", "openssl")
 
 
-def render_install_sh(dest: Path, *, keys: Sequence[str], repo: str | None = None) -> Path:
-    """A copy of install.sh at ``dest`` trusting ``keys`` (and defaulting to ``repo``), made
-    by the same code the release workflow publishes it with (``mux-release install-sh``)."""
+def render_install_sh(
+    dest: Path, *, keys: Sequence[str], repo: str | None = None, policy_file: str | None = None
+) -> Path:
+    """A copy of install.sh at ``dest`` trusting ``keys`` (and defaulting to ``repo``, and
+    reading the machine policy at ``policy_file``), made by the same code the release
+    workflow publishes it with (``mux-release install-sh``)."""
     from release.install_script import write_install_script
 
-    return write_install_script(Path(dest), keys=keys, repo=repo)
+    return write_install_script(Path(dest), keys=keys, repo=repo, policy_file=policy_file)
 
 
 def find_tool(tool: str) -> str | None:

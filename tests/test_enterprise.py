@@ -1,0 +1,178 @@
+"""GitHub Enterprise whose release downloads redirect to a storage host of its own.
+
+A loopback Enterprise (web and API, tests/support/github.py) answers every
+``/releases/download/`` with a redirect to a third server, ``localhost:<port>``, as an
+Enterprise server sends downloads to its storage host. mux refuses that host until it is
+named in ``MUX_GITHUB_DOWNLOAD_HOSTS`` (or the machine policy's ``download_hosts``), and it
+never sends the token there, while the Enterprise server itself gets it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from release.fake_sigstore import FakeSigstore
+from tests.conftest import run_mux
+from tests.support.github import FakeGitHub, github_env, serve_github
+from tests.support.installs import Install, bootstrap, snapshot
+from tests.support.releases import KeyPair, make_keypair, make_release
+from tests.test_update_github import REPO, attest
+
+TOKEN = "ghe-token-4f1b"
+
+
+class Storage:
+    """The storage host: serves ``/<tag>/<name>`` from the releases, records every request."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        storage = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                storage.requests.append((self.path, dict(self.headers.items())))
+                path = storage.root / unquote(urlsplit(self.path).path).lstrip("/")
+                body = path.read_bytes() if path.is_file() and ".." not in self.path else None
+                self.send_response(200 if body is not None else 404)
+                self.send_header("Content-Length", str(len(body or b"")))
+                self.end_headers()
+                self.wfile.write(body or b"")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.host = f"localhost:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Storage:
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def sigstore(tmp_path_factory: pytest.TempPathFactory) -> FakeSigstore:
+    return FakeSigstore.create(tmp_path_factory.mktemp("sigstore"))
+
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+    return make_keypair(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture
+def enterprise(
+    tmp_path: Path, keypair: KeyPair, sigstore: FakeSigstore
+) -> Iterator[tuple[FakeGitHub, Storage]]:
+    root = tmp_path / "releases"
+    for version, protocol in (("0.1.0", 1), ("0.2.0", 2)):
+        release = make_release(root, version, protocol_version=protocol, keypair=keypair, repo=REPO)
+        attest(release, keypair, sigstore)
+    with serve_github(FakeGitHub(root=root, repo=REPO)) as ghe, Storage(root) as storage:
+        yield ghe, storage
+
+
+@pytest.fixture
+def installed(
+    tmp_path: Path, sandbox_env, enterprise, sigstore: FakeSigstore, keypair: KeyPair
+) -> Install:
+    ghe, storage = enterprise
+    env = {
+        **sandbox_env,
+        **github_env(ghe),
+        "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+        "MUX_GITHUB_TOKEN": TOKEN,
+    }
+    install = bootstrap(
+        tmp_path, env, source="github", version="0.1.0", public_key=keypair.public_key
+    )
+    ghe.requests.clear()
+    ghe.foreign_download_url = f"http://{storage.host}"  # from now on, downloads go there
+    return install
+
+
+def _authorized(requests: list[tuple[str, dict[str, str]]]) -> list[str]:
+    return [path for path, headers in requests if "authorization" in {h.lower() for h in headers}]
+
+
+def test_the_storage_host_is_refused_until_it_is_named(installed: Install, enterprise) -> None:
+    ghe, storage = enterprise
+    before = snapshot(installed.home, installed.bin_dir)
+    refused = installed.run("update")
+    assert refused.returncode == 1, refused.stderr
+    line = refused.stderr.strip().splitlines()[-1]
+    assert f"{storage.host} is not an allowed release host" in line
+    assert "MUX_GITHUB_DOWNLOAD_HOSTS" in line
+    assert storage.requests == []  # refused before a byte went there
+    after = snapshot(installed.home, installed.bin_dir)
+    assert {k: v for k, v in after.items() if not k.endswith(".lock")} == {
+        k: v for k, v in before.items() if not k.endswith(".lock")
+    }
+
+    allowed = Install(
+        installed.home,
+        installed.bin_dir,
+        {**installed.env, "MUX_GITHUB_DOWNLOAD_HOSTS": storage.host},
+    )
+    check = allowed.run("update", "--check")
+    assert check.returncode == 10, check.stderr
+    result = allowed.run("update")
+    assert result.returncode == 0, result.stderr
+    assert installed.active() == "0.2.0"
+    downloaded = {urlsplit(path).path.rsplit("/", 1)[-1] for path, _ in storage.requests}
+    assert {"manifest.json", "SHA256SUMS", "SHA256SUMS.minisig"} <= downloaded
+    assert any(name.endswith(".tar.gz") for name in downloaded)
+    assert _authorized(storage.requests) == []  # never the token
+    web = [r for r in ghe.requests_to("web") if "/releases/download/" in r.path]
+    assert web and all(r.headers.get("Authorization") == f"Bearer {TOKEN}" for r in web)
+
+
+def test_the_host_must_match_exactly(installed: Install, enterprise) -> None:
+    _, storage = enterprise
+    port = int(storage.host.rpartition(":")[2])
+    for wrong in (f"localhost:{port + 1}", "127.0.0.1", f"storage.localhost:{port}"):
+        env = {**installed.env, "MUX_GITHUB_DOWNLOAD_HOSTS": wrong}
+        result = Install(installed.home, installed.bin_dir, env).run("update", "--check")
+        assert result.returncode == 1 and "not an allowed release host" in result.stderr, wrong
+    assert storage.requests == []
+
+
+def test_a_url_is_not_a_host(installed: Install, enterprise) -> None:
+    _, storage = enterprise
+    env = {**installed.env, "MUX_GITHUB_DOWNLOAD_HOSTS": f"http://{storage.host}/"}
+    result = Install(installed.home, installed.bin_dir, env).run("update", "--check")
+    assert result.returncode == 2, result.stderr
+    assert "MUX_GITHUB_DOWNLOAD_HOSTS: 'http://" in result.stderr
+    assert "is not a host name" in result.stderr
+
+
+def test_the_policy_names_the_storage_host_for_every_mux(
+    installed: Install, enterprise, keypair: KeyPair, tmp_path: Path
+) -> None:
+    _, storage = enterprise
+    policy = tmp_path / "etc" / "policy.toml"
+    policy.parent.mkdir()
+    policy.write_text(f'download_hosts = ["{storage.host}"]\n')
+    policy.chmod(0o644)
+    env = {**installed.env, "MUX_POLICY_FILE": str(policy)}
+    args = ["update", "--home", str(installed.home), "--trust-key", keypair.public_key]
+    result = run_mux([*args, "--json"], env)
+    assert result.returncode == 0, result.stderr
+    assert installed.active() == "0.2.0"
+    assert _authorized(storage.requests) == []
+    refused = run_mux(args, {**env, "MUX_GITHUB_DOWNLOAD_HOSTS": "other.example"})
+    assert refused.returncode == 4 and "download_hosts" in refused.stderr
