@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import socket
 import tempfile
 import time
@@ -15,7 +16,7 @@ from release.formats import format_sha256sums, manifest_document
 from release.package import trusted_comment_for
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
-from tests.support.releases import KeyPair, make_keypair
+from tests.support.releases import KeyPair, make_keypair, serve_directory
 from updater import models
 from updater.buildinfo import current
 from updater.protocol import PROTOCOL_VERSION
@@ -491,3 +492,25 @@ def test_proxy_from_the_environment(github: FakeGitHub, sandbox_env) -> None:
     result, _ = check(env)
     assert result.returncode == 1
     assert "proxy" in result.stderr.lower() and "HTTPS_PROXY" in result.stderr
+
+
+def test_an_index_rewritten_within_the_second_it_was_read_is_read_again(
+    tmp_path: Path, sandbox_env
+) -> None:
+    """A static server's Last-Modified has one-second steps: an index rewritten (and re-signed)
+    within the second a check read it is answered 304 for ever. The stored body then fails
+    the new signature; mux reads the index whole once more and judges that instead."""
+    root = tmp_path / "feed"
+    write_release(root, "8.0.0")
+    write_feed(root, [("v8.0.0", False)])
+    index = root / "releases.json"
+    with serve_directory(root) as url:
+        first, doc = check(sandbox_env, "--source", url, *trusting())
+        assert first.returncode == 10 and doc["latest"]["version"] == "8.0.0", first.stderr
+        mtime = index.stat().st_mtime
+        write_release(root, "9.0.0")
+        write_feed(root, [("v8.0.0", False), ("v9.0.0", False)])
+        os.utime(index, (mtime, mtime))  # the same second as the index the check read
+        again, doc = check(sandbox_env, "--source", url, *trusting())
+    assert again.returncode == 10, again.stderr
+    assert doc["latest"]["version"] == "9.0.0"

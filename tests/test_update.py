@@ -516,7 +516,8 @@ def test_progress_bar_on_a_terminal_plain_lines_otherwise(installed: Install) ->
 def test_rollback_after_a_switch_that_was_never_recorded(installed: Install, feed: Feed) -> None:
     """A kill between moving the link and recording it: rollback still goes one step back."""
     make_release(feed.path, "0.3.0", protocol_version=1, keypair=feed.keypair)
-    assert installed.run("update", "--version", "0.2.0").returncode == 0
+    result = installed.run("update", "--version", "0.2.0")
+    assert result.returncode == 0, result.stderr
     assert installed.run("update").returncode == 0
     record_path = installed.home / "install.json"
     record = json.loads(record_path.read_text())

@@ -295,6 +295,14 @@ class _Conditional:
         """GET ``url``, conditionally when a body is stored for it."""
         return self.get_with_link(client, url, headers, max_size)[0]
 
+    def get_fresh(
+        self, client: HttpClient, url: str, headers: Mapping[str, str], max_size: int
+    ) -> bytes:
+        """GET ``url`` unconditionally, and store what it answered."""
+        response: Fetched = client.get(url, headers=headers, max_size=max_size)
+        self.store(url, {k.lower(): v for k, v in response.headers.items()}, response.content)
+        return response.content
+
     def get_with_link(
         self, client: HttpClient, url: str, headers: Mapping[str, str], max_size: int
     ) -> tuple[bytes, str | None]:
@@ -674,15 +682,19 @@ class FeedSource(ReleaseSource):
         assert self._client is not None
         return self._client.get(f"{self.location}/{relative}", max_size=max_size).content
 
-    def _read_index(self) -> bytes:
+    def _read_index(self, *, conditional: bool = True) -> bytes:
         """``releases.json``; over HTTP a conditional request (an unchanged index costs a 304;
-        what it stands for is verified all the same, against a signature fetched every time)."""
+        what it stands for is verified all the same, against a signature fetched every time).
+        ``conditional=False`` asks for the whole body again (and stores it)."""
         from .feed_index import INDEX_LIMIT
 
         if self._client is None:
             return self._read(models.FEED_INDEX_NAME, INDEX_LIMIT)
         url = f"{self.location}/{models.FEED_INDEX_NAME}"
-        return _Conditional(_etag_cache_dir()).get(self._client, url, {}, INDEX_LIMIT)
+        store = _Conditional(_etag_cache_dir())
+        if not conditional:
+            return store.get_fresh(self._client, url, {}, INDEX_LIMIT)
+        return store.get(self._client, url, {}, INDEX_LIMIT)
 
     def verified_index(self) -> VerifiedIndex | None:
         return self._verified
@@ -700,9 +712,23 @@ class FeedSource(ReleaseSource):
                 signature = self._read(FEED_SIGNATURE_NAME, INDEX_LIMIT)
             except NetworkError as exc:
                 missing = exc.message
-            self._verified = verify_feed_index(
-                self.location, index, signature, self._index_policy, missing_signature=missing
-            )
+            try:
+                self._verified = verify_feed_index(
+                    self.location, index, signature, self._index_policy, missing_signature=missing
+                )
+            except VerificationError:
+                if self._client is None or signature is None:
+                    raise
+                # The stored body a 304 confirmed may be older than the signature: a server
+                # whose Last-Modified has one-second steps answers 304 for an index rewritten
+                # within the second it was last read, for ever. Read it whole, once, and judge
+                # that (a forged list fails again).
+                fresh = self._read_index(conditional=False)
+                if fresh == index:
+                    raise
+                self._verified = verify_feed_index(
+                    self.location, fresh, signature, self._index_policy, missing_signature=""
+                )
         return self._verified
 
     def resolve(self, request: ReleaseRequest, *, parse: TagRule = models.parse_tag) -> str:
