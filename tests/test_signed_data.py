@@ -310,3 +310,20 @@ def test_expiry_words_and_utc_time() -> None:
     assert utc_text(0) == "1970-01-01 00:00:00 UTC"
     assert utc_text(10**30) == f"{10**30} (Unix time)"
     assert time.gmtime(NOW).tm_year == 2027
+
+
+def test_a_cached_answer_is_keyed_by_every_key_the_answering_build_trusted() -> None:
+    """A server's older build shares the check cache (its background check): after a key
+    rotation its answers, verified with other keys, answer nothing for this build."""
+    from updater.buildinfo import BuildInfo, TrustSettings
+    from updater.check import cache_key
+
+    def key_for(*keys: str, extra: tuple[str, ...] = ()) -> dict[str, object]:
+        build = BuildInfo("1.0.0", 1, "t", "acme/mux", False, TrustSettings(minisign_keys=keys))
+        chosen = settings.Settings(trust_keys=extra)
+        return cache_key(ReleaseRequest(), chosen, build, "t")
+
+    assert key_for("A") == key_for("A")
+    assert key_for("A") != key_for("B")
+    assert key_for("A", "B") != key_for("B")
+    assert key_for("A", extra=("C",)) != key_for("A")

@@ -94,8 +94,10 @@ def cache_key(
         **request.cache_key(),
         "current": build.version,
         "target": target,
-        # An answer verified under other trust is no answer to this question.
-        "trust": list(settings.trust_keys),
+        # An answer verified under other trust is no answer to this question: every key the
+        # answering build trusted (a server's older build, before a key rotation, shares
+        # this cache; review-11 F6), --trust-key's and the machine policy's.
+        "trust": list(settings.trusted_keys(build.trust.minisign_keys)),
         "allow_expired_feed": settings.allow_expired_feed,
     }
 
