@@ -21,10 +21,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import httpcore
@@ -46,16 +45,15 @@ T = TypeVar("T")
 _REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 
-@dataclass(frozen=True)
-class HostPolicy:
+class HostPolicy(NamedTuple):
     """Where requests and redirects may go, and which hosts may see the token.
 
     An entry ``host`` admits that host on any port; ``host:port`` admits only that port
     (configured bases such as a GitHub Enterprise server or a loopback test server).
     """
 
-    allowed_hosts: frozenset[str] = field(default_factory=frozenset)
-    token_hosts: frozenset[str] = field(default_factory=frozenset)
+    allowed_hosts: frozenset[str] = frozenset()
+    token_hosts: frozenset[str] = frozenset()
     advice: str = ""  # how a refused host can be allowed, if it can
 
     @staticmethod
@@ -344,8 +342,7 @@ def status_error(url: str, response: httpx.Response, body: bytes = b"") -> Netwo
     return NetworkError(f"{url} answered HTTP {status}{detail}", status=status)
 
 
-@dataclass(frozen=True)
-class Fetched:
+class Fetched(NamedTuple):
     """A small document read whole; header names are lower case."""
 
     url: str

@@ -23,7 +23,6 @@ import errno
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -51,18 +50,17 @@ MAX_MEMBERS = 50_000
 MAX_UNPACKED_BYTES = 2 * 1024**3
 
 
-@dataclass(frozen=True)
-class LayerResult:
+class LayerResult(NamedTuple):
     layer: str
     status: str  # "ok" | "skipped"
     detail: str
 
 
-@dataclass
 class VerificationLog:
     """The layers that passed (or were skipped, and why), for the report."""
 
-    layers: list[LayerResult] = field(default_factory=list)
+    def __init__(self, layers: list[LayerResult] | None = None) -> None:
+        self.layers: list[LayerResult] = [] if layers is None else layers
 
     def ok(self, layer: str, detail: str) -> None:
         self.layers.append(LayerResult(layer, "ok", detail))
@@ -74,8 +72,7 @@ class VerificationLog:
 # -- the policy ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TrustPolicy:
+class TrustPolicy(NamedTuple):
     """What must hold before anything is installed."""
 
     minisign_keys: tuple[str, ...]
@@ -163,8 +160,7 @@ def _fail(layer: str, message: str, hint: str | None = None) -> VerificationErro
 # -- the pipeline ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class VerifiedRelease:
+class VerifiedRelease(NamedTuple):
     """Layers 1 and 2 on the small documents: the signed sums and the manifest they vouch for."""
 
     tag: str
@@ -175,8 +171,7 @@ class VerifiedRelease:
     signed_at: int | None = None
 
 
-@dataclass(frozen=True)
-class VerifiedFiles:
+class VerifiedFiles(NamedTuple):
     """One archive that passed every layer, unpacked into ``folder``."""
 
     asset: models.ManifestAsset
@@ -589,8 +584,7 @@ def unpack(archive_path: Path, destination: Path, *, top: str) -> None:
 # -- layer 5: the new build runs -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Expected:
+class Expected(NamedTuple):
     version: str
     protocol_version: int
     target: str
