@@ -1851,20 +1851,24 @@ write_record() {
     tmp_record=
 }
 
-# Keep the active and the previous version, and every version a live mux server runs from:
-# when there is anything else, the new mux prunes (`mux update --prune` asks every server
-# where it runs from; docs/contracts.md). It takes the install lock itself, so this run lets
-# go of its own first: the install is complete. A mux that cannot prune leaves the old
-# versions for the next `mux update` to remove.
+# Keep the active and the previous version, and every version a running mux uses: when there
+# is anything else, the new mux prunes (`mux update --prune` keeps what running mux processes,
+# servers above all, hold or run from; docs/contracts.md) and its report is shown. It takes
+# the install lock itself, so this runs last, once nothing else of this run needs the lock,
+# and lets go of it first. A mux that cannot prune leaves the old versions for the next
+# `mux update` to remove.
 prune_versions() {
     for pr_dir in "$versions_dir"/*; do
         [ -e "$pr_dir" ] || continue
         pr_name=${pr_dir##*/}
         [ "$pr_name" = "$version" ] || [ "$pr_name" = "$previous_version" ] && continue
         exec 9>&-
-        verbose "removing old versions no server runs from (mux update --prune)"
-        "$versions_dir/$version/mux" update --prune --home "$mux_home" >/dev/null 2>&1 ||
-            verbose "old versions stay in $versions_dir until the next mux update"
+        verbose "removing old versions nothing uses (mux update --prune)"
+        if pr_out=$("$versions_dir/$version/mux" update --prune --home "$mux_home" 2>/dev/null); then
+            printf '%s\n' "$pr_out" | while IFS= read -r pr_line; do say "$pr_line"; done
+        else
+            say "old versions stay in $versions_dir until the next mux update"
+        fi
         return 0
     done
 }
@@ -2270,6 +2274,7 @@ policy_refuses() {
 # read_policy: the policy's settings into policy_* (policy_path empty: there is none).
 read_policy() {
     policy_path='' policy_updates='' policy_source='' policy_github_url='' policy_api_url=''
+    policy_repo=''
     policy_keys='' policy_allow_expired='' policy_hosts=''
     rp_path=$MUX_POLICY_FILE_PATH
     [ -e "$rp_path" ] || [ -L "$rp_path" ] || return 0
@@ -2326,6 +2331,13 @@ read_policy() {
                 check_url_scheme "$rp_value" || policy_unusable "$rp_key = \"$rp_value\" is not an https:// URL"
                 if [ "$rp_key" = github_url ]; then policy_github_url=${rp_value%/}; else policy_api_url=${rp_value%/}; fi
                 ;;
+            repo:s)
+                case $rp_value in
+                    */*/* | /* | ./* | ../* | */ | */. | */.. | *[!A-Za-z0-9_./-]*) policy_unusable "repo = \"$rp_value\" is not a GitHub repository (owner/name)" ;;
+                    ?*/?*) policy_repo=$rp_value ;;
+                    *) policy_unusable "repo = \"$rp_value\" is not a GitHub repository (owner/name)" ;;
+                esac
+                ;;
             allow_expired_feed:b) policy_allow_expired=$rp_value ;;
             trusted_keys:a | download_hosts:a)
                 rp_count=$rp_value
@@ -2350,16 +2362,16 @@ read_policy() {
                 esac
                 policy_hosts="$policy_hosts $rp_value"
                 ;;
-            updates:* | source:* | github_url:* | github_api_url:* | allow_expired_feed:* | trusted_keys:* | download_hosts:*)
+            updates:* | source:* | github_url:* | github_api_url:* | repo:* | allow_expired_feed:* | trusted_keys:* | download_hosts:*)
                 policy_unusable "$rp_key has a value of the wrong kind"
                 ;;
-            *) policy_unusable "'$rp_key' is not a setting mux knows (known: updates, source, github_url, github_api_url, trusted_keys, allow_expired_feed, download_hosts)" ;;
+            *) policy_unusable "'$rp_key' is not a setting mux knows (known: updates, source, github_url, github_api_url, repo, trusted_keys, allow_expired_feed, download_hosts)" ;;
         esac
     done
     set +f
     IFS=$rp_ifs
-    if { [ -n "$policy_github_url" ] || [ -n "$policy_api_url" ]; } && [ "$policy_source" != github ]; then
-        policy_unusable "github_url and github_api_url go with source = \"github\""
+    if { [ -n "$policy_github_url" ] || [ -n "$policy_api_url" ] || [ -n "$policy_repo" ]; } && [ "$policy_source" != github ]; then
+        policy_unusable "github_url, github_api_url and repo go with source = \"github\""
     fi
 }
 
@@ -2383,10 +2395,16 @@ obey_policy() {
                     [ -z "$policy_github_url" ] || op_setting="github_url = \"$policy_github_url\""
                     policy_refuses "$op_setting" "MUX_GITHUB_URL cannot change it"
                 fi
+                if [ -n "$policy_repo" ]; then
+                    if [ -n "${MUX_REPO:-}" ] && [ "$MUX_REPO" != "$policy_repo" ]; then
+                        policy_refuses "repo = \"$policy_repo\"" "MUX_REPO cannot change it"
+                    fi
+                    MUX_REPO=$policy_repo
+                fi
                 case $MUX_DEFAULT_REPO in
                     OWNER/* | '') ;;
                     *)
-                        if [ -n "${MUX_REPO:-}" ] && [ "$MUX_REPO" != "$MUX_DEFAULT_REPO" ]; then
+                        if [ -n "${MUX_REPO:-}" ] && [ "$MUX_REPO" != "$MUX_DEFAULT_REPO" ] && [ -z "$policy_repo" ]; then
                             policy_refuses "$op_setting" "MUX_REPO cannot change it"
                         fi
                         ;;
@@ -2581,7 +2599,6 @@ cmd_install() {
     make_dirs "$bin_dir"
     switch_link
     write_record
-    prune_versions
     rm -rf "$work_dir"
     work_dir=
     record_feed_seq
@@ -2594,6 +2611,7 @@ cmd_install() {
     [ ! -f "$versions_dir/$version/THIRD_PARTY_NOTICES.md" ] || say "Third-party licences: $versions_dir/$version/THIRD_PARTY_NOTICES.md (mux version --notices)"
     setup_path
     flush_created
+    prune_versions
     print_manual_verification
 }
 

@@ -11,6 +11,16 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
+
+# Property tests run on a loaded 2-core machine beside servers and builds: a slow example is
+# load, not a bug. No per-example deadline, and no health check for slow data generation;
+# what each property asserts is unchanged.
+hypothesis_settings.register_profile(
+    "mux", deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.load_profile("mux")
 
 # Servers the tests start check for updates in the background only when a test asks for it
 # (MUX_UPDATE_CHECK_INTERVAL in that test's environment): a check child per server would

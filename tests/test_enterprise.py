@@ -176,3 +176,141 @@ def test_the_policy_names_the_storage_host_for_every_mux(
     assert _authorized(storage.requests) == []
     refused = run_mux(args, {**env, "MUX_GITHUB_DOWNLOAD_HOSTS": "other.example"})
     assert refused.returncode == 4 and "download_hosts" in refused.stderr
+
+
+# -- the token stays with the server it belongs to ---------------------------------------------
+
+
+class Recorder:
+    """One loopback Enterprise host: every request recorded, every answer an empty list."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                recorder.requests.append((self.path, dict(self.headers.items())))
+                body = b"[]"
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> Recorder:
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_without_an_api_url_the_enterprise_servers_own_api_gets_the_token(sandbox_env) -> None:
+    """MUX_GITHUB_URL alone: the API is that server's /api/v3 (as gh finds it), never
+    api.github.com, which must not see an Enterprise token."""
+    with Recorder() as ghe:
+        env = {**sandbox_env, "MUX_GITHUB_URL": ghe.url, "MUX_REPO": REPO}
+        env["MUX_GITHUB_TOKEN"] = TOKEN
+        result = run_mux(["update", "--check", "--pre"], env)
+    assert result.returncode == 1, result.stderr  # an empty release list: nothing to offer
+    assert "api.github.com" not in result.stderr
+    asked = [(urlsplit(path).path, headers) for path, headers in ghe.requests]
+    assert asked and asked[0][0] == f"/api/v3/repos/{REPO}/releases"
+    assert all(headers.get("Authorization") == f"Bearer {TOKEN}" for _, headers in asked)
+
+
+def test_github_com_hosts_never_see_an_enterprise_token() -> None:
+    from updater.sources import GitHubSource
+
+    ghe = GitHubSource(REPO, web_url="https://ghe.corp.example", token=TOKEN)
+    assert ghe.api == "https://ghe.corp.example/api/v3"
+    both = GitHubSource(
+        REPO,
+        web_url="https://ghe.corp.example/",
+        api_url="https://ghe.corp.example/api/v3",
+        token=TOKEN,
+    )
+    for source in (ghe, both):
+        assert source.policy.may_see_token("https://ghe.corp.example/api/v3/repos/x/y/releases")
+        for url in (
+            "https://api.github.com/repos/acme/mux/releases",
+            "https://github.com/acme/mux/releases/download/v1.0.0/manifest.json",
+        ):
+            assert not source.policy.may_see_token(url), url
+    residency = GitHubSource(REPO, web_url="https://octo.ghe.com", token=TOKEN)
+    assert residency.api == "https://api.octo.ghe.com"
+    public = GitHubSource(REPO, token=TOKEN)  # github.com: its own hosts, as before
+    assert public.api == "https://api.github.com"
+    assert public.policy.may_see_token("https://api.github.com/repos/acme/mux/releases")
+    assert public.policy.may_see_token("https://github.com/acme/mux/releases/latest")
+
+
+# -- whose attestation an Enterprise release carries ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("web_url", "expected_url", "expected_repo"),
+    [
+        # GitHub Enterprise Server cannot attest: its releases are the build's own, mirrored.
+        ("https://ghe.corp.example", "https://github.com", REPO),
+        # A GHE.com tenant's own attestations name its issuer, which no release build expects.
+        ("https://octo.ghe.com", "https://github.com", REPO),
+        (None, "https://github.com", "corp/mux-mirror"),
+    ],
+)
+def test_the_attestation_an_enterprise_release_must_carry(
+    tmp_path: Path,
+    keypair: KeyPair,
+    sigstore: FakeSigstore,
+    web_url: str | None,
+    expected_url: str,
+    expected_repo: str,
+) -> None:
+    """A release of the build's repository (acme/mux on github.com), mirrored with its
+    Sigstore bundle into an Enterprise repository of another name, verifies there; on
+    github.com, MUX_REPO names the repository that must have attested. Checked with the real
+    verifier against the real bundle."""
+    import hashlib
+
+    from updater import models
+    from updater.attestation import verify_attestation
+    from updater.buildinfo import BuildInfo, TrustSettings
+    from updater.errors import VerificationError
+    from updater.settings import GitHubSettings, Settings
+    from updater.sources import FeedSource
+    from updater.verify import TrustPolicy
+
+    release = make_release(
+        tmp_path / "feed", "0.2.0", protocol_version=2, keypair=keypair, repo=REPO
+    )
+    attest(release, keypair, sigstore)
+    build = BuildInfo(
+        version="0.1.0",
+        protocol_version=1,
+        target="x",
+        repo=REPO,
+        development=False,
+        trust=TrustSettings(minisign_keys=(keypair.public_key,)),
+    )
+    settings = Settings(github=GitHubSettings(repo="corp/mux-mirror", web_url=web_url))
+    policy = TrustPolicy.for_update(FeedSource(str(tmp_path / "feed")), build, settings)
+    assert (policy.github_url, policy.repository) == (expected_url, expected_repo)
+    bundle = (release / models.attestation_name("0.2.0")).read_bytes()
+    manifest = hashlib.sha256((release / "manifest.json").read_bytes()).hexdigest()
+    identity = policy.identity("v0.2.0")
+    if expected_url == "https://github.com" and expected_repo == REPO:
+        verify_attestation(bundle, manifest, identity, trusted_root=sigstore.trusted_root_path)
+    else:  # the bundle names acme/mux on github.com: another identity refuses it
+        with pytest.raises(VerificationError):
+            verify_attestation(bundle, manifest, identity, trusted_root=sigstore.trusted_root_path)

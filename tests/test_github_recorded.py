@@ -341,3 +341,41 @@ def test_what_is_a_rate_limit(
         assert retry_at == NOW + retry_in
     error = status_error("https://api.github.com/x", response, body)
     assert getattr(error, "kind", None) == kind, error.message
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"retry-after": "Fri, 15 Jan 3027 08:00:30 GMT"},
+        {"retry-after": "999999999999"},
+        {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "99999999999"},
+    ],
+)
+def test_no_answer_imposes_a_wait_longer_than_a_week(headers: dict[str, str]) -> None:
+    """A lying or broken date must not block every mux on the machine for years."""
+    import httpx
+
+    from updater.http import LONGEST_RATE_LIMIT_WAIT, rate_limit_of
+
+    request = httpx.Request("GET", "https://api.github.com/x")
+    response = httpx.Response(429, headers=headers, request=request)
+    assert rate_limit_of(response, b"", now=NOW) == NOW + LONGEST_RATE_LIMIT_WAIT
+
+
+def test_a_stored_wait_beyond_a_week_is_dropped_not_obeyed(tmp_path: Path) -> None:
+    """An entry no answer could have written (an older mux, a hand edit) is ignored."""
+    from updater.http import LONGEST_RATE_LIMIT_WAIT, RateLimits
+
+    path = tmp_path / "rate-limits.json"
+    url = "https://api.github.com/repos/o/r/releases"
+    limits = RateLimits(path)
+    key = limits.key(url, "anonymous")
+    now = time.time()
+    for until, obeyed in (
+        (now + 3600, True),
+        (now + LONGEST_RATE_LIMIT_WAIT - 60, True),
+        (now + 1000 * 365 * 86400, False),
+        (now - 1, False),
+    ):
+        path.write_text(json.dumps({"schema": 1, "limits": {key: {"until": until}}}))
+        assert (limits.blocked(url, "anonymous") is not None) is obeyed, until

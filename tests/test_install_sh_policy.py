@@ -170,6 +170,41 @@ def test_a_github_source_refuses_a_feed_and_another_github(
 
 
 @needs_root
+def test_the_policy_names_the_enterprise_repository(
+    tmp_path: Path, env: dict[str, str], policy_path: Path, feed: Feed
+) -> None:
+    from tests.support.github import FakeGitHub, serve_github
+
+    script = render_install_sh(
+        tmp_path / "install-acme.sh",
+        keys=[feed.keypair.public_key],
+        repo="acme/mux",
+        policy_file=str(policy_path),
+    )
+    without = {k: v for k, v in env.items() if k != "MUX_DOWNLOAD_URL"}
+    with serve_github(FakeGitHub(root=feed.path, repo="corp/mux-mirror")) as ghe:
+        write_policy(
+            policy_path,
+            f'source = "github"\ngithub_url = "{ghe.web_url}"\nrepo = "corp/mux-mirror"\n',
+        )
+        result = run_install(script, env=without)
+        assert result.returncode == 0, result.stderr
+        assert installed_version(env) == "0.2.0"
+        assert any(r.path == "/corp/mux-mirror/releases/latest" for r in ghe.requests_to("web"))
+        home = Path(env["HOME"])
+        before = snapshot(home)
+        line = refused(run_install(script, env={**without, "MUX_REPO": "acme/mux"}), home, before)
+        assert 'sets repo = "corp/mux-mirror"; MUX_REPO cannot change it' in line
+        for bad in ('"corp"', '"corp/mux/x"', '"../x"', '"corp/.."'):
+            write_policy(policy_path, f'source = "github"\nrepo = {bad}\n')
+            line = refused(run_install(script, env=without), home, before)
+            assert "is not a GitHub repository (owner/name)" in line, bad
+        write_policy(policy_path, f'source = "{ghe.web_url}"\nrepo = "corp/mux"\n')
+        line = refused(run_install(script, env=without), home, before)
+        assert 'go with source = "github"' in line
+
+
+@needs_root
 def test_a_folder_source_is_for_mux_not_install_sh(
     script: Path, env: dict[str, str], policy_path: Path, feed: Feed
 ) -> None:

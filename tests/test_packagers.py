@@ -209,6 +209,17 @@ def test_a_marker_that_cannot_be_read_is_an_error(
         assert "\x1b" not in line
 
 
+def test_a_marker_that_is_a_fifo_cannot_hang_mux(homebrew: Install, tmp_path: Path) -> None:
+    """Nothing writes to it: a blocking open would wait forever; mux says what it found."""
+    folder = build_folder(homebrew)
+    os.mkfifo(folder / MARKER_NAME)
+    feed = offering(tmp_path, rfc3339(time.time() - 2 * 86400))
+    run = Install(homebrew.home, homebrew.bin_dir, {**homebrew.env, "MUX_UPDATE_SOURCE": str(feed)})
+    for args in (["update"], ["update", "--check"]):
+        line = one_error(run.run(*args, timeout=30))
+        assert f"{folder / MARKER_NAME} cannot be used: it is not a regular file" in line
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -616,3 +616,53 @@ def test_offer_notice_names_the_packager_and_waits_out_its_delay() -> None:
     admin = Manager("policy", "the machine policy", None, "/etc/mux/policy.toml")
     ruled = offer_notice(offer, installed_version="1.0.0", manager=admin, now=released)
     assert ruled is not None and ruled.data["install_command"] is None
+
+
+# -- holds by running processes, and settling the record only (review-11 F1, F3) -------------
+
+
+def test_processes_that_hold_a_version_keep_it_and_servers_name_themselves():
+    from updater.plan import InUseHold, ServerHold, settle
+
+    record = {"active": "1.3.0", "previous": "1.2.0", "versions": {}}
+    installed = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "0.9.0"]
+    holds = [
+        ServerHold("1.0.0", "/run/a.sock", 41, True),
+        InUseHold("1.0.0", (41, 77)),  # the server, and a watcher of it
+        InUseHold("1.1.0", (55,)),
+        InUseHold("0.9.0"),  # the OS named no pid
+    ]
+    settled = settle(record, active="1.3.0", installed=installed, holds=holds)
+    assert settled.remove == ()
+    reasons = {k.version: (k.kind, k.reason) for k in settled.kept}
+    assert reasons["1.0.0"] == (
+        "server",
+        "server /run/a.sock (pid 41) runs from it; in use by a running mux (pid 77)",
+    )
+    assert reasons["1.1.0"] == ("in-use", "in use by a running mux (pid 55)")
+    assert reasons["0.9.0"] == ("in-use", "in use by a running mux")
+    only_server = settle(
+        record,
+        active="1.3.0",
+        installed=installed,
+        holds=[ServerHold("1.0.0", "/run/a.sock", 41, False), InUseHold("1.0.0", (41,))],
+    )
+    assert {k.version: k.reason for k in only_server.kept}["1.0.0"] == (
+        "server /run/a.sock (pid 41, not answering) runs from it"
+    )
+    assert set(only_server.remove) == {"1.1.0", "0.9.0"}
+
+
+def test_settling_the_record_only_removes_nothing_and_keeps_every_entry():
+    from updater.plan import settle
+
+    entries = {v: {"files_sha256": v} for v in ("1.0.0", "1.1.0", "1.2.0")}
+    record = {"active": "1.1.0", "previous": "1.0.0", "versions": entries}
+    # A kill between moving the link to 1.2.0 and recording it: the record follows the link.
+    settled = settle(record, active="1.2.0", installed=list(entries), prune=False)
+    assert settled.remove == ()
+    assert settled.record is not None
+    assert (settled.record["active"], settled.record["previous"]) == ("1.2.0", "1.1.0")
+    assert settled.record["versions"] == entries
+    pruned = settle(record, active="1.2.0", installed=list(entries))
+    assert pruned.remove == ("1.0.0",)

@@ -23,6 +23,7 @@ from tests.test_check import KEYS, trusting, write_feed, write_release
 from updater import settings as mux_settings
 from updater.errors import EXIT_POLICY, PolicyError
 from updater.policy import parse_policy, read_policy
+from updater.sources import open_source
 from updater.urls import parse_download_host
 
 needs_root = pytest.mark.skipif(
@@ -221,6 +222,64 @@ def test_a_github_source_pins_the_enterprise_urls(env: dict[str, str], policy_pa
     assert settings.source == "github"
     assert settings.github.web_url == "https://ghe.example.com"
     assert settings.github.api_url == "https://ghe.example.com/api/v3"
+
+
+def test_an_enterprise_url_alone_pins_that_servers_own_api(policy_path: Path) -> None:
+    """github_url without github_api_url: the API is that server's (never api.github.com,
+    which must not get its token), and MUX_GITHUB_API_URL may repeat it, not change it."""
+    write_policy(policy_path, 'source = "github"\ngithub_url = "https://ghe.example.com"\n')
+    environ = {"MUX_POLICY_FILE": str(policy_path), "MUX_REPO": "corp/mux"}
+    settings = mux_settings.load(
+        {**environ, "MUX_GITHUB_API_URL": "https://ghe.example.com/api/v3/"}, development=True
+    )
+    assert settings.github.web_url == "https://ghe.example.com"
+    with open_source(settings) as source:
+        assert source.api == "https://ghe.example.com/api/v3"
+    with pytest.raises(PolicyError) as refused:
+        mux_settings.load(
+            {**environ, "MUX_GITHUB_API_URL": "https://api.github.com"}, development=True
+        )
+    assert "MUX_GITHUB_API_URL" in refused.value.message
+
+
+def test_the_policy_names_the_enterprise_repository(
+    env: dict[str, str], policy_path: Path, tmp_path: Path
+) -> None:
+    """An Enterprise mirror rarely has the build's owner/name: the policy's repo is used,
+    MUX_REPO may repeat it and cannot change it."""
+    from tests.support.github import FakeGitHub, serve_github
+    from tests.test_check import write_release
+
+    root = tmp_path / "ghe-releases"
+    write_release(root, "9.0.0")
+    with serve_github(FakeGitHub(root=root, repo="corp/mux-mirror")) as ghe:
+        write_policy(
+            policy_path,
+            f'source = "github"\ngithub_url = "{ghe.web_url}"\n'
+            f'github_api_url = "{ghe.api_url}"\nrepo = "corp/mux-mirror"\n',
+        )
+        result = run_mux(["update", "--check", "--json"], env)
+        assert result.returncode == 10, result.stderr
+        assert json.loads(result.stdout)["latest"]["version"] == "9.0.0"
+        assert any(r.path == "/corp/mux-mirror/releases/latest" for r in ghe.requests_to("web"))
+        again = run_mux(["update", "--check"], {**env, "MUX_REPO": "corp/mux-mirror"})
+        assert again.returncode == 10, again.stderr
+        line = one_policy_line(run_mux(["update", "--check"], {**env, "MUX_REPO": "acme/mux"}))
+    assert 'sets repo = "corp/mux-mirror"; MUX_REPO=acme/mux cannot change it' in line
+    # A release build's own repository gives way to the policy's too.
+    settings = mux_settings.load(
+        {"MUX_POLICY_FILE": str(policy_path)}, build_repo="acme/mux", development=True
+    )
+    assert settings.github.repo == "corp/mux-mirror"
+    for text in (
+        'repo = "corp/mux"\n',  # only with source = "github"
+        'source = "github"\nrepo = "corp"\n',
+        'source = "github"\nrepo = "corp/mux/extra"\n',
+        'source = "github"\nrepo = "corp/.."\n',
+        'source = "github"\nrepo = ["corp/mux"]\n',
+    ):
+        with pytest.raises(PolicyError):
+            parse_policy(text.encode(), "policy.toml")
 
 
 def test_trusted_keys_let_a_mirror_signed_with_another_key_in(

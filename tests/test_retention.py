@@ -32,7 +32,7 @@ from tests.support.releases import (
     serve_directory,
     serve_directory_recording,
 )
-from tests.support.servers import start_fake_server, start_mux_server
+from tests.support.servers import start_fake_server, start_mux_server, wait_until
 from tests.support.standins import INTERPRETER, own_interpreter
 from updater.layout import Layout, read_record, verify_files
 
@@ -117,16 +117,6 @@ def kept(doc: dict) -> dict[str, dict]:
 
 def executable_of(install: Install, version: str) -> str:
     return str((install.home / "versions" / version / "mux").resolve())
-
-
-def wait_until(condition, timeout: float = 20.0, what: str = "a condition") -> None:
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while not condition():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
 
 
 # -- one server, many updates ----------------------------------------------------------------
@@ -463,16 +453,232 @@ def test_install_sh_keeps_a_version_a_server_runs_from(tmp_path, sandbox_env, fe
     home = Path(env["HOME"]) / ".local" / "share" / "mux"
     mux = Install(home=home, bin_dir=Path(env["HOME"]) / ".local" / "bin", env=dict(sandbox_env))
 
-    def install_sh(version: str) -> None:
+    def install_sh(version: str) -> str:
         result = run_install(script, env={**env, "MUX_VERSION": version}, shell=shell)
         assert result.returncode == 0, result.stderr
+        return result.stderr
 
     install_sh("1.0.0")
     pid, address = start(mux)
     install_sh("1.1.0")
-    install_sh("1.2.0")
+    said = install_sh("1.2.0")
     assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
     assert servers(mux)[address]["pid"] == pid
+    # The prune's report reaches the user, after the install's own lines.
+    assert "  kept 1.0.0 (" in said and f"server {address} (pid {pid}) runs from it" in said
+    assert said.index("Switched mux from 1.1.0 to 1.2.0") < said.index("  kept 1.0.0 (")
     stop(mux, address)
-    install_sh("1.3.0")
+    said = install_sh("1.3.0")
     assert versions(mux) == ["1.2.0", "1.3.0"]
+    assert "  removed 1.0.0: no running mux found using it" in said
+    # Nothing was left unlocked: the feed's seq and the record were written before the prune.
+    assert (mux.home / "install.json").is_file()
+
+
+# -- holds that rest on the process, not on finding its socket (review-11 F1-F3) -------------
+
+
+def pid_of(address: str) -> int:
+    from updater.servers import query_server
+
+    report = query_server(address, timeout=5.0)
+    assert report.state == "live" and report.peer_pid is not None, report
+    return report.peer_pid
+
+
+def test_a_server_on_a_socket_elsewhere_keeps_its_version_whatever_runtime_dir_updates(
+    tmp_path, sandbox_env, feeds, served
+):
+    """A server on ``--socket`` outside the runtime dir, and updates run with another
+    ``XDG_RUNTIME_DIR`` (cron, sudo, another tmux): neither finds its socket, but the server
+    holds its version's lock, so its build stays. Once it is gone, the next update removes
+    the version and says so."""
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    elsewhere = tmp_path / "elsewhere" / "mine.sock"
+    elsewhere.parent.mkdir(mode=0o700)
+    started = mux.run("server", "start", "--socket", str(elsewhere))
+    assert started.returncode == 0, started.stderr
+    pid = pid_of(str(elsewhere))
+    other = tmp_path / "other-runtime"
+    other.mkdir(mode=0o700)
+    cron = Install(mux.home, mux.bin_dir, {**mux.env, "XDG_RUNTIME_DIR": str(other)})
+
+    run_json(cron, "update", "--version", "1.1.0")
+    doc = run_json(cron, "update", "--version", "1.2.0")
+    assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+    assert kept(doc)["1.0.0"]["kind"] == "in-use"
+    assert kept(doc)["1.0.0"]["reason"] == f"in use by a running mux (pid {pid})"
+    assert doc["removed_versions"] == []
+    assert os.readlink(f"/proc/{pid}/exe") == str(
+        (mux.home / "versions" / "1.0.0" / INTERPRETER).resolve()
+    )
+    text = cron.run("update", "--prune")
+    assert text.returncode == 0, text.stderr
+    assert "kept 1.0.0 (" in text.stdout and f"in use by a running mux (pid {pid})" in text.stdout
+    check = run_json(mux, "update", "--check", code=10)  # the usual runtime dir: the same
+    assert kept(check)["1.0.0"]["reason"] == f"in use by a running mux (pid {pid})"
+    assert pid_of(str(elsewhere)) == pid
+
+    # The version freed when the server stops is removed by the next update, and reported.
+    stopped = mux.run("server", "stop", "--socket", str(elsewhere))
+    assert stopped.returncode == 0, stopped.stderr
+    done = run_json(cron, "update", "--version", "1.3.0")
+    assert sorted(done["removed_versions"]) == ["1.0.0", "1.1.0"]
+    assert versions(mux) == ["1.2.0", "1.3.0"]
+
+
+def test_the_version_freed_when_the_last_server_stops_is_reported_in_text(
+    tmp_path, sandbox_env, feeds, served
+):
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    _pid, address = start(mux)
+    run_json(mux, "update", "--version", "1.1.0")
+    run_json(mux, "update", "--version", "1.2.0")
+    assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+    stop(mux, address)
+    result = mux.run("update", "--version", "1.3.0")
+    assert result.returncode == 0, result.stderr
+    removed = sorted(line.strip() for line in result.stdout.splitlines() if "removed" in line)
+    assert removed == [
+        "removed 1.0.0: no running mux found using it, and it is not needed",
+        "removed 1.1.0: no running mux found using it, and it is not needed",
+    ]
+    assert versions(mux) == ["1.2.0", "1.3.0"]
+
+
+def fill_listen_queue(path: str) -> list:
+    """Connect to ``path`` until the listener's queue is full (the kernel says EAGAIN)."""
+    import socket as socket_module
+
+    held = []
+    for _ in range(10_000):
+        sock = socket_module.socket(socket_module.AF_UNIX)
+        sock.setblocking(False)
+        try:
+            sock.connect(path)
+        except BlockingIOError:
+            sock.close()
+            return held
+        held.append(sock)
+    raise AssertionError("the listen queue never filled")
+
+
+def test_a_hung_server_whose_listen_queue_filled_up_keeps_its_version(
+    tmp_path, sandbox_env, feeds, served
+):
+    """A stopped server collects every status query in its listen queue. Ten queries (a
+    sidebar's) leave it hung, with its pid; a queue full to the brim still reads as hung, the
+    pid then from the lock beside its socket; and its version stays through updates."""
+    from updater.servers import query_server
+
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    pid, address = start(mux, "stuck")
+    os.kill(pid, signal.SIGSTOP)
+    held: list = []
+    try:
+        for _ in range(10):
+            report = query_server(address, timeout=0.05)
+            assert (report.state, report.peer_pid) == ("hung", pid), report
+        held = fill_listen_queue(address)
+        assert len(held) >= 100  # the server's backlog, beyond socketserver's 5
+        full = query_server(address, timeout=0.5)
+        assert (full.state, full.peer_pid) == ("hung", pid), full
+        assert "listen queue is full" in full.detail
+        run_json(mux, "update", "--version", "1.1.0")
+        doc = run_json(mux, "update", "--version", "1.2.0")
+        assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
+        assert f"pid {pid}" in kept(doc)["1.0.0"]["reason"]
+    finally:
+        for sock in held:
+            sock.close()
+        os.kill(pid, signal.SIGCONT)
+    assert pid_of(address) == pid
+    stop(mux, address)
+
+
+def test_prune_and_rollback_refuse_a_home_without_an_install(tmp_path, sandbox_env):
+    typo = tmp_path / "no-such-home"
+    for args in (["update", "--prune"], ["update", "--rollback"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "updater", *args, "--home", str(typo)],
+            env={**os.environ, **sandbox_env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 1, (args, result.stdout, result.stderr)
+        assert result.stderr.startswith(f"mux: no mux install at {typo}"), result.stderr
+        assert "Traceback" not in result.stderr
+        assert not typo.exists()
+
+
+def test_a_mux_starting_from_a_version_being_removed_stops_at_once(
+    tmp_path, sandbox_env, feeds, served
+):
+    """The remover holds the version's exclusive lock while it renames the folder away. A mux
+    that starts from that version meanwhile waits for its shared lock, then finds that its
+    folder is gone, and stops with one line before it runs anything more from it."""
+    import fcntl
+
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    run_json(mux, "update", "--version", "1.1.0")
+    folder = mux.home / "versions" / "1.0.0"
+    files = folder / ".mux-files"
+    lock = os.open(files, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a remover does
+        starting = subprocess.Popen(
+            [str(folder / "mux"), "version"],
+            env=mux.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def waiting_for_the_lock() -> bool:
+            with contextlib.suppress(OSError):
+                for fd in os.listdir(f"/proc/{starting.pid}/fd"):
+                    with contextlib.suppress(OSError):
+                        if os.readlink(f"/proc/{starting.pid}/fd/{fd}") == str(files):
+                            return True
+            assert starting.poll() is None, starting.communicate()
+            return False
+
+        wait_until(waiting_for_the_lock, what="the starting mux to open its version's file list")
+        trash = mux.home / "versions" / ".trash-test"
+        trash.mkdir()
+        os.rename(folder, trash / "1.0.0")
+    finally:
+        os.close(lock)
+    out, err = starting.communicate(timeout=60)
+    assert (starting.returncode, out) == (1, ""), err
+    assert (
+        err
+        == f"mux: {folder} was removed while this mux started (an update pruned it); run mux again\n"
+    )
+
+
+def test_a_damaged_copy_that_a_server_runs_from_is_not_swapped(
+    tmp_path, sandbox_env, feeds, served
+):
+    """Asking again for a kept version whose files changed would replace its folder; while a
+    server runs from it, the update stops instead (exit 1, one line), and nothing changes."""
+    mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
+    pid, address = start(mux)
+    run_json(mux, "update", "--version", "1.1.0")
+    folder = mux.home / "versions" / "1.0.0"
+    (folder / "extra-file").write_text("not part of the release\n")
+    before = folder.stat().st_ino
+    result = mux.run("update", "--version", "1.0.0", "--allow-downgrade")
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    [said] = [line for line in result.stderr.splitlines() if line.startswith("mux:")]
+    assert said == (
+        f"mux: {folder} differs from the release and cannot be replaced: "
+        f"in use by a running mux (pid {pid}) (stop what runs from it and retry; "
+        "mux server status lists the servers)"
+    )
+    assert "Traceback" not in result.stderr
+    assert folder.stat().st_ino == before and mux.active() == "1.1.0"
+    assert [p.name for p in (mux.home / "versions").iterdir() if p.name.startswith(".")] == []
+    assert servers(mux)[address]["pid"] == pid

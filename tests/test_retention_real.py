@@ -114,6 +114,10 @@ def test_a_real_builds_server_outlives_updates(tmp_path, sandbox_env):
         pid = first["pid"]
         built_from = str((mux.home / "versions" / "1.0.0" / "mux").resolve())
         assert (first["executable"], first["executable_source"]) == (built_from, "status-line")
+        # The real build holds its version's lock for its whole life (updater.inuse).
+        from updater.inuse import lock_holders
+
+        assert lock_holders(str(mux.home / "versions" / "1.0.0" / ".mux-files")) == (pid,)
 
         for version, code in (("1.1.0", 0), ("1.2.0", 20)):
             result = mux.run("update", "--version", version, "--json")

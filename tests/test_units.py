@@ -199,3 +199,36 @@ def test_the_release_tooling_without_its_extra_says_how_to_get_it() -> None:
         "mux-release: error: tomlkit is missing: the release tooling is the optional extra of "
         "mux (pip install 'mux[release]'; in a checkout, uv sync)"
     ]
+
+
+def test_a_versions_protocol_is_read_where_the_contract_pins_its_build_info(tmp_path):
+    """``<folder>/<code folder>/updater/_build_info.json``, one level below the top, exactly
+    once: a build whose info is anywhere else, or in two places, has no known protocol."""
+    from updater.layout import Layout, build_info_path, installed_protocol
+
+    layout = Layout(home=tmp_path, bin_dir=tmp_path / "bin")
+
+    def info(version: str, code_folder: str, protocol: object) -> None:
+        path = layout.version_dir(version) / code_folder / "updater" / "_build_info.json"
+        path.parent.mkdir(parents=True)
+        path.write_text(json.dumps({"protocol_version": protocol}))
+
+    info("1.0.0", "_internal", 3)
+    info("1.1.0", "lib", 4)
+    info("1.2.0", "_internal", 3)
+    info("1.2.0", "lib", 4)  # two candidates: which one is the build's cannot be told
+    info("1.3.0", "lib", True)  # not a protocol number
+    deep = layout.version_dir("1.4.0") / "a" / "b" / "updater" / "_build_info.json"
+    deep.parent.mkdir(parents=True)
+    deep.write_text(json.dumps({"protocol_version": 5}))
+    assert build_info_path(layout.version_dir("1.0.0")) == (
+        layout.version_dir("1.0.0") / "_internal" / "updater" / "_build_info.json"
+    )
+    assert [installed_protocol(layout, v) for v in ("1.0.0", "1.1.0", "1.2.0", "1.3.0")] == [
+        3,
+        4,
+        None,
+        None,
+    ]
+    assert installed_protocol(layout, "1.4.0") is None
+    assert installed_protocol(layout, "9.9.9") is None

@@ -30,7 +30,12 @@ import pytest
 
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import Feed, make_feed, serve_directory
-from tests.support.servers import mux_runtime_dir, start_fake_server, start_mux_server
+from tests.support.servers import (
+    mux_runtime_dir,
+    start_fake_server,
+    start_mux_server,
+    wait_until,
+)
 from updater import watch
 from updater.servers import query_server
 
@@ -86,16 +91,6 @@ def spawn(install: Install, *args: str) -> tuple[subprocess.Popen[str], Lines]:
         text=True,
     )
     return process, Lines(process)
-
-
-def wait_until(condition, timeout: float = 20.0, what: str = "a condition") -> None:
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while not condition():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
 
 
 def event(line: str | None) -> tuple[str, dict[str, Any]]:
@@ -393,18 +388,21 @@ def test_the_documented_plugin_runs(tmp_path, sandbox_env, feed, recording, shel
     assert process.stderr is not None and process.stderr.read() == ""  # written for protocol 2
 
     # Against the new server (protocol 3), the plugin says it was written for another one.
-    again = subprocess.run(
-        [*command, "-c", f'. "{plugin}" & sleep 2; mux server stop; wait'],
+    again = subprocess.Popen(
+        [*command, str(plugin)],
         env=mux.env,
-        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=60,
-        check=False,
     )
-    assert "watching mux 1.2.0" in again.stdout
+    assert Lines(again).next() == "watching mux 1.2.0"  # it read the status line
+    assert mux.run("server", "stop").returncode == 0
+    assert again.wait(10) == 0
+    assert again.stderr is not None
     assert (
         "mux-notify: the server speaks protocol 3, this plugin was written for protocol 2"
-        in again.stderr
+        in again.stderr.read()
     )
 
 
@@ -701,3 +699,219 @@ def test_a_hanging_check_never_blocks_status_or_shutdown(tmp_path, sandbox_env, 
         wait_until(lambda: not Path(f"/proc/{child}").exists(), timeout=5, what="the child to go")
     finally:
         silent.close()
+
+
+# -- review-11 F4, F6, F8, F11 ---------------------------------------------------------------
+
+
+def test_a_rollback_to_a_compatible_version_withdraws_restart_needed(tmp_path, sandbox_env, feed):
+    """1.0.0's server, the link to 1.1.0 (same protocol), 1.2.0 (another: restart-needed),
+    then back to 1.1.0: a watcher that connects now hears only that 1.1.0 is installed."""
+    with serve_directory(feed.path) as url:
+        mux = bootstrap(
+            tmp_path, sandbox_env, source=url, version="1.0.0", public_key=feed.keypair.public_key
+        )
+        assert mux.run("server", "start").returncode == 0
+        early, lines = spawn(mux, "server", "watch")
+        assert json.loads(lines.next() or "")["version"] == "1.0.0"
+        update(mux, "1.1.0", 0)
+        update(mux, "1.2.0", 20)
+        rolled = mux.run("update", "--rollback")
+        assert rolled.returncode == 0, (rolled.stdout, rolled.stderr)
+        seen = [event(lines.next()) for _ in range(4)]
+        assert [(kind, data.get("version")) for kind, data in seen] == [
+            ("update-installed", "1.1.0"),
+            ("update-installed", "1.2.0"),
+            ("restart-needed", "1.2.0"),
+            ("update-installed", "1.1.0"),
+        ]
+        late, late_lines = spawn(mux, "server", "watch")
+        first = json.loads(late_lines.next() or "")
+        assert (first["version"], first["restart_needed"]) == ("1.0.0", False)
+        kind, data = event(late_lines.next())
+        assert (kind, data["version"], data["compatible"]) == ("update-installed", "1.1.0", True)
+        assert mux.run("server", "stop").returncode == 0
+        assert [event(line)[0] for line in late_lines.rest()] == ["server-stopping"]
+        assert [event(line)[0] for line in lines.rest()] == ["server-stopping"]
+        assert late.wait(10) == 0 and early.wait(10) == 0
+
+
+def test_an_answer_counts_only_for_the_build_that_checked(tmp_path, sandbox_env, feed, recording):
+    """A server's background check runs its own (older) build: its answer is not served as
+    fresh to the installed mux, which checks with its own code and keys."""
+    mux = bootstrap(
+        tmp_path,
+        sandbox_env,
+        source=recording.url,
+        version="1.0.0",
+        public_key=feed.keypair.public_key,
+    )
+    update(mux, "1.1.0", 0)
+    old_build = mux.home / "versions" / "1.0.0" / "mux"
+    by_old = subprocess.run(
+        [str(old_build), "server", "check-updates", "--current", "1.1.0", "--max-age", "3600"],
+        env=mux.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert by_old.returncode == 0, by_old.stderr
+    answer = json.loads(by_old.stdout)
+    assert (answer["ok"], answer["cached"], answer["checked_by"]["version"]) == (
+        True,
+        False,
+        "1.0.0",
+    )
+    mark = len(recording.requests)
+    mine = mux.run("update", "--check", "--json", "--max-age", "1h")
+    assert mine.returncode == 10 and json.loads(mine.stdout)["cached"] is False
+    assert recording.since(mark, "/releases.json")  # asked the feed itself
+    again = mux.run("update", "--check", "--json", "--max-age", "1h")
+    assert again.returncode == 10 and json.loads(again.stdout)["cached"] is True
+
+
+def _hub_stream(hub: watch.WatchHub) -> tuple[socket.socket, threading.Thread, list[bool]]:
+    """One watcher on ``hub`` over a real socket pair: (the reader's end, the stream's thread,
+    whether it was accepted)."""
+    reader, server_side = socket.socketpair()
+    accepted: list[bool] = []
+
+    def run() -> None:
+        try:
+            hub.serve(server_side, accepted.append, {"service": "mux"})
+        finally:
+            server_side.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    wait_until(lambda: accepted, timeout=5, what="the stream to begin")
+    return reader, thread, accepted
+
+
+def test_a_watcher_that_hangs_up_frees_its_place_at_once():
+    hub = watch.WatchHub(max_watchers=1)
+    try:
+        reader, thread, accepted = _hub_stream(hub)
+        assert accepted == [True]
+        reader.settimeout(5)
+        assert reader.recv(4096).startswith(b'{"service"')
+        _other, _thread, refused = _hub_stream(hub)
+        assert refused == [False]  # the one place is taken
+        reader.close()
+        # Gone at once, not at the next heartbeat (15 s) or event.
+        wait_until(lambda: hub.watcher_count == 0, timeout=5, what="the place to be freed")
+        thread.join(5)
+        assert not thread.is_alive()
+        again, _thread, taken = _hub_stream(hub)
+        assert taken == [True]
+        again.close()
+    finally:
+        hub.close("the test is over")
+
+
+def test_an_idle_stream_sends_heartbeats_that_the_client_skips(monkeypatch):
+    monkeypatch.setattr(watch, "HEARTBEAT", 0.2)
+    hub = watch.WatchHub()
+    try:
+        reader, _thread, _accepted = _hub_stream(hub)
+        reader.settimeout(10)
+        received = b""
+        while received.count(b"\n") < 3:
+            chunk = reader.recv(4096)
+            assert chunk, "the stream ended"
+            received += chunk
+        lines = [json.loads(line) for line in received.splitlines()[:3]]
+        assert lines[0] == {"service": "mux"}
+        assert [line["type"] for line in lines[1:]] == ["heartbeat", "heartbeat"]
+        reader.close()
+    finally:
+        hub.close("the test is over")
+
+
+def test_watch_gives_up_on_a_server_that_hangs_mid_stream(mux_runtime_dir):
+    import signal
+
+    pid, path = start_mux_server(mux_runtime_dir, "freezes")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "updater",
+            "server",
+            "watch",
+            "--socket",
+            str(path),
+            "--read-timeout",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = Lines(process)
+    assert json.loads(lines.next() or "")["state"] == "live"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert process.wait(30) == 1
+        assert process.stderr is not None
+        err = process.stderr.read()
+        assert err.count("\n") == 1 and "no line from the server for 1s: it may be hung" in err
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_the_check_child_s_output_is_bounded_as_it_is_read(tmp_path):
+    from updater.background import OutputTooLarge, read_bounded
+
+    flood = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    with pytest.raises(OutputTooLarge):
+        read_bounded(flood, 64 * 1024, time.monotonic() + 60)
+    assert flood.poll() is not None  # killed, and reaped
+    noisy = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nsys.stderr.write('e' * 300000)\nsys.stdout.write('{}')",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    out, err = read_bounded(noisy, 1024, time.monotonic() + 60)
+    assert (out, err) == (b"{}", b"e" * 1024)
+    assert noisy.returncode == 0
+    stuck = subprocess.Popen(
+        [sys.executable, "-c", "import time\ntime.sleep(600)"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    with pytest.raises(subprocess.TimeoutExpired):
+        read_bounded(stuck, 1024, time.monotonic() + 0.5)
+    assert stuck.poll() is not None
+
+
+@pytest.mark.parametrize(
+    ("source", "asked", "used"),
+    [
+        ("https://feed.example", 0.01, 60.0),
+        ("github", 5, 60.0),
+        ("https://feed.example", 3600, 3600),
+        ("http://127.0.0.1:8080", 0.01, 1.0),
+        ("/srv/mirror", 0.5, 1.0),
+        ("http://127.0.0.1:8080", 2, 2),
+        ("https://feed.example", 0, 0.0),
+    ],
+)
+def test_the_check_interval_has_a_floor(source, asked, used):
+    from types import SimpleNamespace
+
+    from updater.background import check_interval
+
+    heard: list[str] = []
+    settings = SimpleNamespace(update_check_interval=asked, source=source)
+    assert check_interval(settings, heard.append) == used  # type: ignore[arg-type]
+    assert bool(heard) == (0 < asked < used)

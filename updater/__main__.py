@@ -59,6 +59,14 @@ def _fast_path(args: list[str]) -> int | None:
 
 
 def main() -> None:
+    # First of all: this process uses its version folder, which no prune may remove until it
+    # exits (updater.inuse). A build that was removed while this process started stops here.
+    from .inuse import hold_running_build
+
+    removed = hold_running_build()
+    if removed is not None:
+        print(f"mux: {removed}", file=sys.stderr)
+        sys.exit(1)
     args = sys.argv[1:]
     code = _fast_path(args)
     if code is None:

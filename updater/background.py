@@ -14,16 +14,57 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 FIRST_CHECK_DELAY = 30.0  # at most, after the server starts
 CHILD_TIMEOUT = 120.0
 MAX_OUTPUT = 64 * 1024
+# The shortest interval: a check is a child process and (unless cached) a request to the
+# source. A source on this machine (a folder, a loopback feed: tests, a local mirror) may be
+# asked every second; anything else at most once a minute.
+MIN_INTERVAL = 60.0
+MIN_LOCAL_INTERVAL = 1.0
+
+
+def check_interval(settings: Settings, log: Callable[[str], None] | None = None) -> float:
+    """``MUX_UPDATE_CHECK_INTERVAL`` as a server uses it: 0 (off), or at least the floor for
+    its source (:data:`MIN_INTERVAL`, :data:`MIN_LOCAL_INTERVAL`); ``log`` hears when the
+    floor applies."""
+    interval = settings.update_check_interval
+    if interval <= 0:
+        return 0.0
+    floor = MIN_LOCAL_INTERVAL if _on_this_machine(settings.source) else MIN_INTERVAL
+    if interval < floor:
+        if log is not None:
+            log(
+                f"MUX_UPDATE_CHECK_INTERVAL={interval:g}s is below the {floor:g}s floor for "
+                f"{settings.source}; checking every {floor:g}s"
+            )
+        return floor
+    return interval
+
+
+def _on_this_machine(source: str) -> bool:
+    if "://" not in source:
+        return source != "github"  # a feed folder
+    from urllib.parse import urlsplit
+
+    from .urls import is_loopback_host
+
+    try:
+        return is_loopback_host(urlsplit(source).hostname or "")
+    except ValueError:
+        return False
 
 
 def next_delay(interval: float, *, rng: Callable[[], float] = random.random) -> float:
@@ -102,24 +143,70 @@ class BackgroundCheck:
         except OSError as exc:
             return {"ok": False, "error": f"cannot run {command[0]}: {exc.strerror or exc}"}
         try:
-            out, err = child.communicate(timeout=CHILD_TIMEOUT)
+            out, err = read_bounded(child, MAX_OUTPUT, time.monotonic() + CHILD_TIMEOUT)
         except subprocess.TimeoutExpired:
-            child.kill()
-            child.communicate()
             return {"ok": False, "error": f"the check took longer than {CHILD_TIMEOUT:g}s"}
+        except OutputTooLarge:
+            return {"ok": False, "error": f"the check wrote more than {MAX_OUTPUT} bytes"}
         finally:
             with self._lock:
                 self._child = None
         if self._stop.is_set():
             return {"ok": False, "error": "the server is stopping"}
         try:
-            answer = json.loads(out[:MAX_OUTPUT])
+            answer = json.loads(out)
         except ValueError:
             reason = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             return {"ok": False, "error": f"the check exited {child.returncode}: {reason[0][:300]}"}
         if not isinstance(answer, dict):
             return {"ok": False, "error": "the check answered something that is not an object"}
         return answer
+
+
+class OutputTooLarge(Exception):
+    """A child wrote more to its stdout than its reader takes."""
+
+
+def read_bounded(
+    child: subprocess.Popen[bytes], limit: int, deadline: float
+) -> tuple[bytes, bytes]:
+    """The child's stdout and stderr, read as they come, and its exit.
+
+    Never holds more than ``limit`` bytes of either: more on stdout kills the child
+    (:class:`OutputTooLarge`); stderr keeps its first ``limit`` bytes and the rest is read
+    and dropped. Past ``deadline`` (monotonic) the child is killed (``TimeoutExpired``).
+    """
+    import selectors
+
+    assert child.stdout is not None and child.stderr is not None
+    stdout, stderr = child.stdout.fileno(), child.stderr.fileno()
+    taken = {stdout: bytearray(), stderr: bytearray()}
+    try:
+        with selectors.DefaultSelector() as selector:
+            for fd in taken:
+                selector.register(fd, selectors.EVENT_READ)
+            while selector.get_map():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise subprocess.TimeoutExpired(child.args, CHILD_TIMEOUT)
+                for key, _events in selector.select(remaining):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        selector.unregister(key.fd)
+                        continue
+                    kept = taken[key.fd]
+                    if key.fd == stdout and len(kept) + len(chunk) > limit:
+                        raise OutputTooLarge
+                    kept += chunk[: max(0, limit - len(kept))]
+        child.wait(max(0.0, deadline - time.monotonic()))
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
+    finally:
+        child.stdout.close()
+        child.stderr.close()
+    return bytes(taken[stdout]), bytes(taken[stderr])
 
 
 def run_check_child(argv_current: str | None, max_age: float) -> int:
@@ -135,9 +222,8 @@ def run_check_child(argv_current: str | None, max_age: float) -> int:
     from .errors import MuxError
     from .plan import ReleaseRequest
 
-    build = buildinfo.current()
-    if argv_current:
-        build = replace(build, version=argv_current)
+    own = buildinfo.current()  # the build that checks: the server's, maybe not the installed
+    build = replace(own, version=argv_current) if argv_current else own
     try:
         current = settings.load(
             build_repo=build.repo, policy_file=build.policy_file, development=build.development
@@ -151,6 +237,7 @@ def run_check_child(argv_current: str | None, max_age: float) -> int:
             build,
             release_target(current.target, build),
             max_age=max_age,
+            checker=own,
         )
     except MuxError as exc:
         print(json.dumps({"ok": False, "error": exc.message}))

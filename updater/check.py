@@ -51,16 +51,19 @@ def offer_for(
     target: str,
     *,
     max_age: float | None,
+    checker: BuildInfo | None = None,
 ) -> tuple[ReleaseOffer, float, bool]:
     """The release on offer, when it was found, and whether that came from the cache.
 
     With ``max_age``, an answer younger than that comes from the cache (no network; a cached
     failure is raised again). Otherwise the source is asked and the answer cached, so a
-    check by ``mux update --check`` and one by a server's background check count for both.
-    A release whose tag is the one the cache already knows is not fetched again (tags do not
-    change): one request answers an unchanged feed.
+    check by ``mux update --check`` and one by a server's background check count for both
+    when the same build made them (``checker``, default ``build``: a server's check decides
+    against the installed version but is made by the server's own build). A release whose
+    tag is the one the cache already knows is not fetched again (tags do not change): one
+    request answers an unchanged feed.
     """
-    key = cache_key(request, settings, build, target)
+    key = cache_key(request, settings, build, target, checker=checker)
     if max_age is not None:
         hit = cache.load(key, max_age)
         if hit is not None:
@@ -84,9 +87,15 @@ def offer_for(
 
 
 def cache_key(
-    request: ReleaseRequest, settings: Settings, build: BuildInfo, target: str
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    *,
+    checker: BuildInfo | None = None,
 ) -> dict[str, Any]:
-    """The question a cached answer answers: same source, request, running mux and target."""
+    """The question a cached answer answers: same source, request, current version and
+    target, asked by the same build with the same trust (:func:`checked_by`)."""
     return {
         "source": settings.source,
         "repo": settings.github.repo,
@@ -94,11 +103,23 @@ def cache_key(
         **request.cache_key(),
         "current": build.version,
         "target": target,
-        # An answer verified under other trust is no answer to this question: every key the
-        # answering build trusted (a server's older build, before a key rotation, shares
-        # this cache; review-11 F6), --trust-key's and the machine policy's.
-        "trust": list(settings.trusted_keys(build.trust.minisign_keys)),
+        "checked_by": checked_by(checker or build, settings),
+        # An expired feed index accepted on purpose answers nothing for a check that would not.
         "allow_expired_feed": settings.allow_expired_feed,
+    }
+
+
+def checked_by(checker: BuildInfo, settings: Settings) -> dict[str, Any]:
+    """Which build made an answer, and what it trusted: its version (its code: the checks it
+    runs) and its trust settings with the keys added for this check. An answer counts only
+    for the same build trusting the same keys, so a weeks-old server's background check never
+    answers for the installed mux, nor the other way round."""
+    return {
+        "version": checker.version,
+        "development": checker.development,
+        "trust": checker.trust.to_json(),
+        "trust_keys": sorted(settings.trust_keys),
+        "skip_attestation": settings.skip_attestation,
     }
 
 
@@ -272,12 +293,10 @@ def _kept_versions(
         return []
     if not layout.versions.is_dir():
         return []
-    if settings.server_url:  # retention asks every server, not only the one it names
-        from .servers import every_server_address, query_all
+    from .servers import retention_reports
 
-        try:
-            extra = [a for a in every_server_address(None) if a not in {r.address for r in reports}]
-        except MuxError:
-            extra = []
-        reports = [*reports, *query_all(extra)]
-    return kept_versions(layout, reports)
+    try:  # the servers retention asks, reusing the ones just asked for the verdicts
+        asked = retention_reports(settings.server_url, known=reports)
+    except MuxError:
+        asked = reports
+    return kept_versions(layout, asked)

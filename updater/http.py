@@ -121,6 +121,9 @@ def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
 # -- what GitHub (or any server) said --------------------------------------------------------
 
 SECONDARY_LIMIT_WAIT = 60.0  # GitHub: without Retry-After, wait at least a minute
+# The longest wait a server's answer may impose: a lying or broken Retry-After date or reset
+# time must not block every mux on the machine from that host for years.
+LONGEST_RATE_LIMIT_WAIT = 7 * 86400.0
 
 
 def rate_limit_of(
@@ -146,12 +149,14 @@ def rate_limit_of(
     said = any(words in message for words in ("rate limit", "abuse detection", "too many requests"))
     if not (status == 429 or spent or retry_after is not None or said):
         return None
-    if retry_after is not None:
-        return retry_after
     reset = headers.get("x-ratelimit-reset", "")
-    if spent and reset.isdigit():
-        return max(now, float(reset))
-    return now + SECONDARY_LIMIT_WAIT
+    if retry_after is not None:
+        retry_at = retry_after
+    elif spent and reset.isdigit():
+        retry_at = max(now, float(reset))
+    else:
+        retry_at = now + SECONDARY_LIMIT_WAIT
+    return min(retry_at, now + LONGEST_RATE_LIMIT_WAIT)
 
 
 def _retry_after(value: str | None, now: float) -> float | None:
@@ -160,7 +165,7 @@ def _retry_after(value: str | None, now: float) -> float | None:
         return None
     value = value.strip()
     if value.isdigit():
-        return now + min(float(value), 7 * 86400.0)
+        return now + min(float(value), LONGEST_RATE_LIMIT_WAIT)
     from email.utils import parsedate_to_datetime
 
     try:
@@ -270,7 +275,7 @@ class RateLimits:
         if not isinstance(entry, dict):
             return None
         until = entry.get("until")
-        if not isinstance(until, (int, float)) or until <= time.time():
+        if not isinstance(until, (int, float)) or not _plausible_wait(until, time.time()):
             return None
         error = rate_limit_error(
             "primary" if entry.get("kind") == "primary" else "secondary",
@@ -294,13 +299,19 @@ class RateLimits:
             for key, entry in self._read().items()
             if isinstance(entry, dict)
             and isinstance(entry.get("until"), (int, float))
-            and entry["until"] > now
+            and _plausible_wait(entry["until"], now)
         }
         limits[self.key(url, credential)] = {"until": error.retry_at, "kind": error.kind}
         try:
             atomic_write(self.path, json.dumps({"schema": 1, "limits": limits}).encode())
         except OSError:
             pass  # a read-only cache: this process still stops; others may ask once more
+
+
+def _plausible_wait(until: float, now: float) -> bool:
+    """Still in force, and not beyond what any answer may impose (an entry written by an
+    older mux, or edited by hand, is dropped rather than obeyed for years)."""
+    return now < until <= now + LONGEST_RATE_LIMIT_WAIT + 60
 
 
 def _when(at: float) -> str:

@@ -8,9 +8,12 @@ renamed to ``.trash-`` before they are deleted. Whatever a killed run leaves is 
 the next run recognises it as garbage and removes it, and :func:`updater.plan.settle` makes a
 record that a kill left behind agree with the link again.
 
-Settling never removes a version a live server runs from: when there is anything to remove,
-every server's status line is read first (in parallel, one shared timeout), and silent
-servers are placed by what the operating system says of the process behind their socket.
+Settling never removes a version a running mux uses. Every mux process holds a shared lock on
+its version's ``.mux-files`` for its whole life (:mod:`updater.inuse`); a version is removed
+only under its exclusive lock, taken without waiting and kept until the folder is renamed
+away. Builds that take no lock are found by their servers' status lines (read in parallel,
+one shared timeout; a silent server is placed by what the OS says of the process behind its
+socket) and, on Linux, by the programs of this user's processes.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import models, plan
+from . import inuse, models, plan
 from .errors import InstallError, MuxError, VerificationError
 from .files import atomic_write, fsync_dir, fsync_tree, sha256_file
 from .layout import (
@@ -42,8 +45,8 @@ from .layout import (
     files_list,
     read_record,
     running_version,
-    server_holds,
     verify_files,
+    version_holds,
     with_sizes,
 )
 from .verify import Expected, check_build, reported_build
@@ -66,7 +69,8 @@ class InstallSettings:
 @dataclass(frozen=True)
 class Settled:
     """What settling did: the versions removed, the versions kept (with why), and the server
-    reports it read to decide (None when nothing was up for removal, so none were asked)."""
+    reports it read to decide (None when nothing was up for removal, so none were asked:
+    every server retention asks, :func:`updater.servers.retention_reports`)."""
 
     removed: tuple[str, ...] = ()
     kept: tuple[plan.KeptVersion, ...] = ()
@@ -180,45 +184,69 @@ def write_record(layout: Layout, record: dict[str, Any]) -> None:
     atomic_write(layout.record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
 
 
-def _settle(layout: Layout, settings: InstallSettings) -> Settled:
-    """Apply :func:`plan.settle` to this install (lock held).
+def _settle(layout: Layout, settings: InstallSettings, *, prune: bool = True) -> Settled:
+    """Apply :func:`plan.settle` to this install (lock held); ``prune=False`` only makes the
+    record agree with the link.
 
-    Servers are asked only when a version is up for removal; a version one of them runs
-    from stays. When the servers cannot even be listed, nothing is removed this time.
+    What is up for removal is checked only then, last: the versions running mux processes
+    hold (their lock), the ones a server runs from (its status line, or the OS), and on Linux
+    the ones this user's processes run from. A version is renamed away while its exclusive
+    lock is held, so no mux can start using it in between. When the servers cannot even be
+    listed, nothing is removed this time.
     """
-    from . import servers
-
     record = read_record(layout)
     active, installed = layout.active_version(), layout.installed_versions()
     running = running_version(layout)  # never delete the files this process runs from
-    settlement = plan.settle(record, active=active, installed=installed, running=running)
+    settlement = plan.settle(
+        record, active=active, installed=installed, running=running, prune=prune
+    )
     reports: tuple[ServerReport, ...] | None = None
-    if settlement.remove:
-        try:
-            addresses = servers.every_server_address(settings.server_url)
-        except MuxError:
-            addresses = None
-        if addresses is None:
-            settlement = settlement._replace(remove=())
-        else:
-            reports = tuple(servers.query_all(addresses, timeout=settings.server_timeout))
-            holds = server_holds(layout, reports)
-            if holds:
-                settlement = plan.settle(
-                    record, active=active, installed=installed, running=running, holds=holds
-                )
-    for version in settlement.remove:
-        _remove_version(layout, version)
+    trash: list[Path] = []
+    with ExitStack() as locks:
+        if settlement.remove:
+            found = _holds(layout, settings, settlement.remove, locks)
+            if found is None:
+                settlement = settlement._replace(remove=())
+            else:
+                reports, holds = found
+                if holds:
+                    settlement = plan.settle(
+                        record, active=active, installed=installed, running=running, holds=holds
+                    )
+            for version in settlement.remove:
+                trash.append(_to_trash(layout, version))
+    for folder in trash:  # renamed away: nothing can start from it any more
+        shutil.rmtree(folder, ignore_errors=True)
     if settlement.record is not None:
         write_record(layout, settlement.record)
     return Settled(tuple(settlement.remove), tuple(with_sizes(layout, settlement.kept)), reports)
 
 
-def _remove_version(layout: Layout, version: str) -> None:
-    """Rename to trash first, so a kill leaves a leftover rather than a half-deleted version."""
+def _holds(
+    layout: Layout, settings: InstallSettings, candidates: tuple[str, ...], locks: ExitStack
+) -> tuple[tuple[ServerReport, ...], list[plan.ServerHold | plan.InUseHold]] | None:
+    """Who uses the ``candidates`` for removal; None when the servers cannot be listed.
+
+    Each candidate that nobody holds stays locked (exclusively, in ``locks``) until the
+    caller has renamed it away.
+    """
+    from . import servers
+
+    try:
+        reports = tuple(
+            servers.retention_reports(settings.server_url, timeout=settings.server_timeout)
+        )
+    except MuxError:
+        return None
+    return reports, version_holds(layout, candidates, reports, locks=locks)
+
+
+def _to_trash(layout: Layout, version: str) -> Path:
+    """Rename a version to ``versions/.trash-XXXX/`` (returned, to delete): a kill leaves a
+    leftover the next run removes, never a half-deleted version."""
     trash = Path(tempfile.mkdtemp(dir=layout.versions, prefix=TRASH_PREFIX))
     os.rename(layout.version_dir(version), trash / version)
-    shutil.rmtree(trash, ignore_errors=True)
+    return trash
 
 
 def _place(layout: Layout, staging: Path, version: str) -> Path:
@@ -226,7 +254,8 @@ def _place(layout: Layout, staging: Path, version: str) -> Path:
 
     A copy that is already there and holds exactly the staged files (the kept previous
     version, one a server runs from) stays where it is: files are never swapped under a
-    running mux or server, and a kill cannot leave the version missing.
+    running mux or server, and a kill cannot leave the version missing. A stale copy that a
+    running mux still uses is not replaced either: the update stops and says so.
     """
     final = layout.version_dir(version)
     if final.exists():
@@ -234,7 +263,15 @@ def _place(layout: Layout, staging: Path, version: str) -> Path:
         if layout.active_version() == version or verify_files(final, staged_list) is None:
             shutil.rmtree(staging, ignore_errors=True)
             return final
-        _remove_version(layout, version)
+        with inuse.try_exclusive(final) as probe:
+            if not probe.acquired:
+                raise InstallError(
+                    f"{final} differs from the release and cannot be replaced: "
+                    f"{plan.InUseHold(version, probe.holders).describe()}",
+                    hint="stop what runs from it and retry; mux server status lists the servers",
+                )
+            old = _to_trash(layout, version)
+        shutil.rmtree(old, ignore_errors=True)
     os.rename(staging, final)
     fsync_dir(layout.versions)
     return final
@@ -281,7 +318,9 @@ class Transaction:
             held.enter_context(install_lock(layout, wait=self._settings.lock_timeout))
             remove_leftovers(layout)
             try:
-                _settle(layout, self._settings)
+                # The record only: what the update frees is removed once, after the switch,
+                # and reported then.
+                _settle(layout, self._settings, prune=False)
             except OSError as exc:
                 raise _write_error(layout.home, exc) from None
             self._held = held.pop_all()
@@ -379,9 +418,10 @@ def tidy(layout: Layout, settings: InstallSettings) -> Settled | None:
 def prune(layout: Layout, settings: InstallSettings) -> Settled:
     """``mux update --prune``: remove every version nothing needs any more, now.
 
-    Kept: the active and previous versions, the running mux's, and every version a live
-    (or hung) server runs from. Waits for the lock like an update.
+    Kept: the active and previous versions, the running mux's, and every version a running
+    mux uses (a server, hung or not, above all). Waits for the lock like an update.
     """
+    _require_install(layout)
     for directory in (layout.home, layout.versions):
         ensure_writable(directory)
     with install_lock(layout, wait=settings.lock_timeout):
@@ -390,6 +430,15 @@ def prune(layout: Layout, settings: InstallSettings) -> Settled:
             return _settle(layout, settings)
         except OSError as exc:
             raise _write_error(layout.versions, exc) from None
+
+
+def _require_install(layout: Layout) -> None:
+    """Refuse a home that holds no install (a typo in --home): never create one to prune."""
+    if not (layout.record_path.is_file() or layout.versions.is_dir()):
+        raise InstallError(
+            f"no mux install at {layout.home} (no {layout.record_path.name}, no versions/)",
+            hint="pass the MUX_HOME of an install with --home, or install mux with install.sh",
+        )
 
 
 # -- rollback ----------------------------------------------------------------------------------
@@ -406,6 +455,7 @@ class RolledBack:
 
 def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
     """Switch back to the previous version after checking its files against the record."""
+    _require_install(layout)
     for directory in (layout.home, layout.bin_dir):
         ensure_writable(directory)
     with install_lock(layout, wait=settings.lock_timeout):

@@ -19,8 +19,9 @@ from .errors import InstallError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from contextlib import ExitStack
 
-    from .plan import KeptVersion, ServerHold
+    from .plan import InUseHold, KeptVersion, ServerHold
     from .servers import ServerReport
 
 RECORD_NAME = "install.json"
@@ -111,23 +112,39 @@ def read_record(layout: Layout) -> dict[str, Any]:
     return doc
 
 
-# Where builds keep their build info below the version folder: the stand-in's lib/, a
-# PyInstaller one-folder build's _internal/ (contents/ on older PyInstallers), or the top.
-_BUILD_INFO_PLACES = ("lib", "_internal", "contents", ".")
+BUILD_INFO_NAME = "_build_info.json"
+
+
+def build_info_path(folder: Path) -> Path | None:
+    """A build's info file, where docs/contracts.md pins it: ``<folder>/<code folder>/
+    updater/_build_info.json``, exactly one level below the top (``_internal/`` in a
+    standalone build, ``lib/`` in a stand-in). None unless there is exactly one."""
+    try:
+        with os.scandir(folder) as entries:
+            found = [
+                Path(entry.path, "updater", BUILD_INFO_NAME)
+                for entry in entries
+                if entry.is_dir(follow_symlinks=False)
+            ]
+    except OSError:
+        return None
+    present = [path for path in found if path.is_file()]
+    return present[0] if len(present) == 1 else None
 
 
 def installed_protocol(layout: Layout, version: str) -> int | None:
     """The protocol the installed ``version`` speaks, from its build info file (read, never
     run); None when its folder holds none that can be read."""
-    folder = layout.version_dir(version)
-    for place in _BUILD_INFO_PLACES:
-        try:
-            doc = json.loads((folder / place / "updater" / "_build_info.json").read_bytes())
-        except (OSError, ValueError, RecursionError):
-            continue
-        protocol = doc.get("protocol_version") if isinstance(doc, dict) else None
-        if isinstance(protocol, int) and not isinstance(protocol, bool):
-            return protocol
+    path = build_info_path(layout.version_dir(version))
+    if path is None:
+        return None
+    try:
+        doc = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None
+    protocol = doc.get("protocol_version") if isinstance(doc, dict) else None
+    if isinstance(protocol, int) and not isinstance(protocol, bool):
+        return protocol
     return None
 
 
@@ -150,18 +167,56 @@ def server_holds(layout: Layout, reports: Iterable[ServerReport]) -> list[Server
     return holds
 
 
+def version_holds(
+    layout: Layout,
+    candidates: Iterable[str],
+    reports: Iterable[ServerReport],
+    *,
+    locks: ExitStack | None = None,
+) -> list[ServerHold | InUseHold]:
+    """Who uses the ``candidates`` for removal: servers that run from them (by their status
+    line or the OS), running mux processes that hold their lock (:mod:`updater.inuse`), and,
+    for a candidate nobody holds, this user's processes whose program lies in it (builds that
+    take no lock).
+
+    With ``locks``, each candidate nobody holds stays locked exclusively in it (the remover
+    renames it away before letting go); without, a lock is let go at once (a reader).
+    """
+    from . import inuse
+    from .plan import InUseHold
+
+    holds: list[ServerHold | InUseHold] = [*server_holds(layout, reports)]
+    free = []
+    for version in candidates:
+        probe = inuse.try_exclusive(layout.version_dir(version))
+        if locks is not None:
+            locks.enter_context(probe)
+        else:
+            probe.close()
+        if probe.acquired:
+            free.append(version)
+        else:
+            holds.append(InUseHold(version, probe.holders))
+    if free:
+        for version, pids in inuse.processes_running_from(layout.versions).items():
+            if version in free:
+                holds.append(InUseHold(version, pids))
+    return holds
+
+
 def kept_versions(layout: Layout, reports: Iterable[ServerReport]) -> list[KeptVersion]:
     """What settling this install keeps and why, with each version's size on disk (read only:
     what ``mux update --check`` reports)."""
     from .plan import settle
 
-    settlement = settle(
-        read_record(layout),
-        active=layout.active_version(),
-        installed=layout.installed_versions(),
-        running=running_version(layout),
-        holds=server_holds(layout, reports),
-    )
+    record, active = read_record(layout), layout.active_version()
+    installed, running = layout.installed_versions(), running_version(layout)
+    settlement = settle(record, active=active, installed=installed, running=running)
+    if settlement.remove:
+        holds = version_holds(layout, settlement.remove, reports)
+        settlement = settle(
+            record, active=active, installed=installed, running=running, holds=holds
+        )
     return with_sizes(layout, settlement.kept)
 
 

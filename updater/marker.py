@@ -45,9 +45,13 @@ def find_marker(folder: str | None = None) -> PackagerMarker | None:
     folder = folder if folder is not None else build_folder()
     if folder is None:
         return None
+    import stat  # (loaded with os already)
+
     path = os.path.join(folder, MARKER_NAME)
-    try:
-        with open(path, "rb") as handle:
+    try:  # non-blocking and judged by what was opened: a FIFO there cannot hang mux
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise _invalid(path, "it is not a regular file")
             raw = handle.read(MAX_MARKER_BYTES + 1)
     except FileNotFoundError:
         return None

@@ -277,6 +277,13 @@ class ServerVerdict:
         return self.report.status is not None
 
 
+def needs_restart(server_protocol: int, mux_protocol: int | None) -> bool:
+    """The one restart rule: a server must be restarted to work with a mux that speaks
+    another protocol than it does (None: that mux's protocol is not known, so nothing to say).
+    A server of another version at the same protocol keeps working (compatible)."""
+    return mux_protocol is not None and server_protocol != mux_protocol
+
+
 def server_verdicts(
     reports: Sequence[ServerReport],
     *,
@@ -297,9 +304,9 @@ def server_verdicts(
         if report.state != "live" or status is None:
             verdicts.append(ServerVerdict(report, False, False, None))
             continue
-        other_protocol = status.protocol_version != running_protocol
+        other_protocol = needs_restart(status.protocol_version, running_protocol)
         deleted = report.build_installed is False
-        after = offered_protocol is not None and status.protocol_version != offered_protocol
+        after = needs_restart(status.protocol_version, offered_protocol)
         compatible = (
             not other_protocol
             and not deleted
@@ -476,7 +483,7 @@ class KeptVersion(NamedTuple):
     """A version that settling keeps, and why (the first reason that applies)."""
 
     version: str
-    kind: str  # "active" | "previous" | "running" | "server"
+    kind: str  # "active" | "previous" | "running" | "server" | "in-use"
     reason: str
     size_bytes: int | None = None  # filled in by whoever looks at the disk
 
@@ -495,6 +502,32 @@ class ServerHold(NamedTuple):
         return f"server {self.address} ({pid}{silent}) runs from it"
 
 
+class InUseHold(NamedTuple):
+    """A version that running mux processes use: they hold its lock (updater.inuse), or the
+    OS says their program lies in it. ``pids`` are the processes the OS names (may be none)."""
+
+    version: str
+    pids: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        if not self.pids:
+            return "in use by a running mux"
+        return f"in use by a running mux (pid {', '.join(str(pid) for pid in self.pids)})"
+
+
+def _hold_reason(version: str, holds: Sequence[ServerHold | InUseHold]) -> KeptVersion:
+    """Why a held version stays: each server that runs from it (by its socket), then the
+    processes that use it and are not one of those servers."""
+    servers = [h for h in holds if isinstance(h, ServerHold) and h.version == version]
+    users = [h for h in holds if isinstance(h, InUseHold) and h.version == version]
+    reasons = [h.describe() for h in servers]
+    named = {h.pid for h in servers}
+    others = tuple(sorted({pid for h in users for pid in h.pids} - named))
+    if others or (users and not servers):
+        reasons.append(InUseHold(version, others).describe())
+    return KeptVersion(version, "server" if servers else "in-use", "; ".join(reasons))
+
+
 class Settlement(NamedTuple):
     """What settling an install does: the versions to remove, the record to write, and
     every version that stays with its reason."""
@@ -510,15 +543,18 @@ def settle(
     active: str | None,
     installed: Collection[str],
     running: str | None = None,
-    holds: Sequence[ServerHold] = (),
+    holds: Sequence[ServerHold | InUseHold] = (),
+    prune: bool = True,
 ) -> Settlement:
     """Make the record agree with the link, and keep only what is needed.
 
     ``active`` is the version the link points at, ``installed`` the version folders there
-    are, ``running`` the one this process runs from, ``holds`` the live (or hung) servers
-    and the versions they run from: none of these is ever removed. After a switch, or after
-    one that a kill cut short between moving the link and recording it, the recorded
-    "active" that the link no longer names is the previous version.
+    are, ``running`` the one this process runs from, ``holds`` the versions running mux
+    processes use (their lock, a server's status line, what the OS says): none of these is
+    ever removed. After a switch, or after one that a kill cut short between moving the link
+    and recording it, the recorded "active" that the link no longer names is the previous
+    version. ``prune=False`` only settles the record: nothing is removed, and the entries of
+    every installed version stay.
     """
     if active is None:
         return Settlement((), None)
@@ -541,9 +577,10 @@ def settle(
     keep(previous, "previous", "previous version (for mux update --rollback)")
     keep(running, "running", "the running mux runs from it")
     for version in sorted({hold.version for hold in holds}):
-        servers = [hold.describe() for hold in holds if hold.version == version]
-        keep(version, "server", "; ".join(servers))
-    remove = tuple(v for v in installed if v not in reasons)
+        held = _hold_reason(version, holds)
+        keep(version, held.kind, held.reason)
+    remove = tuple(v for v in installed if v not in reasons) if prune else ()
+    entries = set(reasons) if prune else {*reasons, *installed}
     versions = record.get("versions")
     settled = {
         **record,
@@ -552,7 +589,7 @@ def settle(
         "versions": {
             v: entry
             for v, entry in (versions if isinstance(versions, dict) else {}).items()
-            if v in reasons
+            if v in entries
         },
     }
     return Settlement(
@@ -633,6 +670,8 @@ def record_rollback(record: Mapping[str, Any], *, to: str, from_: str | None) ->
 EVENT_UPDATE_AVAILABLE = "update-available"
 EVENT_UPDATE_INSTALLED = "update-installed"
 EVENT_RESTART_NEEDED = "restart-needed"
+# What the link moving says: a move replaces all of these at once (link_notices).
+LINK_EVENTS = (EVENT_UPDATE_INSTALLED, EVENT_RESTART_NEEDED)
 
 
 class InstalledBuild(NamedTuple):
@@ -654,15 +693,18 @@ def link_notices(
     installed: InstalledBuild,
     restart_command: str,
 ) -> tuple[ServerNotice, ...]:
-    """The events of the link moving to ``installed``, for a server of ``server_version``.
+    """Every event of :data:`LINK_EVENTS` that holds once the link points at ``installed``,
+    for a server of ``server_version``: the whole set, which replaces what an earlier move
+    said (a type missing here is no longer in force).
 
     Always ``update-installed``; then ``restart-needed`` when the installed build speaks
-    another protocol than the server. A server of another version at the same protocol keeps
-    working: ``update-installed`` carries the command to restart it when convenient.
+    another protocol than the server (:func:`needs_restart`). A server of another version at
+    the same protocol keeps working: ``update-installed`` carries the command to restart it
+    when convenient.
     """
     moved_away = installed.version != server_version
-    other_protocol = (
-        installed.protocol_version is not None and installed.protocol_version != server_protocol
+    other_protocol = installed.protocol_version is not None and needs_restart(
+        server_protocol, installed.protocol_version
     )
     installed_data: dict[str, Any] = {
         "version": installed.version,

@@ -7,7 +7,8 @@ settings (docs/contracts.md, "Machine policy"):
 * ``updates``: ``"enabled"`` (default), ``"check-only"`` (``mux update --check`` only) or
   ``"disabled"`` (no check, no update);
 * ``source``: the one source every mux here uses (``"github"``, a feed URL or directory),
-  with ``github_url`` / ``github_api_url`` for a GitHub Enterprise server;
+  with ``github_url`` / ``github_api_url`` for a GitHub Enterprise server and ``repo`` for
+  the repository there (an Enterprise mirror rarely has the build's ``owner/name``);
 * ``trusted_keys``: minisign keys trusted besides the build's (for that mirror);
 * ``allow_expired_feed``: ``true`` accepts an expired feed index (an air-gapped mirror);
   ``false`` refuses ``--allow-expired-feed``;
@@ -49,6 +50,7 @@ KNOWN_SETTINGS = (
     "source",
     "github_url",
     "github_api_url",
+    "repo",
     "trusted_keys",
     "allow_expired_feed",
     "download_hosts",
@@ -63,6 +65,7 @@ class MachinePolicy(NamedTuple):
     source: str | None = None
     github_url: str | None = None
     github_api_url: str | None = None
+    repo: str | None = None
     trusted_keys: tuple[str, ...] = ()
     allow_expired_feed: bool | None = None
     download_hosts: tuple[str, ...] | None = None
@@ -187,14 +190,19 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         if source is None:
             raise bad("source", '"github", an https:// feed URL or an absolute feed directory')
         values["source"] = source
+    for name in ("github_url", "github_api_url", "repo"):
+        if name in document and values.get("source") != "github":
+            raise _unusable(path, f'{name} goes with source = "github"')
     for name in ("github_url", "github_api_url"):
         if name in document:
-            if values.get("source") != "github":
-                raise _unusable(path, f'{name} goes with source = "github"')
             url = _url(document[name])
             if url is None:
                 raise bad(name, "an https:// URL")
             values[name] = url
+    if "repo" in document:
+        if not _is_repo(document["repo"]):
+            raise bad("repo", "a GitHub repository (owner/name)")
+        values["repo"] = document["repo"]
     if "trusted_keys" in document:
         keys = _strings(document["trusted_keys"], MAX_TRUSTED_KEYS)
         if keys is None:
@@ -229,6 +237,17 @@ def _source(value: object) -> str | None:
     if value.startswith(("https://", "http://")):
         return _url(value)
     return value.rstrip("/") or "/" if os.path.isabs(value) else None
+
+
+def _is_repo(value: object) -> bool:
+    """``owner/name`` as GitHub spells them: letters, digits, ``-``, ``_`` and ``.``."""
+    import re
+
+    return (
+        isinstance(value, str)
+        and re.fullmatch(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", value) is not None
+        and value.split("/")[1] not in (".", "..")
+    )
 
 
 def _url(value: object) -> str | None:
@@ -288,17 +307,24 @@ def apply_policy(
             raise refuse("source", f"--source {printable(flags.source, 100)} cannot change it")
         _same_or_refuse(environ, "MUX_UPDATE_SOURCE", pinned, "source", refuse)
         if pinned == "github":
+            from .urls import github_api_for
+
             for name, variable, default in (
                 ("github_url", "MUX_GITHUB_URL", "https://github.com"),
-                ("github_api_url", "MUX_GITHUB_API_URL", "https://api.github.com"),
+                # without github_api_url: the API of the policy's server, as mux finds it
+                ("github_api_url", "MUX_GITHUB_API_URL", github_api_for(policy.github_url)),
             ):
                 value = getattr(policy, name)
                 setting = name if value is not None else "source"
                 expected = value if value is not None else default
                 _same_or_refuse(environ, variable, expected, setting, refuse)
-            if build_repo:
-                _same_or_refuse(environ, "MUX_REPO", build_repo, "source", refuse)
-            github = github._replace(web_url=policy.github_url, api_url=policy.github_api_url)
+            repo = policy.repo or build_repo
+            if repo:
+                setting = "repo" if policy.repo else "source"
+                _same_or_refuse(environ, "MUX_REPO", repo, setting, refuse)
+            github = github._replace(
+                web_url=policy.github_url, api_url=policy.github_api_url, repo=repo or github.repo
+            )
         if flags.trust_keys:
             raise refuse("source", "--trust-key cannot add a key for it")
         if flags.skip_attestation:

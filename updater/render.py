@@ -131,7 +131,7 @@ def describe_live(report: ServerReport) -> str:
 
 def _build_deleted_text(verdict: ServerVerdict) -> str:
     return (
-        f"its build {verdict.report.executable} was deleted (not by mux update): it may fail "
+        f"its build {verdict.report.executable} was deleted: it may fail "
         f"at its next code path; restart it with: {verdict.restart_command}"
     )
 
@@ -230,12 +230,16 @@ def _size(size: int | None) -> str:
 
 
 def _kept_lines(kept_versions: Sequence[KeptVersion], *, indent: str = "  ") -> list[str]:
-    """The versions kept because a server runs from them (the usual two need no words)."""
+    """The versions kept because a running mux uses them (the usual two need no words)."""
     return [
         f"{indent}kept {k.version} ({_size(k.size_bytes)}): {k.reason}"
         for k in kept_versions
-        if k.kind in ("server", "running")
+        if k.kind in ("server", "in-use", "running")
     ]
+
+
+# Removal rests on what could be found: locks, servers, processes (docs/contracts.md).
+_REMOVED_REASON = "no running mux found using it, and it is not needed"
 
 
 def check_text(report: CheckReport) -> str:
@@ -384,7 +388,7 @@ def update_text(result: UpdateResult) -> str:
             lines.append(f"  previous version {result.from_version} kept: mux update --rollback")
     lines += _kept_lines(result.kept_versions)
     for version in result.removed_versions:
-        lines.append(f"  removed {version}: no server runs from it and it is not needed")
+        lines.append(f"  removed {version}: {_REMOVED_REASON}")
     live = [v for v in result.servers if v.report.state == "live" and v.report.status]
     for verdict in live:
         status = verdict.report.status
@@ -420,7 +424,7 @@ def _prune_lines(result: UpdateResult) -> list[str]:
     for kept in result.kept_versions:
         lines.append(f"  kept {kept.version} ({_size(kept.size_bytes)}): {kept.reason}")
     for version in result.removed_versions:
-        lines.append(f"  removed {version}: no server runs from it and it is not needed")
+        lines.append(f"  removed {version}: {_REMOVED_REASON}")
     if not result.removed_versions:
         lines.append("  nothing to remove")
     return lines

@@ -181,20 +181,26 @@ def watch_command(
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for the first line.", hidden=True)
     ] = 5.0,
+    read_timeout: Annotated[
+        float | None,
+        typer.Option("--read-timeout", help="Seconds of silence that mean hung.", hidden=True),
+    ] = None,
 ) -> None:
     """Print a server's status line, then its events as they happen, one JSON object per line.
 
     Events: update-available (from the server's background check, every
     MUX_UPDATE_CHECK_INTERVAL, default 6h, 0 disables), update-installed, restart-needed;
     readers skip types they do not know. Ends when the server stops (exit 0), or when it
-    goes away or drops this watcher (exit 1, one line on stderr). See docs/scripting.md.
+    goes away, drops this watcher or sends nothing for 45s, heartbeats included (exit 1,
+    one line on stderr). See docs/scripting.md.
     """
     import sys
 
-    from .watch import StreamEnded, open_watch
+    from .watch import READ_TIMEOUT, StreamEnded, open_watch
 
     address = _run(lambda: _server_address(name, socket, url))
-    stream = _run(lambda: open_watch(str(address), timeout=timeout))
+    silence = READ_TIMEOUT if read_timeout is None else read_timeout
+    stream = _run(lambda: open_watch(str(address), timeout=timeout, read_timeout=silence))
     try:
         [first] = _verdicts([stream.report])
         print(to_json_line(verdict_document(first)), flush=True)

@@ -59,6 +59,7 @@ from .protocol import (
 )
 from .servers import (
     DEFAULT_TIMEOUT,
+    SOCKET_LOCK_SUFFIX,
     ServerAddress,
     ServerReport,
     TcpAddress,
@@ -78,7 +79,7 @@ StopResult = Literal["stopped", "not-running"]
 
 SOCKET_MODE = 0o600
 DIRECTORY_MODE = 0o700
-LOCK_SUFFIX = ".lock"
+LOCK_SUFFIX = SOCKET_LOCK_SUFFIX
 # A client that connects and says nothing must not hold a handler thread forever.
 REQUEST_TIMEOUT = 10.0
 # A request body we read (and ignore) before answering; shutdown takes none.
@@ -155,10 +156,17 @@ class _Control:
     hub: WatchHub
 
 
+# Connections the kernel queues before the server accepts them. socketserver's default of
+# 5 made a burst of clients (a sidebar, status queries while the server is busy or stopped)
+# fail at once with EAGAIN; a full queue still reads as hung, never as gone.
+LISTEN_BACKLOG = 128
+
+
 class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     block_on_close = False
     timeout = 1.0  # handle_request() never blocks longer, even if a connection vanished
+    request_queue_size = LISTEN_BACKLOG
     control: _Control
 
 
@@ -167,6 +175,7 @@ class _TcpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
     block_on_close = False
     allow_reuse_address = True
     timeout = 1.0
+    request_queue_size = LISTEN_BACKLOG
     control: _Control
 
 

@@ -44,16 +44,13 @@ class ServerNotices:
         self._settings = settings
         self._check_command = check_command
         self._log = log
+        self._development = development
         self._lock = threading.Lock()
         self._announced_tag: str | None = None
         self._offer: plan.ReleaseOffer | None = None
-        self.layout: Layout | None = None
-        try:
-            self.layout = resolve_layout(settings.home, settings.bin_dir, development=development)
-        except Exception:  # a checkout or an unknown install: nothing to watch
-            self.layout = None
-        self.installed = self._installed()
-        self.manager = self._manager(settings)
+        self.layout: Layout | None = None  # found by start(), as is what follows
+        self.installed: plan.InstalledBuild | None = None
+        self.manager: plan.Manager | None = None
         self._link_watch: Any = None
         self._check: Any = None
 
@@ -90,17 +87,10 @@ class ServerNotices:
                 f"the mux link now points at {installed.version} "
                 f"(protocol {installed.protocol_version})"
             )
-            moved_away = installed.version != self.server_version
-            for notice in plan.link_notices(
-                server_version=self.server_version,
-                server_protocol=self.server_protocol,
-                installed=installed,
-                restart_command=self.restart_command,
-            ):
-                self.hub.publish(WatchEvent(notice.type, notice.data), in_force=moved_away)
-            if not moved_away:
-                self.hub.retract(plan.EVENT_UPDATE_INSTALLED)
-                self.hub.retract(plan.EVENT_RESTART_NEEDED)
+            # The whole set of link events replaces the last one: a restart-needed of an
+            # earlier move never outlives a move back to a compatible build. Back on the
+            # server's own version, the news is sent but nothing stays in force.
+            self._publish_link_events(installed, in_force=installed.version != self.server_version)
             # An announced release that is now installed is old news.
             offer = self._offer
             if offer is not None and not plan.offer_notice(
@@ -109,6 +99,19 @@ class ServerNotices:
                 self.hub.retract(plan.EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None
 
+    def _publish_link_events(self, installed: plan.InstalledBuild, *, in_force: bool) -> None:
+        notices = plan.link_notices(
+            server_version=self.server_version,
+            server_protocol=self.server_protocol,
+            installed=installed,
+            restart_command=self.restart_command,
+        )
+        self.hub.replace(
+            plan.LINK_EVENTS,
+            [WatchEvent(notice.type, notice.data) for notice in notices],
+            in_force=in_force,
+        )
+
     # -- the background check ------------------------------------------------------------
 
     def _baseline(self) -> str:
@@ -116,9 +119,11 @@ class ServerNotices:
         return self.installed.version if self.installed else self.server_version
 
     def check_command(self) -> list[str]:
+        from .background import check_interval
+
         with self._lock:
             baseline = self._baseline()
-        interval = self._settings.update_check_interval
+        interval = check_interval(self._settings)
         return [
             *self._check_command(),
             "server",
@@ -157,23 +162,27 @@ class ServerNotices:
     # -- life ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        from .background import BackgroundCheck
+        """Find the install this server belongs to, watch its link, start the checks."""
+        from .background import BackgroundCheck, check_interval
         from .linkwatch import LinkWatch
 
+        settings = self._settings
+        self.manager = self._manager(settings)
+        try:
+            self.layout = resolve_layout(
+                settings.home, settings.bin_dir, development=self._development
+            )
+        except Exception:  # a checkout or an unknown install: nothing to watch
+            self.layout = None
         if self.layout is not None:
+            self.installed = self._installed()
             if self.installed is not None and self.installed.version != self.server_version:
-                # Started from an older build than the link's: that is in force from the start.
-                for notice in plan.link_notices(
-                    server_version=self.server_version,
-                    server_protocol=self.server_protocol,
-                    installed=self.installed,
-                    restart_command=self.restart_command,
-                ):
-                    self.hub.publish(WatchEvent(notice.type, notice.data))
+                # Started from another build than the link's: that is in force from the start.
+                self._publish_link_events(self.installed, in_force=True)
             self._link_watch = LinkWatch(Path(self.layout.link), self._link_moved)
             self._link_watch.start()
-        interval = self._settings.update_check_interval
-        if interval > 0 and self._settings.updates != "disabled":
+        interval = check_interval(settings, self._log)
+        if interval > 0 and settings.updates != "disabled":
             self._check = BackgroundCheck(self.check_command, interval, self._answered, self._log)
             self._check.start()
         else:

@@ -23,12 +23,13 @@ from .protocol import STATUS_PATH, StatusLine, StatusLineError, parse_status_lin
 
 if TYPE_CHECKING:
     import http.client
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
 ServerState = Literal["live", "stale", "hung", "garbage", "foreign", "no-protocol", "error"]
 
 SERVER_URL_ENV = "MUX_SERVER_URL"
 SOCKET_SUFFIX = ".sock"
+SOCKET_LOCK_SUFFIX = ".lock"  # <socket>.lock: held by the server for as long as it serves
 DEFAULT_SOCKET_NAME = "default"
 DEFAULT_TIMEOUT = 1.0
 # A status line is a few hundred bytes; never buffer whatever a confused server streams at us.
@@ -265,13 +266,41 @@ def process_executable(pid: int) -> tuple[str, bool] | None:
 def every_server_address(server_url: str | None) -> list[str]:
     """Every server on this machine that mux knows of: each socket in the runtime dir, and
     the one ``server_url`` names. What retention asks, so that ``MUX_SERVER_URL`` (which
-    picks the server other commands talk to) never hides a server whose build must stay."""
+    picks the server other commands talk to) never hides a server whose build must stay.
+
+    Retention does not rest on this list (a server elsewhere holds its version's lock,
+    :mod:`updater.inuse`); it names the servers in what is kept and places builds that take
+    no lock."""
     found = server_addresses(None)
     if server_url:
         named = server_addresses(server_url)[0]
         if named not in found:
             found.append(named)
     return found
+
+
+def retention_reports(
+    server_url: str | None,
+    *,
+    known: Iterable[ServerReport] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+) -> list[ServerReport]:
+    """The one answer to "which servers does retention ask": every server of
+    :func:`every_server_address`, asked at once; ``known`` reports (read moments ago for
+    another purpose) are reused, not asked again. Raises :class:`MuxError` when the servers
+    cannot be listed."""
+    return query_reusing(every_server_address(server_url), known, timeout=timeout)
+
+
+def query_reusing(
+    addresses: Sequence[str], known: Iterable[ServerReport], *, timeout: float = DEFAULT_TIMEOUT
+) -> list[ServerReport]:
+    """The servers at ``addresses``, in that order: ``known`` reports are reused, the rest
+    are asked at once (:func:`query_all`)."""
+    reused = {report.address: report for report in known}
+    missing = [address for address in addresses if address not in reused]
+    fresh = dict(zip(missing, query_all(missing, timeout), strict=True))
+    return [reused.get(address) or fresh[address] for address in addresses]
 
 
 _connection_class: Callable[[str, float, Peer | None], http.client.HTTPConnection] | None = None
@@ -406,6 +435,13 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
         code, body = http_request(target, "GET", STATUS_PATH, timeout=timeout, peer=peer)
     except TimeoutError:
         return report("hung", f"no answer within {timeout:g}s")
+    except BlockingIOError:
+        # A Unix socket whose listen queue is full refuses at once (EAGAIN): someone listens
+        # and does not accept, which is a hung server, never a dead one. No connection means
+        # no peer credentials: the process that holds the socket's lock is the server.
+        if isinstance(target, UnixAddress):
+            peer.pid = socket_lock_holder(target.path)
+        return report("hung", "its listen queue is full: it accepts no connection")
     except FileNotFoundError:
         return report("stale", "no such socket")
     except ConnectionRefusedError:
@@ -430,6 +466,15 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
             state = "no-protocol"
         return report(state, str(exc))
     return report("live", f"mux {line.version}, protocol {line.protocol_version}", line)
+
+
+def socket_lock_holder(socket_path: str | Path) -> int | None:
+    """The process holding the lock a server keeps beside its socket (``<socket>.lock``), as
+    the OS says (Linux ``/proc/locks``); None when it does not say."""
+    from .inuse import lock_holders
+
+    holders = lock_holders(f"{socket_path}{SOCKET_LOCK_SUFFIX}")
+    return holders[0] if len(holders) == 1 else None
 
 
 def with_executable(report: ServerReport) -> ServerReport:

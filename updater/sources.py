@@ -220,6 +220,21 @@ def github_identity_url(web_url: str | None) -> str:
     return GITHUB_WEB if is_loopback_host(host) else web_url.rstrip("/")
 
 
+def attestation_identity(web_url: str | None, repo: str, build_repo: str) -> tuple[str, str]:
+    """Whose release workflow must have attested a release found on this GitHub: its web
+    URL and ``owner/name``.
+
+    On github.com, the repository updated from (``MUX_REPO`` may name a fork). An Enterprise
+    server holds mirrors of the build's own releases (their Sigstore bundle asset copied
+    along): GitHub Enterprise Server has no artifact attestations at all, and a build
+    expects github.com's OIDC issuer, never a GHE.com tenant's. So a release found there must
+    be attested by the build's repository on github.com, whatever the mirror is called."""
+    url = github_identity_url(web_url)
+    if url == GITHUB_WEB:
+        return url, repo
+    return GITHUB_WEB, build_repo or repo
+
+
 # -- GitHub ------------------------------------------------------------------------------------
 
 
@@ -342,11 +357,18 @@ class GitHubSource(ReleaseSource):
             )
         self.repo = repo
         self.web = (web_url or GITHUB_WEB).rstrip("/")
-        self.api = (api_url or GITHUB_API).rstrip("/")
+        from .urls import github_api_for
+
+        # An Enterprise server's API is its own (as gh finds it), never api.github.com.
+        self.api = (api_url or github_api_for(self.web)).rstrip("/")
         for base in (self.web, self.api):
             check_url_scheme(base)
         self.location = f"{self.web}/{repo}"
         configured = {url_origin(self.web), url_origin(self.api)}
+        # The token is for the server it belongs to: github.com's hosts see it only when
+        # the web URL is github.com, never an Enterprise token (nor one after a redirect).
+        on_github_com = url_origin(self.web) == "github.com"
+        github_com = {"github.com", "api.github.com"} if on_github_com else set()
         # An Enterprise server may send downloads to its storage host: allowed only when
         # named (MUX_GITHUB_DOWNLOAD_HOSTS or the policy), and never a token host.
         storage = set()
@@ -362,7 +384,7 @@ class GitHubSource(ReleaseSource):
             allowed_hosts=frozenset(
                 {*GITHUB_DOWNLOAD_HOSTS, "api.github.com", *configured, *storage}
             ),
-            token_hosts=frozenset({"github.com", "api.github.com", *configured}),
+            token_hosts=frozenset({*github_com, *configured}),
             advice=f"a GitHub Enterprise storage host can be allowed with {DOWNLOAD_HOSTS_ENV}",
         )
         self._http = http or HttpSettings()

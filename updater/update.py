@@ -301,19 +301,12 @@ def _with_verdicts(
 
     Reuses the status lines settling just read, when it read any (one round, not two).
     """
-    from .servers import query_all, server_addresses
+    from .servers import query_reusing, server_addresses
 
     if result.protocol_version is None:
         return result
-    addresses = server_addresses(settings.server_url)
-    if settled is not None and settled.reports is not None:
-        by_address = {report.address: report for report in settled.reports}
-        if all(address in by_address for address in addresses):
-            reports = [by_address[address] for address in addresses]
-        else:
-            reports = query_all(addresses)
-    else:
-        reports = query_all(addresses)
+    known = settled.reports if settled is not None and settled.reports is not None else ()
+    reports = query_reusing(server_addresses(settings.server_url), known)
     verdicts = server_verdicts(
         reports, running_protocol=result.protocol_version, current_version=result.to_version
     )

@@ -53,6 +53,25 @@ def is_allowed_url(url: str) -> bool:
     return bool(host)
 
 
+def github_api_for(web_url: str | None) -> str:
+    """The REST API of the GitHub whose web URL is ``web_url``, found as gh finds it:
+    ``api.github.com`` for github.com, ``api.<host>`` for a GHE.com (data residency) host,
+    else ``<web>/api/v3`` (GitHub Enterprise Server). Never github.com's API for another
+    server: its token must not go there."""
+    from urllib.parse import urlsplit
+
+    if not web_url:
+        return "https://api.github.com"
+    web = web_url.rstrip("/")
+    parts = urlsplit(web)
+    host = (parts.hostname or "").lower()
+    if host == "github.com":
+        return "https://api.github.com"
+    if host.endswith(".ghe.com") and not parts.path:
+        return f"{parts.scheme}://api.{parts.netloc}"
+    return f"{web}/api/v3"
+
+
 def url_origin(url: str) -> str:
     """``host`` or ``host:port`` (when the URL names a port), lower case."""
     from urllib.parse import urlsplit

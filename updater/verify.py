@@ -93,17 +93,20 @@ class TrustPolicy(NamedTuple):
         A signature is required from a source that demands one (a feed) and whenever the
         build trusts a key; an attestation wherever the source demands one (GitHub).
         """
-        from .sources import github_identity_url
+        from .sources import attestation_identity
 
+        github_url, repository = attestation_identity(
+            settings.github.web_url, settings.github.repo, build.repo
+        )
         return cls(
             minisign_keys=settings.trusted_keys(build.trust.minisign_keys),
             require_signature=source.signature_required or bool(build.trust.minisign_keys),
-            repository=settings.github.repo,
+            repository=repository,
             signer_workflow=build.trust.signer_workflow,
             oidc_issuer=build.trust.oidc_issuer,
             require_attestation=source.attestation_required,
             skip_attestation=settings.skip_attestation,
-            github_url=github_identity_url(settings.github.web_url),
+            github_url=github_url,
             trusted_root=settings.sigstore_trusted_root,
         )
 

@@ -60,14 +60,15 @@ _processes: list[subprocess.Popen[bytes]] = []
 _fakes: list[FakeServer] = []
 
 
-def _wait(condition: Any, timeout: float, what: str) -> None:
+def wait_until(condition: Any, timeout: float = 20.0, what: str = "a condition") -> None:
+    """Poll ``condition`` (backing off to 0.2 s) until it holds; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     delay = 0.005
     while not condition():
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         time.sleep(delay)
-        delay = min(delay * 2, 0.1)
+        delay = min(delay * 2, 0.2)
 
 
 def _override(protocol_version: int | None, version: str | None) -> dict[str, Any]:
@@ -135,7 +136,7 @@ def start_mux_server(
         _check_alive(process, log_path)
         return query_server(str(socket_path)).state == "live"
 
-    _wait(live, timeout, f"a mux server on {socket_path}")
+    wait_until(live, timeout, f"a mux server on {socket_path}")
     return process.pid, socket_path
 
 
@@ -157,7 +158,7 @@ def start_mux_server_url(
             found[:] = [match.group(1)]
         return bool(found) and query_server(found[0]).state == "live"
 
-    _wait(listening, timeout, "a mux server on a loopback port")
+    wait_until(listening, timeout, "a mux server on a loopback port")
     return process.pid, found[0]
 
 
@@ -291,7 +292,7 @@ def stop_servers_in(directory: Path) -> None:
         if report.state == "live" and report.status and report.status.pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(report.status.pid, signal.SIGTERM)
-            _wait(
+            wait_until(
                 lambda path=socket_path: query_server(str(path), timeout=0.5).state != "live",
                 10.0,
                 f"the server on {socket_path} to stop",
