@@ -592,6 +592,12 @@ def test_a_hung_server_whose_listen_queue_filled_up_keeps_its_version(
         for sock in held:
             sock.close()
         os.kill(pid, signal.SIGCONT)
+    # Resumed, it first works through every connection its queue collected: live once done.
+    wait_until(
+        lambda: query_server(address, timeout=1.0).state == "live",
+        timeout=60,
+        what="the resumed server to answer",
+    )
     assert pid_of(address) == pid
     stop(mux, address)
 
