@@ -48,7 +48,7 @@ usage() {
         '                      (always required for a feed: MUX_DOWNLOAD_URL)' \
         '  --allow-expired-feed  install from a feed whose signed release list has expired' \
         '                      (an air-gapped mirror synced on purpose); warns loudly' \
-        '  --allow-downgrade   install a release older (by its signed time) than the installed one' \
+        '  --allow-downgrade   install a release older (by version or signed time) than the installed one' \
         '  --dry-run           print the plan (target, URLs, checks, paths, files to edit); change nothing' \
         '  --uninstall         remove the installed versions, the mux link, the install record' \
         '                      and the PATH blocks this script added; nothing else' \
@@ -1672,23 +1672,24 @@ check_attestation_bundle() {
 }
 
 
-# A release older than the installed one is a downgrade, or an old release replayed: by the
-# signed timestamps of their SHA256SUMS.minisig when both are known, else by version. Only
-# --allow-downgrade installs it.
+# A release older than the installed one is a downgrade, or an old release replayed: older by
+# version, or signed (SHA256SUMS.minisig's timestamp) before the installed one when both times
+# are known; mux update applies the same rule. Only --allow-downgrade installs it.
 check_downgrade() {
     [ -n "$active_version" ] && [ "$active_version" != "$version" ] || return 0
     [ "$opt_allow_downgrade" != 1 ] || return 0
+    cd_why=
     cd_active_at=$(json_get "$record_flat" "versions/$active_version/signed_at")
-    if [ "$(json_type "$record_flat" "versions/$active_version/signed_at")" = l ] && is_decimal "$cd_active_at" && [ -n "$signed_at" ]; then
-        dec_lt "$signed_at" "$cd_active_at" || return 0
+    if [ "$(json_type "$record_flat" "versions/$active_version/signed_at")" = l ] && is_decimal "$cd_active_at" && [ -n "$signed_at" ] \
+        && dec_lt "$signed_at" "$cd_active_at"; then
         cd_why="mux $version was signed $(utc_text "$signed_at"), before the installed mux $active_version ($(utc_text "$cd_active_at"))"
     else
         cd_order=$(printf '%s\n%s\n' "$version" "$active_version" | version_keys | LC_ALL=C awk -F '\t' '
             NR == 1 { new = $1 } NR == 2 { old = $1 }
             END { if (new != "" && old != "" && new < old) print "older" }')
-        [ "$cd_order" = older ] || return 0
-        cd_why="mux $version is older than the installed mux $active_version"
+        [ "$cd_order" != older ] || cd_why="mux $version is older than the installed mux $active_version"
     fi
+    [ -n "$cd_why" ] || return 0
     die 3 "$cd_why: installing it would be a downgrade (or an old release replayed)" \
         "to go back on purpose, run again with --version $version --allow-downgrade ('mux update --rollback' returns to the previous version)"
 }

@@ -13,7 +13,8 @@ index from the feed's ``v<version>/`` folders and signs it; with ``refresh`` it 
 index as it is, with the next ``seq`` and a new expiry. A signature made by hand with
 ``minisign -S -t "<that comment>" -m releases.json`` is read the same way.
 
-The next ``seq`` comes from the existing signature's trusted comment, read only after it
+The comment is read by :mod:`updater.trusted_comments` (one parser, the client's). The next
+``seq`` comes from the existing signature's trusted comment, read only after it
 verified with the signing key's own public key (so a foreign file cannot steer it; a refresh
 also requires the index to be exactly what was signed); ``seq`` overrides it, for a new key.
 """
@@ -36,70 +37,20 @@ from updater.models import (
     parse_releases_json,
     parse_tag,
 )
+from updater.trusted_comments import FEED_SIGNATURE_NAME, IndexComment
 
 from .formats import format_releases_json
 from .signing import SecretKey
 
-FEED_SIGNATURE_NAME = f"{FEED_INDEX_NAME}.minisig"
 DEFAULT_EXPIRES_IN = 14 * 24 * 3600
 MAX_EXPIRES_IN = 366 * 24 * 3600  # a signature valid for longer than a year defeats expiry
 
-_DECIMAL = re.compile(r"[0-9]+")
 _DURATION = re.compile(r"([0-9]+)([smhdw]?)")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 class FeedError(MuxError):
     """A feed's index cannot be signed as asked."""
-
-
-def parse_trusted_comment(text: str) -> dict[str, str]:
-    """minisign's tab-separated trusted comment as ``{key: value}``.
-
-    Tokens are ``key:value`` (split at the first colon) or a bare word such as ``hashed``
-    (kept with an empty value). A key given twice is refused: two readers that kept the
-    first and the last would disagree about what was signed.
-    """
-    fields: dict[str, str] = {}
-    for token in text.split("\t"):
-        key, _, value = token.partition(":")
-        if not key:
-            raise ParseError(f"the trusted comment has an empty field in {text[:200]!r}")
-        if key in fields:
-            raise ParseError(f"the trusted comment names {key[:40]!r} twice")
-        fields[key] = value
-    return fields
-
-
-@dataclass(frozen=True)
-class IndexComment:
-    """The signed facts about a feed index."""
-
-    timestamp: int
-    seq: int
-    expires: int
-
-    @classmethod
-    def parse(cls, text: str) -> IndexComment:
-        """The trusted comment of ``releases.json.minisig``; unknown keys are ignored."""
-        fields = parse_trusted_comment(text)
-        if fields.get("file") != FEED_INDEX_NAME:
-            raise ParseError(f"the trusted comment is not for {FEED_INDEX_NAME} ({text[:200]!r})")
-        numbers = {}
-        for key in ("timestamp", "seq", "expires"):
-            value = fields.get(key)
-            if value is None or not _DECIMAL.fullmatch(value):
-                raise ParseError(
-                    f"the trusted comment of {FEED_SIGNATURE_NAME} has no decimal {key}"
-                )
-            numbers[key] = int(value)
-        return cls(**numbers)
-
-    def format(self) -> str:
-        return (
-            f"timestamp:{self.timestamp}\tfile:{FEED_INDEX_NAME}\thashed"
-            f"\tseq:{self.seq}\texpires:{self.expires}"
-        )
 
 
 def parse_duration(text: str) -> int:

@@ -255,7 +255,9 @@ def _open_source(
     pin: Pin, mirror: str | None, github_url: str | None, api_url: str | None, settings: Settings
 ) -> ReleaseSource:
     if mirror:
-        return open_source(settings, spec=mirror)
+        # Another project's artifacts: its list is not signed with mux's key; every file
+        # taken from it is checked against its digests and attestation instead.
+        return open_source(settings, spec=mirror, unsigned_index=True)
     github = settings.github
     return GitHubSource(
         pin.repository,

@@ -216,6 +216,7 @@ def installed(tmp_path: Path, sandbox_env: dict[str, str], feed: Path, keypair: 
     env = {
         **sandbox_env,
         "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+        "MUX_REPO": REPO,  # the repository that must have attested (mux runs from the checkout)
         "MUX_HTTP_TIMEOUT": str(HOLD + 30),
         "MUX_HTTP_RETRIES": "0",
     }
@@ -300,10 +301,10 @@ def test_an_archive_that_is_not_the_signed_one_fails_its_digest_while_attested(
 class BrokenBundleSource(FeedSource):
     """A feed whose bundle cannot be read for a reason no layer anticipates."""
 
-    def fetch_optional(self, tag: str, name: str, *, max_size: int = 1 << 20) -> bytes | None:
+    def fetch(self, tag: str, name: str, *, max_size: int = 1 << 20) -> bytes:
         if name.endswith(".sigstore.json"):
             raise RuntimeError("the bundle store fell over")
-        return super().fetch_optional(tag, name, max_size=max_size)
+        return super().fetch(tag, name, max_size=max_size)
 
 
 def _metadata(
@@ -352,12 +353,12 @@ class FailingDownloadSource(FeedSource):
         self._busy = threading.Event()
         self._failed = threading.Event()
 
-    def fetch_optional(self, tag: str, name: str, *, max_size: int = 1 << 20) -> bytes | None:
+    def fetch(self, tag: str, name: str, *, max_size: int = 1 << 20) -> bytes:
         if name.endswith(".sigstore.json"):
             self._busy.set()
             self._failed.wait(HOLD)
             self.events.append("worker fetching")
-        return super().fetch_optional(tag, name, max_size=max_size)
+        return super().fetch(tag, name, max_size=max_size)
 
     def download(self, *args: Any, **kwargs: Any) -> Any:
         assert self._busy.wait(HOLD)

@@ -2,24 +2,49 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import socket
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
 
-from release.formats import manifest_document
+from release.formats import format_sha256sums, manifest_document
+from release.package import trusted_comment_for
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
+from tests.support.releases import KeyPair, make_keypair, serve_directory
 from updater import models
 from updater.buildinfo import current
 from updater.protocol import PROTOCOL_VERSION
+from updater.trusted_comments import IndexComment
 
 HERE_VERSION = current().version
 TARGET = current().target
 
 
-def write_release(root: Path, version: str, *, protocol: int = PROTOCOL_VERSION) -> Path:
+# One release key for the feeds of this module (the development mux trusts it through
+# --trust-key, as a mirror's users would).
+KEYS = make_keypair(Path(tempfile.mkdtemp(prefix="mux-check-keys-")))
+
+
+def trusting(keypair: KeyPair = KEYS) -> tuple[str, str]:
+    return ("--trust-key", keypair.public_key)
+
+
+def write_release(
+    root: Path,
+    version: str,
+    *,
+    protocol: int = PROTOCOL_VERSION,
+    keypair: KeyPair | None = KEYS,
+    released_at: str = "2026-11-20T12:00:00Z",
+) -> Path:
+    """A release's small documents: manifest.json, SHA256SUMS listing it and (with a
+    ``keypair``) SHA256SUMS.minisig, signed as mux-release signs."""
     folder = root / f"v{version}"
     folder.mkdir(parents=True)
     manifest = models.Manifest(
@@ -29,13 +54,36 @@ def write_release(root: Path, version: str, *, protocol: int = PROTOCOL_VERSION)
         released_at="2026-11-20T12:00:00Z",
         assets=(models.ManifestAsset(models.archive_name(TARGET), TARGET, 3, "ab" * 32),),
     )
-    (folder / "manifest.json").write_text(json.dumps(manifest_document(manifest)))
+    doc = manifest_document(manifest)
+    doc["released_at"] = released_at
+    raw = json.dumps(doc).encode()
+    (folder / "manifest.json").write_bytes(raw)
+    sums = format_sha256sums({"manifest.json": hashlib.sha256(raw).hexdigest()})
+    (folder / "SHA256SUMS").write_bytes(sums)
+    if keypair is not None:
+        comment = trusted_comment_for(version, int(time.time()))
+        (folder / "SHA256SUMS.minisig").write_bytes(keypair.secret_key().sign(sums, comment))
     return folder
 
 
-def write_feed(root: Path, tags: list[tuple[str, bool]]) -> None:
+def write_feed(
+    root: Path, tags: list[tuple[str, bool]], *, keypair: KeyPair = KEYS, seq: int | None = None
+) -> None:
+    """``releases.json`` listing ``tags`` (with their human ``prerelease`` flags), signed with
+    the next ``seq`` (valid for a day)."""
     doc = {"releases": [{"tag": tag, "prerelease": pre} for tag, pre in tags]}
-    (root / "releases.json").write_text(json.dumps(doc))
+    index = json.dumps(doc).encode()
+    (root / "releases.json").write_bytes(index)
+    signature = root / "releases.json.minisig"
+    if seq is None:
+        seq = (
+            int(signature.read_text().split("seq:")[1].split("\t")[0]) + 1
+            if signature.exists()
+            else 1
+        )
+    now = int(time.time())
+    comment = IndexComment(timestamp=now, seq=seq, expires=now + 86400).format()
+    signature.write_bytes(keypair.secret_key().sign(index, comment))
 
 
 @pytest.fixture
@@ -176,7 +224,7 @@ def test_token_goes_to_github_hosts_only(github: FakeGitHub, sandbox_env, tmp_pa
     feed = FakeGitHub(root=github.root)
     with serve_github(feed):
         write_feed(github.root, [("v9.0.0", False)])
-        result, _ = check(env, "--source", f"{feed.api_url}/_dl")
+        result, _ = check(env, "--source", f"{feed.api_url}/_dl", *trusting())
         assert result.returncode == 10, result.stderr
         assert feed.requests and not any("Authorization" in r.headers for r in feed.requests)
 
@@ -185,11 +233,12 @@ def test_feed_directory_and_url(tmp_path: Path, sandbox_env) -> None:
     write_release(tmp_path, "9.0.0")
     write_release(tmp_path, "9.1.0rc1")
     write_feed(tmp_path, [("v9.1.0rc1", True), ("v9.0.0", False)])
-    result, doc = check(sandbox_env, "--source", str(tmp_path))
-    assert result.returncode == 10 and doc["latest"]["version"] == "9.0.0"
+    result, doc = check(sandbox_env, "--source", str(tmp_path), *trusting())
+    assert result.returncode == 10, result.stderr
+    assert doc["latest"]["version"] == "9.0.0"
     assert doc["source"] == {"kind": "feed", "location": str(tmp_path.resolve())}
     env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(tmp_path)}
-    assert check(env, "--pre")[1]["latest"]["version"] == "9.1.0rc1"
+    assert check(env, "--pre", *trusting())[1]["latest"]["version"] == "9.1.0rc1"
 
 
 def test_plain_http_outside_loopback_is_refused(sandbox_env) -> None:
@@ -238,20 +287,52 @@ def test_offline_names_the_url(sandbox_env) -> None:
     assert "Traceback" not in result.stderr
 
 
+def _replace_manifest(folder: Path, raw: bytes) -> None:
+    """Publish ``raw`` as the manifest, with a SHA256SUMS that lists it (a build that trusts
+    no key checks no signature on GitHub: layer 2 still holds)."""
+    (folder / "manifest.json").write_bytes(raw)
+    sums = format_sha256sums({"manifest.json": hashlib.sha256(raw).hexdigest()})
+    (folder / "SHA256SUMS").write_bytes(sums)
+
+
 def test_garbage_manifest(github: FakeGitHub, sandbox_env) -> None:
     folder = write_release(github.root, "9.0.0")
-    (folder / "manifest.json").write_text("<html>oops</html>")
+    _replace_manifest(folder, b"<html>oops</html>")
     result, _ = check({**sandbox_env, **github_env(github)})
-    assert result.returncode == 1 and "manifest.json is not valid JSON" in result.stderr
+    assert result.returncode == 3, result.stderr
+    assert "verification failed (manifest): manifest.json is not valid JSON" in result.stderr
 
 
 def test_manifest_for_another_version_is_refused(github: FakeGitHub, sandbox_env) -> None:
     folder = write_release(github.root, "9.0.0")
     doc = json.loads((folder / "manifest.json").read_text())
     doc["version"] = "9.9.9"
-    (folder / "manifest.json").write_text(json.dumps(doc))
+    _replace_manifest(folder, json.dumps(doc).encode())
     result, _ = check({**sandbox_env, **github_env(github)})
-    assert result.returncode == 1 and "says version 9.9.9" in result.stderr
+    assert result.returncode == 3, result.stderr
+    assert "says version 9.9.9, expected 9.0.0" in result.stderr
+
+
+def test_a_manifest_sha256sums_does_not_vouch_for_is_never_reported(
+    github: FakeGitHub, sandbox_env
+) -> None:
+    """Layer 2 on the small documents before "available": a manifest changed after
+    SHA256SUMS was made, or a release with no SHA256SUMS at all, is no release."""
+    folder = write_release(github.root, "9.0.0")
+    raw = (folder / "manifest.json").read_bytes()
+    changed = raw.replace(b'"released_at": "2026-', b'"released_at": "2027-')
+    assert changed != raw
+    (folder / "manifest.json").write_bytes(changed)
+    env = {**sandbox_env, **github_env(github)}
+    result, doc = check(env)
+    assert result.returncode == 3, result.stderr
+    assert "verification failed (manifest): manifest.json has sha256" in result.stderr
+    assert doc is not None and "9.0.0" not in json.dumps(doc.get("latest"))
+    (folder / "SHA256SUMS").unlink()
+    result, doc = check(env)
+    assert result.returncode == 1, result.stderr
+    assert "/v9.0.0/SHA256SUMS was not found (HTTP 404)" in result.stderr
+    assert set(doc or {}) == {"error", "hint", "exit_code"}
 
 
 def test_max_age_answers_from_cache_without_network(tmp_path: Path, sandbox_env) -> None:
@@ -259,17 +340,17 @@ def test_max_age_answers_from_cache_without_network(tmp_path: Path, sandbox_env)
     write_release(feed, "9.0.0")
     write_feed(feed, [("v9.0.0", False)])
     env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
-    first, doc = check(env, "--max-age", "1h")
+    first, doc = check(env, "--max-age", "1h", *trusting())
     assert first.returncode == 10 and doc["cached"] is False
     (feed / "releases.json").unlink()  # the source is gone: only the cache can answer
-    second, doc = check(env, "--max-age", "1h")
+    second, doc = check(env, "--max-age", "1h", *trusting())
     assert second.returncode == 10, second.stderr
     assert doc["cached"] is True and doc["latest"]["version"] == "9.0.0"
     # Too old for the caller: back to the source, which now fails, and the failure is cached.
-    third, _ = check(env, "--max-age", "0s")
+    third, _ = check(env, "--max-age", "0s", *trusting())
     assert third.returncode == 1
     write_feed(feed, [("v9.0.0", False)])
-    fourth, _ = check(env, "--max-age", "1h")
+    fourth, _ = check(env, "--max-age", "1h", *trusting())
     assert fourth.returncode == 1 and "cached result" in fourth.stderr
 
 
@@ -281,7 +362,7 @@ def test_corrupt_cache_is_ignored(tmp_path: Path, sandbox_env) -> None:
     cache_file = Path(sandbox_env["XDG_CACHE_HOME"]) / "mux" / "check.json"
     cache_file.parent.mkdir(parents=True)
     cache_file.write_bytes(b"\x00garbage{")
-    result, doc = check(env, "--max-age", "1h")
+    result, doc = check(env, "--max-age", "1h", *trusting())
     assert result.returncode == 10 and doc["cached"] is False
     assert json.loads(cache_file.read_text())["answer"]["latest"]["version"] == "9.0.0"
 
@@ -306,7 +387,7 @@ def test_live_servers_and_their_protocols(tmp_path: Path, sandbox_env) -> None:
     make_stale_socket(runtime / "stale.sock")
     env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
 
-    result, doc = check(env)
+    result, doc = check(env, *trusting())
     assert result.returncode == 20, result.stderr  # up to date, one server needs a restart
     by_address = {s["address"]: s for s in doc["servers"]}
     assert by_address[str(same)]["restart_needed"] is False
@@ -320,7 +401,7 @@ def test_live_servers_and_their_protocols(tmp_path: Path, sandbox_env) -> None:
         "garbage.sock": "garbage",
         "stale.sock": "stale",
     }
-    text = run_mux(["update", "--check"], env)
+    text = run_mux(["update", "--check", *trusting()], env)
     assert text.returncode == 20
     assert f"restart it with: mux server restart --socket {older}" in text.stdout
     assert "skipped:" in text.stdout and "stale" in text.stdout
@@ -384,11 +465,11 @@ def test_tls_failure_names_ssl_cert_file_and_trusting_the_ca_works(
     server = _self_signed_https(feed)
     try:
         url = f"https://127.0.0.1:{server.server_address[1]}"
-        result, _ = check(sandbox_env, "--source", url)
+        result, _ = check(sandbox_env, "--source", url, *trusting())
         assert result.returncode == 1
         assert "TLS failure" in result.stderr and "SSL_CERT_FILE" in result.stderr
         trusted = {**sandbox_env, "SSL_CERT_FILE": str(feed / "cert.pem")}
-        result, doc = check(trusted, "--source", url)
+        result, doc = check(trusted, "--source", url, *trusting())
         assert result.returncode == 10, result.stderr
         assert doc["latest"]["version"] == "9.0.0"
     finally:
@@ -411,3 +492,25 @@ def test_proxy_from_the_environment(github: FakeGitHub, sandbox_env) -> None:
     result, _ = check(env)
     assert result.returncode == 1
     assert "proxy" in result.stderr.lower() and "HTTPS_PROXY" in result.stderr
+
+
+def test_an_index_rewritten_within_the_second_it_was_read_is_read_again(
+    tmp_path: Path, sandbox_env
+) -> None:
+    """A static server's Last-Modified has one-second steps: an index rewritten (and re-signed)
+    within the second a check read it is answered 304 for ever. The stored body then fails
+    the new signature; mux reads the index whole once more and judges that instead."""
+    root = tmp_path / "feed"
+    write_release(root, "8.0.0")
+    write_feed(root, [("v8.0.0", False)])
+    index = root / "releases.json"
+    with serve_directory(root) as url:
+        first, doc = check(sandbox_env, "--source", url, *trusting())
+        assert first.returncode == 10 and doc["latest"]["version"] == "8.0.0", first.stderr
+        mtime = index.stat().st_mtime
+        write_release(root, "9.0.0")
+        write_feed(root, [("v8.0.0", False), ("v9.0.0", False)])
+        os.utime(index, (mtime, mtime))  # the same second as the index the check read
+        again, doc = check(sandbox_env, "--source", url, *trusting())
+    assert again.returncode == 10, again.stderr
+    assert doc["latest"]["version"] == "9.0.0"

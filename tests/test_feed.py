@@ -16,11 +16,8 @@ from hypothesis import strategies as st
 
 from release.feed import (
     DEFAULT_EXPIRES_IN,
-    FEED_SIGNATURE_NAME,
     FeedError,
-    IndexComment,
     parse_duration,
-    parse_trusted_comment,
     read_index_signature,
     sign_feed_index,
 )
@@ -35,6 +32,7 @@ from tests.support.releases import (
 )
 from updater.errors import ParseError, UsageError, VerificationError
 from updater.minisign import PublicKey
+from updater.trusted_comments import FEED_SIGNATURE_NAME, IndexComment, parse_trusted_comment
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

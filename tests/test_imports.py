@@ -293,8 +293,8 @@ def every_path(
         expected: list[tuple[list[str], int]] = [
             (["version"], 0),
             (["version", "--json"], 0),
-            (["update", "--check", "--json"], 10),
-            (["update", "--check", "--max-age", "1h"], 10),
+            (["update", "--check", "--json", "--trust-key", keypair.public_key], 10),
+            (["update", "--check", "--max-age", "1h", "--trust-key", keypair.public_key], 10),
             (["update", "--version", "0.1.0", *trust], 0),
             (["server", "start"], 0),
             (["server", "status", "--json"], 0),

@@ -291,6 +291,33 @@ def test_an_older_signed_release_is_a_downgrade(
     assert {v: record["versions"][v]["signed_at"] for v in signed} == signed
 
 
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_lower_version_signed_later_is_a_downgrade_too(
+    shell: str, feed: Feed, script: Path, env: dict[str, str], served: Site
+) -> None:
+    """A backport (0.2.0 re-signed after the installed 0.3.0) is still older by version:
+    refused without --allow-downgrade, the same rule as mux update."""
+    from tests.support.installs import republish
+
+    first_install(script, env, feed)
+    root = mirror(feed, served.root, "v0.2.0")
+    republish(root / "v0.2.0", feed.keypair.secret_key())
+    sign_index(root, feed.keypair, seq=60)
+    home = paths(env)[0]
+    before = snapshot(home)
+    result = install_from(script, env, served.url, shell=shell)
+    refused(
+        result,
+        3,
+        f"mux 0.2.0 is older than the installed mux {STABLE}",
+        "downgrade (or an old release replayed)",
+    )
+    assert snapshot(home) == before
+    chosen = install_from(script, env, served.url, "--version", "0.2.0", "--allow-downgrade")
+    assert chosen.returncode == 0, chosen.stderr
+    assert installed(env) == "0.2.0"
+
+
 # -- indefinite freeze: an expired list ----------------------------------------------------
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from release.build import build_standin
 from tests.support.installs import Install
-from tests.test_check import write_feed, write_release
+from tests.test_check import KEYS, write_feed, write_release
 from updater._targets import detect_target
 from updater.marker import MARKER_NAME
 from updater.timestamps import rfc3339
@@ -27,8 +27,9 @@ from updater.timestamps import rfc3339
 TARGET = detect_target()
 
 
-# A minisign public key (a release build trusts one); nothing is signed or verified here.
-_KEY = "RWQBAgMEBQYHCAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"
+# The release key the build trusts: the check verifies the feed's signed index and the
+# release's signed SHA256SUMS with it (issue 13).
+_KEY = KEYS.public_key
 
 
 def packaged(root: Path, build_parent: Path, link: Path, env: dict[str, str]) -> Install:
@@ -53,10 +54,7 @@ def write_marker(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def offering(tmp_path: Path, released_at: str) -> Path:
     feed = tmp_path / "feed"
-    release = write_release(feed, "0.2.0")
-    manifest = json.loads((release / "manifest.json").read_text())
-    manifest["released_at"] = released_at
-    (release / "manifest.json").write_text(json.dumps(manifest))
+    write_release(feed, "0.2.0", released_at=released_at)
     write_feed(feed, [("v0.2.0", False)])
     return feed
 

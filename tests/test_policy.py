@@ -19,7 +19,7 @@ from tests.conftest import run_mux
 from tests.support.installs import Install, bootstrap, snapshot
 from tests.support.releases import Feed, make_feed, make_keypair, serve_directory
 from tests.support.servers import mux_runtime_dir  # noqa: F401 (a fixture)
-from tests.test_check import write_feed, write_release
+from tests.test_check import KEYS, trusting, write_feed, write_release
 from updater import settings as mux_settings
 from updater.errors import EXIT_POLICY, PolicyError
 from updater.policy import parse_policy, read_policy
@@ -94,6 +94,7 @@ def test_disabled_also_refuses_a_cached_answer(
 ) -> None:
     """The fast path (a cached --max-age answer) obeys the policy like the full one."""
     args = ["update", "--check", "--max-age", "1h", "--json", "--source", str(check_feed)]
+    args += trusting()
     first = run_mux(args, sandbox_env)
     assert first.returncode == 10 and json.loads(first.stdout)["cached"] is False
     cached = run_mux(args, sandbox_env)
@@ -106,7 +107,8 @@ def test_check_only_allows_the_check_without_an_install_command(
     env: dict[str, str], policy_path: Path, check_feed: Path
 ) -> None:
     write_policy(policy_path, 'updates = "check-only"\n')
-    result = run_mux(["update", "--check", "--json", "--source", str(check_feed)], env)
+    check = ["update", "--check", "--source", str(check_feed), *trusting()]
+    result = run_mux([*check, "--json"], env)
     assert result.returncode == 10, result.stderr
     doc = json.loads(result.stdout)
     assert doc["update_available"] is True and doc["latest"]["version"] == "9.0.0"
@@ -118,7 +120,7 @@ def test_check_only_allows_the_check_without_an_install_command(
         "origin": str(policy_path),
         "announce_delay_seconds": 0.0,
     }
-    text = run_mux(["update", "--check", "--source", str(check_feed)], env)
+    text = run_mux(check, env)
     assert text.returncode == 10
     assert "install it with" not in text.stdout
     assert f"the machine policy ({policy_path}) lets only its administrator install it" in (
@@ -151,7 +153,7 @@ def test_check_only_refuses_every_change_and_leaves_the_install(
         line = one_policy_line(run_mux(args, run))
         assert 'updates = "check-only"' in line and "mux update --check still works" in line
     assert snapshot(installed.home, installed.bin_dir) == before
-    check = run_mux(["update", "--check", "--json"], run)
+    check = run_mux(["update", "--check", "--json", "--trust-key", key], run)
     assert check.returncode == 10, check.stderr  # the check itself is allowed
     assert json.loads(check.stdout)["latest"]["version"] == "0.2.0"
 
@@ -176,7 +178,8 @@ def test_the_policy_source_is_used_and_cannot_be_changed(
     other = tmp_path / "other-feed"
     write_release(other, "7.0.0")
     write_feed(other, [("v7.0.0", False)])
-    write_policy(policy_path, f'source = "{check_feed}"\n')
+    # The feed is signed with KEYS: the policy that names the source names its key too.
+    write_policy(policy_path, f'source = "{check_feed}"\ntrusted_keys = ["{KEYS.public_key}"]\n')
     result = run_mux(["update", "--check", "--json"], env)
     assert result.returncode == 10, result.stderr
     doc = json.loads(result.stdout)
@@ -282,8 +285,8 @@ def test_the_policy_names_the_enterprise_repository(
 def test_trusted_keys_let_a_mirror_signed_with_another_key_in(
     tmp_path: Path, sandbox_env: dict[str, str], policy_path: Path
 ) -> None:
-    """A mirror re-signs the releases with its own key: without the policy's key the
-    signature layer refuses it (exit 3); with it, mux installs from it."""
+    """A mirror re-signs the releases (and its index) with its own key: without the policy's
+    key its signed index is refused (exit 3); with it, mux installs from it."""
     mirror = make_feed(tmp_path / "mirror", versions=["0.1.0", "0.2.0"])
     home = tmp_path / "home-install"
     env = {
@@ -294,7 +297,7 @@ def test_trusted_keys_let_a_mirror_signed_with_another_key_in(
     write_policy(policy_path, f'source = "{mirror.path}"\n')
     refused = run_mux(["update", "--home", str(home), "--version", "0.1.0"], env)
     assert refused.returncode == 3, refused.stderr
-    assert "signature" in refused.stderr
+    assert "no trusted minisign key to check the release list" in refused.stderr
     write_policy(
         policy_path,
         f'source = "{mirror.path}"\ntrusted_keys = ["{mirror.keypair.public_key}"]\n',
@@ -454,7 +457,8 @@ def test_a_link_is_judged_by_where_it_leads(policy_path: Path, tmp_path: Path) -
 
 
 def test_no_policy_file_means_no_policy(env: dict[str, str], check_feed: Path) -> None:
-    result = run_mux(["update", "--check", "--json", "--source", str(check_feed)], env)
+    args = ["update", "--check", "--json", "--source", str(check_feed), *trusting()]
+    result = run_mux(args, env)
     assert result.returncode == 10, result.stderr
     assert json.loads(result.stdout)["managed_by"] is None
 

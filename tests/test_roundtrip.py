@@ -10,15 +10,17 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from release.fake_sigstore import FakeSigstore
-from release.package import rehash_sums
+from release.package import rehash_sums, trusted_comment_for
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import make_keypair, make_release, serve_directory
 from updater import models
+from updater.trusted_comments import IndexComment
 
 REPO = "acme/mux"
 MINISIGN = shutil.which("minisign")
@@ -37,7 +39,7 @@ def minisign_keypair(directory: Path) -> tuple[Path, str]:
     return directory / "mux.key", public
 
 
-def minisign_sign(release_dir: Path, secret_key: Path) -> None:
+def minisign_sign(file: Path, secret_key: Path, trusted_comment: str) -> None:
     subprocess.run(
         [
             MINISIGN,
@@ -45,11 +47,11 @@ def minisign_sign(release_dir: Path, secret_key: Path) -> None:
             "-s",
             secret_key,
             "-m",
-            release_dir / "SHA256SUMS",
+            file,
             "-x",
-            release_dir / "SHA256SUMS.minisig",
+            file.with_name(file.name + ".minisig"),
             "-t",
-            "mux release (signed by minisign)",
+            trusted_comment,
         ],
         check=True,
         capture_output=True,
@@ -69,7 +71,8 @@ def feed(tmp_path: Path, sigstore: FakeSigstore):
     secret, public = minisign_keypair(tmp_path / "keys")
     unused = make_keypair(tmp_path / "unused")  # make_release wants one; its signature is replaced
     feed = tmp_path / "feed"
-    for version, protocol in (("0.1.0", 1), ("0.2.0", 2)):
+    now = int(time.time()) - 60
+    for number, (version, protocol) in enumerate((("0.1.0", 1), ("0.2.0", 2))):
         release = make_release(
             feed,
             version,
@@ -87,7 +90,11 @@ def feed(tmp_path: Path, sigstore: FakeSigstore):
         bundle = sigstore.attest(subjects, repository=REPO, ref=f"refs/tags/v{version}")
         (release / models.attestation_name(version)).write_bytes(bundle)
         rehash_sums(release)
-        minisign_sign(release, secret)
+        # The comment mux-release writes, by hand: the version and the signed time.
+        minisign_sign(release / "SHA256SUMS", secret, trusted_comment_for(version, now + number))
+    # The feed's index, signed by hand as docs/contracts.md says it may be.
+    index = IndexComment(timestamp=now, seq=1, expires=now + 14 * 86400)
+    minisign_sign(feed / "releases.json", secret, index.format())
     return feed, public
 
 
@@ -95,7 +102,13 @@ def feed(tmp_path: Path, sigstore: FakeSigstore):
 def installed(tmp_path: Path, sandbox_env, feed, sigstore: FakeSigstore):
     path, public = feed
     with serve_directory(path) as url:
-        env = {**sandbox_env, "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path)}
+        # The development mux that bootstraps has no repository of its own; the releases list
+        # their bundle in SHA256SUMS, so it checks their attestation against this one.
+        env = {
+            **sandbox_env,
+            "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+            "MUX_REPO": REPO,
+        }
         yield bootstrap(tmp_path, env, source=url, version="0.1.0", public_key=public)
 
 

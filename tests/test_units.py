@@ -112,7 +112,7 @@ def test_the_token_never_follows_a_redirect_to_the_download_host() -> None:
 
 
 def test_a_cached_check_imports_neither_typer_nor_httpx(tmp_path: Path, sandbox_env) -> None:
-    from tests.test_check import write_feed, write_release
+    from tests.test_check import trusting, write_feed, write_release
 
     feed = tmp_path / "feed"
     write_release(feed, "9.0.0")
@@ -129,6 +129,7 @@ def test_a_cached_check_imports_neither_typer_nor_httpx(tmp_path: Path, sandbox_
         "--max-age",
         "1h",
         "--json",
+        *trusting(),
     ]
     first = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     assert first.returncode == 10

@@ -213,7 +213,12 @@ def test_downgrade_needs_explicit_version_and_flag(installed: Install) -> None:
     assert installed.run("update").returncode == 0
     before = snapshot(installed.home, installed.bin_dir)
     refused = installed.run("update", "--version", "0.1.0")
-    assert refused.returncode == 1 and "not downgrading" in refused.stderr
+    # Older by its signed time too (both are on record): a verification refusal, as install.sh.
+    assert refused.returncode == 3, refused.stderr
+    assert "mux 0.1.0 was signed" in refused.stderr and "before the installed mux 0.2.0" in (
+        refused.stderr
+    )
+    assert "--version 0.1.0 --allow-downgrade" in refused.stderr
     assert (
         snapshot(installed.home, installed.bin_dir).keys() - {str(installed.home / ".lock")}
         <= before.keys()
@@ -511,7 +516,8 @@ def test_progress_bar_on_a_terminal_plain_lines_otherwise(installed: Install) ->
 def test_rollback_after_a_switch_that_was_never_recorded(installed: Install, feed: Feed) -> None:
     """A kill between moving the link and recording it: rollback still goes one step back."""
     make_release(feed.path, "0.3.0", protocol_version=1, keypair=feed.keypair)
-    assert installed.run("update", "--version", "0.2.0").returncode == 0
+    result = installed.run("update", "--version", "0.2.0")
+    assert result.returncode == 0, result.stderr
     assert installed.run("update").returncode == 0
     record_path = installed.home / "install.json"
     record = json.loads(record_path.read_text())
@@ -561,13 +567,25 @@ def test_malformed_settings_are_one_line_usage_errors(
 def test_check_and_update_ask_for_the_same_release(
     tmp_path: Path, sandbox_env: dict[str, str], typed: str
 ) -> None:
-    """`--check --version X` and `mux update --version X` ask the feed for the same tag."""
+    """`--check --version X` and `mux update --version X` ask the feed for the same tag (and
+    both read its signed index, which must list it)."""
     from tests.support.releases import serve_directory_recording
 
     feed = make_feed(tmp_path / "f", versions=["1.2.3-rc1"], prereleases=["1.2.3-rc1"])
     with serve_directory_recording(feed.path) as (url, paths):
         env = {**sandbox_env, "MUX_UPDATE_SOURCE": url, "MUX_INSTALL_DIR": str(tmp_path / "bin")}
-        check = run_mux(["update", "--check", "--json", "--version", typed], env)
+        check = run_mux(
+            [
+                "update",
+                "--check",
+                "--json",
+                "--version",
+                typed,
+                "--trust-key",
+                feed.keypair.public_key,
+            ],
+            env,
+        )
         asked_by_check = {p.split("/")[1] for p in paths}
         paths.clear()
         update = run_mux(
@@ -586,7 +604,8 @@ def test_check_and_update_ask_for_the_same_release(
     assert check.returncode == 10, check.stderr
     assert json.loads(check.stdout)["latest"]["tag"] == "v1.2.3-rc1"
     assert update.returncode == 0, update.stderr
-    assert asked_by_check == asked_by_update == {"v1.2.3-rc1"}
+    index = {"releases.json", "releases.json.minisig"}
+    assert asked_by_check == asked_by_update == {"v1.2.3-rc1", *index}
     assert Install(tmp_path / "home", tmp_path / "bin", env).reported_version()["version"] == (
         "1.2.3-rc1"
     )

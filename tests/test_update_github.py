@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -93,22 +94,41 @@ def test_github_update_verifies_every_layer(installed: Install, github: FakeGitH
 
 
 def test_attestation_from_the_api_when_the_release_has_none(
-    installed: Install, github: FakeGitHub
+    installed: Install, github: FakeGitHub, keypair: KeyPair
 ) -> None:
+    """A release published without its bundle (SHA256SUMS does not list one): the
+    attestations API has it."""
     release = github.root / "v0.2.0"
     bundle_path = release / "mux-0.2.0.sigstore.json"
     archive = next(release.glob("*.tar.gz"))
     github.attestations[hashlib.sha256(archive.read_bytes()).hexdigest()] = bundle_path.read_bytes()
     bundle_path.unlink()
-    from release.signing import SecretKey  # noqa: F401  (re-sign below)
-    from tests.support.installs import republish as reissue
+    republish(release, keypair.secret_key())
 
     result = installed.run("update", "--json")
-    # SHA256SUMS still lists the removed bundle, which is fine: only fetched files are checked.
     assert result.returncode == 0, result.stderr
     detail = {x["layer"]: x["detail"] for x in json.loads(result.stdout)["verification"]}
     assert "attestations API" in detail["attestation"]
-    del reissue
+
+
+def test_a_bundle_the_signed_sums_list_cannot_be_dropped(
+    installed: Install, github: FakeGitHub
+) -> None:
+    """The signed SHA256SUMS lists the bundle, but it is gone (the API would have one): a
+    refusal, not a fallback, so nothing the signed list names can be stripped."""
+    release = github.root / "v0.2.0"
+    bundle_path = release / "mux-0.2.0.sigstore.json"
+    archive = next(release.glob("*.tar.gz"))
+    github.attestations[hashlib.sha256(archive.read_bytes()).hexdigest()] = bundle_path.read_bytes()
+    bundle_path.unlink()
+    before = snapshot(installed.home, installed.bin_dir)
+    result = installed.run("update")
+    assert result.returncode == 3, result.stderr
+    assert (
+        "verification failed (attestation): the Sigstore bundle mux-0.2.0.sigstore.json, "
+        "listed in the signed SHA256SUMS, could not be read"
+    ) in result.stderr
+    assert_unchanged(installed, before)
 
 
 def test_an_api_that_wants_a_token_is_named_and_the_bundle_asset_serves_instead(
@@ -267,4 +287,34 @@ def test_stalled_download_times_out(installed: Install, github: FakeGitHub) -> N
     result = stalled.run("update", timeout=60)
     assert result.returncode == 1, result.stderr
     assert "download of" in result.stderr and "ReadTimeout" in result.stderr
+    assert_unchanged(installed, before)
+
+
+@pytest.mark.parametrize("case", ["another-version", "signed-before-the-installed-one"])
+def test_the_signed_version_and_time_apply_on_github_too(
+    case: str, installed: Install, github: FakeGitHub, keypair: KeyPair
+) -> None:
+    """GitHub decides the latest tag over TLS; the release's signed comment must still name
+    it, and a release signed before the installed one is still a downgrade."""
+    from release.package import trusted_comment_for
+
+    release = github.root / "v0.2.0"
+    sums = (release / "SHA256SUMS").read_bytes()
+    if case == "another-version":
+        comment = trusted_comment_for("0.1.0", int(time.time()))
+        text = "SHA256SUMS.minisig is for another version (0.1.0, not 0.2.0"
+    else:
+        record = json.loads((installed.home / "install.json").read_text())
+        comment = trusted_comment_for("0.2.0", record["versions"]["0.1.0"]["signed_at"] - 1)
+        text = "mux 0.2.0 was signed"
+    (release / "SHA256SUMS.minisig").write_bytes(keypair.secret_key().sign(sums, comment))
+    before = snapshot(installed.home, installed.bin_dir)
+    for args in (("update", "--check"), ("update",)):
+        result = installed.run(*args)
+        if case == "signed-before-the-installed-one" and "--check" in args:
+            assert result.returncode == 0, result.stderr  # nothing to offer: it says why
+            assert "was signed before this mux" in result.stdout
+            continue
+        assert result.returncode == 3, result.stderr
+        assert text in result.stderr.strip().splitlines()[-1]
     assert_unchanged(installed, before)

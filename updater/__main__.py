@@ -11,7 +11,8 @@ from __future__ import annotations
 import sys
 
 _CHECK_VALUE_FLAGS = {"--max-age", "--source", "--version"}
-_CHECK_BARE_FLAGS = {"--check", "--json", "--pre"}
+_CHECK_LIST_FLAGS = {"--trust-key"}  # may be given more than once
+_CHECK_BARE_FLAGS = {"--check", "--json", "--pre", "--allow-expired-feed"}
 
 
 def _parse_check(args: list[str]) -> dict[str, object] | None:
@@ -21,13 +22,18 @@ def _parse_check(args: list[str]) -> dict[str, object] | None:
     while position < len(args):
         arg = args[position]
         name, eq, value = arg.partition("=")
-        if name in _CHECK_VALUE_FLAGS:
+        if name in _CHECK_VALUE_FLAGS or name in _CHECK_LIST_FLAGS:
             if not eq:
                 position += 1
                 if position >= len(args):
                     return None
                 value = args[position]
-            flags[name] = value
+            if name in _CHECK_LIST_FLAGS:
+                listed = flags.setdefault(name, [])
+                assert isinstance(listed, list)
+                listed.append(value)
+            else:
+                flags[name] = value
         elif arg in _CHECK_BARE_FLAGS and not eq:
             flags[arg] = True
         else:

@@ -156,7 +156,9 @@ class AttestationReport:
 
 
 def print_warning(message: str) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    from .render import safe_text
+
+    print(f"warning: {safe_text(message)}", file=sys.stderr)
 
 
 def verify_attestation(
@@ -705,8 +707,30 @@ def _san_uri(cert: Certificate) -> str | None:
 
 
 def _canonical_uri(uri: str) -> str:
-    """Scheme, host, owner and repository lower-cased (GitHub ignores their case); the rest kept."""
-    parts = urlsplit(uri)
+    """``uri`` as GitHub compares it: scheme and host lower-cased (DNS ignores their case),
+    owner and repository lower-cased (GitHub ignores theirs), the rest exactly as written.
+
+    A URI with a query, a fragment, user info or a port is refused: GitHub issues none, and
+    dropping them (what a URL parser's "path" does) would let ``release.yml?x.yml`` pass as
+    ``release.yml``. ``gh attestation verify`` compares the exact string, too.
+    """
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        raise VerificationError(f"attestation: malformed URI {_shown(uri)}") from None
+    if (
+        "?" in uri
+        or "#" in uri
+        or "@" in parts.netloc
+        or port is not None
+        or ":" in parts.netloc
+        or not parts.netloc
+    ):
+        raise VerificationError(
+            f"attestation: the URI {_shown(uri)} has a query, a fragment, user info or a port "
+            "(GitHub's never do)"
+        )
     segments = parts.path.split("/")
     # segments[0] is "" (the path starts with "/"); [1] owner, [2] repository.
     head = [segment.lower() for segment in segments[:3]]
@@ -734,7 +758,9 @@ def _shown(value: object) -> str:
 
     Statement fields are whatever the signer wrote, and anyone can sign with Sigstore.
     """
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+    from .render import safe_text
+
+    text = safe_text(value)
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 3] + "..."
 
 

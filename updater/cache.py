@@ -5,7 +5,9 @@ One contained piece of state with clear rules (after pip's ``self_outdated_check
 * it lives in ``<user cache dir>/mux/check.json`` and is written atomically (temp + rename);
 * an entry answers only the question it was made for (same source, channel, requested
   version and running mux); anything else is a miss;
-* an entry answers only while it is younger than the caller's ``--max-age``;
+* an entry answers only while it is younger than the caller's ``--max-age`` (and, for a feed,
+  while the signed index it came from has not expired);
+* only verified answers are cached (a feed's signed index, the release's signed metadata);
 * a failed lookup is cached too, so an offline machine does not retry on every call;
 * a corrupt or unreadable cache is a miss, never an error.
 
@@ -24,7 +26,9 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-CACHE_SCHEMA = 2  # 2: answers carry the typed decision (updater.plan.ReleaseOffer)
+# 2: answers carry the typed decision (updater.plan.ReleaseOffer); 3: only verified answers
+# (signed index and release metadata), with the index's expiry
+CACHE_SCHEMA = 3
 _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
 

@@ -1,7 +1,11 @@
-"""``mux update --check``: resolve -> fetch the manifest -> decide -> verdicts, with a cache.
+"""``mux update --check``: resolve -> verify the small documents -> decide -> verdicts, cached.
 
-:func:`check` is the library entry point. With ``max_age`` it first tries the cache
-(:mod:`updater.cache`) and, on a hit, answers without importing the HTTP stack; the live
+:func:`check` is the library entry point. It reports only what verifies: a feed's signed index
+(:mod:`updater.feed_index`), then layers 1 and 2 on the release's small documents
+(:func:`updater.verify.verify_release_metadata`: the signed ``SHA256SUMS`` and the manifest it
+vouches for), before it says "X is available"; the archive and the attestation stay for
+``mux update``. With ``max_age`` it first tries the cache (:mod:`updater.cache`), a cache of
+verified answers only, and, on a hit, answers without importing the HTTP stack; the live
 servers are always asked afresh, since a restart can change them at any moment. A failed
 lookup is cached too (:func:`failure_to_cache`), so an offline machine does not retry on every
 call.
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .buildinfo import BuildInfo
+    from .feed_index import VerifiedIndex
     from .plan import KeptVersion
     from .servers import ServerReport
     from .settings import Settings
@@ -72,7 +77,7 @@ def offer_for(
             if failure is not None:
                 raise failure
             cached_offer = ReleaseOffer.from_cache(answer)
-            if cached_offer is not None:
+            if cached_offer is not None and cached_offer.is_fresh(time.time()):
                 return cached_offer, checked_at, True
     stale = cache.load(key, float("inf"))
     known = ReleaseOffer.from_cache(stale[0]) if stale is not None else None
@@ -104,6 +109,8 @@ def cache_key(
         "current": build.version,
         "target": target,
         "checked_by": checked_by(checker or build, settings),
+        # An expired feed index accepted on purpose answers nothing for a check that would not.
+        "allow_expired_feed": settings.allow_expired_feed,
     }
 
 
@@ -129,27 +136,36 @@ def find_offer(
     *,
     known: ReleaseOffer | None = None,
 ) -> ReleaseOffer:
-    """Ask the source which release is on offer and decide it against this build.
+    """Ask the source which release is on offer, verify its small documents, and decide it
+    against this build. A feed's verified index ``seq`` is recorded once the answer stands.
 
-    ``known`` is an earlier answer: when the source still offers the same tag, its manifest
-    is not fetched again.
+    ``known`` is an earlier (verified) answer: when the source still offers the same tag, the
+    release's documents are not fetched again (a release does not change under its tag); a
+    feed's index is verified all the same, since it decides which tag that is.
     """
-    from . import models
-    from .errors import ParseError
     from .plan import OfferedAsset
     from .sources import open_source
 
-    with open_source(settings) as source:
+    with open_source(settings, build_keys=build.trust.minisign_keys) as source:
         tag = source.resolve(request)
+        index = source.verified_index()
+        installed_signed_at = _installed_signed_at(settings, build)
         if known is not None and (known.tag, known.source_location) == (tag, source.location):
             return known._replace(
-                requested=request.exact, decision=request.decide(build.version, known.version)
+                requested=request.exact,
+                decision=request.decide(
+                    build.version,
+                    known.version,
+                    current_signed_at=installed_signed_at,
+                    offered_signed_at=known.signed_at,
+                ),
+                **_index_facts(index),
             )
-        manifest = models.parse_manifest(source.fetch(tag, models.MANIFEST_NAME))
-        if models.parse_version(manifest.version) != models.parse_tag(tag):
-            raise ParseError(
-                f"{models.MANIFEST_NAME} of {tag} says version {manifest.version}; refusing it"
-            )
+        from .verify import TrustPolicy, VerificationLog, verify_release_metadata
+
+        policy = TrustPolicy.for_update(source, build, settings)
+        release = verify_release_metadata(source, tag, policy, VerificationLog())
+        manifest = release.manifest
         asset = manifest.asset_for(target)
         return ReleaseOffer(
             source_kind=source.kind,
@@ -161,8 +177,42 @@ def find_offer(
             release_url=source.release_page(tag),
             asset=OfferedAsset(asset.name, asset.size, asset.sha256) if asset else None,
             requested=request.exact,
-            decision=request.decide(build.version, manifest.version),
+            decision=request.decide(
+                build.version,
+                manifest.version,
+                current_signed_at=installed_signed_at,
+                offered_signed_at=release.signed_at,
+            ),
+            signed_at=release.signed_at,
+            **_index_facts(index),
         )
+
+
+def _index_facts(index: VerifiedIndex | None) -> dict[str, Any]:
+    """What a feed's verified index adds to an answer that stands: until when it may be
+    reused, and what to say with it; its seq is recorded now (a refused check records
+    nothing)."""
+    if index is None:
+        return {}
+    from .feed_index import remember
+
+    warnings = [w for w in (index.expiry_warning(), remember(index)) if w]
+    fresh_until = None if index.expired else index.comment.expires
+    return {"fresh_until": fresh_until, "warnings": tuple(warnings)}
+
+
+def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
+    """The signed time the install record keeps for this running mux, if it belongs to one."""
+    if build.development and settings.home is None:
+        return None  # a checkout belongs to no install unless MUX_HOME names one
+    from .layout import read_record, resolve_layout
+    from .plan import recorded_signed_at
+
+    try:
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    except MuxError:
+        return None
+    return recorded_signed_at(read_record(layout), build.version)
 
 
 def failure_to_cache(exc: MuxError) -> dict[str, Any]:

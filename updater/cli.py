@@ -19,8 +19,11 @@ from .render import report_error
 EXIT_CODES_HELP = """\
 Exit codes: 0 up to date (or updated, nothing pending); 10 update available;
 20 up to date but a live server speaks another protocol and needs a restart;
-1 error; 2 usage error; 3 verification failed (nothing was installed);
+1 error; 2 usage error; 3 verification failed (a signed index or release did not verify,
+expired or went back; nothing was installed);
 4 the machine policy (/etc/mux/policy.toml) does not allow it.
+Limits: MUX_HTTP_DEADLINE (seconds per small document, default 30), MUX_HTTP_MIN_SPEED
+(bytes/s an archive download must keep up, default 1024) over MUX_HTTP_SPEED_WINDOW (s, 30).
 """
 
 app = typer.Typer(
@@ -126,10 +129,26 @@ def update(
     ] = None,
     trust_key: Annotated[
         list[str] | None,
-        typer.Option("--trust-key", help="Also trust this minisign public key (for a mirror)."),
+        typer.Option(
+            "--trust-key",
+            help="Also trust this minisign public key (a mirror's, or a development build's).",
+        ),
     ] = None,
+    allow_expired_feed: Annotated[
+        bool,
+        typer.Option(
+            "--allow-expired-feed",
+            help="Accept a feed whose signed index expired (an air-gapped mirror synced rarely),"
+            " with a loud warning. Env: MUX_ALLOW_EXPIRED_FEED=1. The machine policy may"
+            " accept or refuse it.",
+        ),
+    ] = False,
     allow_downgrade: Annotated[
-        bool, typer.Option("--allow-downgrade", help="Allow --version to install an older release.")
+        bool,
+        typer.Option(
+            "--allow-downgrade",
+            help="Allow --version to install an older release (by version or signed time).",
+        ),
     ] = False,
     insecure_skip_attestation: Annotated[
         bool,
@@ -160,6 +179,7 @@ def update(
         home=home,
         trust_keys=trust_key or (),
         skip_attestation=insecure_skip_attestation,
+        allow_expired_feed=allow_expired_feed,
         policy_file=build.policy_file,
         development=build.development,
     )

@@ -48,6 +48,8 @@ def answer_check(flags: dict[str, object]) -> int | None:
                 os.environ,
                 build_repo=build.repo,
                 source=str(flags["--source"]) if "--source" in flags else None,
+                trust_keys=[str(key) for key in flags.get("--trust-key") or ()],  # type: ignore[attr-defined]
+                allow_expired_feed=bool(flags.get("--allow-expired-feed")),
                 policy_file=build.policy_file,
                 development=build.development,
             ),

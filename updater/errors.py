@@ -79,7 +79,10 @@ class InstallError(MuxError):
 
 
 def printable(text: str, limit: int = 2000) -> str:
-    """``text`` as one safe line: control characters (C0, DEL, C1, line breaks) written as
-    escapes, so nothing from outside reaches a terminal raw, and cut at ``limit``."""
-    shown = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    """``text`` as one safe line, cut at ``limit``: escaped by :func:`updater.render.safe_text`
+    (the one escaping function: C0, DEL, C1, line breaks and invisible format characters),
+    so nothing from outside reaches a terminal raw."""
+    from .render import safe_text  # stdlib only; imports nothing of mux at run time
+
+    shown = safe_text(text)
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"

@@ -8,21 +8,25 @@ httpx is imported here and nowhere on the fast paths. Every request goes through
 * sends the GitHub token only to the hosts allowed to see it, and retries once without it
   after a 401 (stale tokens are a classic failure),
 * retries connection failures and 5xx answers a bounded number of times with backoff,
+* bounds what it reads: every body capped (error pages at 64 KiB), every small document within
+  an overall deadline (``MUX_HTTP_DEADLINE``, tries included), every archive above a minimum
+  average speed (``MUX_HTTP_MIN_SPEED`` over ``MUX_HTTP_SPEED_WINDOW``),
 * turns every failure into one :class:`NetworkError` line naming the URL, the reason and the fix.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NamedTuple, TypeVar
 from urllib.parse import urljoin, urlsplit
 
+import httpcore
 import httpx
 
 from .errors import NetworkError, RateLimitError, printable
@@ -30,23 +34,26 @@ from .settings import HttpSettings
 from .urls import check_url_scheme, url_origin
 
 if TYPE_CHECKING:
+    import ssl
+
     from .download import Progress
 
 USER_AGENT = "mux-updater"
 MAX_REDIRECTS = 5
+ERROR_BODY_LIMIT = 64 * 1024  # of an error page, read at most this much, then the connection closes
+T = TypeVar("T")
 _REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 
-@dataclass(frozen=True)
-class HostPolicy:
+class HostPolicy(NamedTuple):
     """Where requests and redirects may go, and which hosts may see the token.
 
     An entry ``host`` admits that host on any port; ``host:port`` admits only that port
     (configured bases such as a GitHub Enterprise server or a loopback test server).
     """
 
-    allowed_hosts: frozenset[str] = field(default_factory=frozenset)
-    token_hosts: frozenset[str] = field(default_factory=frozenset)
+    allowed_hosts: frozenset[str] = frozenset()
+    token_hosts: frozenset[str] = frozenset()
     advice: str = ""  # how a refused host can be allowed, if it can
 
     @staticmethod
@@ -113,7 +120,6 @@ def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
 
 # -- what GitHub (or any server) said --------------------------------------------------------
 
-ERROR_BODY_LIMIT = 64 * 1024  # an error body is read this far, for its message
 SECONDARY_LIMIT_WAIT = 60.0  # GitHub: without Retry-After, wait at least a minute
 # The longest wait a server's answer may impose: a lying or broken Retry-After date or reset
 # time must not block every mux on the machine from that host for years.
@@ -347,8 +353,7 @@ def status_error(url: str, response: httpx.Response, body: bytes = b"") -> Netwo
     return NetworkError(f"{url} answered HTTP {status}{detail}", status=status)
 
 
-@dataclass(frozen=True)
-class Fetched:
+class Fetched(NamedTuple):
     """A small document read whole; header names are lower case."""
 
     url: str
@@ -357,8 +362,229 @@ class Fetched:
     content: bytes
 
 
+# -- bounds on a whole answer ------------------------------------------------------------------
+#
+# httpx's timeouts bound each socket operation, so a server that sends a byte every few
+# seconds, or its headers a byte at a time, keeps a request alive forever. Every connection of
+# an HttpClient goes through a network backend of its own (below) whose socket operations
+# also answer to the request's *budget*: a deadline for a small document (every try, redirect
+# and backoff included) or, for an archive, a minimum average speed over a window (across its
+# resumed tries). Over budget, the blocked read itself ends: nothing waits for the next byte.
+
+
+class OverBudget(Exception):
+    """A request ran out of its budget. Deliberately not an httpcore or httpx error: raised
+    inside httpcore, it reaches :class:`HttpClient` untouched (never retried as a timeout)."""
+
+
+class _Budget:
+    """No bound (an archive download without a minimum speed: only stalls end it)."""
+
+    def next_check(self, now: float) -> float:
+        """Seconds until :meth:`check` must run again, at the latest."""
+        return float("inf")
+
+    def check(self, now: float) -> None:
+        """Raise :class:`OverBudget` when the request must give up."""
+
+    def received(self, count: int) -> None:
+        pass
+
+
+class _Deadline(_Budget):
+    """``MUX_HTTP_DEADLINE``: the whole answer within this many seconds."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+
+    def next_check(self, now: float) -> float:
+        return self.end - now
+
+    def check(self, now: float) -> None:
+        if now >= self.end:
+            raise OverBudget(f"no answer within {self.seconds:g} s (MUX_HTTP_DEADLINE)")
+
+
+class _MinSpeed(_Budget):
+    """``MUX_HTTP_MIN_SPEED`` over ``MUX_HTTP_SPEED_WINDOW``: in every window (counted from the
+    start, as install.sh's watchdog does) at least speed x window bytes must arrive."""
+
+    def __init__(self, bytes_per_second: float, window: float) -> None:
+        self.speed, self.window = bytes_per_second, window
+        self.window_end = time.monotonic() + window
+        self.got = 0
+
+    def next_check(self, now: float) -> float:
+        return self.window_end - now
+
+    def check(self, now: float) -> None:
+        if now < self.window_end:
+            return
+        if self.got < self.speed * self.window:
+            raise OverBudget(
+                f"slower than {self.speed:g} bytes/s over {self.window:g} s "
+                "(MUX_HTTP_MIN_SPEED, MUX_HTTP_SPEED_WINDOW)"
+            )
+        self.got, self.window_end = 0, now + self.window
+
+    def received(self, count: int) -> None:
+        self.got += count
+
+
+class _Budgets(threading.local):
+    """The budget of the request this thread is making through one client (None: none yet)."""
+
+    current: _Budget | None = None
+
+
+def _within(
+    budget: _Budget | None, operation: Callable[[float | None], T], timeout: float | None
+) -> T:
+    """Run one socket operation (connect, TLS handshake, write) for at most its ``timeout`` and
+    what the budget has left."""
+    if budget is None:
+        return operation(timeout)
+    now = time.monotonic()
+    budget.check(now)
+    try:
+        return operation(_socket_timeout(budget.next_check(now), timeout))
+    except httpcore.TimeoutException:
+        budget.check(time.monotonic())
+        raise
+
+
+def _socket_timeout(budget_wait: float, timeout: float | None) -> float | None:
+    """The smaller of the two (None: no limit at all), never zero (which means non-blocking)."""
+    limit = timeout if budget_wait == float("inf") else budget_wait
+    if timeout is not None and limit is not None:
+        limit = min(limit, timeout)
+    return None if limit is None else max(limit, 0.001)
+
+
+class _BudgetedStream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream, budgets: _Budgets) -> None:
+        self._stream = stream
+        self._budgets = budgets
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        """Read with ``timeout`` as the stall limit (no byte for that long), waking up at the
+        budget's checkpoints in between."""
+        budget = self._budgets.current
+        if budget is None:
+            return self._stream.read(max_bytes, timeout)
+        started = time.monotonic()
+        while True:
+            now = time.monotonic()
+            budget.check(now)
+            wait = budget.next_check(now)
+            stall_left = None if timeout is None else timeout - (now - started)
+            if stall_left is not None:
+                if stall_left <= 0:
+                    raise httpcore.ReadTimeout("timed out")
+                wait = min(wait, stall_left)
+            try:
+                data = self._stream.read(max_bytes, _socket_timeout(wait, None))
+            except httpcore.ReadTimeout:
+                if stall_left is not None and wait >= stall_left:
+                    raise
+                continue  # a checkpoint of the budget, not a stall: check it, then read on
+            budget.received(len(data))
+            return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        _within(self._budgets.current, lambda t: self._stream.write(buffer, t), timeout)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = _within(
+            self._budgets.current,
+            lambda t: self._stream.start_tls(ssl_context, server_hostname, t),
+            timeout,
+        )
+        return _BudgetedStream(stream, self._budgets)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _BudgetedBackend(httpcore.NetworkBackend):
+    def __init__(self, backend: httpcore.NetworkBackend, budgets: _Budgets) -> None:
+        self._backend = backend
+        self._budgets = budgets
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = _within(
+            self._budgets.current,
+            lambda t: self._backend.connect_tcp(host, port, t, local_address, socket_options),
+            timeout,
+        )
+        return _BudgetedStream(stream, self._budgets)
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        stream = _within(
+            self._budgets.current,
+            lambda t: self._backend.connect_unix_socket(path, t, socket_options),
+            timeout,
+        )
+        return _BudgetedStream(stream, self._budgets)
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _budget_every_connection(client: httpx.Client, budgets: _Budgets) -> None:
+    """Put every connection ``client`` opens, direct or through a proxy from the environment,
+    on a :class:`_BudgetedBackend`.
+
+    httpx has no public way to choose httpcore's network backend, so this sets the pool's
+    (``_network_backend``, httpcore 1.x); a test fails if a new httpx moves it.
+    """
+    mounts: dict[Any, Any] = getattr(client, "_mounts", {})
+    for transport in (getattr(client, "_transport", None), *mounts.values()):
+        if transport is None:
+            continue
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if backend is None:
+            raise RuntimeError("httpx/httpcore changed: no network backend to bound requests with")
+        pool._network_backend = _BudgetedBackend(backend, budgets)  # type: ignore[union-attr]
+
+
+def _read_capped(response: httpx.Response, limit: int) -> bytes:
+    """At most ``limit`` bytes of a body (an error page: what it says, never all of it)."""
+    chunks, total = [], 0
+    try:
+        for chunk in response.iter_bytes():
+            chunks.append(chunk[: limit - total])
+            total += len(chunks[-1])
+            if total >= limit:
+                break
+    except httpx.HTTPError:
+        pass  # the status is the news; a broken error body adds nothing
+    return b"".join(chunks)
+
+
 class HttpClient:
-    """A small wrapper over :class:`httpx.Client` enforcing the host and token policy."""
+    """A small wrapper over :class:`httpx.Client` enforcing the host and token policy, and the
+    bounds: every body capped, every small document within ``MUX_HTTP_DEADLINE``, every
+    archive above ``MUX_HTTP_MIN_SPEED``."""
 
     def __init__(
         self,
@@ -376,6 +602,9 @@ class HttpClient:
         settings = settings or HttpSettings()
         self.retries = settings.retries
         self._backoff = settings.backoff
+        self._deadline = settings.deadline
+        self._min_speed, self._speed_window = settings.min_speed, settings.speed_window
+        self._budgets = _Budgets()
         try:
             self._client = self._make_client(settings.timeout, plain_loopback_only)
         except ValueError as exc:  # httpx's word on a proxy URL it cannot use
@@ -385,6 +614,7 @@ class HttpClient:
                 f"unusable proxy setting: {exc}",
                 hint="check HTTPS_PROXY / HTTP_PROXY / ALL_PROXY",
             ) from None
+        _budget_every_connection(self._client, self._budgets)
 
     @staticmethod
     def _make_client(connect_timeout: float, plain_loopback_only: bool) -> httpx.Client:
@@ -395,21 +625,43 @@ class HttpClient:
             # skip loading the CA bundle (tens of milliseconds) for such a client.
             verify=not plain_loopback_only,
             timeout=httpx.Timeout(connect_timeout, read=connect_timeout),
-            headers={"User-Agent": USER_AGENT},
+            # Bodies as sent: a compressed one would be inflated before any cap could see it.
+            headers={"User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
         )
 
     def close(self) -> None:
         self._client.close()
 
     def back_off(self, attempt: int) -> None:
-        """Wait before retry number ``attempt`` (exponential backoff)."""
-        time.sleep(self._backoff * 2 ** (attempt - 1))
+        """Wait before retry number ``attempt`` (exponential backoff, within the budget)."""
+        delay = self._backoff * 2 ** (attempt - 1)
+        budget = self._budgets.current
+        if budget is not None:
+            now = time.monotonic()
+            budget.check(now)
+            delay = min(delay, max(budget.next_check(now), 0.0))
+        time.sleep(delay)
+        if budget is not None:
+            budget.check(time.monotonic())
 
     def __enter__(self) -> HttpClient:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    @contextmanager
+    def _budget(self, make: Callable[[], _Budget]) -> Iterator[None]:
+        """Give this thread's requests the budget ``make`` builds, unless one is running: the
+        outer budget (a download's, across its resumed tries) spans the inner requests."""
+        if self._budgets.current is not None:
+            yield
+            return
+        self._budgets.current = make()
+        try:
+            yield
+        finally:
+            self._budgets.current = None
 
     def _credential(self, url: str, use_token: bool) -> str:
         """Whose rate limit a request to ``url`` spends: the token's or the anonymous one."""
@@ -436,8 +688,27 @@ class HttpClient:
         """Open ``url`` (after policy-checked redirects); the caller reads the body.
 
         Retries happen only before a response is handed out. Statuses other than 2xx/3xx/304
-        become :class:`NetworkError`; 3xx is returned only when ``follow_redirects`` is off.
+        become :class:`NetworkError` (after reading at most :data:`ERROR_BODY_LIMIT` bytes of
+        the error page); 3xx is returned only when ``follow_redirects`` is off. Everything,
+        the caller's reading included, is within the deadline (``MUX_HTTP_DEADLINE``) unless
+        a download's budget already runs.
         """
+        with self._budget(lambda: _Deadline(self._deadline)):
+            try:
+                response = self._open(url, headers, follow_redirects)
+            except OverBudget as exc:
+                raise _gave_up(url, exc) from None
+            try:
+                yield response
+            except OverBudget as exc:
+                raise _gave_up(url, exc) from None
+            finally:
+                response.close()
+
+    def _open(
+        self, url: str, headers: Mapping[str, str] | None, follow_redirects: bool
+    ) -> httpx.Response:
+        """The response ``url`` leads to, after redirects and retries (see :meth:`stream`)."""
         use_token = True
         attempt = 0
         while True:
@@ -498,25 +769,15 @@ class HttpClient:
                 self.back_off(attempt)
                 continue
             if status >= 400:
-                body = b""
                 try:
-                    for chunk in response.iter_bytes():
-                        body += chunk
-                        if len(body) >= ERROR_BODY_LIMIT:
-                            break  # enough for a message; the rest is never read
-                except httpx.HTTPError:
-                    pass  # the status alone says enough
+                    body = _read_capped(response, ERROR_BODY_LIMIT)
                 finally:
                     response.close()
                 error = status_error(current, response, body)
                 if isinstance(error, RateLimitError) and self.rate_limits is not None:
                     self.rate_limits.close(current, self._credential(current, use_token), error)
                 raise error
-            try:
-                yield response
-            finally:
-                response.close()
-            return
+            return response
 
     def get(
         self,
@@ -526,7 +787,8 @@ class HttpClient:
         follow_redirects: bool = True,
         max_size: int = 16 * 1024 * 1024,
     ) -> Fetched:
-        """GET a small document fully into memory, capped at ``max_size`` bytes."""
+        """GET a small document fully into memory, capped at ``max_size`` bytes, within the
+        deadline (``MUX_HTTP_DEADLINE``)."""
         with self.stream(url, headers=headers, follow_redirects=follow_redirects) as response:
             chunks = []
             total = 0
@@ -560,8 +822,27 @@ class HttpClient:
         With a known ``size`` a dropped connection or a stall is resumed with ``Range`` (from
         the first byte again when the server ignores it) up to ``retries`` times, and the body
         must be exactly that long. Without one the body is read once, to its end. Either way
-        it never grows past ``max_size`` (:class:`VerificationError`).
+        it never grows past ``max_size`` (:class:`VerificationError`), and it gives up when
+        less than ``MUX_HTTP_MIN_SPEED`` bytes/s arrive over ``MUX_HTTP_SPEED_WINDOW``
+        (across its tries).
         """
+        with self._budget(self._speed_budget):
+            return self._download_into(url, out, size, max_size, label, progress)
+
+    def _speed_budget(self) -> _Budget:
+        if self._min_speed > 0:
+            return _MinSpeed(self._min_speed, self._speed_window)
+        return _Budget()
+
+    def _download_into(
+        self,
+        url: str,
+        out: BinaryIO,
+        size: int | None,
+        max_size: int,
+        label: str,
+        progress: Progress,
+    ) -> tuple[int, str]:
         from .errors import VerificationError
 
         def too_large() -> VerificationError:
@@ -607,7 +888,7 @@ class HttpClient:
                         f"{exc.__class__.__name__}",
                         hint="check the network, then retry",
                     ) from None
-                self.back_off(failures)
+                self._back_off_within(url, failures)
                 continue
             if size is not None and done < size:
                 failures += 1
@@ -616,6 +897,20 @@ class HttpClient:
                         f"download of {url} stopped at {done} of {size} bytes",
                         hint="retry; if it persists the release file is truncated on the server",
                     )
-                self.back_off(failures)
+                self._back_off_within(url, failures)
                 continue
             return done, digest.hexdigest()
+
+    def _back_off_within(self, url: str, attempt: int) -> None:
+        try:
+            self.back_off(attempt)
+        except OverBudget as exc:
+            raise _gave_up(url, exc) from None
+
+
+def _gave_up(url: str, exc: OverBudget) -> NetworkError:
+    return NetworkError(
+        f"could not download {url}: {exc}",
+        hint="check the network or the mirror, then retry (on a slow link, raise "
+        "MUX_HTTP_DEADLINE or lower MUX_HTTP_MIN_SPEED)",
+    )

@@ -353,7 +353,14 @@ class Transaction:
         return self._staging
 
     def switch_to(
-        self, staged: Path, version: str, *, archive_sha256: str, target: str, source: str
+        self,
+        staged: Path,
+        version: str,
+        *,
+        archive_sha256: str,
+        target: str,
+        source: str,
+        signed_at: int | None = None,
     ) -> Settled:
         """Make the verified, unpacked ``staged`` folder the active ``version``.
 
@@ -381,6 +388,7 @@ class Transaction:
                 target=target,
                 source=source,
                 bin_dir=str(layout.bin_dir),
+                signed_at=signed_at,
             )
             write_record(layout, record)
             _switch_link(layout, version)

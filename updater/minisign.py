@@ -21,7 +21,7 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import ParseError, VerificationError
 
@@ -60,8 +60,7 @@ def _payload_line(text: str) -> str:
     return ""
 
 
-@dataclass(frozen=True)
-class PublicKey:
+class PublicKey(NamedTuple):
     key_id_bytes: bytes
     key: bytes  # the raw 32-byte Ed25519 public key
 
@@ -88,14 +87,12 @@ class PublicKey:
         return f"{UNTRUSTED_PREFIX}minisign public key {self.key_id}\n{self.to_base64()}\n"
 
 
-@dataclass(frozen=True)
-class VerifiedSignature:
+class VerifiedSignature(NamedTuple):
     trusted_comment: str
     key_id: str
 
 
-@dataclass(frozen=True)
-class _Signature:
+class _Signature(NamedTuple):
     algorithm: bytes
     key_id: bytes
     signature: bytes

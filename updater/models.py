@@ -29,6 +29,10 @@ _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 # A release tag: v + a version. Checked with the regex first (stdlib), then by packaging.
 TAG_RE = re.compile(r"v\d+\.\d+\.\d+(?:[-.+]?[0-9A-Za-z.]+)?")
+# RFC 3339 date-time (section 5.6); the calendar is checked by datetime.
+_RFC3339_RE = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})"
+)
 
 
 def archive_name(target: str) -> str:
@@ -75,6 +79,33 @@ def is_sha256(value: object) -> bool:
 
 def is_safe_asset_name(name: object) -> bool:
     return isinstance(name, str) and len(name) < 256 and _SAFE_NAME_RE.fullmatch(name) is not None
+
+
+def parse_rfc3339(value: object, what: str) -> str:
+    """``value`` when it is an RFC 3339 date-time (``2026-11-20T12:00:00Z``); else ParseError."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    match = _RFC3339_RE.fullmatch(value) if isinstance(value, str) else None
+    try:
+        if match is None:
+            raise ValueError
+        year, month, day, hour, minute, second = (int(match[i]) for i in range(1, 7))
+        offset = match[8].upper()
+        zone = UTC
+        if offset != "Z":
+            sign = -1 if offset[0] == "-" else 1
+            hours, minutes = int(offset[1:3]), int(offset[4:6])
+            if hours > 23 or minutes > 59:
+                raise ValueError
+            zone = timezone(sign * timedelta(hours=hours, minutes=minutes))
+        # A leap second (:60) is valid RFC 3339; datetime has none, so check it as :59.
+        datetime(year, month, day, hour, minute, min(second, 59), tzinfo=zone)
+        if second > 60:
+            raise ValueError
+    except ValueError:
+        raise ParseError(f"{what} {str(value)[:60]!r} is not an RFC 3339 time") from None
+    assert isinstance(value, str)
+    return value
 
 
 def _load_json_object(raw: bytes, what: str) -> dict[str, Any]:
@@ -157,7 +188,11 @@ def parse_manifest(raw: bytes) -> Manifest:
         name=_str_field(doc, "name", MANIFEST_NAME),
         version=version,
         protocol_version=_int_field(doc, "protocol_version", MANIFEST_NAME),
-        released_at=str(doc.get("released_at", "")),
+        released_at=(
+            parse_rfc3339(doc["released_at"], f"{MANIFEST_NAME}: released_at")
+            if "released_at" in doc
+            else ""
+        ),
         assets=tuple(assets),
     )
 
@@ -189,6 +224,8 @@ def parse_sha256sums(raw: bytes) -> dict[str, str]:
 @dataclass(frozen=True)
 class FeedRelease:
     tag: str
+    # The flag releases.json carries for humans. Readers never decide on it (it is not what
+    # the version says, and it was not signed apart from the list): ``version.is_prerelease``.
     prerelease: bool
 
     @property

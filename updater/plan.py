@@ -43,6 +43,9 @@ class Decision(StrEnum):
     DOWNGRADE = "downgrade"  # it is older, and the request allows going back
     DOWNGRADE_REFUSED = "downgrade-refused"  # older, asked for by version, not allowed
     NEWER_INSTALLED = "newer-installed"  # older: the current one is ahead of the newest offered
+    # A higher version, but signed before the current one: an old release replayed, or a
+    # backport; only `--version X --allow-downgrade` installs it.
+    SIGNED_EARLIER = "signed-earlier"
 
     @property
     def installs(self) -> bool:
@@ -109,18 +112,39 @@ class ReleaseRequest(NamedTuple):
         """What makes two requests the same question (the check cache's key)."""
         return {"tag": self.exact_tag, "pre": self.include_pre}
 
-    def decide(self, current: str | Version | None, offered: str | Version) -> Decision:
-        """The one answer to "is ``offered`` an update from ``current``?" (None: not installed)."""
+    def decide(
+        self,
+        current: str | Version | None,
+        offered: str | Version,
+        *,
+        current_signed_at: int | None = None,
+        offered_signed_at: int | None = None,
+    ) -> Decision:
+        """The one answer to "is ``offered`` an update from ``current``?" (None: not installed).
+
+        Older means older by version, or signed before the current release (the signed
+        timestamps of their ``SHA256SUMS.minisig``, when both are known): either is a
+        downgrade, installed only when the request allows it.
+        """
         if current is None:
             return Decision.INSTALL
         have, get = _version(current), _version(offered)
         if get == have:
             return Decision.UP_TO_DATE
-        if get > have:
+        if get > have and not signed_earlier(current_signed_at, offered_signed_at):
             return Decision.UPDATE
         if self.allow_downgrade:
             return Decision.DOWNGRADE
-        return Decision.DOWNGRADE_REFUSED if self.exact else Decision.NEWER_INSTALLED
+        if self.exact:
+            return Decision.DOWNGRADE_REFUSED
+        return Decision.NEWER_INSTALLED if get < have else Decision.SIGNED_EARLIER
+
+
+def signed_earlier(current_signed_at: int | None, offered_signed_at: int | None) -> bool:
+    """The offered release was signed before the current one (False when either is unknown)."""
+    if current_signed_at is None or offered_signed_at is None:
+        return False
+    return offered_signed_at < current_signed_at
 
 
 def _version(value: str | Version) -> Version:
@@ -155,6 +179,11 @@ class ReleaseOffer(NamedTuple):
     asset: OfferedAsset | None  # the build for this mux's target, if the release has one
     requested: bool  # asked for with --version
     decision: Decision
+    # Until when the answer may be reused: the feed index's signed expiry (None: no bound
+    # beyond the caller's --max-age).
+    fresh_until: int | None = None
+    warnings: tuple[str, ...] = ()  # said with every answer, cached or not (an expired feed)
+    signed_at: int | None = None  # the release's signed time (None: no signature checked)
 
     @property
     def update_available(self) -> bool:
@@ -186,6 +215,9 @@ class ReleaseOffer(NamedTuple):
                 "requested": self.requested,
             },
             "decision": self.decision.value,
+            "fresh_until": self.fresh_until,
+            "warnings": list(self.warnings),
+            "signed_at": self.signed_at,
         }
 
     @classmethod
@@ -208,10 +240,21 @@ class ReleaseOffer(NamedTuple):
                 ),
                 requested=bool(latest["requested"]),
                 decision=Decision(doc["decision"]),
+                fresh_until=_int_or_none(doc.get("fresh_until")),
+                warnings=tuple(str(w) for w in doc.get("warnings") or ()),
+                signed_at=_int_or_none(doc.get("signed_at")),
             )
         except (KeyError, TypeError, ValueError):
             return None
         return offer if doc.get("ok") is True else None
+
+    def is_fresh(self, now: float) -> bool:
+        """Still within what signed it allows (a feed index expires)."""
+        return self.fresh_until is None or now < self.fresh_until
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class ServerVerdict(NamedTuple):
@@ -367,7 +410,7 @@ def plan_check(
 ) -> CheckReport:
     """The check's answer; a ``manager`` with an announce delay holds a newer release back
     until that long after its release time (``now``: the current Unix time)."""
-    notes = []
+    notes = list(offer.warnings)
     held_until = None
     if offer.update_available and manager is not None and manager.announce_delay > 0:
         held_until = hold_until(offer.released_at, manager.announce_delay, now)
@@ -380,6 +423,12 @@ def plan_check(
     offered_protocol = offer.protocol_version if announced else None
     if offer.asset is None and announced:
         notes.append(f"release {offer.tag} has no build for {target or 'this platform'}")
+    if offer.decision is Decision.SIGNED_EARLIER:
+        notes.append(
+            f"mux {offer.version} was signed before this mux: mux update refuses it as a "
+            f"downgrade (or an old release replayed); to take it on purpose: mux update "
+            f"--version {offer.version} --allow-downgrade"
+        )
     return CheckReport(
         build=build,
         offer=offer,
@@ -559,8 +608,12 @@ def record_install(
     target: str,
     source: str,
     bin_dir: str,
+    signed_at: int | None = None,
 ) -> dict[str, Any]:
     """The record with ``version`` added; "active" still names the version it replaces.
+
+    ``signed_at`` is the signed timestamp of the release's verified ``SHA256SUMS.minisig``
+    (kept out when no signature was checked), what a later downgrade is judged by.
 
     It is written before the link moves: a kill after the switch still finds the new
     version's file list on record, and :func:`settle` turns the old "active" into "previous".
@@ -577,11 +630,20 @@ def record_install(
         "target": target,
         "source": source,
         "installed_by": "mux update",
+        **({"signed_at": signed_at} if signed_at is not None else {}),
     }
     updated.update(
         {"schema": RECORD_SCHEMA, "bin_dir": bin_dir, "target": target, "source": source}
     )
     return updated
+
+
+def recorded_signed_at(record: Mapping[str, Any], version: str | None) -> int | None:
+    """The ``signed_at`` the record keeps for ``version`` (None: not recorded, or garbage)."""
+    versions = record.get("versions")
+    entry = versions.get(version) if isinstance(versions, dict) and version else None
+    signed = entry.get("signed_at") if isinstance(entry, dict) else None
+    return signed if isinstance(signed, int) and not isinstance(signed, bool) else None
 
 
 def rollback_choice(

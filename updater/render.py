@@ -4,6 +4,11 @@ For people (plain lines) and programs (one JSON object with stable fields, READM
 library returns typed results (:class:`~updater.plan.CheckReport`,
 :class:`~updater.update.UpdateResult`, ...); only this module turns them into text.
 
+Much of what is shown came from the network or from a server (versions, tags, dates, URLs,
+server fields, error messages that quote them): every human line goes through
+:func:`safe_text`, so no control character (an ``ESC`` that rewrites the line or sets the
+clipboard) reaches the terminal. JSON stays JSON: the encoder escapes them.
+
 Stdlib only, so the cached check and ``mux version`` render without importing rich (the
 progress bar imports it when it is drawn).
 """
@@ -29,7 +34,36 @@ REPORT_SCHEMA = 1
 
 
 def to_json_line(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, sort_keys=True)
+    return json.dumps(doc, sort_keys=True)  # ASCII: every control character \u-escaped
+
+
+def safe_text(text: object) -> str:
+    """``text`` safe for a terminal: every character that does not print (C0 controls such as
+    ESC and BEL, DEL, C1, and invisible format characters such as bidi overrides) written as
+    ``\\xNN`` or ``\\uNNNN`` (a line break or tab inside a value as ``\\n``, ``\\t``), as
+    install.sh writes them. The one escaping function: every line mux shows a person goes
+    through it."""
+    shown = str(text)
+    if shown.isprintable():
+        return shown
+    return "".join(c if c.isprintable() else _escaped(c) for c in shown)
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if char in _NAMED:
+        return _NAMED[char]
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def safe_lines(lines: Sequence[str]) -> str:
+    """Lines for a person, each made safe (:func:`safe_text`), joined."""
+    return "\n".join(safe_text(line) for line in lines)
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -52,7 +86,7 @@ def report_error(exc: MuxError, *, as_json: bool) -> int:
 
 def version_text(info: BuildInfo) -> str:
     kind = " (development build)" if info.development else ""
-    return "\n".join(
+    return safe_lines(
         [
             f"mux {info.version}{kind}",
             f"protocol: {info.protocol_version}",
@@ -81,6 +115,11 @@ def verdict_document(verdict: ServerVerdict) -> dict[str, Any]:
         "compatible": verdict.compatible,
         "build_deleted": verdict.build_deleted,
     }
+
+
+def server_line(text: str) -> str:
+    """One line of ``mux server`` output (it quotes what a server said)."""
+    return safe_text(text)
 
 
 def describe_live(report: ServerReport) -> str:
@@ -126,7 +165,7 @@ def server_status_lines(
             line = f"{report.address}: {report.state} ({report.detail})"
             if report.executable:
                 line += f", pid {report.pid}, from {report.executable} (the OS says)"
-        lines.append(line)
+        lines.append(safe_text(line))
     return lines
 
 
@@ -269,7 +308,7 @@ def check_text(report: CheckReport) -> str:
             lines.extend(_server_line(verdict))
     if report.cached:
         lines.append(f"(from the check at {report.checked_at})")
-    return "\n".join(lines)
+    return safe_lines(lines)
 
 
 # -- mux update ------------------------------------------------------------------------------
@@ -329,9 +368,9 @@ def update_text(result: UpdateResult) -> str:
             f"  link:    {plan.link}",
             "nothing was changed (--dry-run)",
         ]
-        return "\n".join(lines)
+        return safe_lines(lines)
     if result.action is UpdateAction.PRUNED:
-        return "\n".join(_prune_lines(result))
+        return safe_lines(_prune_lines(result))
     if result.action is UpdateAction.UP_TO_DATE:
         lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
     elif result.action is UpdateAction.ROLLED_BACK:
@@ -379,7 +418,7 @@ def update_text(result: UpdateResult) -> str:
                 f"server {verdict.report.address} speaks protocol {result.protocol_version}: "
                 "nothing to do, it keeps running"
             )
-    return "\n".join(lines)
+    return safe_lines(lines)
 
 
 def _prune_lines(result: UpdateResult) -> list[str]:
@@ -405,13 +444,13 @@ class PlainProgress:
 
     def start(self, total: int | None) -> None:
         size = f" ({total / 1048576:.1f} MiB)" if total is not None else ""
-        self.write(f"downloading {self.label}{size}")
+        self.write(safe_text(f"downloading {self.label}{size}"))
 
     def advance(self, done: int) -> None:
         pass
 
     def finish(self) -> None:
-        self.write(f"downloaded {self.label}")
+        self.write(safe_text(f"downloaded {self.label}"))
 
 
 class BarProgress:
@@ -430,7 +469,7 @@ class BarProgress:
             console=Console(stderr=True),  # stdout stays for the report (and --json)
             transient=True,
         )
-        self._label = label
+        self._label = safe_text(label).replace("[", "\\[")  # rich markup: shown as written
         self._task: Any = None
 
     def start(self, total: int | None) -> None:
@@ -523,7 +562,7 @@ class ConsoleEvents:
         self._bar = progress_bar
 
     def warning(self, message: str) -> None:
-        print(f"WARNING: {message}", file=sys.stderr)
+        print(f"WARNING: {safe_text(message)}", file=sys.stderr)
 
     def progress(self, label: str) -> Progress:
         return make_progress(label, bar=self._bar)

@@ -21,6 +21,7 @@ from .plan import ServerVerdict
 from .render import (
     describe_live,
     report_error,
+    server_line,
     server_status_lines,
     to_json_line,
     verdict_document,
@@ -110,7 +111,7 @@ def start_command(
     from .server_daemon import start
 
     report = _run(lambda: start(_server_address(name, socket, url)))
-    print(f"started a mux server on {report.address}: {describe_live(report)}")
+    print(server_line(f"started a mux server on {report.address}: {describe_live(report)}"))
 
 
 @server_app.command("stop")
@@ -123,9 +124,9 @@ def stop_command(
     address = _run(lambda: _server_address(name, socket, url))
     result = _run(lambda: stop(address))
     if result == "stopped":
-        print(f"stopped the mux server on {address}")
+        print(server_line(f"stopped the mux server on {address}"))
     else:
-        print(f"no mux server runs on {address}")
+        print(server_line(f"no mux server runs on {address}"))
 
 
 @server_app.command("restart")
@@ -136,7 +137,7 @@ def restart_command_(
     from .server_daemon import restart
 
     report = _run(lambda: restart(_server_address(name, socket, url)))
-    print(f"restarted the mux server on {report.address}: {describe_live(report)}")
+    print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
 
 
 def _verdicts(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
@@ -165,7 +166,7 @@ def status_command(
         return
     if not reports:
         where = os.environ.get(SERVER_URL_ENV) or _run(runtime_dir)
-        print(f"no mux server found (looked in {where})")
+        print(server_line(f"no mux server found (looked in {where})"))
         return
     info = buildinfo.current()
     for line in server_status_lines(verdicts, info.protocol_version, info.version):
@@ -208,7 +209,7 @@ def watch_command(
     except StreamEnded as ended:
         if ended.clean:
             return
-        print(f"mux: watching {stream.address}: {ended.reason}", file=sys.stderr)
+        print(server_line(f"mux: watching {stream.address}: {ended.reason}"), file=sys.stderr)
         raise typer.Exit(1) from None
     except BrokenPipeError:  # the reader went away: so do we, quietly
         sys.stderr.close()
@@ -217,7 +218,7 @@ def watch_command(
         raise typer.Exit(130) from None
     finally:
         stream.close()
-    print(f"mux: watching {stream.address}: the stream ended", file=sys.stderr)
+    print(server_line(f"mux: watching {stream.address}: the stream ended"), file=sys.stderr)
     raise typer.Exit(1)
 
 

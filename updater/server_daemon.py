@@ -94,8 +94,10 @@ _ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
 
 
 def _log(message: str) -> None:
+    from .render import safe_text  # the log may be read on a terminal
+
     stamp = rfc3339()
-    print(f"{stamp} {message}", file=sys.stderr, flush=True)
+    print(f"{stamp} {safe_text(message)}", file=sys.stderr, flush=True)
 
 
 def _as_address(address: Path | str) -> ServerAddress:

@@ -10,9 +10,10 @@ is applied last, in :func:`load`: what it sets wins, and a flag or variable that
 loosen it is refused. Without a policy file that costs one ``stat``; the policy module (and
 ``tomllib``) is imported only when there is one.
 
-A malformed number (``MUX_HTTP_TIMEOUT=soon``) falls back to its default; URLs and targets are
-checked where they are used (:mod:`updater.sources`, :mod:`updater._targets`), so that a bad
-value fails the command that uses it with one line naming the variable.
+A malformed number (``MUX_HTTP_TIMEOUT=soon``, a negative one) falls back to its default;
+URLs and targets are checked where they are used (:mod:`updater.sources`,
+:mod:`updater._targets`), so that a bad value fails the command that uses it with one line
+naming the variable.
 
 Stdlib only: this is on the fast path of the cached check. The records are NamedTuples
 (:mod:`updater._records`: no ``typing`` at run time), not frozen dataclasses, for the same
@@ -40,11 +41,19 @@ UPDATES_ENABLED = "enabled"  # the machine policy's `updates`: enabled | check-o
 
 
 class HttpSettings(NamedTuple):
-    """How long and how often to try: ``MUX_HTTP_TIMEOUT``, ``_RETRIES``, ``_BACKOFF``."""
+    """How long and how often to try: ``MUX_HTTP_TIMEOUT``, ``_RETRIES``, ``_BACKOFF``, and
+    the bounds on a whole answer: ``MUX_HTTP_DEADLINE``, ``_MIN_SPEED``, ``_SPEED_WINDOW``
+    (the names install.sh reads too)."""
 
     timeout: float = 10.0  # seconds to connect, and without a byte while reading (a stall)
     retries: int = 3  # retries after a connection failure, a 5xx or a dropped download
     backoff: float = 0.5  # seconds before the first retry, doubled for each next one
+    # MUX_HTTP_DEADLINE: seconds for one small document, every try and redirect included
+    deadline: float = 30.0
+    # MUX_HTTP_MIN_SPEED / MUX_HTTP_SPEED_WINDOW: an archive download gives up when less than
+    # min_speed bytes/s arrived over a window of speed_window seconds (0: no minimum)
+    min_speed: float = 1024.0
+    speed_window: float = 30.0
 
 
 class GitHubSettings(NamedTuple):
@@ -64,6 +73,12 @@ class Settings(NamedTuple):
     github: GitHubSettings = GitHubSettings()
     http: HttpSettings = HttpSettings()
     trust_keys: tuple[str, ...] = ()  # --trust-key: minisign keys trusted besides the build's
+    # --allow-expired-feed / MUX_ALLOW_EXPIRED_FEED=1 / the policy's allow_expired_feed = true:
+    # accept a feed index past its expiry (a policy's false refuses the flag and the variable)
+    allow_expired_feed: bool = False
+    # Where the highest feed `seq` per key is kept (feed-seq); None: platformdirs'
+    # user_state_dir("mux"), as install.sh computes it (docs/contracts.md)
+    state_dir: Path | None = None
     skip_attestation: bool = False  # --insecure-skip-attestation
     sigstore_trusted_root: Path | None = None  # MUX_SIGSTORE_TRUSTED_ROOT (private instances)
     target: str | None = None  # MUX_TARGET: the build to install instead of this machine's
@@ -75,11 +90,16 @@ class Settings(NamedTuple):
     progress_bar: bool = True  # False with NO_COLOR or TERM=dumb: plain progress lines
     # MUX_UPDATE_CHECK_INTERVAL: how often a server checks in the background (0: never)
     update_check_interval: float = DEFAULT_CHECK_INTERVAL
-    allow_expired_feed: bool = False  # --allow-expired-feed (issue 13), or the policy's
     # The machine policy's `updates` (require_updates() enforces it; "disabled" also stops a
     # server's background checks) and its file, if any.
     updates: str = UPDATES_ENABLED
     policy_file: str | None = None
+
+    def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
+        """Every minisign key trusted here: the build's, then these settings' (--trust-key,
+        and whatever the machine policy merged in), each once. One list for the feed index
+        and for releases."""
+        return tuple(dict.fromkeys((*build_keys, *self.trust_keys)))
 
 
 def load(
@@ -152,9 +172,14 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
 
     def number(name: str, default: float) -> float:
         try:
-            return float(environ.get(name) or default)
+            value = float(environ.get(name) or default)
         except ValueError:
             return default
+        return value if 0 <= value < float("inf") else default  # not negative, NaN or infinite
+
+    def positive(name: str, default: float) -> float:
+        value = number(name, default)
+        return value if value > 0 else default
 
     def path(*names: str, expand: bool = True) -> Path | None:
         value = next((environ[name] for name in names if environ.get(name)), None)
@@ -177,7 +202,11 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
             timeout=number("MUX_HTTP_TIMEOUT", defaults.http.timeout),
             retries=int(number("MUX_HTTP_RETRIES", defaults.http.retries)),
             backoff=number("MUX_HTTP_BACKOFF", defaults.http.backoff),
+            deadline=positive("MUX_HTTP_DEADLINE", defaults.http.deadline),
+            min_speed=number("MUX_HTTP_MIN_SPEED", defaults.http.min_speed),
+            speed_window=positive("MUX_HTTP_SPEED_WINDOW", defaults.http.speed_window),
         ),
+        allow_expired_feed=environ.get("MUX_ALLOW_EXPIRED_FEED") == "1",
         sigstore_trusted_root=path(TRUSTED_ROOT_ENV, expand=False),
         target=text("MUX_TARGET"),
         home=path("MUX_HOME", expand=False),

@@ -23,13 +23,23 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from . import models
-from .errors import NetworkError, ParseError, RateLimitError, UsageError, VerificationError
+from .errors import (
+    MuxError,
+    NetworkError,
+    ParseError,
+    RateLimitError,
+    UsageError,
+    VerificationError,
+)
 from .http import Fetched, HostPolicy, HttpClient, RateLimits
 from .settings import DOWNLOAD_HOSTS_ENV, HttpSettings
 from .urls import check_url_scheme, is_loopback_host, parse_download_host, url_origin
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .download import Downloaded, Progress
+    from .feed_index import IndexPolicy, VerifiedIndex
     from .plan import ReleaseRequest
     from .settings import Settings
 
@@ -119,6 +129,12 @@ class ReleaseSource(ABC):
         """The release's assets as its host lists them; None where there is no such list."""
         return None
 
+    def verified_index(self) -> VerifiedIndex | None:
+        """The signed index this source decided from (a feed's), once it was read; None for a
+        source without one. Its ``seq`` is recorded once the command's answer stands
+        (:func:`updater.feed_index.remember`)."""
+        return None
+
     def attestation_bundles(self, sha256: str) -> list[bytes]:
         """Attestation bundles for ``sha256`` (only where :attr:`attestation_lookup`)."""
         return []
@@ -146,8 +162,20 @@ class ReleaseSource(ABC):
         self.close()
 
 
-def open_source(settings: Settings, *, spec: str | None = None) -> ReleaseSource:
-    """``spec`` (default ``settings.source``): ``github``, a feed URL or a feed directory."""
+def open_source(
+    settings: Settings,
+    *,
+    spec: str | None = None,
+    build_keys: Sequence[str] = (),
+    unsigned_index: bool = False,
+) -> ReleaseSource:
+    """``spec`` (default ``settings.source``): ``github``, a feed URL or a feed directory.
+
+    A feed's index must be signed by one of ``build_keys`` or the keys the settings add
+    (:meth:`~updater.settings.Settings.trusted_keys`), fresh and not rolled back
+    (:mod:`updater.feed_index`). ``unsigned_index`` reads it unchecked: only for a mirror of
+    another project's artifacts (``mux-release repin``), whose files are checked one by one.
+    """
     chosen = spec or settings.source
     try:
         if chosen == "github":
@@ -160,10 +188,23 @@ def open_source(settings: Settings, *, spec: str | None = None) -> ReleaseSource
                 http=settings.http,
                 download_hosts=github.download_hosts,
             )
-        return FeedSource(chosen, http=settings.http)
+        index = None if unsigned_index else index_policy(settings, build_keys)
+        return FeedSource(chosen, http=settings.http, index=index)
     except ValueError as exc:  # urllib's word on a malformed URL (a bad port, a bad [host])
         what = "MUX_GITHUB_URL / MUX_GITHUB_API_URL" if chosen == "github" else chosen[:200]
         raise UsageError(f"invalid release source URL in {what}: {exc}") from None
+
+
+def index_policy(settings: Settings, build_keys: Sequence[str]) -> IndexPolicy:
+    """What a feed's index must satisfy under ``settings`` (keys, expiry, the seq state)."""
+    from .feed_index import IndexPolicy
+    from .feed_seq import state_path
+
+    return IndexPolicy(
+        keys=settings.trusted_keys(build_keys),
+        allow_expired=settings.allow_expired_feed,
+        state_file=state_path(settings.state_dir),
+    )
 
 
 def github_identity_url(web_url: str | None) -> str:
@@ -269,6 +310,14 @@ class _Conditional:
         """GET ``url``, conditionally when a body is stored for it."""
         return self.get_with_link(client, url, headers, max_size)[0]
 
+    def get_fresh(
+        self, client: HttpClient, url: str, headers: Mapping[str, str], max_size: int
+    ) -> bytes:
+        """GET ``url`` unconditionally, and store what it answered."""
+        response: Fetched = client.get(url, headers=headers, max_size=max_size)
+        self.store(url, {k.lower(): v for k, v in response.headers.items()}, response.content)
+        return response.content
+
     def get_with_link(
         self, client: HttpClient, url: str, headers: Mapping[str, str], max_size: int
     ) -> tuple[bytes, str | None]:
@@ -365,7 +414,15 @@ class GitHubSource(ReleaseSource):
                 hint="check MUX_REPO, or pass --pre to include pre-releases",
             )
         tag_name = unquote(tag)
-        parse(tag_name)
+        if getattr(parse(tag_name), "is_prerelease", False):
+            # GitHub's "latest" is a flag on the release page, signed by nobody: the version
+            # string decides the channel (install.sh refuses the same release).
+            version = tag_name.removeprefix("v")
+            raise VerificationError(
+                f"GitHub's latest release of {self.repo} is {tag_name}, a pre-release by its "
+                "version",
+                hint=f"to take it: --version {version} (or --pre for the newest pre-release)",
+            )
         return tag_name
 
     def _api_json(self, path: str) -> Any:
@@ -589,7 +646,12 @@ def _read_local(path: Path, max_size: int) -> bytes:
 
 
 class FeedSource(ReleaseSource):
-    """A static feed: ``releases.json`` plus one folder per tag, in a directory or at a URL."""
+    """A static feed: ``releases.json`` plus one folder per tag, in a directory or at a URL.
+
+    With an ``index`` policy (what :func:`open_source` always gives a mux feed), the index is
+    believed only once verified (:func:`updater.feed_index.verify_feed_index`): it alone says
+    which releases exist, which is the newest, and a release asked for by tag must be listed.
+    """
 
     kind = "feed"
     # A mirror is trusted only through the release key; attestations are checked when the
@@ -598,10 +660,18 @@ class FeedSource(ReleaseSource):
     attestation_required = False
     attestation_lookup = False
 
-    def __init__(self, location: str, *, http: HttpSettings | None = None) -> None:
+    def __init__(
+        self,
+        location: str,
+        *,
+        http: HttpSettings | None = None,
+        index: IndexPolicy | None = None,
+    ) -> None:
         self.location = location.rstrip("/") or location
         self._directory: Path | None = None
         self._client: HttpClient | None = None
+        self._index_policy = index
+        self._verified: VerifiedIndex | None = None
         parts = urlsplit(location)
         if parts.scheme in ("http", "https"):
             check_url_scheme(location)
@@ -634,20 +704,80 @@ class FeedSource(ReleaseSource):
         assert self._client is not None
         return self._client.get(f"{self.location}/{relative}", max_size=max_size).content
 
-    def _read_index(self) -> bytes:
-        """``releases.json``; over HTTP a conditional request (an unchanged index costs a 304)."""
+    def _read_index(self, *, conditional: bool = True) -> bytes:
+        """``releases.json``; over HTTP a conditional request (an unchanged index costs a 304;
+        what it stands for is verified all the same, against a signature fetched every time).
+        ``conditional=False`` asks for the whole body again (and stores it)."""
+        from .feed_index import INDEX_LIMIT
+
         if self._client is None:
-            return self._read(models.FEED_INDEX_NAME, SMALL_FILE_LIMIT)
+            return self._read(models.FEED_INDEX_NAME, INDEX_LIMIT)
         url = f"{self.location}/{models.FEED_INDEX_NAME}"
-        return _Conditional(_etag_cache_dir()).get(self._client, url, {}, SMALL_FILE_LIMIT)
+        store = _Conditional(_etag_cache_dir())
+        if not conditional:
+            return store.get_fresh(self._client, url, {}, INDEX_LIMIT)
+        return store.get(self._client, url, {}, INDEX_LIMIT)
+
+    def verified_index(self) -> VerifiedIndex | None:
+        return self._verified
+
+    def _index(self) -> VerifiedIndex:
+        """The feed's index, verified (read once per source)."""
+        from .feed_index import INDEX_LIMIT, verify_feed_index
+        from .trusted_comments import FEED_SIGNATURE_NAME
+
+        assert self._index_policy is not None
+        if self._verified is None:
+            index = self._read_index()
+            signature, missing = None, ""
+            try:
+                signature = self._read(FEED_SIGNATURE_NAME, INDEX_LIMIT)
+            except NetworkError as exc:
+                missing = exc.message
+            try:
+                self._verified = verify_feed_index(
+                    self.location, index, signature, self._index_policy, missing_signature=missing
+                )
+            except VerificationError:
+                if self._client is None or signature is None:
+                    raise
+                # The stored body a 304 confirmed may be older than the signature: a server
+                # whose Last-Modified has one-second steps answers 304 for an index rewritten
+                # within the second it was last read, for ever. Read it whole, once, and judge
+                # that (a forged list fails again).
+                fresh = self._read_index(conditional=False)
+                if fresh == index:
+                    raise
+                self._verified = verify_feed_index(
+                    self.location, fresh, signature, self._index_policy, missing_signature=""
+                )
+        return self._verified
+
+    def resolve(self, request: ReleaseRequest, *, parse: TagRule = models.parse_tag) -> str:
+        tag = request.tag()
+        if tag is not None and self._index_policy is not None and not self._index().lists(tag):
+            raise MuxError(
+                f"the signed release list of {self.location} does not list {tag}",
+                hint="choose a version it lists (run without --version for the newest), or "
+                "check the source (--source / MUX_UPDATE_SOURCE)",
+            )
+        return super().resolve(request, parse=parse)
 
     def latest_tag(self, *, include_pre: bool, parse: TagRule = models.parse_tag) -> str:
-        # releases.json holds mux's tags (vX.Y.Z): parse_releases_json checks them all.
-        releases = models.parse_releases_json(self._read_index())
-        candidates = [r for r in releases if include_pre or not r.prerelease]
-        if not candidates:
-            raise NetworkError(f"the feed {self.location} lists no release")
-        return max(candidates, key=lambda r: r.version).tag
+        if self._index_policy is None:
+            # An artifact mirror's list (mux-release repin): read as it is, checked per file.
+            releases = models.parse_releases_json(self._read_index())
+            listed = [r for r in releases if include_pre or not r.version.is_prerelease]
+            newest = max(listed, key=lambda r: r.version).tag if listed else None
+        else:
+            newest = self._index().newest(include_pre=include_pre)
+        if newest is None:
+            what = "release" if include_pre else "stable release"
+            raise MuxError(
+                f"the release list {self.location}/{models.FEED_INDEX_NAME} names no {what}",
+                hint="pass --version X (or --pre) to take a pre-release, or check the feed",
+            )
+        return newest
 
     def release_page(self, tag: str) -> str:
         return f"{self.location}/{quote(tag)}/"

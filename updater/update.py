@@ -13,17 +13,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from . import buildinfo, install
 from ._targets import release_target
 from .buildinfo import BuildInfo
 from .download import Progress
-from .errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError
+from .errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, VerificationError
 from .layout import Layout, read_record, resolve_layout
-from .plan import Decision, KeptVersion, ReleaseRequest, ServerVerdict, server_verdicts
+from .plan import (
+    Decision,
+    KeptVersion,
+    ReleaseRequest,
+    ServerVerdict,
+    recorded_signed_at,
+    server_verdicts,
+    signed_earlier,
+)
 from .settings import Settings, require_updates
 from .verify import LayerResult, TrustPolicy, VerificationLog
+
+if TYPE_CHECKING:
+    from .feed_index import VerifiedIndex
 
 
 class UpdateAction(StrEnum):
@@ -98,7 +109,11 @@ def run_update(
     dry_run: bool = False,
     events: UpdateEvents | None = None,
 ) -> UpdateResult:
-    """Install the release ``request`` names into the install ``settings`` point at."""
+    """Install the release ``request`` names into the install ``settings`` point at.
+
+    A feed's verified index ``seq`` is recorded once the install stands (installed, or
+    already there), never by a dry run or a failure, as install.sh does.
+    """
     from .sources import open_source
     from .verify import verify_release_files, verify_release_metadata
 
@@ -106,15 +121,25 @@ def run_update(
     build = build or buildinfo.current()
     events = events or _Silent()
     layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
-    target = release_target(settings.target, build, recorded=read_record(layout).get("target"))
+    record = read_record(layout)
+    target = release_target(settings.target, build, recorded=record.get("target"))
     installed = layout.active_version()
+    installed_signed_at = recorded_signed_at(record, installed)
     log = VerificationLog()
-    with open_source(settings) as source:
+    with open_source(settings, build_keys=build.trust.minisign_keys) as source:
         tag = source.resolve(request)
+        index = source.verified_index()
+        if index is not None and index.expired:
+            events.warning(str(index.expiry_warning()))
         policy = TrustPolicy.for_update(source, build, settings)
         release = verify_release_metadata(source, tag, policy, log)
         manifest = release.manifest
-        decision = request.decide(installed, manifest.version)
+        decision = request.decide(
+            installed,
+            manifest.version,
+            current_signed_at=installed_signed_at,
+            offered_signed_at=release.signed_at,
+        )
         outcome = UpdateResult(
             action=UpdateAction.UP_TO_DATE,
             layout=layout,
@@ -126,12 +151,12 @@ def run_update(
         )
         if decision is Decision.UP_TO_DATE:
             settled = None if dry_run else install.tidy(layout, _install_settings(settings))
+            if not dry_run:
+                _remember(index, events)
             return _with_verdicts(_with_settled(outcome, settled), settings, settled)
         if not decision.installs:
-            raise InstallError(
-                f"{manifest.version} is older than the installed {installed}; not downgrading",
-                hint=f"to downgrade on purpose: mux update --version {manifest.version} "
-                "--allow-downgrade",
+            raise _refused_downgrade(
+                manifest.version, release.signed_at, installed, installed_signed_at
             )
         asset = manifest.asset_for(target)
         if asset is None:
@@ -156,6 +181,7 @@ def run_update(
             events.warning("--insecure-skip-attestation: not checking who built this release")
         with install.Transaction(layout, _install_settings(settings)) as transaction:
             if transaction.active == manifest.version:
+                _remember(index, events)
                 return _with_verdicts(outcome, settings)  # a concurrent update got here first
             verified = verify_release_files(
                 source,
@@ -175,9 +201,41 @@ def run_update(
                 archive_sha256=verified.archive_sha256,
                 target=target,
                 source=source.location,
+                signed_at=release.signed_at,
             )
+        _remember(index, events)
     updated = replace(outcome, action=UpdateAction.UPDATED, verification=tuple(log.layers))
     return _with_verdicts(_with_settled(updated, settled), settings, settled)
+
+
+def _refused_downgrade(
+    version: str, signed_at: int | None, installed: str | None, installed_signed_at: int | None
+) -> Exception:
+    """Why ``version`` is not installed over ``installed`` without ``--allow-downgrade``."""
+    from .timestamps import utc_text
+
+    how = f"to go back on purpose: mux update --version {version} --allow-downgrade"
+    if signed_earlier(installed_signed_at, signed_at):
+        assert signed_at is not None and installed_signed_at is not None
+        return VerificationError(
+            f"mux {version} was signed {utc_text(signed_at)}, before the installed mux "
+            f"{installed} ({utc_text(installed_signed_at)}): installing it would be a downgrade "
+            "(or an old release replayed)",
+            hint=f"{how} (mux update --rollback returns to the previous version)",
+        )
+    return InstallError(
+        f"{version} is older than the installed {installed}; not downgrading", hint=how
+    )
+
+
+def _remember(index: VerifiedIndex | None, events: UpdateEvents) -> None:
+    """Record the verified feed index's ``seq`` (a warning when the state cannot be written)."""
+    from .feed_index import remember
+
+    if index is not None:
+        problem = remember(index)
+        if problem:
+            events.warning(problem)
 
 
 def run_rollback(settings: Settings, *, build: BuildInfo | None = None) -> UpdateResult:

@@ -30,19 +30,17 @@ import errno
 import hashlib
 import json
 import os
-import subprocess
 import sys
-import tarfile
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import models
 from .errors import InstallError, MuxError, NetworkError, ParseError, VerificationError
 
 if TYPE_CHECKING:
+    import tarfile
     from collections.abc import Callable, Iterator
 
     from .buildinfo import BuildInfo
@@ -62,18 +60,17 @@ MAX_MEMBERS = 50_000
 MAX_UNPACKED_BYTES = 2 * 1024**3
 
 
-@dataclass(frozen=True)
-class LayerResult:
+class LayerResult(NamedTuple):
     layer: str
     status: str  # "ok" | "skipped"
     detail: str
 
 
-@dataclass
 class VerificationLog:
     """The layers that passed (or were skipped, and why), for the report."""
 
-    layers: list[LayerResult] = field(default_factory=list)
+    def __init__(self, layers: list[LayerResult] | None = None) -> None:
+        self.layers: list[LayerResult] = [] if layers is None else layers
 
     def ok(self, layer: str, detail: str) -> None:
         self.layers.append(LayerResult(layer, "ok", detail))
@@ -85,8 +82,7 @@ class VerificationLog:
 # -- the policy ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TrustPolicy:
+class TrustPolicy(NamedTuple):
     """What must hold before anything is installed."""
 
     minisign_keys: tuple[str, ...]
@@ -113,7 +109,7 @@ class TrustPolicy:
             settings.github.web_url, settings.github.repo, build.repo
         )
         return cls(
-            minisign_keys=tuple(dict.fromkeys((*build.trust.minisign_keys, *settings.trust_keys))),
+            minisign_keys=settings.trusted_keys(build.trust.minisign_keys),
             require_signature=source.signature_required or bool(build.trust.minisign_keys),
             repository=repository,
             signer_workflow=build.trust.signer_workflow,
@@ -177,17 +173,18 @@ def _fail(layer: str, message: str, hint: str | None = None) -> VerificationErro
 # -- the pipeline ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class VerifiedRelease:
+class VerifiedRelease(NamedTuple):
     """Layers 1 and 2 on the small documents: the signed sums and the manifest they vouch for."""
 
     tag: str
     sums: dict[str, str]
     manifest: models.Manifest
+    # The signed time of SHA256SUMS.minisig (its trusted comment's timestamp); None when no
+    # signature was checked (a build that trusts no key, from GitHub).
+    signed_at: int | None = None
 
 
-@dataclass(frozen=True)
-class VerifiedFiles:
+class VerifiedFiles(NamedTuple):
     """One archive that passed every layer, unpacked into ``folder``."""
 
     asset: models.ManifestAsset
@@ -198,15 +195,22 @@ class VerifiedFiles:
 def verify_release_metadata(
     source: ReleaseSource, tag: str, policy: TrustPolicy, log: VerificationLog
 ) -> VerifiedRelease:
-    """Layers 1 and 2 for ``SHA256SUMS`` and ``manifest.json`` of the release ``tag``."""
-    sums = verify_sums(
+    """Layers 1 and 2 for ``SHA256SUMS`` and ``manifest.json`` of the release ``tag``.
+
+    The signature's trusted comment must name this release (``version:``, equal to the tag
+    and, below, to the manifest's version: no mix of releases) and its signed time, which the
+    caller compares with the installed release's and records.
+    """
+    signed = verify_sums(
         source.fetch(tag, models.SUMS_NAME),
         source.fetch_optional(tag, models.SUMS_SIGNATURE_NAME),
         policy,
         log,
+        tag=tag,
+        signature_url=source.file_url(tag, models.SUMS_SIGNATURE_NAME),
     )
-    manifest = verify_manifest(source.fetch(tag, models.MANIFEST_NAME), sums, tag, log)
-    return VerifiedRelease(tag, sums, manifest)
+    manifest = verify_manifest(source.fetch(tag, models.MANIFEST_NAME), signed.sums, tag, log)
+    return VerifiedRelease(tag, signed.sums, manifest, signed.timestamp)
 
 
 def verify_release_files(
@@ -297,12 +301,32 @@ def _published_digest(
 # -- layers 1 and 2: the small documents -----------------------------------------------------
 
 
-def verify_sums(
-    sums: bytes, signature: bytes | None, policy: TrustPolicy, log: VerificationLog
-) -> dict[str, str]:
-    """Layer 1, then parse ``SHA256SUMS``."""
-    from . import minisign
+class SignedSums(NamedTuple):
+    """``SHA256SUMS``, parsed, and what its verified signature says (None: not checked)."""
 
+    sums: dict[str, str]
+    timestamp: int | None = None
+
+
+def verify_sums(
+    sums: bytes,
+    signature: bytes | None,
+    policy: TrustPolicy,
+    log: VerificationLog,
+    *,
+    tag: str,
+    signature_url: str = models.SUMS_SIGNATURE_NAME,
+) -> SignedSums:
+    """Layer 1, then parse ``SHA256SUMS``.
+
+    A verified signature must be for the release ``tag`` (its ``version:``) and carry its
+    signed time (``timestamp:``), as install.sh demands.
+    """
+    from . import minisign
+    from .timestamps import utc_text
+    from .trusted_comments import ReleaseComment
+
+    timestamp = None
     if not policy.minisign_keys:
         if policy.require_signature:
             raise _fail(
@@ -323,9 +347,35 @@ def verify_sums(
             verified = minisign.verify(sums, signature, keys)
         except VerificationError as exc:
             raise _fail(LAYER_SIGNATURE, f"SHA256SUMS: {exc.message}", hint=exc.hint) from None
-        log.ok(LAYER_SIGNATURE, f"SHA256SUMS signed by minisign key {verified.key_id}")
+        comment_text = verified.trusted_comment[:200]
+        try:
+            comment = ReleaseComment.parse(verified.trusted_comment)
+        except ParseError as exc:
+            raise _fail(LAYER_SIGNATURE, f"the signature {signature_url}: {exc.message}") from None
+        if comment.version is None or models.tag_for(comment.version) != tag:
+            raise _fail(
+                LAYER_SIGNATURE,
+                f"the signature {signature_url} is for another version "
+                f"({comment.version or 'none named'}, not {tag.removeprefix('v')}; "
+                f"its trusted comment: {comment_text})",
+                hint="the mirror serves files of different releases together; "
+                "do not install from it",
+            )
+        if comment.timestamp is None:
+            raise _fail(
+                LAYER_SIGNATURE,
+                f"the signature {signature_url} has no signed timestamp "
+                f"(its trusted comment: {comment_text})",
+                hint="the release was not signed by mux-release; report it",
+            )
+        timestamp = comment.timestamp
+        log.ok(
+            LAYER_SIGNATURE,
+            f"SHA256SUMS signed by minisign key {verified.key_id} "
+            f"(mux {comment.version}, signed {utc_text(timestamp)})",
+        )
     try:
-        return models.parse_sha256sums(sums)
+        return SignedSums(models.parse_sha256sums(sums), timestamp)
     except ParseError as exc:
         raise _fail(LAYER_DIGEST, exc.message) from None
 
@@ -344,8 +394,13 @@ def verify_manifest(
         manifest = models.parse_manifest(raw)
     except ParseError as exc:
         raise _fail(LAYER_MANIFEST, exc.message) from None
-    if models.parse_version(manifest.version) != models.parse_tag(tag):
-        raise _fail(LAYER_MANIFEST, f"manifest.json says version {manifest.version}, tag is {tag}")
+    if models.tag_for(manifest.version) != tag:  # exactly, as install.sh compares them
+        raise _fail(
+            LAYER_MANIFEST,
+            f"manifest.json says version {manifest.version}, expected "
+            f"{tag.removeprefix('v')} (tag {tag})",
+            hint="the mirror serves files of different releases together; do not install from it",
+        )
     log.ok(LAYER_MANIFEST, f"manifest.json matches SHA256SUMS and tag {tag}")
     return manifest
 
@@ -413,14 +468,21 @@ def verify_release_attestation(
 ) -> None:
     """Layer 3: the bundle shipped with the release first, the attestations API second.
 
+    When the signed ``SHA256SUMS`` lists the release's bundle, this layer is mandatory for
+    every source: the bundle must be there and match its line (a mirror that drops, stalls
+    or swaps it is refused, not skipped); only ``--insecure-skip-attestation`` goes on.
+
     ``warn`` receives what is worth a warning but not a failure (Sigstore's trust root could
     not be refreshed online); by default it is printed on stderr.
     """
     if policy.skip_attestation:
         log.skipped(LAYER_ATTESTATION, "skipped by --insecure-skip-attestation")
         return
+    name = models.attestation_name(release.manifest.version)
+    listed = release.sums.get(name)
+    required = policy.require_attestation or listed is not None
     if not policy.repository:
-        if policy.require_attestation:
+        if required:
             raise _fail(
                 LAYER_ATTESTATION,
                 "no repository to check the attestation against (this build has none)",
@@ -430,8 +492,11 @@ def verify_release_attestation(
         return
     bundles: list[bytes] = []
     origin = "release asset"
-    asset = models.attestation_name(release.manifest.version)
-    shipped = source.fetch_optional(release.tag, asset)
+    shipped = (
+        _listed_bundle(source, release, name, listed)
+        if listed is not None
+        else source.fetch_optional(release.tag, name)
+    )
     if shipped is not None:
         bundles.append(shipped)
     elif source.attestation_lookup:
@@ -439,14 +504,14 @@ def verify_release_attestation(
         try:
             bundles.extend(source.attestation_bundles(sha256))
         except MuxError as exc:
-            if policy.require_attestation:
+            if required:
                 raise _fail(
                     LAYER_ATTESTATION,
-                    f"no attestation found (the release has no {asset}, and {exc.message})",
+                    f"no attestation found (the release has no {name}, and {exc.message})",
                     hint=exc.hint,
                 ) from None
     if not bundles:
-        if policy.require_attestation:
+        if required:
             raise _fail(
                 LAYER_ATTESTATION,
                 f"no attestation for sha256 {sha256}",
@@ -471,6 +536,30 @@ def verify_release_attestation(
         f"built by {report.signer_workflow}@{report.signer_ref} in {report.repository} "
         f"({origin}, transparency log index {report.log_index})",
     )
+
+
+def _listed_bundle(
+    source: ReleaseSource, release: VerifiedRelease, name: str, listed: str
+) -> bytes:
+    """The bundle the signed ``SHA256SUMS`` lists, exactly as listed."""
+    try:
+        bundle = source.fetch(release.tag, name)
+    except NetworkError as exc:
+        raise _fail(
+            LAYER_ATTESTATION,
+            f"the Sigstore bundle {name}, listed in the signed SHA256SUMS, could not be read: "
+            f"{exc.message}",
+            hint="a mirror must serve every file of a release; use a complete one",
+        ) from None
+    actual = hashlib.sha256(bundle).hexdigest()
+    if actual != listed:
+        raise _fail(
+            LAYER_ATTESTATION,
+            f"the Sigstore bundle {name} does not match its SHA256SUMS line "
+            f"(expected {listed}, got {actual})",
+            hint="the mirror altered or swapped it; do not install from it, and report it",
+        )
+    return bundle
 
 
 class _AttestationInBackground:
@@ -606,6 +695,8 @@ def unpack(archive_path: Path, destination: Path, *, top: str) -> None:
     first and then seeking back to extract it, halves the unpacking's CPU time (measured on a
     64 MiB archive: 0.15 s to 0.08 s; tarfile's default buffers are the fastest here).
     """
+    import tarfile  # (not at the top: the check, which imports this module, unpacks nothing)
+
     try:
         with tarfile.open(archive_path, "r|gz") as archive:
             archive.extractall(destination, members=_checked_members(archive, top), filter="data")
@@ -628,8 +719,7 @@ def unpack(archive_path: Path, destination: Path, *, top: str) -> None:
 # -- layer 5: the new build runs -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Expected:
+class Expected(NamedTuple):
     version: str
     protocol_version: int
     target: str
@@ -637,6 +727,8 @@ class Expected:
 
 def reported_build(folder: Path, *, timeout: float) -> Expected:
     """What ``<folder>/mux version --json`` says it is (run once, with a timeout)."""
+    import subprocess
+
     command = [str(folder / "mux"), "version", "--json"]
     try:
         result = subprocess.run(

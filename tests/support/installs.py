@@ -6,11 +6,13 @@ import hashlib
 import json
 import os
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from release.formats import format_sha256sums
+from release.package import trusted_comment_for
 from release.signing import SecretKey
 from tests.conftest import run_mux
 from updater import models
@@ -102,6 +104,6 @@ def republish(
     }
     sums = format_sha256sums(digests)
     (release_dir / models.SUMS_NAME).write_bytes(sums)
-    (release_dir / models.SUMS_SIGNATURE_NAME).write_bytes(
-        secret_key.sign(sums, trusted_comment="republished for a test")
-    )
+    # Signed as mux-release signs: the trusted comment names the version and the time.
+    comment = trusted_comment_for(manifest["version"], int(time.time()))
+    (release_dir / models.SUMS_SIGNATURE_NAME).write_bytes(secret_key.sign(sums, comment))

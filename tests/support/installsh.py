@@ -438,6 +438,8 @@ class Site:
       well-formed chunks that never ends;
     * ``trickle`` maps a path to a delay: headers (with the real Content-Length) at once,
       then the file's bytes one at a time, a delay apart;
+    * ``trickle_headers`` maps a path to a delay: the status line and headers themselves a
+      byte at a time, a delay apart (the body never comes);
     * ``silent``: the connection is accepted and the request read, then nothing is sent;
     * ``reasons`` maps a path to (status, reason phrase): an error answer whose status line
       says that (a server's words end up in the download tools' messages).
@@ -449,6 +451,7 @@ class Site:
     after: dict[str, str] = field(default_factory=dict)
     endless: dict[str, int] = field(default_factory=dict)
     trickle: dict[str, float] = field(default_factory=dict)
+    trickle_headers: dict[str, float] = field(default_factory=dict)
     silent: set[str] = field(default_factory=set)
     reasons: dict[str, tuple[int, str]] = field(default_factory=dict)
     sent: dict[str, int] = field(default_factory=dict)
@@ -482,6 +485,10 @@ def _site_handler(site: Site) -> type[BaseHTTPRequestHandler]:
                 return
             if path in site.silent:
                 self._hold(b"")
+                return
+            if path in site.trickle_headers:
+                head = b"HTTP/1.0 200 OK\r\n" + b"X-Slow: " + b"x" * 4000 + b"\r\n\r\n"
+                self._trickle(path, head, site.trickle_headers[path])
                 return
             if path in site.reasons:
                 status, reason = site.reasons[path]
