@@ -437,9 +437,10 @@ def test_two_servers_racing_for_one_socket_leave_exactly_one(mux_runtime_dir):
         assert wait_until(lambda: any(r.poll() is not None for r in racers), timeout=30)
         [loser] = [r for r in racers if r.poll() is not None]
         [winner] = [r for r in racers if r is not loser]
-        assert loser.returncode == 1
         assert loser.stderr is not None
-        assert re.search("already runs|starting or stopping", loser.stderr.read())
+        said = loser.stderr.read()
+        assert loser.returncode == 1, said
+        assert re.search("already runs|starting or stopping", said), said
         assert wait_until(lambda: query_server(str(path)).state == "live")
         assert live_pid(path) == winner.pid
     finally:
