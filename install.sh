@@ -194,8 +194,12 @@ is_sha256() {
     printf '%s\n' "$1" | grep -Eq '^[0-9a-f]{64}$'
 }
 
+# A decimal integer of at most 1000 digits (mux's rule, docs/contracts.md): far beyond any
+# time, size or counter, and a longer one (signed with a stolen key) would be recorded in
+# feed-seq or install.json where mux could not read it.
 is_decimal() {
     case $1 in '' | *[!0-9]*) return 1 ;; esac
+    [ "${#1}" -le 1000 ]
 }
 
 # A decimal number without leading zeros (sh arithmetic reads 010 as octal).

@@ -391,6 +391,41 @@ def test_a_fast_forwarded_counter_is_left_behind_by_rotating_the_key(
     assert seq_file(env).read_text() == "".join(sorted([f"{old} {10**30}\n", f"{new} 1\n"]))
 
 
+@pytest.mark.parametrize("shell", SHELLS)
+def test_a_seq_too_long_for_mux_to_read_is_refused_and_never_recorded(
+    shell: str, feed: Feed, next_key: KeyPair, script: Path, env: dict[str, str], served: Site
+) -> None:
+    """A fast-forward with a seq of 5000 digits, signed with a stolen key: install.sh once
+    installed from it and recorded the seq in feed-seq, where mux could not read it (every
+    later mux check and update failed, whatever key signed their list). Now install.sh
+    refuses it as mux does (a decimal has at most 1000 digits), and a line an older
+    install.sh recorded still locks that key out, and only that key."""
+    old, new = key_id(feed.keypair), key_id(next_key)
+    root = mirror(feed, served.root)
+    now = int(time.time())
+    huge = "9" * 5000
+    index = (root / "releases.json").read_bytes()
+    comment = f"timestamp:{now}\tfile:releases.json\thashed\tseq:{huge}\texpires:{now + 86400}"
+    (root / "releases.json.minisig").write_bytes(feed.keypair.secret_key().sign(index, comment))
+    home = paths(env)[0]
+    before = snapshot(home)
+    refused(
+        install_from(script, env, served.url, shell=shell),
+        3,
+        "does not say file:releases.json, seq, expires and timestamp",
+    )
+    assert changes_besides_the_lock(home, before) == {}
+
+    seq_file(env).parent.mkdir(parents=True)
+    seq_file(env).write_text(f"{old} {huge}\n")
+    sign_index(root, feed.keypair, seq=5)
+    refused(install_from(script, env, served.url, shell=shell), 3, "sequence number 5, lower than")
+    sign_index(root, next_key, seq=1)
+    recovered = install_from(script, env, served.url, shell=shell)
+    assert recovered.returncode == 0, recovered.stderr
+    assert seq_file(env).read_text() == "".join(sorted([f"{old} {huge}\n", f"{new} 1\n"]))
+
+
 # -- mix and match: the signed version, the manifest and the tag must agree ----------------
 
 

@@ -398,6 +398,55 @@ def test_a_fast_forwarded_counter_is_left_behind_by_rotating_the_key(
     assert seq_file(env).read_text() == "".join(sorted([f"{old} {10**30}\n", f"{new} 1\n"]))
 
 
+def sign_index_comment(root: Path, keypair: KeyPair, comment: str) -> None:
+    """Sign ``root/releases.json`` with a trusted comment written by hand (as ``minisign -S
+    -t`` would), whatever it says."""
+    index = (root / "releases.json").read_bytes()
+    (root / "releases.json.minisig").write_bytes(keypair.secret_key().sign(index, comment))
+
+
+def test_a_seq_too_long_to_read_is_refused_and_a_record_of_one_locks_out_only_its_key(
+    feed: Feed, next_key: KeyPair, installed: Install, env: dict[str, str], served: Site
+) -> None:
+    """A fast-forward with a seq of 5000 digits (more than Python reads as a number): it once
+    crashed every mux with a traceback, and once an older install.sh had recorded it in
+    feed-seq, every later check and update crashed too, whatever key signed their list, so
+    rotating the key recovered nothing. Now such a seq is malformed (exit 3), and a recorded
+    one counts as higher than any seq: the old key's lists are refused, the next key's are
+    not."""
+    old, new = key_id(feed.keypair), key_id(next_key)
+    root = mirror(feed, served.root)
+    now = int(time.time())
+    huge = "9" * 5000
+    sign_index_comment(
+        root,
+        feed.keypair,
+        f"timestamp:{now}\tfile:releases.json\thashed\tseq:{huge}\texpires:{now + 86400}",
+    )
+    before = on_disk(env, installed)
+    for result in (check(env, served.url, keypair=feed.keypair), update(installed, served.url)):
+        refused(result, 3, "does not say file:releases.json, seq, expires and timestamp")
+    assert on_disk(env, installed) == before
+
+    # What an older install.sh recorded from that list (it read decimals of any length).
+    seq_file(env).write_text(f"{old} {huge}\n")
+    sign_index(root, feed.keypair, seq=5)
+    before = on_disk(env, installed)
+    for result in (check(env, served.url, keypair=feed.keypair), update(installed, served.url)):
+        refused(result, 3, "lower than a number of more than 1000 digits", old, "(a rollback")
+    assert on_disk(env, installed) == before
+    # The project signs with its next key: that recovers, and the old key stays locked out.
+    sign_index(root, next_key, seq=1)
+    recovered = update(installed, served.url)
+    assert recovered.returncode == 0, recovered.stderr
+    assert installed.active() == STABLE
+    lines = dict(line.split(" ") for line in seq_file(env).read_text().splitlines())
+    assert lines[new] == "1"
+    assert len(lines[old].lstrip("0")) > 1000  # still above any seq a list can carry
+    sign_index(root, feed.keypair, seq=6)
+    refused(check(env, served.url, keypair=feed.keypair), 3, "lower than a number of more")
+
+
 # -- mix and match: the signed version, the manifest and the tag must agree ----------------
 
 

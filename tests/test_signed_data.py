@@ -40,7 +40,12 @@ def test_a_release_comment_names_its_version_and_time() -> None:
     assert ReleaseComment.parse("mux release (signed by hand)") == ReleaseComment(None, None)
     assert ReleaseComment.parse("timestamp:soon\tversion:") == ReleaseComment(None, None)
     huge = ReleaseComment.parse(f"timestamp:{10**30}\tversion:1.0.0")
-    assert huge.timestamp == 10**30  # any length: compared as a number
+    assert huge.timestamp == 10**30  # any machine size: compared as a number
+    longest = "9" * 1000
+    assert ReleaseComment.parse(f"timestamp:{longest}").timestamp == int(longest)
+    # More digits than mux reads is no number (Python's int() refuses 4301 and more).
+    assert ReleaseComment.parse(f"timestamp:{longest}9").timestamp is None
+    assert ReleaseComment.parse(f"timestamp:{'9' * 5000}").timestamp is None
 
 
 @pytest.mark.parametrize(

@@ -26,7 +26,7 @@ from pathlib import Path
 from . import feed_seq, models
 from .errors import ParseError, VerificationError
 from .timestamps import utc_text
-from .trusted_comments import FEED_SIGNATURE_NAME, IndexComment
+from .trusted_comments import FEED_SIGNATURE_NAME, MAX_DECIMAL_DIGITS, IndexComment
 
 # A release list, like install.sh's: 1 MiB holds about 16,000 releases.
 INDEX_LIMIT = 1024 * 1024
@@ -131,9 +131,14 @@ def verify_feed_index(
         )
     seen = feed_seq.read(policy.state_file).get(verified.key_id)
     if seen is not None and comment.seq < seen:
+        shown = (
+            f"{seen}"
+            if seen < feed_seq.BEYOND_ANY_SEQ
+            else f"a number of more than {MAX_DECIMAL_DIGITS} digits"
+        )
         raise VerificationError(
             f"the release list from {location} has sequence number {comment.seq}, lower than "
-            f"{seen}, which this machine already saw for key {verified.key_id} "
+            f"{shown}, which this machine already saw for key {verified.key_id} "
             "(a rollback to an older list)",
             hint=f"use an up-to-date mirror (what was seen is in {policy.state_file})",
         )

@@ -11,6 +11,9 @@ sequence state"):
   reads it again just before the rename and keeps the maximum of each key, so two writers (a
   sidebar's check, ``mux update``, install.sh) never lower a counter;
 * lines that do not parse are dropped on the next write; a missing file is an empty one;
+* a seq longer than any signed number mux reads (:data:`MAX_DECIMAL_DIGITS` digits; an
+  older install.sh recorded any length) counts as :data:`BEYOND_ANY_SEQ`, higher than every
+  seq mux accepts: that key's lists are refused (fail closed), the other keys' are not;
 * a new key id starts its own counter, so rotating the release key recovers from an index
   signed with a stolen key and a huge ``seq`` (a fast-forward).
 
@@ -25,9 +28,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from .errors import MuxError
+from .trusted_comments import MAX_DECIMAL_DIGITS
 
 STATE_NAME = "feed-seq"
 _LINE = re.compile(r"([0-9A-F]+) ([0-9]+)")
+# Higher than any seq a trusted comment can carry (it has one digit more than the longest).
+BEYOND_ANY_SEQ = 10**MAX_DECIMAL_DIGITS
 
 
 def state_path(state_dir: Path | None = None) -> Path:
@@ -45,7 +51,9 @@ def parse(text: str) -> dict[str, int]:
     for line in text.splitlines():
         match = _LINE.fullmatch(line)
         if match:
-            key, seq = match[1], int(match[2])
+            digits = match[2].lstrip("0") or "0"
+            key = match[1]
+            seq = int(digits) if len(digits) <= MAX_DECIMAL_DIGITS else BEYOND_ANY_SEQ
             seen[key] = max(seq, seen.get(key, seq))
     return seen
 

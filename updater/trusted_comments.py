@@ -14,9 +14,11 @@ tab-separated form (docs/contracts.md):
 
 Tokens are ``key:value`` (split at the first colon) or a bare word such as ``hashed``;
 unknown keys are ignored; a key given twice, or an empty token, is refused (two readers that
-kept the first and the last would disagree about what was signed). Numbers are decimal and
-of any length (Python compares them as numbers). ``mux``, ``mux-release feed`` and install.sh
-(in awk) read them by these rules. Stdlib only; the records are NamedTuples (cheaper to
+kept the first and the last would disagree about what was signed). Numbers are decimal, of
+any machine size but at most :data:`MAX_DECIMAL_DIGITS` digits: a longer one is no number
+(Python cannot read one of more than 4300 digits without lifting a global limit, and a
+stolen key could sign one to crash every later reader). ``mux``, ``mux-release feed`` and
+install.sh (in awk) read them by these rules. Stdlib only; the records are NamedTuples (cheaper to
 define than frozen dataclasses, on the check's path).
 """
 
@@ -30,7 +32,9 @@ from .models import FEED_INDEX_NAME
 
 FEED_SIGNATURE_NAME = f"{FEED_INDEX_NAME}.minisig"
 
-_DECIMAL = re.compile(r"[0-9]+")
+# Far beyond any time or counter (2**64 has 20 digits), far below Python's int/str limit.
+MAX_DECIMAL_DIGITS = 1000
+_DECIMAL = re.compile(f"[0-9]{{1,{MAX_DECIMAL_DIGITS}}}")
 
 
 def parse_trusted_comment(text: str) -> dict[str, str]:
@@ -47,7 +51,8 @@ def parse_trusted_comment(text: str) -> dict[str, str]:
 
 
 def decimal(value: str | None) -> int | None:
-    """``value`` as a number when it is a decimal integer (any length), else None."""
+    """``value`` as a number when it is a decimal integer of at most
+    :data:`MAX_DECIMAL_DIGITS` digits (ASCII only), else None."""
     return int(value) if value is not None and _DECIMAL.fullmatch(value) else None
 
 
