@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -667,6 +670,56 @@ def test_an_endless_body_is_cut_and_memory_stays_flat(
     assert served.sent["/releases.json"] < 64 << 20  # socket buffers hold some more, no more
     assert took < 20, took
     assert peak < baseline + 16 * 1024, (baseline, peak)
+
+
+@contextmanager
+def serve_answer(status: int, headers: dict[str, str]) -> Iterator[str]:
+    """A loopback server answering every GET with ``status`` and ``headers`` (sent as
+    Latin-1, as HTTP carries them) and an empty body."""
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"Retry-After": "\u00b2"},  # "²": str.isdigit() says yes, float() says no
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "\u00b2"},
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1", "X-RateLimit-Limit": "\u00b2"},
+        {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1", "X-RateLimit-Limit": "9" * 5000},
+        {"Retry-After": "9" * 5000},
+    ],
+    ids=["retry-after", "reset", "limit", "limit-5000-digits", "retry-after-5000-digits"],
+)
+def test_a_rate_limit_answer_with_numbers_mux_cannot_read_is_one_error(
+    headers: dict[str, str], feed: Feed, env: dict[str, str]
+) -> None:
+    """A mirror's 429 whose rate-limit headers hold a number Python's float()/int() refuse
+    (a superscript two passes str.isdigit(); int() takes at most 4300 digits): one error
+    line and, with --json, a JSON answer (it was a traceback and no JSON at all)."""
+    with serve_answer(429, headers) as url:
+        result = check(env, url, keypair=feed.keypair)
+    refused(result, 1, f"{url}/releases.json")
+    assert json.loads(result.stdout)["exit_code"] == 1
 
 
 def test_an_archive_larger_than_its_signed_size_is_cut_and_removed(

@@ -17,6 +17,7 @@ httpx is imported here and nowhere on the fast paths. Every request goes through
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -43,6 +44,9 @@ MAX_REDIRECTS = 5
 ERROR_BODY_LIMIT = 64 * 1024  # of an error page, read at most this much, then the connection closes
 T = TypeVar("T")
 _REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+# A number in a header: ASCII digits only (str.isdigit() also takes "²", which float() and
+# int() refuse) and short enough for int() (which refuses more than 4300 digits).
+_HEADER_NUMBER = re.compile(r"[0-9]{1,20}")
 
 
 class HostPolicy(NamedTuple):
@@ -152,7 +156,7 @@ def rate_limit_of(
     reset = headers.get("x-ratelimit-reset", "")
     if retry_after is not None:
         retry_at = retry_after
-    elif spent and reset.isdigit():
+    elif spent and _HEADER_NUMBER.fullmatch(reset):
         retry_at = max(now, float(reset))
     else:
         retry_at = now + SECONDARY_LIMIT_WAIT
@@ -164,7 +168,7 @@ def _retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if _HEADER_NUMBER.fullmatch(value):
         return now + min(float(value), LONGEST_RATE_LIMIT_WAIT)
     from email.utils import parsedate_to_datetime
 
@@ -209,7 +213,7 @@ def _rate_limit_error(
         url,
         retry_at,
         said=said,
-        per_hour=int(limit) if limit.isdigit() else None,
+        per_hour=int(limit) if _HEADER_NUMBER.fullmatch(limit) else None,
         with_token="Authorization" in response.request.headers,
         status=response.status_code,
     )
