@@ -2720,7 +2720,8 @@ parse_args() {
     opt_quiet=0 opt_verbose=0 opt_dry_run=0 opt_uninstall=0 opt_no_modify_path=0
     opt_require_signature=0 opt_version='' opt_allow_expired_feed=0 opt_allow_downgrade=0
     [ "${MUX_NO_MODIFY_PATH:-0}" = 0 ] || opt_no_modify_path=1
-    [ "${MUX_ALLOW_EXPIRED_FEED:-0}" = 0 ] || opt_allow_expired_feed=1
+    # Only "1", as for mux: a bypass is never turned on by "false", "no" or a typo.
+    [ "${MUX_ALLOW_EXPIRED_FEED:-}" != 1 ] || opt_allow_expired_feed=1
     while [ $# -gt 0 ]; do
         case $1 in
             -h | --help) usage; exit 0 ;;

@@ -361,6 +361,25 @@ def test_the_expiry_bypass_from_the_environment(
     assert "EXPIRED" in result.stderr and installed(env) == STABLE
 
 
+@pytest.mark.parametrize("value", ["false", "no", "off", "true", "yes", "01", " 1"])
+def test_only_1_in_the_environment_accepts_an_expired_list(
+    value: str, feed: Feed, script: Path, env: dict[str, str], served: Site
+) -> None:
+    """MUX_ALLOW_EXPIRED_FEED bypasses a security rule, so, as for mux, only "1" turns it on:
+    install.sh once took any value but "0", so MUX_ALLOW_EXPIRED_FEED=false installed from
+    an expired list, where mux (and the user who wrote "false") refused it."""
+    root = mirror(feed, served.root)
+    sign_index(root, feed.keypair, seq=7, expires=int(time.time()) - 60)
+    home = paths(env)[0]
+    before = snapshot(home)
+    result = run_install(
+        script, env={**env, "MUX_DOWNLOAD_URL": served.url, "MUX_ALLOW_EXPIRED_FEED": value}
+    )
+    refused(result, 3, f"the feed {served.url} expired at")
+    assert "warning: THE FEED" not in result.stderr
+    assert changes_besides_the_lock(home, before) == {}
+
+
 # -- fast-forward: a stolen key signed a huge seq; rotating the key recovers ---------------
 
 
