@@ -144,11 +144,20 @@ printable() {
             for (i = 1; i <= n; i++) {
                 c = substr(line, i, 1); k = code[c]
                 if (k < 32 || k == 127) { out = out sprintf("\\x%02x", k); continue }
-                if (k == 194 && i < n) {
-                    k2 = code[substr(line, i + 1, 1)]
-                    if (k2 >= 128 && k2 < 160) { out = out sprintf("\\xc2\\x%02x", k2); i++; continue }
+                if (k < 128) { out = out c; continue }
+                # Only well-formed UTF-8 passes: a lone byte >= 0x80 (0x9b is CSI on an 8-bit
+                # terminal) and a C1 character encoded as UTF-8 are written as \xNN.
+                more = (k >= 194 && k <= 223) ? 1 : (k >= 224 && k <= 239) ? 2 : (k >= 240 && k <= 244) ? 3 : 0
+                ok = more > 0 && i + more <= n
+                for (j = 1; ok && j <= more; j++) {
+                    kj = code[substr(line, i + j, 1)]
+                    if (kj < 128 || kj > 191) ok = 0
                 }
-                out = out c
+                if (ok && k == 194 && code[substr(line, i + 1, 1)] < 160) {
+                    out = out sprintf("\\xc2\\x%02x", code[substr(line, i + 1, 1)]); i++; continue
+                }
+                if (!ok) { out = out sprintf("\\x%02x", k); continue }
+                out = out substr(line, i, more + 1); i += more
             }
             printf "%s", out
         }
@@ -955,7 +964,7 @@ request_wget() {
                 ;;
         esac
     fi
-    [ "$rw_status" = 0 ] || [ "$rw_status" = 99 ] || grep -v '^ ' "$rw_out.log" >&2
+    [ "$rw_status" = 0 ] || [ "$rw_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rw_out.log" >&2
     rm -f "$rw_out.log"
     return "$rw_status"
 }
@@ -992,7 +1001,7 @@ request_busybox() {
         printf 'refused the redirect to %s (plain http is allowed only to this machine; BusyBox wget had followed it, and nothing it fetched is used)\n' "$rb_refused" >&2
         return 98
     fi
-    [ "$rb_status" = 0 ] || [ "$rb_status" = 99 ] || grep -v '^ ' "$rb_out.log" >&2
+    [ "$rb_status" = 0 ] || [ "$rb_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rb_out.log" >&2
     rm -f "$rb_out.log"
     return "$rb_status"
 }
@@ -1109,7 +1118,7 @@ download_finish() {
         [ "$df_rc" != 99 ] || dl_too_large=1
         if [ -z "$dl_reason" ]; then
             dl_reason=$(cat "$4.why" 2>/dev/null) || dl_reason=
-            [ -n "$dl_reason" ] || dl_reason=$(grep -v '^[[:space:]]*$' "$4.err" 2>/dev/null | tail -n 1) || dl_reason=
+            [ -n "$dl_reason" ] || dl_reason=$(LC_ALL=C grep -v '^[[:space:]]*$' "$4.err" 2>/dev/null | tail -n 1) || dl_reason=
             [ -n "$dl_reason" ] || dl_reason="$downloader exited with status $df_rc"
         fi
         rm -f "$4" "$4.err" "$4.why" "$4.fifo" "$4.hdr" "$4.log" "$4.location"
@@ -1738,7 +1747,7 @@ smoke_test() {
     has timeout && set -- timeout 60 "$@"
     "$@" </dev/null >"$st_out" 2>"$st_err" 9>&- || {
         st_rc=$?
-        st_why=$(grep -v '^[[:space:]]*$' "$st_err" | tail -n 1) || st_why=
+        st_why=$(LC_ALL=C grep -v '^[[:space:]]*$' "$st_err" | tail -n 1) || st_why=
         die 3 "the build in $release_url/$archive_name does not run here ('mux version --json' exited with status $st_rc${st_why:+: $st_why})" \
             "set MUX_TARGET to the build for this machine (published: $(published_targets | sed 's/ /, /g'))"
     }

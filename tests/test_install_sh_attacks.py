@@ -791,6 +791,25 @@ def test_no_escape_byte_from_the_network_reaches_the_terminal(
         assert "Not Found\\033[2K" in result.stderr
 
 
+@pytest.mark.parametrize("downloader", ["wget", "busybox-wget"])
+def test_a_lone_8bit_byte_in_a_reason_phrase_is_shown_escaped(
+    downloader: str, script: Path, env: dict[str, str], served: Site, tmp_path: Path
+) -> None:
+    """0x9b alone is CSI on an 8-bit terminal: escaped like ESC, and the downloader's log
+    that carries it is still read as text (not "binary file matches" in a UTF-8 locale)."""
+    served.root.mkdir()
+    served.reasons["/releases.json"] = (404, "Not\x9b2KFound")
+    env["PATH"] = str(make_toolbox(tmp_path / f"tools-{downloader}", downloader=downloader))
+    result = install_from(script, {**env, "LC_ALL": "C.UTF-8"}, served.url)
+    assert result.returncode in (1, 3), result.stderr
+    assert "\ufffd" not in result.stderr  # a raw byte that is not UTF-8 decodes to U+FFFD
+    assert "binary file matches" not in result.stderr, result.stderr
+    [line] = error_lines(result.stderr)
+    assert "releases.json" in line, line
+    if downloader == "busybox-wget":
+        assert "Not\\x9b2KFound" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("shell", SHELLS)
 def test_messages_escape_every_control_character(
     shell: str, script: Path, env: dict[str, str]
@@ -808,6 +827,23 @@ def test_messages_escape_every_control_character(
     [line] = error_lines(result.stderr)
     assert "'1.0\\x1b[31m\\x7f\\xc2\\x9bé\\x0a'" in line, line
     assert ESC not in result.stderr and "\x7f" not in result.stderr
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_bytes_that_are_not_utf8_are_escaped(shell: str, script: Path, env: dict[str, str]) -> None:
+    """A lone 0x9b (CSI on an 8-bit terminal), a cut sequence and 0xff are written as \\xNN;
+    well-formed UTF-8 is kept. (Surrogate escapes put the raw bytes in the argument.)"""
+    value = "1.0\udc9b[2K\udce0\udc80 \udcff ✓é"
+    result = run_install(
+        script,
+        shell=shell,
+        env={**env, "MUX_DOWNLOAD_URL": "http://127.0.0.1:9"},
+        args=["--version", value],
+    )
+    assert result.returncode == 2, result.stderr
+    [line] = error_lines(result.stderr)
+    assert "'1.0\\x9b[2K\\xe0\\x80 \\xff ✓é'" in line, line
+    assert "\ufffd" not in result.stderr
 
 
 # -- the lock file -------------------------------------------------------------------------
