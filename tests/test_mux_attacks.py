@@ -818,6 +818,7 @@ def test_a_slow_archive_gives_up_and_the_lock_is_released(
         f"could not download {served.url}/v{STABLE}/{ARCHIVE}: slower than 1024 bytes/s over 3 s "
         "(MUX_HTTP_MIN_SPEED, MUX_HTTP_SPEED_WINDOW)",
     )
+    assert f"downloading {ARCHIVE}" in stderr and f"downloaded {ARCHIVE}" not in stderr, stderr
     assert 3 <= took < 10, took
     assert _lock_is_free(installed.home)
     assert on_disk(env, installed) == before

@@ -38,7 +38,7 @@ class Progress(Protocol):
 
     def advance(self, done: int) -> None: ...
 
-    def finish(self) -> None: ...
+    def finish(self, completed: bool = True) -> None: ...
 
 
 class NoProgress:
@@ -48,7 +48,7 @@ class NoProgress:
     def advance(self, done: int) -> None:
         pass
 
-    def finish(self) -> None:
+    def finish(self, completed: bool = True) -> None:
         pass
 
 
@@ -76,6 +76,7 @@ def download(
     try:
         with os.fdopen(fd, "w+b") as out:
             progress.start(size)
+            completed = False
             try:
                 if client is not None:
                     done, sha256 = client.download_into(
@@ -84,8 +85,9 @@ def download(
                 else:
                     limit = max_size if size is None else min(size, max_size)
                     done, sha256 = _copy_local(Path(location), out, limit, label)
+                completed = True
             finally:
-                progress.finish()
+                progress.finish(completed)
             out.flush()
         return Downloaded(path=temp, sha256=sha256, size=done)
     except OSError as exc:

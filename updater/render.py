@@ -449,8 +449,9 @@ class PlainProgress:
     def advance(self, done: int) -> None:
         pass
 
-    def finish(self) -> None:
-        self.write(safe_text(f"downloaded {self.label}"))
+    def finish(self, completed: bool = True) -> None:
+        if completed:  # a failed download is told by its error line, never as "downloaded"
+            self.write(safe_text(f"downloaded {self.label}"))
 
 
 class BarProgress:
@@ -480,7 +481,7 @@ class BarProgress:
         if self._task is not None:
             self._progress.update(self._task, completed=done)
 
-    def finish(self) -> None:
+    def finish(self, completed: bool = True) -> None:
         self._progress.stop()
 
 
@@ -550,7 +551,7 @@ class _GroupTask:
         if self._id is not None:
             self._rich.update(self._id, completed=done)
 
-    def finish(self) -> None:
+    def finish(self, completed: bool = True) -> None:
         if self._id is not None:
             self._rich.update(self._id, visible=False)
 
