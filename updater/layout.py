@@ -162,8 +162,32 @@ def with_sizes(layout: Layout, kept: Iterable[KeptVersion]) -> list[KeptVersion]
 # -- the per-version file list -------------------------------------------------------------
 
 
-def files_list(root: Path) -> bytes:
-    """``sha256sum`` lines for every regular file below ``root``, as install.sh writes them."""
+class UnpackedFile(NamedTuple):
+    """A file as :func:`updater.verify.unpack` wrote it: its digest, and what ``lstat`` said
+    once it was written (a write, chmod, rename or replacement since changes one of these)."""
+
+    sha256: str
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+
+UnpackedFiles = dict[str, UnpackedFile]  # by path relative to the unpacked folder
+
+
+def unpacked_file(path: str | Path, sha256: str) -> UnpackedFile:
+    st = os.lstat(path)
+    return UnpackedFile(sha256, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def files_list(root: Path, unpacked: UnpackedFiles | None = None) -> bytes:
+    """``sha256sum`` lines for every regular file below ``root``, as install.sh writes them.
+
+    ``unpacked``: the digests taken as the files were unpacked, each used only while the file
+    is still what was written (:class:`UnpackedFile`); any other file is read and hashed.
+    """
     from .files import sha256_file  # the cached check reads the layout and hashes nothing
 
     lines = []
@@ -174,7 +198,12 @@ def files_list(root: Path) -> bytes:
             relative = "./" + path.relative_to(root).as_posix()
             if relative == f"./{FILES_LIST_NAME}" or path.is_symlink() or not path.is_file():
                 continue
-            lines.append((relative.encode(), f"{sha256_file(path)}  {relative}\n".encode()))
+            known = unpacked.get(relative[2:]) if unpacked else None
+            if known is not None and unpacked_file(path, known.sha256) == known:
+                digest = known.sha256
+            else:
+                digest = sha256_file(path)
+            lines.append((relative.encode(), f"{digest}  {relative}\n".encode()))
     return b"".join(line for _, line in sorted(lines))
 
 
