@@ -3,7 +3,9 @@ the token policy across a redirect, and what the cached check imports."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 import respx
+from hypothesis import given
+from hypothesis import strategies as st
 
 from updater import cache
 from updater import settings as mux_settings
@@ -232,3 +236,205 @@ def test_a_versions_protocol_is_read_where_the_contract_pins_its_build_info(tmp_
     ]
     assert installed_protocol(layout, "1.4.0") is None
     assert installed_protocol(layout, "9.9.9") is None
+
+
+# --- the layout's rules on path strings (updater._layout_paths) against pathlib's ----------
+
+_PATH_PARTS = st.sampled_from(["", ".", "..", "a", "versions", "mux", ".hidden", "x.partial-1"])
+
+
+@given(
+    st.lists(_PATH_PARTS, max_size=6),
+    st.sampled_from(["", "/", "//", "///"]),
+    st.sampled_from(["", "/", "//"]),
+)
+def test_path_strings_are_spelt_and_walked_as_pathlib_does(
+    parts: list[str], head: str, tail: str
+) -> None:
+    from pathlib import PurePosixPath
+
+    from updater import _layout_paths
+
+    path = head + "/".join(parts) + tail
+    if not path:
+        return  # (Path("") is ".", and no caller passes an empty path)
+    assert _layout_paths.pure(path) == str(PurePosixPath(path))
+    walked = _layout_paths._parents(_layout_paths.pure(path))
+    assert walked == [str(p) for p in PurePosixPath(path).parents]
+    assert _layout_paths.absolute(path) == str(Path(path).absolute())
+
+
+def test_the_layout_and_its_string_twin_read_an_install_alike(tmp_path: Path) -> None:
+    """Layout (pathlib) applies the string rules: both agree with what the layout says, through
+    a symlinked home, a relative link, partial and hidden folders and a link to a folder."""
+    from updater._layout_paths import InstallPaths
+    from updater.layout import Layout
+
+    real = tmp_path / "real-home"
+    versions = real / "versions"
+    for name in ("1.0.0", "1.1.0", ".trash-1", "1.2.0.partial-x", "1.3.0"):
+        (versions / name).mkdir(parents=True)
+    (versions / "1.3.0").rmdir()
+    (versions / "1.3.0").symlink_to(versions / "1.1.0")  # a link to a folder counts
+    (versions / "notes.txt").write_text("a file, not a version")
+    (tmp_path / "home").symlink_to(real)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    layout = Layout(home=tmp_path / "home", bin_dir=bin_dir)
+    paths = InstallPaths(str(layout.home), str(bin_dir))
+    assert layout.paths == paths
+
+    def both(read: str, *args: object) -> object:
+        found = getattr(layout, read)(*args), getattr(paths, read)(*args)
+        assert found[0] == found[1], (read, args, found)
+        return found[0]
+
+    assert both("installed_versions") == ["1.0.0", "1.1.0", "1.3.0"]
+    assert both("active_version") is None  # no link yet
+    (bin_dir / "mux").symlink_to("../home/versions/1.1.0/mux")  # relative, through the link
+    assert both("active_version") == "1.1.0"
+    (bin_dir / "mux").unlink()
+    (bin_dir / "mux").symlink_to(versions / "1.0.0" / "mux" / "")  # a trailing slash
+    assert both("active_version") == "1.0.0"
+    (bin_dir / "mux").unlink()
+    (bin_dir / "mux").symlink_to(versions / "1.0.0" / "other")
+    assert both("active_version") is None  # not mux
+    (bin_dir / "mux").unlink()
+    (bin_dir / "mux").symlink_to(tmp_path / "elsewhere" / "1.0.0" / "mux")
+    assert both("active_version") is None  # not this install's
+    for executable, expected in [
+        (versions / "1.0.0" / "_internal" / "mux", "1.0.0"),
+        (versions / "1.2.0.partial-x" / "mux", None),
+        (versions / ".trash-1" / "mux", None),
+        (versions, None),
+        (tmp_path / "home" / "versions" / "1.0.0" / "mux", None),  # not resolved: not ours
+        (Path("versions/1.0.0/mux"), None),
+    ]:
+        assert both("version_of", executable) == expected
+        assert both("version_of", str(executable)) == expected
+
+
+def test_the_running_install_and_version_are_found_from_a_module_file(tmp_path: Path) -> None:
+    from updater import _layout_paths, layout
+
+    home = tmp_path / "home"
+    module = home / "versions" / "2.0.0" / "_internal" / "updater" / "layout.pyc"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(b"")
+    assert layout.running_install_home(str(module)) is None  # no install.json: not an install
+    (home / "install.json").write_text("{}")
+    assert layout.running_install_home(str(module)) == home
+    assert _layout_paths.running_install_home(str(module)) == str(home)
+    here = layout.Layout(home=home, bin_dir=tmp_path / "bin")
+    assert layout.running_version(here, str(module)) == "2.0.0"
+    assert _layout_paths.running_version(str(home / "versions"), str(module)) == "2.0.0"
+    elsewhere = layout.Layout(home=tmp_path / "other", bin_dir=tmp_path / "bin")
+    assert layout.running_version(elsewhere, str(module)) is None
+
+
+def test_resolve_layout_wraps_the_string_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from updater._layout_paths import resolve_install
+    from updater.layout import resolve_layout
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "install.json").write_text(
+        json.dumps({"versions": {}, "bin_dir": "/opt/b//in/"})
+    )
+    cases: list[tuple[Path, Path | None, Path, Path]] = [
+        (Path("h"), None, tmp_path / "h", Path("/opt/b/in")),  # the bin dir on record
+        (Path("h/./"), Path("b"), tmp_path / "h", tmp_path / "b"),  # configured wins
+        (Path("~/x"), None, tmp_path / "user" / "x", tmp_path / "user" / ".local" / "bin"),
+    ]
+    for home, bin_dir, expected_home, expected_bin in cases:
+        layout = resolve_layout(home, bin_dir, development=True)
+        assert (layout.home, layout.bin_dir) == (expected_home, expected_bin)
+        paths = resolve_install(
+            str(home), None if bin_dir is None else str(bin_dir), development=True
+        )
+        assert (paths.home, paths.bin_dir) == (str(expected_home), str(expected_bin))
+
+
+def test_a_plain_connection_reads_what_has_arrived_at_once_a_tls_one_as_httpcore_asks() -> None:
+    """httpcore asks for 64 KiB; mux's plain streams take up to 1 MiB of what has arrived (a
+    download passes fewer blocks through h11 and httpx), TLS streams keep httpcore's size."""
+    import socket
+    import tempfile
+
+    import httpcore
+
+    from updater import http
+
+    arrived = bytes(range(256)) * 600  # 150 KiB: more than httpcore asks for, less than 1 MiB
+    with tempfile.TemporaryDirectory(prefix="mux-read-", dir="/tmp") as folder:
+        path = os.path.join(folder, "s")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(path)
+            listener.listen(2)
+            for tls, expected in ((False, arrived), (True, arrived[: 64 * 1024])):
+                plain = httpcore.SyncBackend().connect_unix_socket(path, timeout=5)
+                peer, _ = listener.accept()
+                with peer:
+                    peer.sendall(arrived)  # queued at the reader before it reads
+                    stream = http._BudgetedStream(plain, http._Budgets(), tls=tls)
+                    assert stream.read(64 * 1024, timeout=5) == expected
+                    stream.close()
+
+
+def _archive(path: Path, top: str, files: dict[str, bytes]) -> None:
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in {"mux": b"#!/bin/sh\n", **files}.items():
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mode = len(data), 0o755
+            archive.addfile(info, io.BytesIO(data))
+
+
+def test_unpack_hashes_what_it_writes_and_the_list_trusts_only_untouched_files(
+    tmp_path: Path,
+) -> None:
+    """The digests taken while unpacking make the same ``.mux-files`` as reading the files
+    back; a file changed since (same size, its mtime put back) or added is read again."""
+    from updater.layout import files_list
+    from updater.verify import unpack
+
+    files = {"lib/a.bin": bytes(range(256)) * 1000, "b.txt": b"b" * 70_000, "empty": b""}
+    _archive(tmp_path / "a.tar.gz", "top", files)
+    root = tmp_path / "out"
+    root.mkdir()
+    unpacked = unpack(tmp_path / "a.tar.gz", root, top="top")
+    assert sorted(unpacked) == ["b.txt", "empty", "lib/a.bin", "mux"]
+    from_disk = files_list(root)
+    assert files_list(root, unpacked) == from_disk
+    assert hashlib.sha256(files["lib/a.bin"]).hexdigest() == unpacked["lib/a.bin"].sha256
+
+    # A digest is used only while the file is what was written: a stand-in digest shows which.
+    stand_in = {k: v._replace(sha256="0" * 64) for k, v in unpacked.items()}
+    assert files_list(root, stand_in).count(b"0" * 64) == 4
+    victim = root / "b.txt"
+    before = victim.stat()
+    victim.write_bytes(b"c" * 70_000)
+    os.utime(victim, ns=(before.st_atime_ns, before.st_mtime_ns))  # same size, same mtime
+    (root / "added").write_bytes(b"new")
+    listing = files_list(root, stand_in)
+    assert listing.count(b"0" * 64) == 3
+    assert f"{hashlib.sha256(b'c' * 70_000).hexdigest()}  ./b.txt".encode() in listing
+    assert files_list(root, unpacked) == files_list(root) != from_disk
+
+
+def test_a_truncated_archive_is_refused_while_it_is_hashed(tmp_path: Path) -> None:
+    from updater.errors import VerificationError
+    from updater.verify import unpack
+
+    _archive(tmp_path / "a.tar.gz", "top", {"big": os.urandom(300_000)})
+    whole = (tmp_path / "a.tar.gz").read_bytes()
+    (tmp_path / "cut.tar.gz").write_bytes(whole[: len(whole) // 2])
+    root = tmp_path / "out"
+    root.mkdir()
+    with pytest.raises(VerificationError, match="cannot unpack"):
+        unpack(tmp_path / "cut.tar.gz", root, top="top")

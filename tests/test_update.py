@@ -15,6 +15,7 @@ from tests.conftest import run_mux
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
 from updater._targets import detect_target
+from updater.layout import files_list
 
 TARGET = detect_target()
 
@@ -68,6 +69,9 @@ def test_update_switches_atomically_and_keeps_previous(installed: Install) -> No
     record = json.loads((installed.home / "install.json").read_text())
     assert record["active"] == "0.2.0" and record["previous"] == "0.1.0"
     assert set(record["versions"]) == {"0.1.0", "0.2.0"}
+    # The file list, hashed as the archive was unpacked, is what is on disk.
+    version_dir = installed.home / "versions" / "0.2.0"
+    assert (version_dir / ".mux-files").read_bytes() == files_list(version_dir)
     # Nothing left behind.
     leftovers = [
         p.name

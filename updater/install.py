@@ -52,6 +52,7 @@ from .layout import (
 from .verify import Expected, check_build, reported_build
 
 if TYPE_CHECKING:
+    from .layout import UnpackedFiles
     from .servers import ServerReport
 
 
@@ -361,6 +362,7 @@ class Transaction:
         target: str,
         source: str,
         signed_at: int | None = None,
+        unpacked: UnpackedFiles | None = None,
     ) -> Settled:
         """Make the verified, unpacked ``staged`` folder the active ``version``.
 
@@ -371,7 +373,7 @@ class Transaction:
         """
         layout = self.layout
         try:
-            listing = while_flushing(staged, lambda: files_list(staged))
+            listing = while_flushing(staged, lambda: files_list(staged, unpacked))
             (staged / FILES_LIST_NAME).write_bytes(listing)
             fsync_file(staged / FILES_LIST_NAME)
             fsync_dir(staged)

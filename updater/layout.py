@@ -5,18 +5,26 @@ listing the sha256 of every file in it; ``MUX_HOME/install.json`` records what i
 ``<bin dir>/mux`` is a symlink to the active version's executable and is the truth of which
 version is active. This module knows the layout and reads it; every change to it is made by
 :mod:`updater.install`.
+
+Its rules are written once, on path strings, in :mod:`updater._layout_paths` (the cached
+check reads the layout through it without importing ``pathlib``); :class:`Layout` is the
+``pathlib`` record the rest of mux passes around, and applies them.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 
+from . import _layout_paths as _paths
+from ._layout_paths import PARTIAL_MARK as PARTIAL_MARK  # (the layout's names, one place)
+from ._layout_paths import RECORD_NAME as RECORD_NAME
+from ._layout_paths import RECORD_SCHEMA as RECORD_SCHEMA
+from ._layout_paths import InstallPaths
+from ._layout_paths import package_manager_for as package_manager_for
+from ._layout_paths import tree_size as tree_size
 from ._records import NamedTuple
-from .buildinfo import packager_marker_file
-from .errors import InstallError, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -27,22 +35,24 @@ if TYPE_CHECKING:
     from .plan import InUseHold, KeptVersion, ServerHold
     from .servers import ServerReport
 
-RECORD_NAME = "install.json"
 FILES_LIST_NAME = ".mux-files"
 LOCK_NAME = ".lock"
-PARTIAL_MARK = ".partial-"
 DOWNLOAD_PREFIX = ".download-"
 TRASH_PREFIX = ".trash-"
 LINK_TEMP_PREFIX = ".mux.tmp-"
 WRITE_PROBE_PREFIX = ".mux-write-probe-"
-RECORD_SCHEMA = 1
 
 
 class Layout(NamedTuple):
-    """Where an install lives (a NamedTuple: the cached check defines it, see plan.py)."""
+    """Where an install lives (a NamedTuple, like its string twin
+    :class:`updater._layout_paths.InstallPaths`, whose rules it applies)."""
 
     home: Path
     bin_dir: Path
+
+    @property
+    def paths(self) -> InstallPaths:
+        return InstallPaths(str(self.home), str(self.bin_dir))
 
     @property
     def versions(self) -> Path:
@@ -65,40 +75,14 @@ class Layout(NamedTuple):
 
     def active_version(self) -> str | None:
         """The version the bin-dir link points at, if it points into this install."""
-        try:
-            target = Path(os.readlink(self.link))
-        except OSError:
-            return None
-        if not target.is_absolute():
-            target = self.bin_dir / target
-        if target.name != "mux":
-            return None
-        # Compare resolved paths: MUX_HOME (or the link) may go through a symlink.
-        if target.parent.parent.resolve() != self.versions.resolve():
-            return None
-        return target.parent.name
+        return self.paths.active_version()
 
     def version_of(self, path: str | Path) -> str | None:
         """The version folder ``path`` (a resolved executable) lies in, if it is one of ours."""
-        try:
-            relative = Path(path).relative_to(self.versions.resolve())
-        except ValueError:
-            return None
-        name = relative.parts[0] if relative.parts else ""
-        if not name or name.startswith(".") or PARTIAL_MARK in name:
-            return None
-        return name
+        return self.paths.version_of(path)
 
     def installed_versions(self) -> list[str]:
-        try:
-            entries = list(self.versions.iterdir())
-        except OSError:
-            return []
-        return sorted(
-            p.name
-            for p in entries
-            if p.is_dir() and not p.name.startswith(".") and PARTIAL_MARK not in p.name
-        )
+        return self.paths.installed_versions()
 
 
 # -- the record ---------------------------------------------------------------------------
@@ -106,13 +90,7 @@ class Layout(NamedTuple):
 
 def read_record(layout: Layout) -> dict[str, Any]:
     """``install.json``; a missing or unreadable record is an empty one (the link rules)."""
-    try:
-        doc = json.loads(layout.record_path.read_bytes())
-    except (OSError, ValueError, RecursionError):
-        return {"schema": RECORD_SCHEMA, "versions": {}}
-    if not isinstance(doc, dict) or not isinstance(doc.get("versions"), dict):
-        return {"schema": RECORD_SCHEMA, "versions": {}}
-    return doc
+    return _paths.read_record(str(layout.record_path))
 
 
 BUILD_INFO_NAME = "_build_info.json"
@@ -155,19 +133,8 @@ def installed_protocol(layout: Layout, version: str) -> int | None:
 
 
 def server_holds(layout: Layout, reports: Iterable[ServerReport]) -> list[ServerHold]:
-    """The servers that run from a version folder of ``layout``: live ones by their status
-    line (or the OS), silent ones (hung, garbage) by what the OS says of the process behind
-    the socket. A server nothing can be learnt of holds nothing."""
-    from .plan import ServerHold
-
-    holds = []
-    for report in reports:
-        if report.executable is None:
-            continue
-        version = layout.version_of(report.executable)
-        if version is not None:
-            holds.append(ServerHold(version, report.address, report.pid, report.state == "live"))
-    return holds
+    """The servers that run from a version folder of ``layout`` (see :mod:`._layout_paths`)."""
+    return _paths.server_holds(layout.paths, reports)
 
 
 def version_holds(
@@ -177,78 +144,50 @@ def version_holds(
     *,
     locks: ExitStack | None = None,
 ) -> list[ServerHold | InUseHold]:
-    """Who uses the ``candidates`` for removal: servers that run from them (by their status
-    line or the OS), running mux processes that hold their lock (:mod:`updater.inuse`), and,
-    for a candidate nobody holds, this user's processes whose program lies in it (builds that
-    take no lock).
-
-    With ``locks``, each candidate nobody holds stays locked exclusively in it (the remover
-    renames it away before letting go); without, a lock is let go at once (a reader).
-    """
-    from . import inuse
-    from .plan import InUseHold
-
-    holds: list[ServerHold | InUseHold] = [*server_holds(layout, reports)]
-    free = []
-    for version in candidates:
-        probe = inuse.try_exclusive(layout.version_dir(version))
-        if locks is not None:
-            locks.enter_context(probe)
-        else:
-            probe.close()
-        if probe.acquired:
-            free.append(version)
-        else:
-            holds.append(InUseHold(version, probe.holders))
-    if free:
-        for version, pids in inuse.processes_running_from(layout.versions).items():
-            if version in free:
-                holds.append(InUseHold(version, pids))
-    return holds
+    """Who uses the ``candidates`` for removal, and with ``locks`` the exclusive locks of the
+    free ones (see :func:`updater._layout_paths.version_holds`)."""
+    return _paths.version_holds(layout.paths, candidates, reports, locks=locks)
 
 
 def kept_versions(layout: Layout, reports: Iterable[ServerReport]) -> list[KeptVersion]:
     """What settling this install keeps and why, with each version's size on disk (read only:
     what ``mux update --check`` reports)."""
-    from .plan import settle
-
-    record, active = read_record(layout), layout.active_version()
-    installed, running = layout.installed_versions(), running_version(layout)
-    settlement = settle(record, active=active, installed=installed, running=running)
-    if settlement.remove:
-        holds = version_holds(layout, settlement.remove, reports)
-        settlement = settle(
-            record, active=active, installed=installed, running=running, holds=holds
-        )
-    return with_sizes(layout, settlement.kept)
+    return _paths.kept_versions(layout.paths, reports)
 
 
 def with_sizes(layout: Layout, kept: Iterable[KeptVersion]) -> list[KeptVersion]:
-    return [k._replace(size_bytes=tree_size(layout.version_dir(k.version))) for k in kept]
-
-
-def tree_size(root: Path) -> int:
-    """Bytes used by the regular files below ``root`` (links not followed); 0 if it is gone."""
-    total = 0
-    pending = [str(root)]
-    while pending:
-        try:
-            with os.scandir(pending.pop()) as entries:
-                for entry in entries:
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        total += entry.stat(follow_symlinks=False).st_size
-        except OSError:
-            continue
-    return total
+    return _paths.with_sizes(layout.paths, kept)
 
 
 # -- the per-version file list -------------------------------------------------------------
 
 
-def files_list(root: Path) -> bytes:
-    """``sha256sum`` lines for every regular file below ``root``, as install.sh writes them."""
+class UnpackedFile(NamedTuple):
+    """A file as :func:`updater.verify.unpack` wrote it: its digest, and what ``lstat`` said
+    once it was written (a write, chmod, rename or replacement since changes one of these)."""
+
+    sha256: str
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+
+UnpackedFiles = dict[str, UnpackedFile]  # by path relative to the unpacked folder
+
+
+def unpacked_file(path: str | Path, sha256: str) -> UnpackedFile:
+    st = os.lstat(path)
+    return UnpackedFile(sha256, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def files_list(root: Path, unpacked: UnpackedFiles | None = None) -> bytes:
+    """``sha256sum`` lines for every regular file below ``root``, as install.sh writes them.
+
+    ``unpacked``: the digests taken as the files were unpacked, each used only while the file
+    is still what was written (:class:`UnpackedFile`); any other file is read and hashed.
+    """
     from .files import sha256_file  # the cached check reads the layout and hashes nothing
 
     lines = []
@@ -259,7 +198,12 @@ def files_list(root: Path) -> bytes:
             relative = "./" + path.relative_to(root).as_posix()
             if relative == f"./{FILES_LIST_NAME}" or path.is_symlink() or not path.is_file():
                 continue
-            lines.append((relative.encode(), f"{sha256_file(path)}  {relative}\n".encode()))
+            known = unpacked.get(relative[2:]) if unpacked else None
+            if known is not None and unpacked_file(path, known.sha256) == known:
+                digest = known.sha256
+            else:
+                digest = sha256_file(path)
+            lines.append((relative.encode(), f"{digest}  {relative}\n".encode()))
     return b"".join(line for _, line in sorted(lines))
 
 
@@ -281,89 +225,19 @@ def verify_files(root: Path, expected_list_sha256: str | None) -> str | None:
 
 # -- whose install is this -----------------------------------------------------------------
 
-# Path fragments of trees that package managers own, and the command that updates mux there:
-# a guess, for packages without a marker (updater.marker), which always wins.
-_PACKAGE_MANAGERS = (
-    ("/Cellar/", "Homebrew", "brew upgrade mux"),
-    ("/homebrew/", "Homebrew", "brew upgrade mux"),
-    ("/nix/store/", "Nix", "update mux through your Nix configuration (nix profile upgrade mux)"),
-    ("/pipx/venvs/", "pipx", "pipx upgrade mux"),
-    ("/uv/tools/", "uv tool", "uv tool upgrade mux"),
-    ("/.cargo/bin/", "cargo", "cargo install mux"),
-    ("/site-packages/", "a Python environment (pip)", "pip install --upgrade mux"),
-    ("/dist-packages/", "a Python environment (pip)", "pip install --upgrade mux"),
-)
-
-
-def package_manager_for(path: Path) -> tuple[str, str] | None:
-    text = str(path) + "/"
-    for fragment, manager, command in _PACKAGE_MANAGERS:
-        if fragment in text:
-            return manager, command
-    return None
-
 
 def running_install_home(module_file: str | None = None) -> Path | None:
     """The ``MUX_HOME`` the running mux was unpacked into, if it runs from one."""
-    here = Path(module_file or __file__).resolve()
-    for parent in here.parents:
-        if parent.name == "versions" and (parent.parent / RECORD_NAME).exists():
-            return parent.parent
-    return None
+    home = _paths.running_install_home(module_file)
+    return None if home is None else Path(home)
 
 
 def running_version(layout: Layout, module_file: str | None = None) -> str | None:
     """The version folder of ``layout`` that the running mux was started from, if any."""
-    here = Path(module_file or __file__).resolve()
-    versions = layout.versions.resolve()
-    for parent in here.parents:
-        if parent.parent == versions:
-            return parent.name
-    return None
+    return _paths.running_version(str(layout.versions), module_file)
 
 
 def resolve_layout(home: Path | None, bin_dir: Path | None, *, development: bool) -> Layout:
-    """The install to update: ``home`` (``--home`` / ``MUX_HOME``), else the one this mux
-    belongs to. Its bin dir: ``bin_dir`` (``MUX_INSTALL_DIR`` / ``XDG_BIN_HOME``), else the one
-    on record, else ``~/.local/bin``."""
-    if home is not None:
-        return Layout(home=home.expanduser().absolute(), bin_dir=_bin_dir_for(home, bin_dir))
-    if not development and packager_marker_file() is not None:
-        from .marker import find_marker  # only for a packaged build: the cached check runs this
-
-        marker = find_marker()  # a packager's own word wins over every guess below
-        if marker is not None:
-            raise InstallError(
-                f"this mux is managed by {marker.manager} ({marker.path}), not by mux update",
-                hint=f"update it with: {marker.update_command}",
-            )
-    owned = running_install_home()
-    if owned is not None:
-        return Layout(home=owned, bin_dir=_bin_dir_for(owned, bin_dir))
-    location = Path(sys.executable if getattr(sys, "frozen", False) else __file__).resolve()
-    for candidate in (location, Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None):
-        found = package_manager_for(candidate) if candidate else None
-        if found:
-            manager, command = found
-            raise InstallError(
-                f"this mux ({candidate}) is managed by {manager}, not by mux update",
-                hint=f"update it with: {command}",
-            )
-    if development:
-        raise UsageError(
-            "this is a development checkout, not an installed mux",
-            hint="pass --home DIR (or set MUX_HOME) to update an install",
-        )
-    raise InstallError(
-        f"cannot tell which install this mux ({location}) belongs to",
-        hint="pass --home DIR (or set MUX_HOME), or reinstall with install.sh",
-    )
-
-
-def _bin_dir_for(home: Path, configured: Path | None) -> Path:
-    if configured is not None:
-        return configured.absolute()
-    recorded = read_record(Layout(home=home, bin_dir=Path())).get("bin_dir")
-    if isinstance(recorded, str) and recorded:
-        return Path(recorded)
-    return (Path.home() / ".local" / "bin").absolute()
+    """The install to update (the rules: :func:`updater._layout_paths.resolve_install`)."""
+    paths = _paths.resolve_install(home, bin_dir, development=development)
+    return Layout(home=Path(paths.home), bin_dir=Path(paths.bin_dir))

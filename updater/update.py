@@ -202,6 +202,7 @@ def run_update(
                 target=target,
                 source=source.location,
                 signed_at=release.signed_at,
+                unpacked=verified.unpacked,
             )
         _remember(index, events)
     updated = replace(outcome, action=UpdateAction.UPDATED, verification=tuple(log.layers))
