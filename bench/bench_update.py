@@ -221,6 +221,8 @@ def main() -> None:
             env = clean_env(work)
             real = None
             installer = dev_mux()
+            # A checkout names no repository; the attestation must name the one it verifies.
+            env["MUX_REPO"] = REPO
             if mode == "build":
                 real = real_build(
                     work / "build",
