@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from release.feed import read_index_signature
+from tests.support.attacks import key_id, lock_is_free, mirror, seq_file
 from tests.support.installsh import (
     Site,
     changes_besides_the_lock,
@@ -107,18 +108,6 @@ def env(sandbox_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
     return environment
 
 
-def mirror(feed: Feed, dest: Path, *tags: str) -> Path:
-    """A copy of the feed with these releases (default: all), its list not yet re-signed."""
-    dest.mkdir(parents=True)
-    chosen = tags or tuple(path.name for path in feed.path.iterdir() if path.is_dir())
-    for tag in chosen:
-        shutil.copytree(feed.path / tag, dest / tag)
-    (dest / "releases.json").write_text(
-        json.dumps({"releases": [{"tag": tag, "prerelease": False} for tag in chosen]}, indent=2)
-    )
-    return dest
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Site]:
     site = Site(root=tmp_path / "mirror")
@@ -129,14 +118,6 @@ def served(tmp_path: Path) -> Iterator[Site]:
 def paths(environment: dict[str, str]) -> tuple[Path, Path, Path]:
     home = Path(environment["HOME"])
     return home, home / ".local" / "share" / "mux", home / ".local" / "bin"
-
-
-def seq_file(environment: dict[str, str]) -> Path:
-    return Path(environment["XDG_STATE_HOME"]) / "mux" / "feed-seq"
-
-
-def key_id(keypair: KeyPair) -> str:
-    return PublicKey.parse(keypair.public_key).key_id
 
 
 def installed(environment: dict[str, str]) -> str | None:
@@ -698,16 +679,6 @@ def test_a_big_release_list_is_refused_before_it_is_parsed_and_a_large_one_is_li
 # -- slow retrieval ------------------------------------------------------------------------
 
 
-def _lock_is_free(mux_home: Path) -> bool:
-    with open(mux_home / ".lock", "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(lock, fcntl.LOCK_UN)
-    return True
-
-
 @pytest.mark.parametrize("downloader", ["curl", "wget", "busybox-wget"])
 @pytest.mark.parametrize("what", ["trickled-list", "silent-list", "trickled-archive"])
 def test_slow_retrieval_gives_up_in_time_and_releases_the_lock(
@@ -752,7 +723,7 @@ def test_slow_retrieval_gives_up_in_time_and_releases_the_lock(
             "no answer within 3 s (MUX_HTTP_DEADLINE)",
         )
     assert 3 <= took < 12, took
-    assert _lock_is_free(mux_home)
+    assert lock_is_free(mux_home)
     assert served.client_left.wait(10)
     assert changes_besides_the_lock(home, before) == {}
 
@@ -904,9 +875,9 @@ def test_the_lock_is_held_for_the_whole_run_in_every_shell(
         while f"/v{STABLE}/{ARCHIVE}" not in served.paths():
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.02)
-        assert not _lock_is_free(mux_home)
+        assert not lock_is_free(mux_home)
     finally:
         _, stderr = process.communicate(timeout=60)
     assert process.returncode == 1, stderr
     assert "slower than" in stderr
-    assert _lock_is_free(mux_home)
+    assert lock_is_free(mux_home)

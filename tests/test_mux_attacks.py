@@ -32,6 +32,7 @@ import pytest
 
 from release.fake_sigstore import FakeSigstore
 from tests.conftest import run_mux
+from tests.support.attacks import key_id, lock_is_free, mirror, seq_file
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.installsh import Site, make_toolbox, render_install_sh, run_install, serve_site
@@ -45,7 +46,6 @@ from tests.support.releases import (
     sign_release_dir,
 )
 from updater._targets import detect_target
-from updater.minisign import PublicKey
 from updater.timestamps import utc_text
 
 TARGET = detect_target()
@@ -125,18 +125,6 @@ def served(tmp_path: Path) -> Iterator[Site]:
         yield site
 
 
-def mirror(feed: Feed, dest: Path, *tags: str) -> Path:
-    """A copy of the feed with these releases (default: all), its list not yet re-signed."""
-    dest.mkdir(parents=True)
-    chosen = tags or tuple(path.name for path in feed.path.iterdir() if path.is_dir())
-    for tag in chosen:
-        shutil.copytree(feed.path / tag, dest / tag)
-    (dest / "releases.json").write_text(
-        json.dumps({"releases": [{"tag": tag, "prerelease": False} for tag in chosen]}, indent=2)
-    )
-    return dest
-
-
 def check(
     env: dict[str, str], source: str, *args: str, keypair: KeyPair
 ) -> subprocess.CompletedProcess[str]:
@@ -153,14 +141,6 @@ def update(install: Install, source: str, *args: str, env: dict[str, str] | None
         timeout=120,
         executable=[str(install.mux)],
     )
-
-
-def seq_file(env: dict[str, str]) -> Path:
-    return Path(env["XDG_STATE_HOME"]) / "mux" / "feed-seq"
-
-
-def key_id(keypair: KeyPair) -> str:
-    return PublicKey.parse(keypair.public_key).key_id
 
 
 def on_disk(env: dict[str, str], install: Install | None = None) -> dict[str, str]:
@@ -743,16 +723,6 @@ def test_an_archive_larger_than_its_signed_size_is_cut_and_removed(
 # -- slow retrieval: a deadline per document, a minimum speed per archive ------------------
 
 
-def _lock_is_free(mux_home: Path) -> bool:
-    with open(mux_home / ".lock", "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(lock, fcntl.LOCK_UN)
-    return True
-
-
 LIMITS = {"MUX_HTTP_DEADLINE": "3", "MUX_HTTP_MIN_SPEED": "1024", "MUX_HTTP_SPEED_WINDOW": "3"}
 
 
@@ -807,7 +777,7 @@ def test_a_slow_archive_gives_up_and_the_lock_is_released(
         while served.sent.get(f"/v{STABLE}/{ARCHIVE}", 0) < 1:
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.02)
-        assert not _lock_is_free(installed.home)  # held while the archive trickles
+        assert not lock_is_free(installed.home)  # held while the archive trickles
     finally:
         stdout, stderr = process.communicate(timeout=60)
     took = time.monotonic() - started
@@ -820,7 +790,7 @@ def test_a_slow_archive_gives_up_and_the_lock_is_released(
     )
     assert f"downloading {ARCHIVE}" in stderr and f"downloaded {ARCHIVE}" not in stderr, stderr
     assert 3 <= took < 10, took
-    assert _lock_is_free(installed.home)
+    assert lock_is_free(installed.home)
     assert on_disk(env, installed) == before
 
 

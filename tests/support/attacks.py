@@ -1,0 +1,44 @@
+"""What the attack tests of mux and of install.sh share: a mirror of a feed, the feed-seq
+state file, key ids, and whether the install lock is free."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import shutil
+from pathlib import Path
+
+from tests.support.releases import Feed, KeyPair
+from updater.minisign import PublicKey
+
+
+def mirror(feed: Feed, dest: Path, *tags: str) -> Path:
+    """A copy of the feed with these releases (default: all), its list not yet re-signed."""
+    dest.mkdir(parents=True)
+    chosen = tags or tuple(path.name for path in feed.path.iterdir() if path.is_dir())
+    for tag in chosen:
+        shutil.copytree(feed.path / tag, dest / tag)
+    (dest / "releases.json").write_text(
+        json.dumps({"releases": [{"tag": tag, "prerelease": False} for tag in chosen]}, indent=2)
+    )
+    return dest
+
+
+def seq_file(env: dict[str, str]) -> Path:
+    """The feed-seq state both mux and install.sh read and raise."""
+    return Path(env["XDG_STATE_HOME"]) / "mux" / "feed-seq"
+
+
+def key_id(keypair: KeyPair) -> str:
+    return PublicKey.parse(keypair.public_key).key_id
+
+
+def lock_is_free(mux_home: Path) -> bool:
+    """Whether nobody holds the install lock (the lock file itself is never removed)."""
+    with open(mux_home / ".lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    return True
