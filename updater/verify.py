@@ -256,8 +256,8 @@ def verify_release_files(
                 asset.name,
                 fetched.sha256,
                 fetched.size,
-                sums=release.sums,
-                manifest=release.manifest,
+                signed=signed,
+                expected_size=asset.size,
                 api_digest=published,
                 log=log,
             )
@@ -433,23 +433,18 @@ def verify_download(
     sha256: str,
     size: int,
     *,
-    sums: dict[str, str],
-    manifest: models.Manifest,
+    signed: str,
+    expected_size: int,
     api_digest: str | None,
     log: VerificationLog,
 ) -> None:
-    """Layer 2 for the archive: every published digest agrees with the streamed one."""
-    asset = next((a for a in manifest.assets if a.name == name), None)
-    if asset is None:
-        raise _fail(LAYER_DIGEST, f"manifest.json does not list {name}")
-    listed = sums.get(name)
-    if listed is None:
-        raise _fail(LAYER_DIGEST, f"SHA256SUMS does not list {name}")
-    if size != asset.size:
-        raise _fail(LAYER_DIGEST, f"{name} is {size} bytes, the manifest says {asset.size}")
-    for source, expected in (("SHA256SUMS", listed), ("manifest.json", asset.sha256)):
-        if sha256 != expected:
-            raise _fail(LAYER_DIGEST, f"{name} has sha256 {sha256}, {source} says {expected}")
+    """Layer 2 for the archive: the streamed bytes have the size the manifest gives and the
+    digest :func:`signed_digest` took from the signed ``SHA256SUMS`` (which the manifest
+    repeats), and GitHub's asset digest when there is one."""
+    if size != expected_size:
+        raise _fail(LAYER_DIGEST, f"{name} is {size} bytes, the manifest says {expected_size}")
+    if sha256 != signed:
+        raise _fail(LAYER_DIGEST, f"{name} has sha256 {sha256}, SHA256SUMS says {signed}")
     sources = "SHA256SUMS and manifest.json"
     if api_digest is not None:
         if sha256 != api_digest:
