@@ -169,7 +169,7 @@ def _retry_after(value: str | None, now: float) -> float | None:
         return None
     value = value.strip()
     if _HEADER_NUMBER.fullmatch(value):
-        return now + min(float(value), LONGEST_RATE_LIMIT_WAIT)
+        return now + float(value)  # rate_limit_of caps the wait
     from email.utils import parsedate_to_datetime
 
     try:
