@@ -613,3 +613,40 @@ def test_check_and_update_ask_for_the_same_release(
     assert Install(tmp_path / "home", tmp_path / "bin", env).reported_version()["version"] == (
         "1.2.3-rc1"
     )
+
+
+def test_the_unpacked_release_is_flushed_beside_the_smoke_test(
+    installed: Install, feed: Feed, monkeypatch
+) -> None:
+    """The disk makes the unpacked files durable while the smoke test runs (the flush starts
+    as soon as the archive is unpacked), and the switch still waits for it."""
+    import threading
+
+    from updater import files, settings, verify
+    from updater.plan import ReleaseRequest
+    from updater.update import run_update
+
+    order: list[str] = []
+    flushing = threading.Event()
+    real_fsync_tree, real_smoke_test = files.fsync_tree, verify.smoke_test
+
+    def fsync_tree(root: Path) -> None:
+        if ".partial-" in root.name:
+            order.append("flush started")
+            flushing.set()
+        real_fsync_tree(root)
+
+    def smoke_test(*args, **kwargs):
+        assert flushing.wait(10), "the smoke test ran before the unpacked files were flushed"
+        order.append("smoke test")
+        return real_smoke_test(*args, **kwargs)
+
+    monkeypatch.setattr(files, "fsync_tree", fsync_tree)
+    monkeypatch.setattr(verify, "smoke_test", smoke_test)
+    loaded = settings.load(
+        installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
+    )
+    result = run_update(ReleaseRequest.latest(), loaded)
+    assert result.to_version == "0.2.0" and installed.active() == "0.2.0"
+    assert order == ["flush started", "smoke test"]
+    assert installed.reported_version()["version"] == "0.2.0"

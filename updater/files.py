@@ -93,6 +93,31 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
+class Flush:
+    """:func:`fsync_tree` of ``root`` in another thread, started now; :meth:`join` waits for
+    it and raises what it raised. An install starts it as soon as a release is unpacked, so
+    the disk works while the smoke test runs and ``.mux-files`` is written."""
+
+    def __init__(self, root: Path) -> None:
+        import threading
+
+        self.root = root
+        self._failed: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name="mux-fsync", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            fsync_tree(self.root)
+        except BaseException as exc:  # re-raised by join(), in the caller's thread
+            self._failed.append(exc)
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._failed:
+            raise self._failed[0]
+
+
 def while_flushing(root: Path, work: Callable[[], _T]) -> _T:
     """``work()`` while another thread runs :func:`fsync_tree` on ``root``; its result.
 
@@ -100,22 +125,14 @@ def while_flushing(root: Path, work: Callable[[], _T]) -> _T:
     side by side the two cost about the longer one instead of their sum. Raises what either
     raised; both have finished by then.
     """
-    import threading
+    import contextlib
 
-    failed: list[BaseException] = []
-
-    def flush() -> None:
-        try:
-            fsync_tree(root)
-        except BaseException as exc:  # re-raised below, in the caller's thread
-            failed.append(exc)
-
-    flusher = threading.Thread(target=flush, name="mux-fsync", daemon=True)
-    flusher.start()
+    flush = Flush(root)
     try:
         result = work()
-    finally:
-        flusher.join()
-    if failed:
-        raise failed[0]
+    except BaseException:
+        with contextlib.suppress(BaseException):
+            flush.join()  # both have finished by then; work()'s error is the one to report
+        raise
+    flush.join()
     return result

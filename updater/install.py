@@ -26,14 +26,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import inuse, models, plan
 from .errors import InstallError, MuxError, VerificationError
-from .files import atomic_write, fsync_dir, fsync_file, sha256_file, while_flushing
+from .files import Flush, atomic_write, fsync_dir, fsync_file, sha256_file, while_flushing
 from .layout import (
     DOWNLOAD_PREFIX,
     FILES_LIST_NAME,
@@ -310,6 +310,7 @@ class Transaction:
         self._settings = settings
         self._held = ExitStack()
         self._staging: Path | None = None
+        self._flush: Flush | None = None
 
     def __enter__(self) -> Transaction:
         layout = self.layout
@@ -329,6 +330,9 @@ class Transaction:
 
     def __exit__(self, *exc_info: object) -> None:
         with self._held:
+            if self._flush is not None:
+                with suppress(OSError):
+                    self._flush.join()  # never remove a folder another thread still walks
             if self._staging is not None:
                 shutil.rmtree(self._staging, ignore_errors=True)
 
@@ -353,6 +357,12 @@ class Transaction:
             raise _write_error(self.layout.versions, exc) from None
         return self._staging
 
+    def start_flush(self, staged: Path) -> None:
+        """Start making the unpacked ``staged`` folder durable now, beside what runs before
+        the switch (the smoke test, ``.mux-files``); :meth:`switch_to` waits for it."""
+        if self._flush is None:
+            self._flush = Flush(staged)
+
     def switch_to(
         self,
         staged: Path,
@@ -373,7 +383,14 @@ class Transaction:
         """
         layout = self.layout
         try:
-            listing = while_flushing(staged, lambda: files_list(staged, unpacked))
+            flush, self._flush = self._flush, None
+            if flush is not None and flush.root == staged:
+                listing = files_list(staged, unpacked)
+                flush.join()
+            else:
+                if flush is not None:
+                    flush.join()
+                listing = while_flushing(staged, lambda: files_list(staged, unpacked))
             (staged / FILES_LIST_NAME).write_bytes(listing)
             fsync_file(staged / FILES_LIST_NAME)
             fsync_dir(staged)

@@ -194,6 +194,7 @@ def run_update(
                 smoke_target=target,
                 smoke_timeout=settings.smoke_test_timeout,
                 progress=events.progress(asset.name),
+                check_unpacked=transaction.start_flush,
             )
             settled = transaction.switch_to(
                 verified.folder,
