@@ -1,10 +1,11 @@
 """Layer 3 runs while the archive downloads, and still holds the bytes on disk to account.
 
 The attestation worker starts as soon as the signed ``SHA256SUMS`` gives the archive's digest
-(updater/verify.py). These tests serve the archive from a loopback server that stops halfway
-through it and holds the rest until something only the overlap can produce has happened:
-the attestation verified (the library pipeline, in this process) or its bundle requested
-(``mux update``, a real process). A pipeline that attests after the download never gets
+(updater/verify.py) and hands the bundle to its child process (updater/attestation_worker.py).
+These tests serve the archive from a loopback server that stops halfway through it and holds
+the rest until something only the overlap can produce has happened: the attestation verified
+(the library pipeline, its child's answer received) or its bundle requested (``mux update``, a
+real process). A pipeline that attests after the download never gets
 there: the server gives up after :data:`HOLD` seconds, sends the rest, and the test fails
 on the recorded order. Passing runs never wait for that bound.
 
@@ -39,6 +40,8 @@ from tests.support.releases import (
 )
 from updater import attestation, models
 from updater._targets import detect_target
+from updater.attestation_worker import AttestationWorker
+from updater.attestation_worker import start as start_worker
 from updater.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
 from updater.errors import VerificationError
 from updater.settings import HttpSettings
@@ -165,15 +168,15 @@ def test_the_attestation_is_verified_while_the_archive_is_still_downloading(
     tmp_path: Path, feed: Path, keypair: KeyPair, sigstore: FakeSigstore, monkeypatch
 ) -> None:
     gate = Gate()
-    real_verify = attestation.verify_attestation
+    real_verify = AttestationWorker.verify
 
     def verify_and_open(*args: Any, **kwargs: Any) -> attestation.AttestationReport:
-        report = real_verify(*args, **kwargs)  # the real check; the gate only records it
+        report = real_verify(*args, **kwargs)  # the real check (its child); the gate records it
         gate.record("attestation verified")
         gate.opened.set()
         return report
 
-    monkeypatch.setattr(attestation, "verify_attestation", verify_and_open)
+    monkeypatch.setattr(AttestationWorker, "verify", verify_and_open)
     trust = policy(keypair, sigstore)
     log = VerificationLog()
     unpacked = tmp_path / "unpacked"
@@ -398,13 +401,15 @@ def test_the_download_must_have_exactly_the_attested_digest(
     source = FeedSource(str(feed))
     release, trust = _metadata(source, keypair, sigstore)
     signed = signed_digest(ARCHIVE, sums=release.sums, manifest=release.manifest)
-    worker = _AttestationInBackground(source, release, signed, trust)
     log = VerificationLog()
-    with pytest.raises(VerificationError, match=r"verification failed \(attestation\): the "):
-        worker.finish("0" * 64, log)
+    with start_worker() as child:
+        worker = _AttestationInBackground(source, release, signed, trust, child)
+        with pytest.raises(VerificationError, match=r"verification failed \(attestation\): the "):
+            worker.finish("0" * 64, log)
     assert log.layers == []
-    worker = _AttestationInBackground(source, release, signed, trust)
-    worker.finish(signed, log)
+    with start_worker() as child:
+        worker = _AttestationInBackground(source, release, signed, trust, child)
+        worker.finish(signed, log)
     assert [(layer.layer, layer.status) for layer in log.layers] == [("attestation", "ok")]
 
 

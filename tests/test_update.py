@@ -615,38 +615,65 @@ def test_check_and_update_ask_for_the_same_release(
     )
 
 
-def test_the_unpacked_release_is_flushed_beside_the_smoke_test(
+def test_unpacked_files_are_flushed_as_they_are_written_and_the_tree_beside_the_smoke_test(
     installed: Install, feed: Feed, monkeypatch
 ) -> None:
-    """The disk makes the unpacked files durable while the smoke test runs (the flush starts
-    as soon as the archive is unpacked), and the switch still waits for it."""
+    """The disk makes each unpacked file durable while the rest unpacks (the unpacking hands
+    every file over as soon as it is written), then every folder while the smoke test runs;
+    every file is fsynced once, and all of it before the switch."""
     import threading
 
-    from updater import files, settings, verify
+    from updater import files, install, settings, verify
     from updater.plan import ReleaseRequest
     from updater.update import run_update
 
     order: list[str] = []
-    flushing = threading.Event()
-    real_fsync_tree, real_smoke_test = files.fsync_tree, verify.smoke_test
+    fsynced: list[str] = []
+    tree_started = threading.Event()
+    real_unpack, real_smoke_test = verify.unpack, verify.smoke_test
+    real_flush_file, real_fsync_file = install.Transaction.flush_file, files.fsync_file
+    real_flush_tree = files.Flush._flush_tree
 
-    def fsync_tree(root: Path) -> None:
-        if ".partial-" in root.name:
-            order.append("flush started")
-            flushing.set()
-        real_fsync_tree(root)
+    def unpack(*args, **kwargs):
+        result = real_unpack(*args, **kwargs)
+        order.append("unpacked")
+        return result
+
+    def flush_file(self, path: str) -> None:
+        order.append("handed over")
+        real_flush_file(self, path)
+
+    def fsync_file(path: Path) -> None:
+        fsynced.append(str(path))
+        real_fsync_file(path)
+
+    def flush_tree(self, root: str) -> None:
+        tree_started.set()
+        real_flush_tree(self, root)
 
     def smoke_test(*args, **kwargs):
-        assert flushing.wait(10), "the smoke test ran before the unpacked files were flushed"
+        assert tree_started.wait(10), "the smoke test ran before the unpacked tree was flushed"
         order.append("smoke test")
         return real_smoke_test(*args, **kwargs)
 
-    monkeypatch.setattr(files, "fsync_tree", fsync_tree)
+    monkeypatch.setattr(verify, "unpack", unpack)
+    monkeypatch.setattr(install.Transaction, "flush_file", flush_file)
+    monkeypatch.setattr(files, "fsync_file", fsync_file)
+    monkeypatch.setattr(files.Flush, "_flush_tree", flush_tree)
     monkeypatch.setattr(verify, "smoke_test", smoke_test)
     loaded = settings.load(
         installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
     )
     result = run_update(ReleaseRequest.latest(), loaded)
     assert result.to_version == "0.2.0" and installed.active() == "0.2.0"
-    assert order == ["flush started", "smoke test"]
+    version_dir = installed.home / "versions" / "0.2.0"
+    regular = sorted(
+        str(p.relative_to(version_dir))
+        for p in version_dir.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.name != ".mux-files"
+    )
+    handed = order.count("handed over")
+    assert handed == len(regular) and order == ["handed over"] * handed + ["unpacked", "smoke test"]
+    staged = [p.split(".partial-", 1)[1].split("/", 1)[1] for p in fsynced if ".partial-" in p]
+    assert sorted(name for name in staged if name != ".mux-files") == regular  # each file once
     assert installed.reported_version()["version"] == "0.2.0"

@@ -45,6 +45,10 @@ def _parse_check(args: list[str]) -> dict[str, object] | None:
 
 
 def _fast_path(args: list[str]) -> int | None:
+    if args == ["__verify-attestation"]:  # updater.attestation_worker.WORKER_ARG: its child
+        from .attestation_worker import serve
+
+        return serve()
     if args in (["version"], ["version", "--json"]):
         from .cli_fast import print_version
 
@@ -70,13 +74,18 @@ def main() -> None:
     args = sys.argv[1:]
     code = _fast_path(args)
     if code is None:
+        if args[:1] == ["update"]:
+            # Before the CLI's imports: the attestation's child imports sigstore beside them.
+            from .attestation_worker import prestart
+
+            prestart(args[1:])
         from .cli import run
 
         code = run(args)
     # The interpreter's last garbage collection walks every object still alive: after
-    # `mux update` (sigstore, pydantic, httpx loaded) it took longer than the switch to the
-    # new version. Nothing needs it (no finalizer of ours relies on it; atexit handlers and
-    # stream flushing still run), so its objects are frozen out of that walk.
+    # `mux update` (httpx, cryptography; sigstore too, then in this process) it took longer
+    # than the switch to the new version. Nothing needs it (no finalizer of ours relies on it;
+    # atexit handlers and stream flushing still run), so its objects are frozen out of it.
     import gc
 
     gc.freeze()

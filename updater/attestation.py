@@ -154,6 +154,57 @@ class AttestationReport:
             "trust_root": self.trust_root,
         }
 
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> AttestationReport:
+        """The report :meth:`to_json` wrote (from :mod:`updater.attestation_worker`'s child);
+        raises ``ValueError``, ``TypeError`` or ``KeyError`` on anything else."""
+        texts = {
+            name: document[name]
+            for name in (
+                "repository",
+                "source_repository_uri",
+                "signer_identity",
+                "signer_workflow",
+                "signer_ref",
+                "issuer",
+                "predicate_type",
+                "trust_root",
+            )
+        }
+        optional = {
+            name: document[name] for name in ("source_ref", "source_commit", "runner_environment")
+        }
+        if not all(isinstance(v, str) for v in texts.values()) or not all(
+            isinstance(v, str | None) for v in optional.values()
+        ):
+            raise TypeError("report fields")
+        log_index, integrated = document["log_index"], document["integrated_time"]
+        if not isinstance(log_index, int | None) or isinstance(log_index, bool):
+            raise TypeError("log_index")
+        subjects = tuple(
+            AttestedSubject(str(s["name"]), str(s["sha256"])) for s in document["subjects"]
+        )
+        return cls(
+            **texts,
+            **optional,
+            subjects=subjects,
+            log_index=log_index,
+            integrated_time=None if integrated is None else datetime.fromisoformat(integrated),
+        )
+
+
+def preload() -> None:
+    """Import what verifying a bundle needs (most of its time), so that a process started
+    early (:mod:`updater.attestation_worker`) has done it before a bundle arrives. A broken
+    install is reported when a bundle is verified (:func:`_load_verifier`), not here."""
+    _quiet_sigstore_logs()
+    try:
+        import sigstore.errors
+        import sigstore.models
+        import sigstore.verify  # noqa: F401
+    except ImportError:
+        pass
+
 
 def print_warning(message: str) -> None:
     from .render import safe_text

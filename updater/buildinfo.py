@@ -191,6 +191,28 @@ def current() -> BuildInfo:
     return _cached
 
 
+def current_mux_command() -> list[str]:
+    """The command that runs *the current* mux, by its own versioned path.
+
+    - A standalone build (``sys.frozen``): the resolved path of the build this process runs
+      from (:func:`updater.buildinfo.executable`: ``…/versions/<version>/mux``), never the
+      ``<bin>/mux`` link, which ``mux update`` moves to another version under a running
+      process. A server started by this process, and anything a server spawns, thus runs
+      the very build it was started from, for its whole life. The restart command mux prints
+      runs the *new* mux through the link, which starts its own build in the old one's place.
+    - A development checkout or a Python install: ``sys.executable -m updater``, which runs
+      this same code whatever the working directory (the daemon runs from ``/``).
+
+    A server (:func:`updater.server_daemon.start`) and the attestation worker
+    (:mod:`updater.attestation_worker`) run this.
+    """
+    import sys
+
+    if not getattr(sys, "frozen", False):
+        return [sys.executable, "-m", "updater"]
+    return [executable()]
+
+
 def executable() -> str:
     """The resolved path of the build this process runs from (``…/versions/<v>/mux``).
 

@@ -74,16 +74,6 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def fsync_tree(root: Path) -> None:
-    """fsync every regular file and folder below ``root`` (symlinks are skipped)."""
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for name in filenames:
-            file_path = os.path.join(dirpath, name)
-            if not os.path.islink(file_path):
-                fsync_file(Path(file_path))
-        fsync_dir(Path(dirpath))
-
-
 def fsync_file(path: Path) -> None:
     """Make one file's bytes durable."""
     fd = os.open(path, os.O_RDONLY)
@@ -94,32 +84,62 @@ def fsync_file(path: Path) -> None:
 
 
 class Flush:
-    """:func:`fsync_tree` of ``root`` in another thread, started now; :meth:`join` waits for
-    it and raises what it raised. An install starts it as soon as a release is unpacked, so
-    the disk works while the smoke test runs and ``.mux-files`` is written."""
+    """Makes files durable in another thread, in the order they are handed over.
 
-    def __init__(self, root: Path) -> None:
+    An install hands over each file as soon as the unpacking has written it and set its mode
+    and times (:meth:`file`), so the disk writes it out while the rest unpacks; then the whole
+    tree (:meth:`tree`): every folder, and every file not handed over before (its entries and
+    anything the unpacking did not announce), beside the smoke test. :meth:`join` waits for
+    all of it and raises the first failure; after one, the rest is skipped.
+    """
+
+    def __init__(self) -> None:
+        import queue
         import threading
 
-        self.root = root
+        self._work: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
+        self._flushed: set[str] = set()
         self._failed: list[BaseException] = []
         self._thread = threading.Thread(target=self._run, name="mux-fsync", daemon=True)
         self._thread.start()
 
-    def _run(self) -> None:
-        try:
-            fsync_tree(self.root)
-        except BaseException as exc:  # re-raised by join(), in the caller's thread
-            self._failed.append(exc)
+    def file(self, path: str) -> None:
+        self._work.put(("file", path))
+
+    def tree(self, root: Path) -> None:
+        self._work.put(("tree", os.fspath(root)))
 
     def join(self) -> None:
+        self._work.put(None)
         self._thread.join()
         if self._failed:
             raise self._failed[0]
 
+    def _run(self) -> None:
+        while (item := self._work.get()) is not None:
+            if self._failed:
+                continue
+            kind, path = item
+            try:
+                if kind == "file":
+                    fsync_file(Path(path))
+                    self._flushed.add(path)
+                else:
+                    self._flush_tree(path)
+            except BaseException as exc:  # re-raised by join(), in the caller's thread
+                self._failed.append(exc)
+
+    def _flush_tree(self, root: str) -> None:
+        for dirpath, _dirnames, filenames in os.walk(root):
+            for name in filenames:
+                file_path = os.path.join(dirpath, name)
+                if file_path not in self._flushed and not os.path.islink(file_path):
+                    fsync_file(Path(file_path))
+            fsync_dir(Path(dirpath))
+
 
 def while_flushing(root: Path, work: Callable[[], _T]) -> _T:
-    """``work()`` while another thread runs :func:`fsync_tree` on ``root``; its result.
+    """``work()`` while another thread makes the tree ``root`` durable; its result.
 
     An install both hashes what it unpacked (CPU) and waits for the disk to hold it (I/O):
     side by side the two cost about the longer one instead of their sum. Raises what either
@@ -127,7 +147,8 @@ def while_flushing(root: Path, work: Callable[[], _T]) -> _T:
     """
     import contextlib
 
-    flush = Flush(root)
+    flush = Flush()
+    flush.tree(root)
     try:
         result = work()
     except BaseException:

@@ -311,6 +311,7 @@ class Transaction:
         self._held = ExitStack()
         self._staging: Path | None = None
         self._flush: Flush | None = None
+        self._flushing: Path | None = None  # the folder whose whole tree the flush covers
 
     def __enter__(self) -> Transaction:
         layout = self.layout
@@ -357,11 +358,20 @@ class Transaction:
             raise _write_error(self.layout.versions, exc) from None
         return self._staging
 
-    def start_flush(self, staged: Path) -> None:
-        """Start making the unpacked ``staged`` folder durable now, beside what runs before
-        the switch (the smoke test, ``.mux-files``); :meth:`switch_to` waits for it."""
+    def flush_file(self, path: str) -> None:
+        """Start making one unpacked file durable now, beside the rest of the unpacking."""
         if self._flush is None:
-            self._flush = Flush(staged)
+            self._flush = Flush()
+        self._flush.file(path)
+
+    def flush_unpacked(self, staged: Path) -> None:
+        """Start making the unpacked ``staged`` folder durable (its folders, and the files
+        :meth:`flush_file` was not given), beside what runs before the switch (the smoke
+        test, ``.mux-files``); :meth:`switch_to` waits for it."""
+        if self._flush is None:
+            self._flush = Flush()
+        self._flush.tree(staged)
+        self._flushing = staged
 
     def switch_to(
         self,
@@ -384,7 +394,7 @@ class Transaction:
         layout = self.layout
         try:
             flush, self._flush = self._flush, None
-            if flush is not None and flush.root == staged:
+            if flush is not None and self._flushing == staged:
                 listing = files_list(staged, unpacked)
                 flush.join()
             else:

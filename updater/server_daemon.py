@@ -47,6 +47,7 @@ from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 from . import buildinfo
+from .buildinfo import current_mux_command
 from .errors import MuxError, UsageError
 from .protocol import (
     SERVICE_NAME,
@@ -490,25 +491,6 @@ def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> An
 
 
 # -- controlling a server from another process ------------------------------------------
-
-
-def current_mux_command() -> list[str]:
-    """The command that runs *the current* mux, by its own versioned path.
-
-    - A standalone build (``sys.frozen``): the resolved path of the build this process runs
-      from (:func:`updater.buildinfo.executable`: ``…/versions/<version>/mux``), never the
-      ``<bin>/mux`` link, which ``mux update`` moves to another version under a running
-      process. A server started by this process, and anything a server spawns, thus runs
-      the very build it was started from, for its whole life. The restart command mux prints
-      runs the *new* mux through the link, which starts its own build in the old one's place.
-    - A development checkout or a Python install: ``sys.executable -m updater``, which runs
-      this same code whatever the working directory (the daemon runs from ``/``).
-
-    Pass ``executable=`` to :func:`start`/:func:`restart` to run a specific build instead.
-    """
-    if not getattr(sys, "frozen", False):
-        return [sys.executable, "-m", "updater"]
-    return [buildinfo.executable()]
 
 
 def _address_args(target: ServerAddress) -> list[str]:

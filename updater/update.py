@@ -34,6 +34,7 @@ from .settings import Settings, require_updates
 from .verify import LayerResult, TrustPolicy, VerificationLog
 
 if TYPE_CHECKING:
+    from .attestation_worker import AttestationWorker
     from .feed_index import VerifiedIndex
 
 
@@ -114,10 +115,40 @@ def run_update(
     A feed's verified index ``seq`` is recorded once the install stands (installed, or
     already there), never by a dry run or a failure, as install.sh does.
     """
+    require_updates(settings, action="update")
+    worker = _early_attestation_worker(settings, dry_run)
+    try:
+        return _run_update(request, settings, build, dry_run, events, worker)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def _early_attestation_worker(settings: Settings, dry_run: bool) -> AttestationWorker | None:
+    """The attestation's child process, started before this process imports its HTTP stack
+    and fetches the release's metadata, so that sigstore's import (most of layer 3's time)
+    is over when the bundle is in (:mod:`updater.attestation_worker`). None when no archive
+    is verified (a dry run, ``--insecure-skip-attestation``); an update that turns out not
+    to be needed stops it unused.
+    """
+    if dry_run or settings.skip_attestation:
+        return None
+    from .attestation_worker import early
+
+    return early()
+
+
+def _run_update(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo | None,
+    dry_run: bool,
+    events: UpdateEvents | None,
+    worker: AttestationWorker | None,
+) -> UpdateResult:
     from .sources import open_source
     from .verify import verify_release_files, verify_release_metadata
 
-    require_updates(settings, action="update")
     build = build or buildinfo.current()
     events = events or _Silent()
     layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
@@ -194,7 +225,9 @@ def run_update(
                 smoke_target=target,
                 smoke_timeout=settings.smoke_test_timeout,
                 progress=events.progress(asset.name),
-                check_unpacked=transaction.start_flush,
+                attestation_worker=worker,
+                check_unpacked=transaction.flush_unpacked,
+                on_unpacked_file=transaction.flush_file,
             )
             settled = transaction.switch_to(
                 verified.folder,

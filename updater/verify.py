@@ -17,11 +17,12 @@ and ``mux-release verify`` both run exactly these. Every failure raises
 layers before it passed.
 
 Layer 3 does not wait for the download: the digest it attests is the one the signed
-``SHA256SUMS`` gives, known before the first byte arrives, so the bundle is fetched and
-verified (sigstore's import included, about half a second) in a worker thread while the
-archive streams in. The layers still pass in order for the bytes on disk: the streamed digest
-must equal the signed one (layer 2) and the attested one, and nothing is unpacked before the
-worker's answer is in (:class:`_AttestationInBackground`).
+``SHA256SUMS`` gives, known before the first byte arrives, so a worker thread fetches the
+bundle while the archive streams in, and Sigstore verifies it in a child process
+(:mod:`updater.attestation_worker`) that ``mux update`` started when it began, which has
+imported sigstore (most of the layer's time) by then. The layers still pass in order for the
+bytes on disk: the streamed digest must equal the signed one (layer 2) and the attested one,
+and nothing is unpacked before the child's answer is in (:class:`_AttestationInBackground`).
 """
 
 from __future__ import annotations
@@ -30,9 +31,7 @@ import errno
 import hashlib
 import json
 import os
-import sys
 import threading
-from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     import tarfile
     from collections.abc import Callable, Iterator
 
+    from .attestation_worker import AttestationWorker
     from .buildinfo import BuildInfo
     from .download import Progress
     from .layout import UnpackedFiles
@@ -229,6 +229,8 @@ def verify_release_files(
     smoke_timeout: float,
     progress: Progress | None = None,
     check_unpacked: Callable[[Path], None] | None = None,
+    on_unpacked_file: Callable[[str], None] | None = None,
+    attestation_worker: AttestationWorker | None = None,
 ) -> VerifiedFiles:
     """Layers 2 to 5 for one archive of a release that passed :func:`verify_release_metadata`.
 
@@ -237,20 +239,27 @@ def verify_release_files(
     the SBOM) then inspects the unpacked files, before anything in them runs. The build is run
     for the smoke test when it is built for ``smoke_target`` (the target this machine runs);
     otherwise that layer is reported skipped.
+
+    Layer 3's Sigstore check runs in ``attestation_worker`` (a child process the caller
+    started early and closes), else in one started and closed here.
     """
     published = _published_digest(source, release.tag, asset.name, policy, log)
     signed = signed_digest(asset.name, sums=release.sums, manifest=release.manifest)
-    attesting = _AttestationInBackground(source, release, signed, policy)
+    owned = None
+    if attestation_worker is None and not policy.skip_attestation:
+        from .attestation_worker import start
+
+        attestation_worker = owned = start()
+    attesting = _AttestationInBackground(source, release, signed, policy, attestation_worker)
     try:
-        with _responsive_switching():
-            fetched = source.download(
-                release.tag,
-                asset.name,
-                download_dir,
-                size=asset.size,
-                max_size=asset.size,
-                progress=progress,
-            )
+        fetched = source.download(
+            release.tag,
+            asset.name,
+            download_dir,
+            size=asset.size,
+            max_size=asset.size,
+            progress=progress,
+        )
         try:
             verify_download(
                 asset.name,
@@ -262,11 +271,18 @@ def verify_release_files(
                 log=log,
             )
             attesting.finish(fetched.sha256, log)
-            unpacked = unpack(fetched.path, unpack_dir, top=models.archive_folder(asset.target))
+            unpacked = unpack(
+                fetched.path,
+                unpack_dir,
+                top=models.archive_folder(asset.target),
+                on_file=on_unpacked_file,
+            )
         finally:
             fetched.path.unlink(missing_ok=True)
     finally:
         attesting.wait()  # a failure elsewhere still outlives the worker (see the class)
+        if owned is not None:
+            owned.close()
     log.ok(LAYER_ARCHIVE, f"{asset.name}: members confined to its folder; mux executable present")
     if check_unpacked is not None:
         check_unpacked(unpack_dir)
@@ -462,9 +478,13 @@ def verify_release_attestation(
     policy: TrustPolicy,
     log: VerificationLog,
     *,
+    worker: AttestationWorker | None,
     warn: Callable[[str], None] | None = None,
 ) -> None:
     """Layer 3: the bundle shipped with the release first, the attestations API second.
+
+    The bundles are fetched here and verified by Sigstore in ``worker``, a child process
+    (:mod:`updater.attestation_worker`); ``None`` only with ``--insecure-skip-attestation``.
 
     When the signed ``SHA256SUMS`` lists the release's bundle, this layer is mandatory for
     every source: the bundle must be there and match its line (a mirror that drops, stalls
@@ -517,10 +537,12 @@ def verify_release_attestation(
             )
         log.skipped(LAYER_ATTESTATION, f"the {source.kind} publishes no attestation")
         return
-    from .attestation import print_warning, verify_attestation
+    from .attestation import print_warning
 
     try:
-        report = verify_attestation(
+        if worker is None:
+            raise VerificationError("attestation: no verifier was started")
+        report = worker.verify(
             bundles,
             sha256,
             policy.identity(release.tag),
@@ -561,7 +583,8 @@ def _listed_bundle(
 
 
 class _AttestationInBackground:
-    """Layer 3 in a worker thread, for the digest the signed ``SHA256SUMS`` gives, while the
+    """Layer 3 in a worker thread (the bundle's fetch; Sigstore's check in the child process
+    it hands the bundle to), for the digest the signed ``SHA256SUMS`` gives, while the
     archive downloads (:func:`verify_release_files`).
 
     :meth:`finish` waits for the answer and holds the download to it: the bytes on disk must
@@ -576,7 +599,12 @@ class _AttestationInBackground:
     """
 
     def __init__(
-        self, source: ReleaseSource, release: VerifiedRelease, sha256: str, policy: TrustPolicy
+        self,
+        source: ReleaseSource,
+        release: VerifiedRelease,
+        sha256: str,
+        policy: TrustPolicy,
+        worker: AttestationWorker | None,
     ) -> None:
         self.sha256 = sha256
         self._log = VerificationLog()
@@ -584,15 +612,27 @@ class _AttestationInBackground:
         self._error: BaseException | None = None
         self._thread = threading.Thread(
             target=self._run,
-            args=(source, release, policy),
+            args=(source, release, policy, worker),
             name="mux-attestation",
         )
         self._thread.start()
 
-    def _run(self, source: ReleaseSource, release: VerifiedRelease, policy: TrustPolicy) -> None:
+    def _run(
+        self,
+        source: ReleaseSource,
+        release: VerifiedRelease,
+        policy: TrustPolicy,
+        worker: AttestationWorker | None,
+    ) -> None:
         try:
             verify_release_attestation(
-                source, release, self.sha256, policy, self._log, warn=self._warnings.append
+                source,
+                release,
+                self.sha256,
+                policy,
+                self._log,
+                worker=worker,
+                warn=self._warnings.append,
             )
         except BaseException as exc:  # handed to finish(); a thread must not die noisily
             self._error = exc
@@ -627,22 +667,6 @@ class _AttestationInBackground:
                 f"for {self.sha256}",
             )
         log.layers.extend(self._log.layers)
-
-
-@contextmanager
-def _responsive_switching() -> Iterator[None]:
-    """Let the downloading thread take the GIL back quickly from the attestation worker.
-
-    The download needs the interpreter only for a moment per block (reading, writing and
-    hashing release it), but with CPython's default 5 ms switch interval it would wait that
-    long for the worker's Python code (sigstore's import) after every one of them.
-    """
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(min(before, 0.0002))
-    try:
-        yield
-    finally:
-        sys.setswitchinterval(before)
 
 
 # -- layer 4: unpacking ----------------------------------------------------------------------
@@ -683,7 +707,13 @@ def _checked_members(archive: tarfile.TarFile, top: str) -> Iterator[tarfile.Tar
             yield member
 
 
-def unpack(archive_path: Path, destination: Path, *, top: str) -> UnpackedFiles:
+def unpack(
+    archive_path: Path,
+    destination: Path,
+    *,
+    top: str,
+    on_file: Callable[[str], None] | None = None,
+) -> UnpackedFiles:
     """Unpack ``top/`` of the archive into ``destination`` (which must be empty); returns the
     SHA-256 of every regular file it wrote, with what ``lstat`` says of it once written.
 
@@ -694,7 +724,8 @@ def unpack(archive_path: Path, destination: Path, *, top: str) -> UnpackedFiles:
     first and then seeking back to extract it, halves the unpacking's CPU time (measured on a
     64 MiB archive: 0.15 s to 0.08 s; tarfile's default buffers are the fastest here). Each
     file is hashed as it is written, so the install's file list (``.mux-files``) need not
-    read the files back (:func:`updater.layout.files_list`).
+    read the files back (:func:`updater.layout.files_list`). ``on_file`` is given each regular
+    file once tarfile has set its mode and times (an install starts making it durable then).
     """
     import tarfile  # (not at the top: the check, which imports this module, unpacks nothing)
 
@@ -724,8 +755,23 @@ def unpack(archive_path: Path, destination: Path, *, top: str) -> UnpackedFiles:
                     left -= len(block)
             written[os.fsdecode(targetpath)] = digest.hexdigest()
 
+        def utime(
+            self,
+            tarinfo: tarfile.TarInfo,
+            targetpath: str | bytes | os.PathLike[str] | os.PathLike[bytes],
+        ) -> None:
+            super().utime(tarinfo, targetpath)  # tarfile sets a file's times last
+            if on_file is not None and tarinfo.isreg():
+                on_file(os.fsdecode(targetpath))
+
+    from ._gunzip import GunzipReader, InflateError
+
     try:
-        with HashingTarFile.open(archive_path, "r|gz") as archive:
+        with (
+            open(archive_path, "rb") as compressed,
+            GunzipReader(compressed) as stream,
+            HashingTarFile(fileobj=stream, mode="r") as archive,
+        ):
             archive.extractall(destination, members=_checked_members(archive, top), filter="data")
         # Once every file has its mode and times: what the list compares before trusting these.
         unpacked = {
@@ -734,7 +780,7 @@ def unpack(archive_path: Path, destination: Path, *, top: str) -> UnpackedFiles:
         }
     except VerificationError:
         raise
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+    except (tarfile.TarError, InflateError, EOFError, OSError, ValueError) as exc:
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
             raise InstallError(
                 f"cannot unpack into {destination}: {exc.strerror}",
@@ -749,7 +795,7 @@ def unpack(archive_path: Path, destination: Path, *, top: str) -> UnpackedFiles:
     return unpacked
 
 
-_COPY_SIZE = 64 * 1024  # tarfile's gzip stream inflates 10 KiB of input per step anyway
+_COPY_SIZE = 1 << 20  # what the gzip reader inflates per step (updater/_gunzip.py)
 
 
 # -- layer 5: the new build runs -------------------------------------------------------------
