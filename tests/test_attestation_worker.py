@@ -269,3 +269,30 @@ def test_mux_update_leaves_no_verifier_behind_whatever_happens(
     assert refused.returncode == 1, refused.stderr
     assert "does not list v9.9.9" in refused.stderr
     assert _verifier_processes(home) == []
+
+
+def test_a_package_named_updater_in_the_working_directory_is_not_the_verifier(
+    tmp_path: Path, monkeypatch, bundle: bytes, sigstore: FakeSigstore
+) -> None:
+    """`python -m updater` puts the working directory first on sys.path: run from a folder
+    holding an `updater/` (a cloned repository, another checkout), the child would be that
+    code, and a stand-in that answers "ok" for any digest would pass layer 3."""
+    fake = tmp_path / "cwd" / "updater"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text(
+        "import json, sys\n"
+        "request = json.loads(sys.stdin.buffer.read())\n"
+        "texts = ('repository', 'source_repository_uri', 'signer_identity', 'signer_workflow',\n"
+        "         'signer_ref', 'issuer', 'predicate_type', 'trust_root')\n"
+        "report = {name: 'x' for name in texts}\n"
+        "report.update(source_ref=None, source_commit=None, runner_environment=None,\n"
+        "              log_index=1, integrated_time=None,\n"
+        "              subjects=[{'name': 'mux.tar.gz', 'sha256': request['sha256']}])\n"
+        "print(json.dumps({'ok': True, 'sha256': request['sha256'], 'report': report}))\n"
+    )
+    monkeypatch.chdir(fake.parent)
+    other = hashlib.sha256(b"other bytes").hexdigest()  # the bundle does not attest these
+    with start() as worker, pytest.raises(VerificationError) as failed:
+        _verify(worker, bundle, sigstore, sha256=other)
+    assert failed.value.message.startswith("attestation: ")

@@ -562,7 +562,7 @@ def test_start_reports_a_missing_executable(mux_runtime_dir, tmp_path):
 
 
 def test_current_mux_command_in_a_development_checkout():
-    assert server_daemon.current_mux_command() == [sys.executable, "-m", "updater"]
+    assert server_daemon.current_mux_command() == [sys.executable, "-P", "-m", "updater"]
 
 
 def test_current_mux_command_in_a_standalone_build_is_its_own_versioned_path(monkeypatch, tmp_path):

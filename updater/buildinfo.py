@@ -200,8 +200,10 @@ def current_mux_command() -> list[str]:
       process. A server started by this process, and anything a server spawns, thus runs
       the very build it was started from, for its whole life. The restart command mux prints
       runs the *new* mux through the link, which starts its own build in the old one's place.
-    - A development checkout or a Python install: ``sys.executable -m updater``, which runs
-      this same code whatever the working directory (the daemon runs from ``/``).
+    - A development checkout or a Python install: ``sys.executable -P -m updater``, which
+      runs this same code whatever the working directory: ``-P`` keeps ``-m`` from putting
+      the working directory first on ``sys.path``, where a folder named ``updater`` (a cloned
+      repository, another checkout) would run instead, e.g. as layer 3's verifier.
 
     A server (:func:`updater.server_daemon.start`) and the attestation worker
     (:mod:`updater.attestation_worker`) run this.
@@ -209,7 +211,7 @@ def current_mux_command() -> list[str]:
     import sys
 
     if not getattr(sys, "frozen", False):
-        return [sys.executable, "-m", "updater"]
+        return [sys.executable, "-P", "-m", "updater"]
     return [executable()]
 
 
