@@ -677,3 +677,72 @@ def test_unpacked_files_are_flushed_as_they_are_written_and_the_tree_beside_the_
     staged = [p.split(".partial-", 1)[1].split("/", 1)[1] for p in fsynced if ".partial-" in p]
     assert sorted(name for name in staged if name != ".mux-files") == regular  # each file once
     assert installed.reported_version()["version"] == "0.2.0"
+
+
+def _run_update_in_process(installed: Install, feed: Feed):
+    from updater import settings
+    from updater.plan import ReleaseRequest
+    from updater.update import run_update
+
+    loaded = settings.load(
+        installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
+    )
+    return run_update(ReleaseRequest.latest(), loaded)
+
+
+def _flush_threads() -> set[object]:
+    import threading
+
+    return {t for t in threading.enumerate() if t.name == "mux-fsync"}
+
+
+def test_a_file_the_disk_cannot_flush_fails_the_update_with_one_line_and_leaves_nothing(
+    installed: Install, feed: Feed, monkeypatch
+) -> None:
+    """fsync failing (EIO) on an unpacked file, in the thread that flushes as the archive
+    unpacks: the update stops before the switch, with one line, and removes what it staged."""
+    import errno
+
+    from updater import files
+    from updater.errors import InstallError
+
+    real_fsync_file = files.fsync_file
+
+    def fsync_file(path: Path) -> None:
+        if ".partial-" in str(path) and path.name == "mux":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
+        real_fsync_file(path)
+
+    monkeypatch.setattr(files, "fsync_file", fsync_file)
+    threads_before = _flush_threads()
+    versions_before = sorted(p.name for p in (installed.home / "versions").iterdir())
+    with pytest.raises(InstallError) as failed:
+        _run_update_in_process(installed, feed)
+    assert os.strerror(errno.EIO) in failed.value.message
+    assert "\n" not in failed.value.message
+    assert installed.active() == "0.1.0"
+    assert sorted(p.name for p in (installed.home / "versions").iterdir()) == versions_before
+    assert _flush_threads() <= threads_before
+
+
+def test_a_failure_while_listing_the_files_stops_the_flush_before_the_folder_goes(
+    installed: Install, feed: Feed, monkeypatch
+) -> None:
+    """The flush thread must be joined on every path out of the switch: left running, it
+    would walk a folder the transaction removes, and wait for work forever."""
+    import errno
+
+    from updater import install
+    from updater.errors import InstallError
+
+    def files_list(*args, **kwargs):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(install, "files_list", files_list)
+    threads_before = _flush_threads()
+    versions_before = sorted(p.name for p in (installed.home / "versions").iterdir())
+    with pytest.raises(InstallError):
+        _run_update_in_process(installed, feed)
+    assert _flush_threads() <= threads_before
+    assert installed.active() == "0.1.0"
+    assert sorted(p.name for p in (installed.home / "versions").iterdir()) == versions_before

@@ -373,6 +373,11 @@ class Transaction:
         self._flush.tree(staged)
         self._flushing = staged
 
+    def _join_flush(self) -> None:
+        flush, self._flush = self._flush, None
+        if flush is not None:
+            flush.join()
+
     def switch_to(
         self,
         staged: Path,
@@ -393,14 +398,13 @@ class Transaction:
         """
         layout = self.layout
         try:
-            flush, self._flush = self._flush, None
-            if flush is not None and self._flushing == staged:
+            if self._flush is not None and self._flushing == staged:
                 listing = files_list(staged, unpacked)
-                flush.join()
             else:
-                if flush is not None:
-                    flush.join()
+                self._join_flush()
                 listing = while_flushing(staged, lambda: files_list(staged, unpacked))
+            # Left set on a failure above, the flush is joined by __exit__ before the folder goes.
+            self._join_flush()
             (staged / FILES_LIST_NAME).write_bytes(listing)
             fsync_file(staged / FILES_LIST_NAME)
             fsync_dir(staged)
