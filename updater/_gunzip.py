@@ -7,9 +7,12 @@ format, about twice as fast as zlib here; zlib when zlib-ng is missing), hands o
 one buffer, and is what tarfile reads in plain ``r:`` mode. It can only go forward, which is
 all an unpack that reads each member once needs: a seek backwards is an error.
 
-The gzip trailer (CRC-32 and length) is checked at the end of each member; output is
-produced at most :data:`_CHUNK` bytes at a time whatever the input claims, so memory stays
-bounded for any archive (what the archive may unpack to in total is bounded by the caller).
+zlib checks each member's gzip trailer (CRC-32 and length) as it reaches it, and the error
+reaches the reader if it reads that far: tarfile stops at the tar end marker, so a last
+trailer cut off or bytes after it go unnoticed (the archive's signed SHA-256, checked before
+it is unpacked, is what vouches for every byte). Output is produced at most :data:`_CHUNK`
+bytes at a time whatever the input claims, so memory stays bounded for any archive (what
+the archive may unpack to in total is bounded by the caller).
 """
 
 from __future__ import annotations

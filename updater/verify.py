@@ -722,10 +722,10 @@ def unpack(
     stays in ``destination``, which the caller removes (an install's staging folder), and
     nothing of it has run. Reading the stream once, instead of checking the whole archive
     first and then seeking back to extract it, halves the unpacking's CPU time (measured on a
-    64 MiB archive: 0.15 s to 0.08 s; tarfile's default buffers are the fastest here). Each
-    file is hashed as it is written, so the install's file list (``.mux-files``) need not
-    read the files back (:func:`updater.layout.files_list`). ``on_file`` is given each regular
-    file once tarfile has set its mode and times (an install starts making it durable then).
+    64 MiB archive: 0.15 s to 0.08 s). Each file is hashed as it is written, so the install's
+    file list (``.mux-files``) need not read the files back
+    (:func:`updater.layout.files_list`). ``on_file`` is given each regular file once tarfile
+    has set its mode and times (an install starts making it durable then).
     """
     import tarfile  # (not at the top: the check, which imports this module, unpacks nothing)
 
