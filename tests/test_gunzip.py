@@ -163,3 +163,32 @@ def test_the_standard_zlib_reads_what_zlib_ng_does(tmp_path: Path, mixed: bytes,
     monkeypatch.setattr(_gunzip, "_zlib", zlib)
     path = _gzip_file(tmp_path, mixed, b"second member")
     assert _read_all(path, [4096]) == mixed + b"second member"
+
+
+def test_a_file_is_handed_over_with_its_final_mode_and_times(tmp_path: Path) -> None:
+    """The install fsyncs each file when it is handed over, and the tree walk skips it then:
+    were the mode or times set after the hand-over (a tarfile that reorders its calls), that
+    change would not be what the fsync made durable."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name, mode in (("top/mux", 0o755), ("top/lib/data", 0o640)):
+            member = tarfile.TarInfo(name)
+            member.size, member.mode, member.mtime = 4, mode, 1_234_567
+            archive.addfile(member, io.BytesIO(b"data"))
+    path = tmp_path / "a.tar.gz"
+    path.write_bytes(gzip.compress(buffer.getvalue()))
+    destination = tmp_path / "out"
+    destination.mkdir()
+    seen: dict[str, tuple[int, int]] = {}
+
+    def on_file(file: str) -> None:
+        status = os.lstat(file)
+        seen[file] = (status.st_mode, status.st_mtime_ns)
+
+    unpack(path, destination, top="top", on_file=on_file)
+    final = {}
+    for file in (destination / "mux", destination / "lib" / "data"):
+        status = os.lstat(file)
+        final[str(file)] = (status.st_mode, status.st_mtime_ns)
+    assert seen == final
+    assert final[str(destination / "mux")][1] == 1_234_567 * 10**9
