@@ -561,8 +561,35 @@ def test_start_reports_a_missing_executable(mux_runtime_dir, tmp_path):
         server_daemon.start(mux_runtime_dir / "default.sock", executable=str(tmp_path / "nope"))
 
 
-def test_current_mux_command_in_a_development_checkout():
-    assert server_daemon.current_mux_command() == [sys.executable, "-P", "-m", "updater"]
+def test_current_mux_command_in_a_development_checkout_runs_this_code_from_anywhere(
+    monkeypatch, tmp_path
+):
+    """Whatever the working directory holds (here a folder named updater that would answer
+    instead), and where the package is not installed (the base interpreter, outside this
+    checkout's environment: the release workflow runs `python -m release` from a checkout it
+    does not install), the command runs this checkout's updater."""
+    import updater
+
+    fake = tmp_path / "updater"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text("print('the wrong updater')\n")
+    base = getattr(sys, "_base_executable", sys.executable)
+    monkeypatch.setattr(sys, "executable", base)
+    command = server_daemon.current_mux_command()
+    assert command[0] == base
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    result = subprocess.run(
+        [*command, "version", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["version"] == updater.__version__
 
 
 def test_current_mux_command_in_a_standalone_build_is_its_own_versioned_path(monkeypatch, tmp_path):

@@ -746,3 +746,32 @@ def test_a_failure_while_listing_the_files_stops_the_flush_before_the_folder_goe
     assert _flush_threads() <= threads_before
     assert installed.active() == "0.1.0"
     assert sorted(p.name for p in (installed.home / "versions").iterdir()) == versions_before
+
+
+def test_an_update_that_is_not_needed_stops_the_prestarted_verifier(
+    installed: Install, feed: Feed, monkeypatch
+) -> None:
+    """The child `mux update` starts before it knows whether it will install is killed as
+    soon as the update ends, not left to finish importing sigstore until this process exits."""
+    import signal
+
+    from updater import attestation_worker, settings
+    from updater.plan import ReleaseRequest
+    from updater.update import UpdateAction, run_update
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    loaded = settings.load(
+        installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
+    )
+    assert run_update(ReleaseRequest.latest(), loaded).action is UpdateAction.UPDATED
+    attestation_worker.prestart([])
+    (prestarted,) = attestation_worker._prestarted
+    process = prestarted._process
+    assert process is not None
+    try:
+        result = run_update(ReleaseRequest.latest(), loaded)
+    finally:
+        while attestation_worker._prestarted:
+            attestation_worker._prestarted.pop().close()
+    assert result.action is UpdateAction.UP_TO_DATE
+    assert process.returncode == -signal.SIGKILL  # stopped by the update, not by its own end

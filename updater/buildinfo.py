@@ -200,10 +200,13 @@ def current_mux_command() -> list[str]:
       process. A server started by this process, and anything a server spawns, thus runs
       the very build it was started from, for its whole life. The restart command mux prints
       runs the *new* mux through the link, which starts its own build in the old one's place.
-    - A development checkout or a Python install: ``sys.executable -P -m updater``, which
-      runs this same code whatever the working directory: ``-P`` keeps ``-m`` from putting
+    - A development checkout or a Python install: ``sys.executable -P -c`` with code that
+      imports *this* ``updater`` package (its folder first on ``sys.path``) and runs its
+      ``main``: this same code whatever the working directory. Not ``-m updater``: that puts
       the working directory first on ``sys.path``, where a folder named ``updater`` (a cloned
-      repository, another checkout) would run instead, e.g. as layer 3's verifier.
+      repository, another checkout) would run instead, e.g. as layer 3's verifier; and not
+      ``-P -m updater``, which finds nothing where the package is not installed (the
+      release workflow runs ``python -m release`` from a checkout it does not install).
 
     A server (:func:`updater.server_daemon.start`) and the attestation worker
     (:mod:`updater.attestation_worker`) run this.
@@ -211,7 +214,13 @@ def current_mux_command() -> list[str]:
     import sys
 
     if not getattr(sys, "frozen", False):
-        return [sys.executable, "-P", "-m", "updater"]
+        import os
+
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        code = (
+            f"import sys; sys.path.insert(0, {here!r}); from updater.__main__ import main; main()"
+        )
+        return [sys.executable, "-P", "-c", code]
     return [executable()]
 
 
