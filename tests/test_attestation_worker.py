@@ -296,3 +296,26 @@ def test_a_package_named_updater_in_the_working_directory_is_not_the_verifier(
     with start() as worker, pytest.raises(VerificationError) as failed:
         _verify(worker, bundle, sigstore, sha256=other)
     assert failed.value.message.startswith("attestation: ")
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "spare"),
+    [
+        ("max 100000\n", True),
+        ("200000 100000\n", True),
+        ("150000 100000\n", False),  # one and a half CPUs: the child would take the parent's
+        ("50000 100000\n", False),
+        (None, True),  # no cgroup v2 file: only the cores count
+        ("garbage\n", True),
+    ],
+)
+def test_a_containers_cpu_quota_counts_as_cores(tmp_path: Path, monkeypatch, cpu_max, spare):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    proc_self = tmp_path / "proc"
+    proc_self.mkdir()
+    (proc_self / "cgroup").write_text("0::/system.slice/box.scope\n")
+    group = tmp_path / "cgroup" / "system.slice" / "box.scope"
+    group.mkdir(parents=True)
+    if cpu_max is not None:
+        (group / "cpu.max").write_text(cpu_max)
+    assert attestation_worker.spare_core(str(tmp_path / "cgroup"), str(proc_self)) is spare

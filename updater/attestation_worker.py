@@ -181,17 +181,35 @@ def prestart(update_args: list[str]) -> None:
 
 def early() -> AttestationWorker | None:
     """The child for an update about to run: the prestarted one, else a new one when a spare
-    core can run it beside the update; None on a single core (the attestation layer then
-    starts its own when it gets there, where it no longer slows anything else)."""
+    CPU can run it beside the update; None without one (one core, or a container's CPU
+    quota under two: the attestation layer then starts its own when it gets there, where
+    it no longer slows anything else)."""
     if _prestarted:
         return _prestarted.pop()
     return start() if spare_core() else None
 
 
-def spare_core() -> bool:
+def spare_core(cgroup_root: str = "/sys/fs/cgroup", proc_self: str = "/proc/self") -> bool:
+    """Whether a second CPU can run the child beside this process: two cores this process
+    may run on, and a CPU quota (a container's cgroup v2 ``cpu.max``) of at least two."""
     affinity = getattr(os, "sched_getaffinity", None)
     cores = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
-    return cores >= 2
+    quota = _cgroup_cpus(cgroup_root, proc_self)
+    return cores >= 2 and (quota is None or quota >= 2)
+
+
+def _cgroup_cpus(cgroup_root: str, proc_self: str) -> float | None:
+    """The CPUs this process's cgroup v2 quota allows; None when unlimited or unknown."""
+    try:
+        with open(os.path.join(proc_self, "cgroup"), encoding="utf-8") as membership:
+            lines = membership.read(64 * 1024).splitlines()
+        group = next(line[3:] for line in lines if line.startswith("0::"))
+        limits = os.path.join(cgroup_root, group.lstrip("/"), "cpu.max")
+        with open(limits, encoding="ascii") as cpu_max:
+            quota, period = cpu_max.read(256).split()
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, StopIteration, ValueError, ZeroDivisionError):
+        return None
 
 
 def start() -> AttestationWorker:
