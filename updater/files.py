@@ -12,13 +12,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: a cache write uses this
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import TypeVar
-
-    _T = TypeVar("_T")
-
 _CHUNK = 1 << 20
 
 
@@ -136,24 +129,3 @@ class Flush:
                 if file_path not in self._flushed and not os.path.islink(file_path):
                     fsync_file(Path(file_path))
             fsync_dir(Path(dirpath))
-
-
-def while_flushing(root: Path, work: Callable[[], _T]) -> _T:
-    """``work()`` while another thread makes the tree ``root`` durable; its result.
-
-    An install both hashes what it unpacked (CPU) and waits for the disk to hold it (I/O):
-    side by side the two cost about the longer one instead of their sum. Raises what either
-    raised; both have finished by then.
-    """
-    import contextlib
-
-    flush = Flush()
-    flush.tree(root)
-    try:
-        result = work()
-    except BaseException:
-        with contextlib.suppress(BaseException):
-            flush.join()  # both have finished by then; work()'s error is the one to report
-        raise
-    flush.join()
-    return result

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import inuse, models, plan
 from .errors import InstallError, MuxError, VerificationError
-from .files import Flush, atomic_write, fsync_dir, fsync_file, sha256_file, while_flushing
+from .files import Flush, atomic_write, fsync_dir, fsync_file, sha256_file
 from .layout import (
     DOWNLOAD_PREFIX,
     FILES_LIST_NAME,
@@ -87,18 +87,11 @@ def install_lock(layout: Layout, *, wait: float) -> Iterator[None]:
     layout.home.mkdir(parents=True, exist_ok=True)
     fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise InstallError(
-                        f"another mux update is running on {layout.home}",
-                        hint="wait for it to finish, then retry",
-                    ) from None
-                time.sleep(0.1)
+        if not inuse.flock_within(fd, fcntl.LOCK_EX, wait=wait, interval=0.1):
+            raise InstallError(
+                f"another mux update is running on {layout.home}",
+                hint="wait for it to finish, then retry",
+            )
         yield
     finally:
         os.close(fd)
@@ -398,11 +391,9 @@ class Transaction:
         """
         layout = self.layout
         try:
-            if self._flush is not None and self._flushing == staged:
-                listing = files_list(staged, unpacked)
-            else:
-                self._join_flush()
-                listing = while_flushing(staged, lambda: files_list(staged, unpacked))
+            if self._flush is None or self._flushing != staged:
+                self.flush_unpacked(staged)  # a caller that unpacked without starting it
+            listing = files_list(staged, unpacked)
             # Left set on a failure above, the flush is joined by __exit__ before the folder goes.
             self._join_flush()
             (staged / FILES_LIST_NAME).write_bytes(listing)

@@ -82,24 +82,35 @@ def hold_running_build() -> str | None:
         return None
     import fcntl
 
-    deadline = time.monotonic() + START_WAIT
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                os.close(fd)
-                return None
-            time.sleep(0.01)
-        except OSError:
-            os.close(fd)
-            return None
+    try:
+        taken = flock_within(fd, fcntl.LOCK_SH, wait=START_WAIT, interval=0.01)
+    except OSError:
+        taken = False
+    if not taken:
+        os.close(fd)
+        return None
     if not _same_file(fd, path):
         os.close(fd)
         return _removed(folder)
     _held = fd
     return None
+
+
+def flock_within(fd: int, operation: int, *, wait: float, interval: float) -> bool:
+    """``flock(fd, operation)`` without blocking, tried every ``interval`` seconds for at most
+    ``wait``: True once taken, False when another holder kept it that long. Errors other than
+    "held" are raised. (Here, with the stdlib alone: the first module every mux loads.)"""
+    import fcntl
+
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(interval)
 
 
 def _removed(folder: str) -> str:
