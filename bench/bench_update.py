@@ -21,7 +21,6 @@ Also prints peak memory (max RSS) of `mux update` for an 8 MiB and a 256 MiB arc
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -60,7 +59,7 @@ def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
     from release.build import build_standin
     from release.fake_sigstore import FakeSigstore
     from release.feed import sign_feed_index
-    from release.package import package_release, rehash_sums, sign_release
+    from release.package import package_release, sign_release
     from updater import models
     from updater._targets import detect_target
 
@@ -89,14 +88,7 @@ def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
         release = feed / models.tag_for(version)
         package_release([build], release)
         build_archive_size = (release / models.archive_name(target)).stat().st_size
-        subjects = {
-            p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in release.iterdir()
-            if p.name.endswith(".tar.gz") or p.name == models.MANIFEST_NAME
-        }
-        bundle = sigstore.attest(subjects, repository=REPO, ref=f"refs/tags/v{version}")
-        (release / models.attestation_name(version)).write_bytes(bundle)
-        rehash_sums(release)
+        sigstore.attest_release(release, version, repository=REPO)
         sign_release(release, keypair.secret_key())
         if version == "0.2.0" and real is None:
             shutil.rmtree(scratch)

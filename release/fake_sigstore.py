@@ -492,6 +492,25 @@ class FakeSigstore:
         }
         return (json.dumps(bundle, indent=2) + "\n").encode()
 
+    def attest_release(self, release_dir: Path, version: str, *, repository: str) -> Path:
+        """Attest a release folder's archives and manifest as the release workflow does, for
+        ``refs/tags/v<version>`` of ``repository``; writes the bundle next to them, lists it in
+        ``SHA256SUMS`` (rehashed) and returns its path. Signing is left to the caller."""
+        from release.package import rehash_sums
+        from updater import models
+
+        subjects = {
+            p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in release_dir.iterdir()
+            if p.name.endswith(".tar.gz") or p.name == models.MANIFEST_NAME
+        }
+        bundle = release_dir / models.attestation_name(version)
+        bundle.write_bytes(
+            self.attest(subjects, repository=repository, ref=f"refs/tags/v{version}")
+        )
+        rehash_sums(release_dir)
+        return bundle
+
     def _issue_leaf(
         self, leaf_key: ec.EllipticCurvePrivateKey, identity: GitHubIdentity, issued: datetime
     ) -> x509.Certificate:

@@ -14,7 +14,6 @@ rehearsal with its error.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shlex
@@ -163,7 +162,6 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
     from release.package import (
         package_release,
         read_build_info,
-        rehash_sums,
         sign_release,
     )
     from release.serve import serve_directory
@@ -287,16 +285,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         for version in (r.old_version, r.new_version):
             release_dir = feed / f"v{version}"
             manifest = package_release([builds[version]], release_dir)
-            subjects = {
-                p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in release_dir.iterdir()
-                if p.name.endswith(".tar.gz") or p.name == "manifest.json"
-            }
-            bundle = keys["sigstore"].attest(
-                subjects, repository=REHEARSAL_REPO, ref=f"refs/tags/v{version}"
-            )
-            (release_dir / f"mux-{version}.sigstore.json").write_bytes(bundle)
-            rehash_sums(release_dir)
+            keys["sigstore"].attest_release(release_dir, version, repository=REHEARSAL_REPO)
             sign_release(release_dir, keys["secret"])
             lines.append(f"v{version}: {', '.join(sorted(p.name for p in release_dir.iterdir()))}")
             lines.append(

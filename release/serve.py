@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import http.server
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,16 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serve_directory(path: Path) -> Iterator[str]:
-    """Serve ``path`` on 127.0.0.1 (a free port); yields ``http://127.0.0.1:<port>``."""
-    handler = functools.partial(_QuietHandler, directory=str(path))
+def serve_handler(handler: Callable[..., http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` on 127.0.0.1 (a free port); yields ``http://127.0.0.1:<port>``.
+
+    Requests run in daemon threads, so leaving never waits for a handler that still talks
+    (a test's slow or endless one); the server itself is shut down and joined.
+    """
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(
-        target=server.serve_forever, args=(0.05,), name="serve_directory", daemon=True
+        target=server.serve_forever, args=(0.05,), name="serve_handler", daemon=True
     )
     thread.start()
     try:
@@ -32,3 +35,10 @@ def serve_directory(path: Path) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+@contextmanager
+def serve_directory(path: Path) -> Iterator[str]:
+    """Serve ``path`` on 127.0.0.1 (a free port); yields ``http://127.0.0.1:<port>``."""
+    with serve_handler(functools.partial(_QuietHandler, directory=str(path))) as url:
+        yield url

@@ -29,6 +29,7 @@ import pytest
 
 from release.fake_sigstore import FakeSigstore
 from release.package import rehash_sums
+from release.serve import serve_handler
 from tests.support.installs import Install, bootstrap, snapshot
 from tests.support.releases import (
     KeyPair,
@@ -65,14 +66,7 @@ SLOW_NETWORK = HttpSettings(timeout=HOLD + 30, retries=0)  # the held read must 
 
 def attest(release: Path, sigstore: FakeSigstore, version: str, keypair: KeyPair) -> None:
     """Attest the release's archive and manifest as the release workflow would, and re-sign."""
-    subjects = {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in release.iterdir()
-        if p.name.endswith(".tar.gz") or p.name == models.MANIFEST_NAME
-    }
-    bundle = sigstore.attest(subjects, repository=REPO, ref=f"refs/tags/v{version}")
-    (release / models.attestation_name(version)).write_bytes(bundle)
-    rehash_sums(release)
+    sigstore.attest_release(release, version, repository=REPO)
     sign_release_dir(release, keypair)
 
 
@@ -119,18 +113,11 @@ def holding_server(feed: Path, gate: Gate, *, open_on_request: str | None = None
             gate.record("archive released")
             self.wfile.write(data[half:])
 
-    handler = functools.partial(Handler, directory=str(feed))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        gate.opened.set()  # never leave a handler waiting
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serve_handler(functools.partial(Handler, directory=str(feed))) as url:
+        try:
+            yield url
+        finally:
+            gate.opened.set()  # never leave a handler waiting
 
 
 @pytest.fixture(scope="module")

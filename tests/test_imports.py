@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
@@ -27,7 +26,6 @@ import pytest
 
 from release.build import DEV_ONLY_MODULES, NEVER_IMPORTED, build_standin
 from release.fake_sigstore import FakeSigstore
-from release.package import rehash_sums
 from tests.support.imports import imported_by, matching, recorded_modules, recording_env
 from tests.support.releases import (
     KeyPair,
@@ -38,7 +36,6 @@ from tests.support.releases import (
 )
 from tests.support.servers import start_mux_server
 from tests.support.terminal import on_a_terminal
-from updater import models
 from updater.protocol import PROTOCOL_VERSION
 
 REPO = "acme/mux"
@@ -280,14 +277,7 @@ def attested_feed(tmp: Path, keypair: KeyPair, sigstore: FakeSigstore) -> Path:
     # 0.1.0 speaks this checkout's protocol, the protocol of the servers it starts; 0.2.0 the next.
     for version, protocol in (("0.1.0", PROTOCOL_VERSION), ("0.2.0", PROTOCOL_VERSION + 1)):
         release = make_release(feed, version, protocol_version=protocol, keypair=keypair, repo=REPO)
-        subjects = {
-            p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in release.iterdir()
-            if p.name.endswith(".tar.gz") or p.name == models.MANIFEST_NAME
-        }
-        bundle = sigstore.attest(subjects, repository=REPO, ref=f"refs/tags/v{version}")
-        (release / models.attestation_name(version)).write_bytes(bundle)
-        rehash_sums(release)
+        sigstore.attest_release(release, version, repository=REPO)
         sign_release_dir(release, keypair)
     return feed
 

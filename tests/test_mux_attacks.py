@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from release.fake_sigstore import FakeSigstore
+from release.serve import serve_handler
 from tests.conftest import run_mux
 from tests.support.attacks import key_id, lock_is_free, mirror, seq_file
 from tests.support.github import FakeGitHub, github_env, serve_github
@@ -668,15 +668,8 @@ def serve_answer(status: int, headers: dict[str, str]) -> Iterator[str]:
             self.send_header("Content-Length", "0")
             self.end_headers()
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serve_handler(Answer) as url:
+        yield url
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,6 @@ from __future__ import annotations
 import functools
 import http.server
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -62,6 +61,7 @@ from release.build import build_standin
 from release.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index, write_feed_index
 from release.package import package_release, sign_release, trusted_comment_for
 from release.serve import serve_directory as serve_directory  # re-exported for tests
+from release.serve import serve_handler
 from release.signing import SecretKey, generate_keypair
 from updater._targets import detect_target
 from updater.minisign import PublicKey
@@ -292,14 +292,5 @@ def serve_directory_recording(path: Path) -> Iterator[tuple[str, list[str]]]:
             paths.append(self.path)
             return super().send_head()
 
-    handler = functools.partial(Recording, directory=str(path))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", paths
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serve_handler(functools.partial(Recording, directory=str(path))) as url:
+        yield url, paths
