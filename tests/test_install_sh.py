@@ -49,6 +49,7 @@ from tests.support.releases import (
     sign_index,
     sign_release_dir,
 )
+from tests.support.terminal import on_a_terminal
 from updater._targets import detect_target
 from updater.layout import files_list
 
@@ -473,38 +474,14 @@ def test_no_colour_without_a_terminal(env: dict[str, str], script: Path) -> None
 def test_colour_only_on_a_terminal_and_never_with_no_color(
     no_color: bool, env: dict[str, str], script: Path
 ) -> None:
-    import pty
-
     env.pop("NO_COLOR", None)
     if no_color:
         env["NO_COLOR"] = "1"
-    leader, follower = pty.openpty()
-    try:
-        process = subprocess.run(
-            [*shell_argv(default_shell()), str(script)],
-            env={**env, "TERM": "xterm-256color", "MUX_VERSION": "9.9.9"},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=follower,
-            timeout=60,
-            check=False,
-        )
-        os.close(follower)
-        follower = -1
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # EIO: the writer side is closed and drained
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        if follower != -1:
-            os.close(follower)
-        os.close(leader)
-    output = b"".join(chunks).decode()
+    process = on_a_terminal(
+        [*shell_argv(default_shell()), str(script)],
+        {**env, "TERM": "xterm-256color", "MUX_VERSION": "9.9.9"},
+    )
+    output = process.stderr.decode()
     assert process.returncode == 1
     assert "error:" in output
     assert ("\033[31m" in output) is (not no_color)
