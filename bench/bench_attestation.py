@@ -5,7 +5,7 @@ Run: uv run python bench/bench_attestation.py [--mode dev|build|both] [--rounds 
 Bundles come from a throwaway Sigstore instance (release.fake_sigstore) with its trusted root,
 so no network. Two measurements, in the same rounds:
 
-* dev mode only: in fresh processes, `python -c pass`, `import updater.attestation` and
+* dev mode only: in fresh processes, `python -c pass`, `import updater.trust.attestation` and
   "import sigstore + verify one bundle" (the library call `mux update` makes);
 * both modes: `mux update` of a small release with every layer against the same update with
   `--insecure-skip-attestation`; the difference is what the layer costs where users run it
@@ -39,7 +39,7 @@ from bench_update import REPO, fresh_install, make_feed
 VERIFY = """
 import sys
 from pathlib import Path
-from updater.attestation import AttestationIdentity, verify_attestation
+from updater.trust.attestation import AttestationIdentity, verify_attestation
 bundle, digest, root = Path(sys.argv[1]).read_bytes(), sys.argv[2], Path(sys.argv[3])
 identity = AttestationIdentity(repository="acme/mux",
                                signer_workflow=".github/workflows/release.yml",
@@ -64,8 +64,8 @@ def library_call(tmp: Path, rounds: int) -> None:
     results = interleaved(
         {
             "python -c pass": partial(run_once, [sys.executable, "-c", "pass"], env),
-            "import updater.attestation": partial(
-                run_once, [sys.executable, "-c", "import updater.attestation"], env
+            "import updater.trust.attestation": partial(
+                run_once, [sys.executable, "-c", "import updater.trust.attestation"], env
             ),
             "import sigstore + verify one bundle": partial(run_once, verify, env),
         },

@@ -126,7 +126,7 @@ def main() -> None:
                 MUX_GITHUB_API_URL=github.api_url,
                 MUX_REPO="acme/mux",
             )
-            from updater.buildinfo import current
+            from updater.config.buildinfo import current
 
             commands = {
                 "floor": [

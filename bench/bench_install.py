@@ -53,7 +53,7 @@ from tests.support.releases import (  # noqa: E402
     sign_index,
     sign_release_dir,
 )
-from updater._targets import detect_target  # noqa: E402
+from updater.config.targets import detect_target  # noqa: E402
 
 VERSION = "1.0.0"
 

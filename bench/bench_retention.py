@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def tree_bytes(path: Path) -> int:
-    from updater.layout import tree_size
+    from updater.install.layout import tree_size
 
     return tree_size(path)
 
@@ -163,8 +163,9 @@ def prune_times(tmp: Path, servers: int, runs: int) -> None:
 
 def in_process_check(mux, runtime: Path, runs: int) -> str:
     """What _settle adds when something is up for removal: every status line, one timeout."""
-    from updater import plan, servers
-    from updater.layout import Layout, read_record, server_holds
+    from updater.core import plan
+    from updater.install.layout import Layout, read_record, server_holds
+    from updater.servers import client as servers
 
     layout = Layout(mux.home, mux.bin_dir)
     os.environ["XDG_RUNTIME_DIR"] = str(runtime.parent)

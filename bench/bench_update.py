@@ -60,8 +60,8 @@ def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
     from release.fake_sigstore import FakeSigstore
     from release.feed import sign_feed_index
     from release.package import package_release, sign_release
-    from updater import models
-    from updater._targets import detect_target
+    from updater.config.targets import detect_target
+    from updater.core import models
 
     target = detect_target()
     sigstore = FakeSigstore.create(tmp / "sigstore")

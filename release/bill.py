@@ -19,14 +19,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from updater.buildinfo import NOTICES_NAME
+from release.inventory import Inventory, ShippedFile, SystemLookup, take_inventory
+from release.notices import Distribution, render_build_notices
+from release.sbom import SBOM_NAME, render_sbom, sbom_timestamp
+from release.textdiff import name_some
+from updater.config.buildinfo import NOTICES_NAME
 from updater.errors import MuxError
 from updater.files import atomic_write, sha256_file
-
-from .inventory import Inventory, ShippedFile, SystemLookup, take_inventory
-from .notices import Distribution, render_build_notices
-from .sbom import SBOM_NAME, render_sbom, sbom_timestamp
-from .textdiff import name_some
 
 MAX_NAMED = 10
 

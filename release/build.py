@@ -44,22 +44,21 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 import updater
-from updater.buildinfo import (
-    BUILD_INFO_NAME,
+from release.pins import check_file_against_pin
+from updater.config.buildfolder import BUILD_INFO_NAME
+from updater.config.buildinfo import (
     MAX_TRUSTED_KEYS,
     POLICY_FILE,
     BuildInfo,
     TrustSettings,
 )
+from updater.core.models import archive_folder, parse_version
 from updater.errors import MuxError, UsageError
 from updater.files import sha256_file
-from updater.minisign import PublicKey
-from updater.models import archive_folder, parse_version
-
-from .pins import check_file_against_pin
+from updater.trust.minisign import PublicKey
 
 if TYPE_CHECKING:
-    from .pins import Pin, PinnedAsset
+    from release.pins import Pin, PinnedAsset
 
 PACKAGE_DIR = Path(updater.__file__).resolve().parent
 DEV_ONLY_MODULES = (
@@ -102,7 +101,7 @@ def make_build_info(
 
     ``policy_file`` is where the build reads the machine policy (an absolute path: a
     distribution whose /etc is elsewhere names its own)."""
-    from updater._targets import TARGETS
+    from updater.config.targets import TARGETS
 
     parse_version(version)
     if target not in TARGETS:
@@ -137,7 +136,7 @@ def write_build_info(package_dir: Path, info: BuildInfo) -> Path:
 def _resolve_target(target: str | None) -> str:
     if target:
         return target
-    from updater._targets import detect_target
+    from updater.config.targets import detect_target
 
     return detect_target()
 
@@ -177,7 +176,7 @@ class PinnedFile:
 
 def shipped_pins(pins: Sequence[Pin], target: str) -> list[tuple[Pin, PinnedAsset]]:
     """The pinned files a build for ``target`` ships, each with its pin (pure)."""
-    from .pins import PinsError
+    from release.pins import PinsError
 
     shipped = []
     for pin in pins:
@@ -209,7 +208,7 @@ def check_pinned_artifacts(
     """
     if pins_path is None:
         return []
-    from .pins import load_pins
+    from release.pins import load_pins
 
     pins = load_pins(Path(pins_path))
     wanted = shipped_pins(pins, _resolve_target(target)) if pins else []
@@ -242,7 +241,7 @@ def check_pinned_artifacts(
 
 def write_bill(folder: Path, pins_path: Path | None) -> None:
     """The build's last step: its notices and SBOM, from what the folder now holds."""
-    from .bill import write_build_bill
+    from release.bill import write_build_bill
 
     write_build_bill(folder, pins_path=pins_path)
 
@@ -401,7 +400,7 @@ def build_standalone(
     (module docstring); they are checked before PyInstaller runs. ``python_options``: for
     diagnostic builds only (:func:`pyinstaller_settings`).
     """
-    from updater._targets import detect_target
+    from updater.config.targets import detect_target
 
     host = detect_target()
     target = target or host
@@ -442,7 +441,7 @@ def build_standalone(
             raise BuildError("PyInstaller finished but produced no mux executable")
         if target.endswith("-linux-gnu"):
             # The system's own (libgcc_s), never the build machine's copy: release/glibc.py.
-            from .glibc import leave_out_system_libraries
+            from release.glibc import leave_out_system_libraries
 
             leave_out_system_libraries(built)
         # Into the scratch build, so the output folder only ever appears complete.

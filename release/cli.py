@@ -88,7 +88,9 @@ def build(
     ] = None,
     protocol_version: Annotated[
         int | None,
-        typer.Option("--protocol-version", help="Default: updater.protocol.PROTOCOL_VERSION."),
+        typer.Option(
+            "--protocol-version", help="Default: updater.servers.protocol.PROTOCOL_VERSION."
+        ),
     ] = None,
     repo: Annotated[
         str, typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to update from.")
@@ -141,7 +143,7 @@ def build(
 
         version = updater.__version__
     if protocol_version is None:
-        from updater.protocol import PROTOCOL_VERSION
+        from updater.servers.protocol import PROTOCOL_VERSION
 
         protocol_version = PROTOCOL_VERSION
     make = builder.build_standin if standin else builder.build_standalone
@@ -251,7 +253,7 @@ def keygen(
 ) -> None:
     """Make a minisign key pair (minisign.key, minisign.pub) for signing releases."""
     from release.signing import generate_keypair
-    from updater.minisign import PublicKey
+    from updater.trust.minisign import PublicKey
 
     password = None if no_password else _password_from_env(password_env)
     if password is None and not no_password:
@@ -307,9 +309,9 @@ def packager_marker_command(
     `mux update` then refuses with --update-command, and `mux update --check` names it."""
     import json
 
-    from updater.cache import parse_duration
+    from updater.commands.cache import parse_duration
+    from updater.config.marker import MARKER_NAME, marker_document
     from updater.files import atomic_write
-    from updater.marker import MARKER_NAME, marker_document
 
     if not (folder / "mux").is_file():
         raise UsageError(f"{folder} holds no mux executable; give the unpacked build folder")
@@ -397,7 +399,7 @@ def repin_command(
 ) -> None:
     """Move a pin to a verified release asset, and regenerate the notices."""
     from release.repin import repin as run_repin
-    from updater import settings
+    from updater.config import settings
 
     result = run_repin(
         name,
@@ -545,7 +547,7 @@ def verify_command(
 ) -> None:
     """Run exactly the verification `mux update` runs, and print each layer's result."""
     from release.verify_release import verify_release
-    from updater import settings
+    from updater.config import settings
 
     try:
         result = verify_release(
@@ -635,7 +637,7 @@ def fetch_artifacts_command(
     """Download the pinned artifacts a build for TARGET ships (and nothing else), checked
     against their pins; then `mux-release build --artifacts DIR` ships them."""
     from release.fetch_artifacts import fetch_artifacts
-    from updater import settings
+    from updater.config import settings
 
     fetched = fetch_artifacts(
         _pins_path(pins), target, out, quiet=False, settings=settings.load(os.environ)

@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .notices import LicenceText
+    from release.notices import LicenceText
 
 
 class ComponentKind(StrEnum):

@@ -15,14 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from release.pins import Pin, PinnedAsset, check_file_against_pin, load_pins
 from updater.errors import UsageError
 from updater.files import sha256_file
 
-from .pins import Pin, PinnedAsset, check_file_against_pin, load_pins
-
 if TYPE_CHECKING:
-    from updater.http import HttpClient
-    from updater.settings import HttpSettings, Settings
+    from updater.config.settings import HttpSettings, Settings
+    from updater.net.http import HttpClient
 
 
 @dataclass(frozen=True)
@@ -35,9 +34,9 @@ class Fetched:
 
 
 def _client_for(url: str, http: HttpSettings) -> HttpClient:
-    from updater.http import HostPolicy, HttpClient
-    from updater.sources import GITHUB_DOWNLOAD_HOSTS
-    from updater.urls import url_origin
+    from updater.net.http import HostPolicy, HttpClient
+    from updater.net.urls import url_origin
+    from updater.sources.base import GITHUB_DOWNLOAD_HOSTS
 
     origin = url_origin(url)
     policy = HostPolicy(
@@ -50,8 +49,8 @@ def _client_for(url: str, http: HttpSettings) -> HttpClient:
 def fetch_one(
     pin: Pin, item: PinnedAsset, out: Path, *, quiet: bool, bar: bool, http: HttpSettings
 ) -> Fetched:
-    from updater.download import download
-    from updater.render import make_progress
+    from updater.cli.render import make_progress
+    from updater.net.download import download
 
     assert item.url is not None and item.sha256 is not None
     destination = out / item.asset
@@ -81,10 +80,9 @@ def fetch_artifacts(
 ) -> list[Fetched]:
     """``settings`` (default: read from the environment) give the HTTP limits and whether a
     progress bar may be drawn."""
-    from updater import settings as mux_settings
-    from updater._targets import TARGETS
-
-    from .build import shipped_pins
+    from release.build import shipped_pins
+    from updater.config import settings as mux_settings
+    from updater.config.targets import TARGETS
 
     if target not in TARGETS:
         raise UsageError(f"{target!r} is not a published target", hint=", ".join(TARGETS))

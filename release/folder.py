@@ -4,7 +4,7 @@ The inventory (notices and SBOM), the SBOM check, the archive writer, the build 
 the glibc check all list a ``mux-<target>/`` folder with :func:`build_files`, so they agree on
 what it holds. Entries come depth first, each level sorted bytewise (a folder's entries
 right after it). The rule for symbolic links is the updater's (what an install accepts,
-:mod:`updater.verify`): a link is an entry of its own and is never followed while walking;
+:mod:`updater.trust.pipeline`): a link is an entry of its own and is never followed while walking;
 its target is relative, without ``..``, and names a regular file of the same folder (through
 any chain of links). Anything else, a link to a folder, out of the folder, or to nothing, a
 device or a FIFO, is a :class:`BuildFolderError` naming it: no tool silently skips it, archives

@@ -34,9 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from release.folder import build_files
 from updater.errors import MuxError, UsageError
-
-from .folder import build_files
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -101,7 +100,7 @@ class GlibcRequirement:
     def describe(self) -> str:
         if self.version is None:
             return f"{self.elf_files} ELF files, none needs a versioned glibc symbol"
-        from .textdiff import name_some
+        from release.textdiff import name_some
 
         return (
             f"needs glibc {self.version} ({self.elf_files} ELF files; the newest symbols are "
@@ -153,7 +152,7 @@ def check_glibc_floor(folder: Path, floor: str = GLIBC_FLOOR) -> GlibcRequiremen
     above it, with what it needs) or more of the system's libgcc_s than :data:`LIBGCC_FLOOR`."""
     from packaging.version import InvalidVersion
 
-    from .textdiff import name_some
+    from release.textdiff import name_some
 
     try:
         _parse(floor)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from updater.buildinfo import MAX_TRUSTED_KEYS
+from updater.config.buildinfo import MAX_TRUSTED_KEYS
 from updater.errors import ParseError, UsageError
 
 INSTALL_SH = Path(__file__).resolve().parent.parent / "install.sh"
@@ -32,7 +32,7 @@ def render_install_script(
 ) -> str:
     """``install.sh`` trusting ``keys`` (base64 public key lines) and defaulting to ``repo``;
     ``policy_file`` is where it reads the machine policy (default: as the script says)."""
-    from updater.minisign import PublicKey
+    from updater.trust.minisign import PublicKey
 
     if not keys or len(keys) > MAX_TRUSTED_KEYS:
         raise UsageError(f"give one or two trusted minisign public keys, not {len(keys)}")

@@ -52,26 +52,26 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from updater.buildinfo import NOTICES_NAME
-from updater.errors import MuxError
-from updater.files import sha256_file
-
-from .components import (
+from release.components import (
     MAPPED_BY_BYTES,
     MAPPED_BY_NAME,
     MAPPED_BY_PATH,
     Component,
     ComponentKind,
 )
-from .folder import BuildEntry, build_files
-from .notices import LicenceText, NoticesError, normalise_text
-from .sbom import SBOM_NAME
+from release.folder import BuildEntry, build_files
+from release.notices import LicenceText, NoticesError, normalise_text
+from release.sbom import SBOM_NAME
+from updater.config.buildfolder import BUILD_INFO_NAME, CODE_PACKAGE, is_build_info
+from updater.config.buildinfo import NOTICES_NAME
+from updater.errors import MuxError
+from updater.files import sha256_file
 
 if TYPE_CHECKING:
     from importlib import metadata
 
-    from .notices import Distribution, RuntimeComponent
-    from .pins import Pin, PinnedAsset
+    from release.notices import Distribution, RuntimeComponent
+    from release.pins import Pin, PinnedAsset
 
 BILL_DOCUMENTS = (NOTICES_NAME, SBOM_NAME)
 LIBRARY_TABLE = Path(__file__).resolve().parent / "licenses" / "shared-libraries.toml"
@@ -344,16 +344,11 @@ def _record_index(dist: metadata.Distribution) -> tuple[set[str], set[str]]:
 
 def _contents_dir(entries: Iterable[BuildEntry]) -> PurePosixPath:
     """The folder holding the bundled packages: the parent of the build info's ``updater/``."""
-    from .build import BUILD_INFO_NAME
-
-    found = sorted(
-        PurePosixPath(e.path)
-        for e in entries
-        if PurePosixPath(e.path).name == BUILD_INFO_NAME
-        and PurePosixPath(e.path).parent.name == "updater"
-    )
+    found = sorted(PurePosixPath(e.path) for e in entries if is_build_info(e.path))
     if len(found) != 1:
-        raise InventoryError(f"the folder holds {len(found)} updater/{BUILD_INFO_NAME}, not one")
+        raise InventoryError(
+            f"the folder holds {len(found)} <code folder>/{CODE_PACKAGE}/{BUILD_INFO_NAME}, not one"
+        )
     return found[0].parent.parent
 
 
@@ -446,9 +441,7 @@ def _runtime_component(key: str, runtime: RuntimeComponent) -> Component:
 
 def _claim_mux(rel: str | None, sources: _Sources) -> Component | None:
     """The build info; a stand-in's Python sources (a standalone build has none)."""
-    from .build import BUILD_INFO_NAME
-
-    if rel == f"updater/{BUILD_INFO_NAME}" or (
+    if rel == f"{CODE_PACKAGE}/{BUILD_INFO_NAME}" or (
         not sources.standalone
         and rel is not None
         and rel.endswith(".py")
@@ -459,7 +452,7 @@ def _claim_mux(rel: str | None, sources: _Sources) -> Component | None:
 
 
 def _claim_pin(path: str, sha256: str, sources: _Sources) -> Component | None:
-    from .build import VENDOR_DIR_NAME
+    from release.build import VENDOR_DIR_NAME
 
     parts = PurePosixPath(path).parts
     if len(parts) != 3 or parts[0] != VENDOR_DIR_NAME:
@@ -477,7 +470,7 @@ def _claim_pin(path: str, sha256: str, sources: _Sources) -> Component | None:
 
 
 def _pin_component(pin: Pin, item: PinnedAsset, sources: _Sources) -> Component:
-    from .notices import pinned_artifacts
+    from release.notices import pinned_artifacts
 
     (artifact,) = pinned_artifacts([pin], sources.pins_dir)
     return Component(
@@ -533,7 +526,7 @@ def _claim_launcher_or_bootloader(path: str, absolute: Path, sources: _Sources) 
     if path != "mux":
         return None
     if not _is_binary(absolute):
-        from .build import LAUNCHER_HEADER
+        from release.build import LAUNCHER_HEADER
 
         with open(absolute, "rb") as stream:
             head = stream.read(len(LAUNCHER_HEADER.encode()))
@@ -684,14 +677,14 @@ def collect_sources(
     """Gather what :func:`build_inventory` consults, from this (the build's) environment."""
     from importlib import metadata as importlib_metadata
 
-    from .notices import (
+    from release.notices import (
         OVERRIDES_NAME,
         load_overrides,
         shipped_distributions,
         standalone_components,
     )
-    from .package import read_build_info
-    from .pins import load_pins
+    from release.package import read_build_info
+    from release.pins import load_pins
 
     info = read_build_info(root)
     pins = load_pins(pins_path) if pins_path is not None and pins_path.is_file() else []

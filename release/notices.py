@@ -40,12 +40,11 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from release.components import Component, ComponentKind
+from release.pins import Pin, PinnedAsset, load_pins, pin_marker
+from release.textdiff import capped_unified_diff
 from updater.errors import MuxError
 from updater.files import atomic_write
-
-from .components import Component, ComponentKind
-from .pins import Pin, PinnedAsset, load_pins, pin_marker
-from .textdiff import capped_unified_diff
 
 ROOT_DISTRIBUTION = "mux"
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"

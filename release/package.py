@@ -24,10 +24,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from updater.buildinfo import BuildInfo
-from updater.errors import MuxError, ParseError, UsageError
-from updater.files import atomic_write, sha256_file
-from updater.models import (
+from release.build import build_folder_name
+from release.folder import DIRECTORY, LINK, build_files
+from release.formats import format_sha256sums, manifest_document
+from release.sbom import SBOM_NAME, check_sbom_matches, sbom_asset_name
+from release.signing import SecretKey
+from updater.config.buildfolder import BUILD_INFO_NAME, CODE_PACKAGE, build_info_in
+from updater.config.buildinfo import BuildInfo
+from updater.core.models import (
     MANIFEST_NAME,
     SUMS_NAME,
     SUMS_SIGNATURE_NAME,
@@ -37,13 +41,9 @@ from updater.models import (
     parse_manifest,
     tag_for,
 )
+from updater.errors import MuxError, ParseError, UsageError
+from updater.files import atomic_write, sha256_file
 from updater.timestamps import rfc3339
-
-from .build import BUILD_INFO_NAME, build_folder_name
-from .folder import DIRECTORY, LINK, build_files
-from .formats import format_sha256sums, manifest_document
-from .sbom import SBOM_NAME, check_sbom_matches, sbom_asset_name
-from .signing import SecretKey
 
 _NOT_SUMMED = frozenset({SUMS_NAME, SUMS_SIGNATURE_NAME})
 
@@ -67,20 +67,18 @@ def source_date_epoch() -> int:
 
 
 def read_build_info(build_dir: Path) -> BuildInfo:
-    """The build info baked into a build folder: exactly one ``updater/_build_info.json``."""
-    found = sorted(
-        path
-        for path in Path(build_dir).rglob(BUILD_INFO_NAME)
-        if path.parent.name == "updater" and path.is_file()
-    )
-    if len(found) != 1:
+    """The build info baked into a build folder, where the one rule puts it
+    (:mod:`updater.config.buildfolder`)."""
+    found = build_info_in(str(build_dir))
+    if found is None:
         raise PackageError(
-            f"{build_dir} holds {len(found)} updater/{BUILD_INFO_NAME} files, expected exactly one"
+            f"{build_dir} holds no single <code folder>/{CODE_PACKAGE}/{BUILD_INFO_NAME}, "
+            "one folder below its top"
         )
     try:
-        info = BuildInfo.from_json(json.loads(found[0].read_bytes()))
+        info = BuildInfo.from_json(json.loads(Path(found).read_bytes()))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise ParseError(f"{found[0]} is not valid build info ({exc})") from None
+        raise ParseError(f"{found} is not valid build info ({exc})") from None
     if info.development:
         raise PackageError(f"{build_dir} is a development build; build it with mux-release build")
     return info

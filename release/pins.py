@@ -7,7 +7,7 @@ attestation identity) and the comments, which every rewrite keeps.
 
 An entry pins one release asset that every target ships (``asset = "name"``), or one asset per
 target, all from the same release tag: ``asset = "libfoo-{target}.tar.gz"`` (a template, for
-the targets in ``targets``, default all of ``updater._targets.TARGETS``) or a table
+the targets in ``targets``, default all of ``updater.config.targets.TARGETS``) or a table
 ``[artifacts.<name>.assets]`` mapping each target to its asset name. A per-target entry's
 digests live in ``[artifacts.<name>.pinned.<target>]`` (``url``, ``sha256``, ``size``).
 
@@ -30,9 +30,9 @@ import tomlkit.exceptions
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.version import InvalidVersion, Version
 
-from updater import urls
+from updater.core.models import is_safe_asset_name, is_sha256
 from updater.errors import MuxError, ParseError
-from updater.models import is_safe_asset_name, is_sha256
+from updater.net import urls
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PINS_PATH = REPO_ROOT / "release" / "pins.toml"
@@ -140,7 +140,7 @@ class Pin:
     @property
     def targets(self) -> tuple[str, ...]:
         """The targets that ship this artifact (every published target for a single asset)."""
-        from updater._targets import TARGETS
+        from updater.config.targets import TARGETS
 
         if not self.per_target:
             return TARGETS
@@ -241,7 +241,7 @@ _PLAIN_NAME = "a plain file name (letters, digits, '.', '_', '+', '-')"
 def declared_assets(entry: Mapping[str, Any]) -> tuple[dict[str, str] | None, list[str]]:
     """``{target: asset}`` of a per-target entry (None: one asset for every target), and the
     problems found in how the entry declares its assets."""
-    from updater._targets import TARGETS
+    from updater.config.targets import TARGETS
 
     asset, table, targets = entry.get("asset"), entry.get(ASSETS_KEY), entry.get("targets")
     if table is not None:

@@ -27,9 +27,9 @@ from updater.errors import MuxError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Every file whose content is protocol: change one and PROTOCOL_VERSION must change.
-PROTOCOL_BEARING_FILES: tuple[str, ...] = ("updater/protocol.py",)
+PROTOCOL_BEARING_FILES: tuple[str, ...] = ("updater/servers/protocol.py",)
 # The file defining ``PROTOCOL_VERSION = <int>`` at module level.
-VERSION_FILE = "updater/protocol.py"
+VERSION_FILE = "updater/servers/protocol.py"
 VERSION_NAME = "PROTOCOL_VERSION"
 LOCK_PATH = "release/protocol.lock"
 LOCK_SCHEMA = 1
@@ -310,7 +310,7 @@ def check_protocol(root: Path = REPO_ROOT, *, git: GitRunner | None = None) -> P
 
 def record_protocol(root: Path = REPO_ROOT, *, git: GitRunner | None = None) -> ProtocolState:
     """``--record``: write the lock for the current state, unless that would hide a change."""
-    from .notices import write_text_atomically
+    from release.notices import write_text_atomically
 
     current = protocol_state(read_sources(root))
     release = last_release_state(root, git)

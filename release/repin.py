@@ -3,12 +3,12 @@
 The steps (docs/design.md, "Pins"), each failing closed:
 
 1. read ``pins.toml``; the entry must exist and be well formed;
-2. resolve the release through the updater's own source (:mod:`updater.sources`): ``--tag``,
+2. resolve the release through the updater's own source (:mod:`updater.sources.base`): ``--tag``,
    or the newest release (GitHub's ``/releases/latest`` redirect, or a mirror's
    ``releases.json``); a tag must keep the entry's tag prefix;
 3. refuse a downgrade unless ``allow_downgrade`` (the updater's decision,
-   :meth:`updater.plan.ReleaseRequest.decide`);
-4. read the release (GitHub API, :meth:`~updater.sources.ReleaseSource.listing`): not a draft, every asset of the entry is listed (one per
+   :meth:`updater.core.plan.ReleaseRequest.decide`);
+4. read the release (GitHub API, :meth:`~updater.sources.base.ReleaseSource.listing`): not a draft, every asset of the entry is listed (one per
    declared target, all from this one tag; a missing one is named with its target), each
    size is within the cap, each ``digest``; whether it publishes ``SHA256SUMS``;
 5. for every asset, in parallel under one progress display: download it while hashing it
@@ -18,7 +18,7 @@ The steps (docs/design.md, "Pins"), each failing closed:
    ``SHA256SUMS`` line (mandatory on a mirror, which has no API), and
 7. its build-provenance attestation must verify for the entry's identity, at
    ``refs/tags/<tag>``, with a subject of that digest named as the asset (the updater's own
-   verifier, :mod:`updater.attestation`): another target's build republished under this
+   verifier, :mod:`updater.trust.attestation`): another target's build republished under this
    target's name is refused;
 8. only when every asset passed: rewrite the entry's ``tag`` and each asset's ``url``,
    ``sha256`` and ``size`` with tomlkit (comments and order kept, nothing else touched),
@@ -37,22 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
-from updater.files import write_temp_beside
-from updater.models import SUMS_NAME, parse_sha256sums
-from updater.plan import Decision, ReleaseRequest
-from updater.sources import (
-    BUNDLE_LIMIT,
-    GITHUB_WEB,
-    GitHubSource,
-    PublishedAsset,
-    ReleaseSource,
-    github_download_url,
-    open_source,
-)
-
-from .notices import Distribution, generate_notices
-from .pins import (
+from release.notices import Distribution, generate_notices
+from release.pins import (
     ARTIFACTS_KEY,
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
@@ -65,12 +51,25 @@ from .pins import (
     parse_tag_version,
     read_pins,
 )
-from .textdiff import capped_unified_diff
+from release.textdiff import capped_unified_diff
+from updater.core.models import SUMS_NAME, parse_sha256sums
+from updater.core.plan import Decision, ReleaseRequest
+from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
+from updater.files import write_temp_beside
+from updater.sources.base import (
+    BUNDLE_LIMIT,
+    GITHUB_WEB,
+    GitHubSource,
+    PublishedAsset,
+    ReleaseSource,
+    github_download_url,
+    open_source,
+)
 
 if TYPE_CHECKING:
-    from updater.attestation import AttestationReport
-    from updater.download import Progress
-    from updater.settings import Settings
+    from updater.config.settings import Settings
+    from updater.net.download import Progress
+    from updater.trust.attestation import AttestationReport
 
 MAX_DIFF_LINES = 120
 MAX_PARALLEL = 4  # assets downloaded and verified at once
@@ -163,7 +162,7 @@ def _diff(before: str, after: str, name: str) -> str:
 
 def check_not_downgrade(pin: Pin, new_tag: str, request: ReleaseRequest) -> None:
     """Refuse a tag of another tag family (prefix) than the pinned one, or, unless the
-    request allows it, an older one (the updater's own decision, :mod:`updater.plan`)."""
+    request allows it, an older one (the updater's own decision, :mod:`updater.core.plan`)."""
     new_prefix, new_version = parse_tag_version(new_tag)
     if pin.tag is None:
         return
@@ -366,7 +365,7 @@ def _verify_one(
     progress: Progress,
 ) -> RepinnedFile:
     """Download, cross-check and attestation-verify one asset (runs in a worker thread)."""
-    from updater.attestation import AttestationIdentity, verify_attestation
+    from updater.trust.attestation import AttestationIdentity, verify_attestation
 
     tag = release.tag
     listed = release.assets.get(item.asset) if release.assets is not None else None
@@ -433,7 +432,7 @@ def _verify_all(
     (in the entry's target order) is raised once all have finished, so nothing is half done."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from updater.render import ProgressGroup
+    from updater.cli.render import ProgressGroup
 
     display = ProgressGroup(quiet=quiet, bar=bar)
     with display, ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
@@ -547,10 +546,10 @@ def repin(
     ``api_url`` replace GitHub's bases (GitHub Enterprise, tests), else ``settings``' apply
     (``MUX_GITHUB_URL`` / ``MUX_GITHUB_API_URL``, as in the updater). ``trusted_root`` is the
     Sigstore trusted root (default: ``settings``', else Sigstore's production root).
-    ``settings`` default to the environment's (:func:`updater.settings.load`).
+    ``settings`` default to the environment's (:func:`updater.config.settings.load`).
     ``distributions`` replaces the installed ones in the regenerated notices (tests).
     """
-    from updater import settings as mux_settings
+    from updater.config import settings as mux_settings
 
     settings = settings or mux_settings.load()
 

@@ -23,11 +23,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.folder import DIRECTORY, LINK, build_files
+from release.textdiff import name_some
 from updater.errors import MuxError, ParseError
 from updater.files import sha256_file
-
-from .folder import DIRECTORY, LINK, build_files
-from .textdiff import name_some
 
 MAX_NAMED = 10
 MAX_ENVIRONMENT_BYTES = 64 * 1024
@@ -122,7 +121,7 @@ def compare_builds(
 ) -> Comparison:
     """Package both build folders and compare the archives; raise :class:`NotReproducible`
     unless they are identical or (``environments``) were made on different machines."""
-    from .package import read_build_info, write_archive
+    from release.package import read_build_info, write_archive
 
     infos = [read_build_info(Path(folder)) for folder in (first, second)]
     if infos[0].target != infos[1].target or infos[0].version != infos[1].version:

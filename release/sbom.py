@@ -20,16 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from release.components import ComponentKind
 from updater.errors import ParseError, VerificationError
 
-from .components import ComponentKind
-
 if TYPE_CHECKING:
-    from updater.sources import ReleaseSource
-    from updater.verify import VerificationLog, VerifiedRelease
-
-    from .components import Component
-    from .inventory import Inventory, ShippedFile
+    from release.components import Component
+    from release.inventory import Inventory, ShippedFile
+    from updater.sources.base import ReleaseSource
+    from updater.trust.pipeline import VerificationLog, VerifiedRelease
 
 SBOM_NAME = "sbom.cdx.json"  # inside a build folder (and so in every archive)
 MAX_SBOM_BYTES = 16 * 1024 * 1024
@@ -106,7 +104,7 @@ def render_sbom(
     from cyclonedx.model.component import ComponentType
     from cyclonedx.output.json import JsonV1Dot6
 
-    from .package import source_date_epoch
+    from release.package import source_date_epoch
 
     files = [*inventory.files, *extra_files]
     listing = "".join(f"{f.sha256}  {f.path}\n" for f in sorted(files, key=lambda f: f.path))
@@ -194,9 +192,8 @@ def sbom_files(raw: bytes, *, what: str = "the SBOM") -> dict[str, str]:
 def folder_files(folder: Path, *, skip: tuple[str, ...] = (SBOM_NAME,)) -> dict[str, str]:
     """``{path: sha256}`` of every file (and link, by its target) below ``folder``, as
     :func:`release.folder.build_files` lists them (one rule for links everywhere)."""
+    from release.folder import build_files
     from updater.files import sha256_file
-
-    from .folder import build_files
 
     return {
         entry.path: sha256_file(entry.content)
@@ -215,8 +212,8 @@ def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
         listed = sbom_files(raw, what=what)
     except ParseError as exc:
         raise VerificationError(f"verification failed ({LAYER_SBOM}): {exc.message}") from None
-    from .folder import BuildFolderError
-    from .textdiff import name_some
+    from release.folder import BuildFolderError
+    from release.textdiff import name_some
 
     try:
         present = folder_files(folder)

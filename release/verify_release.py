@@ -1,7 +1,7 @@
 """``mux-release verify``: run mux update's verification on a release folder or a tag.
 
-The release is read through a source of :mod:`updater.sources` (the folder, or GitHub for a
-tag) and checked by :mod:`updater.verify`'s pipeline, the one ``mux update`` runs, with the
+The release is read through a source of :mod:`updater.sources.base` (the folder, or GitHub for a
+tag) and checked by :mod:`updater.trust.pipeline`'s pipeline, the one ``mux update`` runs, with the
 strictest policy: signature, manifest, digests and attestation for every archive, each
 unpacked into a scratch folder, and the one built for this machine smoke-tested. Each
 layer's result is reported. On top of ``mux update``'s layers, right after each archive is
@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from release.sbom import check_release_sbom
-from updater import models
+from updater.config.settings import Settings
+from updater.core import models
+from updater.core.plan import ReleaseRequest
 from updater.errors import UsageError
-from updater.plan import ReleaseRequest
-from updater.settings import Settings
-from updater.sources import GitHubSource, ReleaseFolderSource, ReleaseSource
-from updater.verify import (
+from updater.sources.base import GitHubSource, ReleaseFolderSource, ReleaseSource
+from updater.trust.pipeline import (
     TrustPolicy,
     VerificationLog,
     verify_release_files,
@@ -55,8 +55,8 @@ def verify_release(
     ``settings`` (default: read from the environment) gives GitHub's URLs, the HTTP limits
     and, unless ``trusted_root`` is given, the Sigstore trust root.
     """
-    from updater import settings as mux_settings
-    from updater._targets import detect_target_or_empty
+    from updater.config import settings as mux_settings
+    from updater.config.targets import detect_target_or_empty
 
     settings = settings or mux_settings.load()
     policy = TrustPolicy.for_release(

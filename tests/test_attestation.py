@@ -23,16 +23,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from release.fake_sigstore import FakeSigstore
-from updater import settings as mux_settings
-from updater.attestation import (
+from updater.config import settings as mux_settings
+from updater.config.settings import TRUSTED_ROOT_ENV
+from updater.errors import VerificationError
+from updater.trust.attestation import (
     MAX_BUNDLE_BYTES,
     AttestationIdentity,
     AttestationReport,
     AttestedSubject,
     verify_attestation,
 )
-from updater.errors import VerificationError
-from updater.settings import TRUSTED_ROOT_ENV
 
 REPO = "mux-dev/mux"
 TAG_REF = "refs/tags/v1.2.3"
@@ -640,7 +640,7 @@ def test_minting_outside_the_instance_validity_is_refused(fake: FakeSigstore) ->
 
 def test_importing_the_module_does_not_import_sigstore() -> None:
     probe = (
-        "import sys, updater.attestation; "
+        "import sys, updater.trust.attestation; "
         "heavy = [m for m in ('sigstore', 'cryptography', 'pydantic') if m in sys.modules]; "
         "print(','.join(heavy))"
     )

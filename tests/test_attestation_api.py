@@ -23,9 +23,9 @@ import pytest
 from release.fake_sigstore import FakeSigstore
 from tests.support.github import FakeGitHub, serve_github
 from tests.test_snappy import compressed_chunk, encode_literals, framed, varint
-from updater.attestation import AttestationIdentity, verify_attestation
 from updater.errors import NetworkError, VerificationError
-from updater.sources import GitHubSource
+from updater.sources.base import GitHubSource
+from updater.trust.attestation import AttestationIdentity, verify_attestation
 
 REPO = "acme/mux"
 TOKEN = "ghp_secret-token-for-tests"
@@ -403,7 +403,7 @@ def test_a_real_bundle_from_bundle_url_verifies_next_to_another(
     api.json(LISTING, listing({"bundle": json.loads(theirs)}, {"id": 9, "bundle_url": url}))
     bundles = source.attestation_bundles(DIGEST)
     identity = AttestationIdentity(REPO, ".github/workflows/release.yml", ref)
-    # Joined as updater/verify.py does: one JSON line per bundle.
+    # Joined as updater/trust/pipeline.py does: one JSON line per bundle.
     report = verify_attestation(
         b"\n".join(bundles), DIGEST, identity, trusted_root=sigstore.trusted_root_path
     )

@@ -1,7 +1,7 @@
 """Layer 3 runs while the archive downloads, and still holds the bytes on disk to account.
 
 The attestation worker starts as soon as the signed ``SHA256SUMS`` gives the archive's digest
-(updater/verify.py) and hands the bundle to its child process (updater/attestation_worker.py).
+(updater/trust/pipeline.py) and hands the bundle to its child process (updater/trust/attestation_worker.py).
 These tests serve the archive from a loopback server that stops halfway through it and holds
 the rest until something only the overlap can produce has happened: the attestation verified
 (the library pipeline, its child's answer received) or its bundle requested (``mux update``, a
@@ -39,15 +39,16 @@ from tests.support.releases import (
     serve_directory,
     sign_release_dir,
 )
-from updater import attestation, models
-from updater._targets import detect_target
-from updater.attestation_worker import AttestationWorker
-from updater.attestation_worker import start as start_worker
-from updater.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
+from updater.config.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
+from updater.config.settings import HttpSettings
+from updater.config.targets import detect_target
+from updater.core import models
 from updater.errors import VerificationError
-from updater.settings import HttpSettings
-from updater.sources import FeedSource, ReleaseSource
-from updater.verify import (
+from updater.sources.base import FeedSource, ReleaseSource
+from updater.trust import attestation
+from updater.trust.attestation_worker import AttestationWorker
+from updater.trust.attestation_worker import start as start_worker
+from updater.trust.pipeline import (
     TrustPolicy,
     VerificationLog,
     VerifiedRelease,

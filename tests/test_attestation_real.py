@@ -16,13 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from updater.attestation import (
-    AttestationIdentity,
-    AttestationReport,
-    verify_attestation,
-)
+from updater.config.settings import TRUSTED_ROOT_ENV
 from updater.errors import VerificationError
-from updater.settings import TRUSTED_ROOT_ENV
+from updater.trust.attestation import AttestationIdentity, AttestationReport, verify_attestation
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "real-attestations"
 if not FIXTURES.is_dir():
@@ -281,7 +277,7 @@ def test_verification_in_a_fresh_process_prints_nothing(_sandbox: Path) -> None:
     script = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from updater.attestation import AttestationIdentity, verify_attestation\n"
+        "from updater.trust.attestation import AttestationIdentity, verify_attestation\n"
         "folder = Path(sys.argv[1])\n"
         "identity = AttestationIdentity('too-legit/attest', '.github/workflows/integration.yml',\n"
         f"    'refs/heads/main', issuer={HAMMER_TIME!r})\n"

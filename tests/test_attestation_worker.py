@@ -1,4 +1,4 @@
-"""Layer 3's Sigstore check in a child process (updater/attestation_worker.py).
+"""Layer 3's Sigstore check in a child process (updater/trust/attestation_worker.py).
 
 The child is real: this checkout run as ``python -m updater __verify-attestation``, verifying
 bundles minted by a throwaway Sigstore instance. Children that misbehave (exit, crash, hang,
@@ -21,11 +21,12 @@ import pytest
 from release.fake_sigstore import FakeSigstore
 from tests.support.installs import bootstrap
 from tests.support.releases import make_keypair, make_release, serve_directory
-from updater import attestation_worker, buildinfo
-from updater.attestation import AttestationIdentity
-from updater.attestation_worker import AttestationWorker, early, prestart, start
-from updater.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
+from updater.config import buildinfo
+from updater.config.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
 from updater.errors import VerificationError
+from updater.trust import attestation_worker
+from updater.trust.attestation import AttestationIdentity
+from updater.trust.attestation_worker import AttestationWorker, early, prestart, start
 
 REPO = "acme/mux"
 DIGEST = hashlib.sha256(b"the archive").hexdigest()

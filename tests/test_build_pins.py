@@ -31,7 +31,7 @@ from release.package import package_release
 from release.pins import PinsError, check_pins
 from release.repin import rewrite_pin
 from tests.support.releases import KeyPair, make_keypair
-from updater._targets import detect_target
+from updater.config.targets import detect_target
 from updater.errors import EXIT_ERROR, EXIT_USAGE, EXIT_VERIFICATION, UsageError, VerificationError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

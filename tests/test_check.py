@@ -17,10 +17,10 @@ from release.package import trusted_comment_for
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.releases import KeyPair, make_keypair, serve_directory
-from updater import models
-from updater.buildinfo import current
-from updater.protocol import PROTOCOL_VERSION
-from updater.trusted_comments import IndexComment
+from updater.config.buildinfo import current
+from updater.core import models
+from updater.servers.protocol import PROTOCOL_VERSION
+from updater.trust.trusted_comments import IndexComment
 
 HERE_VERSION = current().version
 TARGET = current().target

@@ -1,4 +1,4 @@
-"""updater._dirs gives exactly platformdirs' cache and runtime directories.
+"""updater.config.dirs gives exactly platformdirs' cache and runtime directories.
 
 The fast paths compute them without importing platformdirs; every case here compares the two
 answers on this machine's file system, and says which cases are answered without
@@ -17,7 +17,7 @@ import platformdirs
 import platformdirs.macos
 import pytest
 
-from updater import _dirs
+from updater.config import dirs as _dirs
 
 NOBODY = 65534
 

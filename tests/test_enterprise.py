@@ -231,7 +231,7 @@ def test_without_an_api_url_the_enterprise_servers_own_api_gets_the_token(sandbo
 
 
 def test_github_com_hosts_never_see_an_enterprise_token() -> None:
-    from updater.sources import GitHubSource
+    from updater.sources.base import GitHubSource
 
     ghe = GitHubSource(REPO, web_url="https://ghe.corp.example", token=TOKEN)
     assert ghe.api == "https://ghe.corp.example/api/v3"
@@ -283,13 +283,13 @@ def test_the_attestation_an_enterprise_release_must_carry(
     verifier against the real bundle."""
     import hashlib
 
-    from updater import models
-    from updater.attestation import verify_attestation
-    from updater.buildinfo import BuildInfo, TrustSettings
+    from updater.config.buildinfo import BuildInfo, TrustSettings
+    from updater.config.settings import GitHubSettings, Settings
+    from updater.core import models
     from updater.errors import VerificationError
-    from updater.settings import GitHubSettings, Settings
-    from updater.sources import FeedSource
-    from updater.verify import TrustPolicy
+    from updater.sources.base import FeedSource
+    from updater.trust.attestation import verify_attestation
+    from updater.trust.pipeline import TrustPolicy
 
     release = make_release(
         tmp_path / "feed", "0.2.0", protocol_version=2, keypair=keypair, repo=REPO

@@ -1,4 +1,4 @@
-"""The forward-only gzip reader the unpacking reads through (updater/_gunzip.py).
+"""The forward-only gzip reader the unpacking reads through (updater/install/gunzip.py).
 
 Checked against Python's gzip module on real files: the same bytes whatever the read sizes
 and chunk boundaries, several members, and every broken stream (cut short, wrong checksum,
@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from updater import _gunzip
-from updater._gunzip import GunzipReader, InflateError
 from updater.errors import VerificationError
-from updater.verify import unpack
+from updater.install import gunzip as _gunzip
+from updater.install.gunzip import GunzipReader, InflateError
+from updater.trust.pipeline import unpack
 
 
 def _gzip_file(tmp_path: Path, *members: bytes, name: str = "data.gz") -> Path:

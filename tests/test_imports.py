@@ -36,7 +36,7 @@ from tests.support.releases import (
 )
 from tests.support.servers import start_mux_server
 from tests.support.terminal import on_a_terminal
-from updater.protocol import PROTOCOL_VERSION
+from updater.servers.protocol import PROTOCOL_VERSION
 
 REPO = "acme/mux"
 
@@ -67,44 +67,45 @@ VERSION_ALLOWED = {
     "gc",  # built in: freezing what is alive spares the interpreter's last collection
     "updater",
     "updater.__main__",
-    "updater.buildinfo",
-    "updater.cli_fast",
+    "updater.config.buildinfo",
+    "updater.config.buildfolder",
+    "updater.cli.fast",
     "updater.errors",
-    "updater.render",
+    "updater.cli.render",
     # Every mux holds a shared lock on its installed version for its whole life (issue 11):
     # first thing, fast paths included; fcntl only in an installed build.
-    "updater.inuse",
+    "updater.install.inuse",
     "fcntl",
 }
 
 # The cached check reads the settings and the cache, decides, and asks every live server for
 # its status line: mux's own modules and nothing else. Its directories are platformdirs'
-# answers computed without it (updater._dirs); its records are NamedTuples without typing
+# answers computed without it (updater.config.dirs); its records are NamedTuples without typing
 # (updater._records). The HTTP stack, the CLI framework and the verification libraries belong
 # to the uncached check and to `mux update`.
 CACHED_CHECK_ALLOWED = {
     *VERSION_ALLOWED,
-    "updater._dirs",
+    "updater.config.dirs",
     "updater._records",
-    "updater._targets",
-    "updater.cache",
-    "updater.check",
-    "updater.plan",
-    "updater.servers",
-    "updater.settings",
+    "updater.config.targets",
+    "updater.commands.cache",
+    "updater.commands.check",
+    "updater.core.plan",
+    "updater.servers.client",
+    "updater.config.settings",
     "updater.timestamps",
     # The versions the install keeps, and why (issue 11: a released build's check reports
     # them), read by the layout's rules on path strings: no pathlib (whose import, with
     # urllib.parse and ipaddress, was 12% of the check in the build; docs/build.md).
-    "updater._layout_paths",
-    # (updater.marker only for a packaged build: buildinfo.packager_marker_file)
+    "updater.install.paths",
+    # (updater.config.marker only for a packaged build: buildinfo.packager_marker_file)
 }
 
 # With a live server, the cached check reads its status line over a plain Unix socket, from
 # _socket (socket's import alone cost as much as the exchange), imported only then: a machine
 # without a server never pays for it.
 SERVER_QUERY_ALLOWED = {
-    "updater.protocol",
+    "updater.servers.protocol",
     "_socket",
     "shlex",  # the restart command, quoted, for a server that needs one
     "struct",  # the kernel's word on the process behind a Unix socket (SO_PEERCRED)
@@ -142,11 +143,13 @@ HEAVY = (
 
 def outside(imported: set[str], allowed: set[str]) -> list[str]:
     """What ``imported`` holds beyond ``allowed``. A listed package allows its submodules
-    (``email`` allows ``email.utils``), except mux's own: each ``updater`` module is named."""
+    (``email`` allows ``email.utils``), except mux's own: each ``updater`` module is named,
+    and a subpackage of ``updater`` is allowed with the modules named inside it (its
+    ``__init__`` is empty: test_every_subpackage_init_is_empty)."""
 
     def is_allowed(module: str) -> bool:
         if module == "updater" or module.startswith("updater."):
-            return module in allowed
+            return module in allowed or any(a.startswith(module + ".") for a in allowed)
         return bool(matching([module], allowed))
 
     return sorted(m for m in imported if not is_allowed(m))
@@ -184,7 +187,7 @@ def test_mux_version_imports_only_its_allow_list(
     result, imported = run_released(released_entry, args, sandbox_env)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "0.1.0" in result.stdout
-    assert "updater.buildinfo" in imported  # the measurement sees mux's own imports
+    assert "updater.config.buildinfo" in imported  # the measurement sees mux's own imports
     assert outside(imported, VERSION_ALLOWED) == []
     # No dataclasses (inspect, ast, dis), pathlib or typing: half of the start-up of a build.
     assert not matching(imported, ["dataclasses", "inspect", "pathlib", "typing", *HEAVY])
@@ -211,7 +214,7 @@ def test_cached_check_imports_only_its_allow_list(
         result, imported = run_released(released_entry, ["update", "--check", *args], env)
         assert result.returncode == 10, result.stderr[-2000:]
         assert "from the check at" in result.stdout or '"cached": true' in result.stdout
-        assert "updater.cache" in imported
+        assert "updater.commands.cache" in imported
         assert outside(imported, allowed) == [], (args, outside(imported, allowed))
         assert not matching(imported, HEAVY), args
         return result.stdout
@@ -252,7 +255,7 @@ def test_the_cached_check_reads_an_installed_layout_without_pathlib(
     kept = {k["version"]: k for k in doc["kept_versions"]}
     assert set(kept) == {"0.0.9", "0.1.0"}, doc["kept_versions"]
     assert kept["0.1.0"]["size_bytes"] > 0  # the sizes were read from this install
-    assert "updater._layout_paths" in imported
+    assert "updater.install.paths" in imported
     assert outside(imported, CACHED_CHECK_ALLOWED) == []
     assert not matching(imported, HEAVY)
 
@@ -346,7 +349,7 @@ def test_no_path_imports_a_module_the_build_leaves_out(every_path: dict[str, set
     everything = set().union(*every_path.values())
     # The recording saw the paths it is meant to see.
     assert any("server" in argv and "--socket" in argv for argv in every_path), every_path.keys()
-    for seen in ("sigstore", "rich.progress", "typer", "httpx", "updater.server_daemon"):
+    for seen in ("sigstore", "rich.progress", "typer", "httpx", "updater.servers.daemon"):
         assert seen in everything, seen
     (startup,) = (mods for argv, mods in every_path.items() if argv.endswith(": -c"))
     left_out = [*NEVER_IMPORTED, *DEV_ONLY_MODULES]
@@ -354,3 +357,12 @@ def test_no_path_imports_a_module_the_build_leaves_out(every_path: dict[str, set
         argv: sorted(matching(mods - startup, left_out)) for argv, mods in every_path.items()
     }
     assert {argv: found for argv, found in offenders.items() if found} == {}
+
+
+def test_every_subpackage_init_is_empty() -> None:
+    """A fast path pays one import per subpackage it enters: each ``__init__`` of a
+    subpackage of ``updater`` holds nothing, so that import costs no more than finding it."""
+    package = Path(__file__).resolve().parent.parent / "updater"
+    inits = sorted(package.glob("*/**/__init__.py"))
+    assert inits, "updater has subpackages"
+    assert [str(p.relative_to(package)) for p in inits if p.read_bytes().strip()] == []

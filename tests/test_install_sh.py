@@ -50,8 +50,8 @@ from tests.support.releases import (
     sign_release_dir,
 )
 from tests.support.terminal import on_a_terminal
-from updater._targets import detect_target
-from updater.layout import files_list
+from updater.config.targets import detect_target
+from updater.install.layout import files_list
 
 VERSIONS = ("0.1.0", "0.2.0", "0.3.0")
 LATEST = VERSIONS[-1]
@@ -396,7 +396,7 @@ def test_waits_for_the_lock_mux_update_holds(
     _, mux_home, _ = paths(env)
     mux_home.mkdir(parents=True)
     with open(mux_home / ".lock", "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX)  # what updater/install.py's install_lock takes
+        fcntl.flock(held, fcntl.LOCK_EX)  # what updater/install/transaction.py's install_lock takes
         busy = run_install(script, shell=shell, env={**env, "MUX_LOCK_TIMEOUT": "1"})
         assert busy.returncode == 1
         [line] = error_lines(busy.stderr)

@@ -44,8 +44,8 @@ from tests.support.releases import (
     sign_index,
     sign_release_dir,
 )
-from updater._targets import detect_target
-from updater.minisign import PublicKey
+from updater.config.targets import detect_target
+from updater.trust.minisign import PublicKey
 
 TARGET = detect_target()
 ARCHIVE = f"mux-{TARGET}.tar.gz"

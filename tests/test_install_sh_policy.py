@@ -31,7 +31,7 @@ from tests.support.installsh import (
 )
 from tests.support.releases import Feed, make_feed, make_keypair, serve_directory, sign_index
 from tests.test_install_sh_parsing import call, library  # noqa: F401 (a fixture)
-from updater.policy import parse_policy
+from updater.config.policy import parse_policy
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="only root can make the root-owned policy install.sh requires"

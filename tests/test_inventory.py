@@ -33,8 +33,8 @@ from release.package import write_archive
 from release.reproduce import compare_builds
 from release.sbom import folder_files, render_sbom
 from tests.support.releases import KeyPair, make_keypair
-from updater._targets import detect_target
-from updater.buildinfo import BuildInfo, TrustSettings
+from updater.config.buildinfo import BuildInfo, TrustSettings
+from updater.config.targets import detect_target
 from updater.files import sha256_file
 
 HOST = detect_target()

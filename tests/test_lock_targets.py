@@ -21,7 +21,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags, mac_platforms
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from release.glibc import GLIBC_FLOOR
-from updater._targets import TARGETS
+from updater.config.targets import TARGETS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 GLIBC_FLOOR_MINOR = int(GLIBC_FLOOR.split(".")[1])

@@ -45,7 +45,7 @@ from tests.support.releases import (
     sign_index,
     sign_release_dir,
 )
-from updater._targets import detect_target
+from updater.config.targets import detect_target
 from updater.timestamps import utc_text
 
 TARGET = detect_target()

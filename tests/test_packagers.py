@@ -20,8 +20,8 @@ import pytest
 from release.build import build_standin
 from tests.support.installs import Install
 from tests.test_check import KEYS, write_feed, write_release
-from updater._targets import detect_target
-from updater.marker import MARKER_NAME
+from updater.config.marker import MARKER_NAME
+from updater.config.targets import detect_target
 from updater.timestamps import rfc3339
 
 TARGET = detect_target()

@@ -1,4 +1,4 @@
-"""The pure core of updater.plan: the request's decision, server verdicts, install.json rules.
+"""The pure core of updater.core.plan: the request's decision, server verdicts, install.json rules.
 
 No I/O here: these are the rules ``mux update --check``, ``mux update`` and ``mux-release
 repin`` act on, tested as tables and, where a rule is a property, with hypothesis. The
@@ -14,9 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
-from updater.buildinfo import BuildInfo
-from updater.errors import UsageError
-from updater.plan import (
+from updater.config.buildinfo import BuildInfo
+from updater.core.plan import (
     EVENT_RESTART_NEEDED,
     EVENT_UPDATE_AVAILABLE,
     EVENT_UPDATE_INSTALLED,
@@ -36,8 +35,9 @@ from updater.plan import (
     server_verdicts,
     settle,
 )
-from updater.protocol import StatusLine
-from updater.servers import ServerReport
+from updater.errors import UsageError
+from updater.servers.client import ServerReport
+from updater.servers.protocol import StatusLine
 
 LATEST = ReleaseRequest.latest()
 LATEST_DOWN = ReleaseRequest.latest(allow_downgrade=True)
@@ -600,7 +600,7 @@ def test_offer_notice_only_for_a_newer_release(installed: str, announced: bool) 
 
 def test_offer_notice_names_the_packager_and_waits_out_its_delay() -> None:
     """The offer was released at 2026-01-01T00:00:00Z; the packager waits a day."""
-    from updater.plan import Manager
+    from updater.core.plan import Manager
 
     released = 1767225600.0
     brew = Manager("packager", "Homebrew", "brew upgrade mux", "/x/mux-packager.json", 86400.0)
@@ -620,7 +620,7 @@ def test_offer_notice_names_the_packager_and_waits_out_its_delay() -> None:
 
 
 def test_processes_that_hold_a_version_keep_it_and_servers_name_themselves():
-    from updater.plan import InUseHold, ServerHold, settle
+    from updater.core.plan import InUseHold, ServerHold, settle
 
     record = {"active": "1.3.0", "previous": "1.2.0", "versions": {}}
     installed = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "0.9.0"]
@@ -652,7 +652,7 @@ def test_processes_that_hold_a_version_keep_it_and_servers_name_themselves():
 
 
 def test_settling_the_record_only_removes_nothing_and_keeps_every_entry():
-    from updater.plan import settle
+    from updater.core.plan import settle
 
     entries = {v: {"files_sha256": v} for v in ("1.0.0", "1.1.0", "1.2.0")}
     record = {"active": "1.1.0", "previous": "1.0.0", "versions": entries}

@@ -20,11 +20,11 @@ from tests.support.installs import Install, bootstrap, snapshot
 from tests.support.releases import Feed, make_feed, make_keypair, serve_directory
 from tests.support.servers import mux_runtime_dir  # noqa: F401 (a fixture)
 from tests.test_check import KEYS, trusting, write_feed, write_release
-from updater import settings as mux_settings
+from updater.config import settings as mux_settings
+from updater.config.policy import parse_policy, read_policy
 from updater.errors import EXIT_POLICY, PolicyError
-from updater.policy import parse_policy, read_policy
-from updater.sources import open_source
-from updater.urls import parse_download_host
+from updater.net.urls import parse_download_host
+from updater.sources.base import open_source
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="a root-owned policy file can only be made by root"

@@ -26,8 +26,8 @@ from release.build import (
 )
 from release.package import package_release, sign_release
 from tests.support.releases import KeyPair, make_feed, make_keypair
-from updater._targets import TARGETS, detect_target
-from updater.buildinfo import BuildInfo
+from updater.config.buildinfo import BuildInfo
+from updater.config.targets import TARGETS, detect_target
 from updater.errors import ParseError, UsageError
 
 HOST = detect_target()
@@ -429,7 +429,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     from tests.support.imports import matching
     from tests.support.releases import serve_directory
     from tests.support.terminal import on_a_terminal
-    from updater import models
+    from updater.core import models
 
     folder = real_build.folder
     current, _ = real_build.keys
@@ -447,7 +447,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
         for path in internal.rglob("*.pyc")
     }
     modules |= {path.name.split(".")[0] for path in internal.rglob("*.so*")}
-    assert {"updater.update", "sigstore", "updater.__main__"} <= modules
+    assert {"updater.commands.update", "sigstore", "updater.__main__"} <= modules
     assert matching(modules, [*NEVER_IMPORTED, *OPTIONAL_NEVER_NEEDED]) == set()
     if shutil.which("readelf"):
         for library in folder.rglob("*.so*"):

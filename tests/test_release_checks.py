@@ -32,7 +32,7 @@ from release.publish import plan_publish
 from release.reproduce import NotReproducible, compare_builds
 from release.sbom import sbom_asset_name
 from tests.support.releases import KeyPair, make_keypair, make_release
-from updater._targets import detect_target
+from updater.config.targets import detect_target
 from updater.errors import UsageError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

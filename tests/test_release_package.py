@@ -33,10 +33,10 @@ from tests.support.releases import (
     make_release,
     serve_directory,
 )
-from updater._targets import TARGETS, detect_target
+from updater.config.targets import TARGETS, detect_target
+from updater.core.models import parse_manifest, parse_releases_json, parse_sha256sums
 from updater.errors import EXIT_USAGE, ParseError, UsageError
-from updater.minisign import PublicKey, verify
-from updater.models import parse_manifest, parse_releases_json, parse_sha256sums
+from updater.trust.minisign import PublicKey, verify
 
 HOST = detect_target()
 OTHER = next(t for t in TARGETS if t != HOST)

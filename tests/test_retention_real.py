@@ -23,7 +23,7 @@ import pytest
 from release.build import make_build_info, write_bill, write_build_info
 from tests.support.installs import bootstrap
 from tests.support.releases import make_feed, make_keypair, serve_directory
-from updater.buildinfo import BuildInfo
+from updater.config.buildinfo import BuildInfo
 
 pytestmark = pytest.mark.slow
 
@@ -114,8 +114,8 @@ def test_a_real_builds_server_outlives_updates(tmp_path, sandbox_env):
         pid = first["pid"]
         built_from = str((mux.home / "versions" / "1.0.0" / "mux").resolve())
         assert (first["executable"], first["executable_source"]) == (built_from, "status-line")
-        # The real build holds its version's lock for its whole life (updater.inuse).
-        from updater.inuse import lock_holders
+        # The real build holds its version's lock for its whole life (updater.install.inuse).
+        from updater.install.inuse import lock_holders
 
         assert lock_holders(str(mux.home / "versions" / "1.0.0" / ".mux-files")) == (pid,)
 

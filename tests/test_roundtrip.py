@@ -19,8 +19,8 @@ from release.fake_sigstore import FakeSigstore
 from release.package import rehash_sums, trusted_comment_for
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import make_keypair, make_release, serve_directory
-from updater import models
-from updater.trusted_comments import IndexComment
+from updater.core import models
+from updater.trust.trusted_comments import IndexComment
 
 REPO = "acme/mux"
 MINISIGN = shutil.which("minisign")
@@ -140,7 +140,7 @@ def test_a_release_signed_by_real_minisign_installs_with_every_layer(installed: 
 def test_one_flipped_byte_anywhere_is_refused(
     installed: Install, feed, name: str, layer: str
 ) -> None:
-    from updater._targets import detect_target
+    from updater.config.targets import detect_target
 
     path = feed[0] / "v0.2.0" / name.format(target=detect_target())
     data = bytearray(path.read_bytes())

@@ -16,8 +16,8 @@ import pytest
 
 from tests.test_plan import Decision, _offer
 from tests.test_watch import plugin_script
-from updater import watch
-from updater.plan import Manager, offer_notice
+from updater.core.plan import Manager, offer_notice
+from updater.servers import watch
 
 
 def _lines() -> bytes:

@@ -36,11 +36,11 @@ from tests.support.servers import (
     start_mux_server_url,
     write_fake_mux,
 )
-from updater import buildinfo, server_daemon
+from updater.cli.server import server_app
+from updater.config import buildinfo
 from updater.errors import EXIT_USAGE, MuxError, UsageError
-from updater.protocol import StatusLine, StatusLineError, parse_status_line
-from updater.server_cli import server_app
-from updater.servers import (
+from updater.servers import daemon as server_daemon
+from updater.servers.client import (
     ServerReport,
     TcpAddress,
     UnixAddress,
@@ -51,6 +51,7 @@ from updater.servers import (
     restart_command,
     runtime_dir,
 )
+from updater.servers.protocol import StatusLine, StatusLineError, parse_status_line
 
 __all__ = ["mux_runtime_dir"]  # the fixture, imported for pytest
 

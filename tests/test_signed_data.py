@@ -15,13 +15,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.releases import KeyPair, make_keypair
-from updater import feed_seq, settings
+from updater.cli.render import safe_text
+from updater.config import settings
+from updater.core.models import parse_rfc3339
+from updater.core.plan import Decision, ReleaseRequest, record_install, recorded_signed_at
 from updater.errors import MuxError, ParseError, VerificationError
-from updater.feed_index import IndexPolicy, verify_feed_index
-from updater.models import parse_rfc3339
-from updater.plan import Decision, ReleaseRequest, record_install, recorded_signed_at
-from updater.render import safe_text
-from updater.trusted_comments import IndexComment, ReleaseComment, parse_trusted_comment
+from updater.sources import feed_seq
+from updater.sources.feed_index import IndexPolicy, verify_feed_index
+from updater.trust.trusted_comments import IndexComment, ReleaseComment, parse_trusted_comment
 
 NOW = 1_800_000_000
 
@@ -295,14 +296,14 @@ def test_trusted_keys_are_the_builds_then_the_settings_each_once() -> None:
     ],
 )
 def test_a_signer_uri_with_more_than_a_path_is_refused(uri: str) -> None:
-    from updater.attestation import _canonical_uri
+    from updater.trust.attestation import _canonical_uri
 
     with pytest.raises(VerificationError, match="query, a fragment, user info or a port"):
         _canonical_uri(uri)
 
 
 def test_only_owner_repository_and_host_ignore_case() -> None:
-    from updater.attestation import _canonical_uri
+    from updater.trust.attestation import _canonical_uri
 
     same = _canonical_uri("https://GitHub.com/Acme/MUX/.github/workflows/release.yml")
     assert same == _canonical_uri("https://github.com/acme/mux/.github/workflows/release.yml")
@@ -320,8 +321,8 @@ def test_expiry_words_and_utc_time() -> None:
 def test_a_cached_answer_is_keyed_by_every_key_the_answering_build_trusted() -> None:
     """A server's older build shares the check cache (its background check): after a key
     rotation its answers, verified with other keys, answer nothing for this build."""
-    from updater.buildinfo import BuildInfo, TrustSettings
-    from updater.check import cache_key
+    from updater.commands.check import cache_key
+    from updater.config.buildinfo import BuildInfo, TrustSettings
 
     def key_for(*keys: str, extra: tuple[str, ...] = ()) -> dict[str, object]:
         build = BuildInfo("1.0.0", 1, "t", "acme/mux", False, TrustSettings(minisign_keys=keys))

@@ -1,4 +1,4 @@
-"""The pure-Python snappy decoder (updater/snappy.py): block and framed formats, hostile input.
+"""The pure-Python snappy decoder (updater/trust/snappy.py): block and framed formats, hostile input.
 
 Vectors are built here: a literal-only encoder (valid snappy, never compressing) and copy
 elements assembled by hand from the format description, so no snappy library is needed.
@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from updater import snappy
 from updater.errors import ParseError
-from updater.snappy import SnappyError
+from updater.trust import snappy
+from updater.trust.snappy import SnappyError
 
 MIB = 1024 * 1024
 

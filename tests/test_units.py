@@ -16,11 +16,11 @@ import respx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from updater import cache
-from updater import settings as mux_settings
-from updater._targets import TARGETS, UnsupportedPlatform, detect_target, target_for
-from updater.layout import package_manager_for
-from updater.protocol import StatusLineError, parse_status_line
+from updater.commands import cache
+from updater.config import settings as mux_settings
+from updater.config.targets import TARGETS, UnsupportedPlatform, detect_target, target_for
+from updater.install.layout import package_manager_for
+from updater.servers.protocol import StatusLineError, parse_status_line
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_the_running_libc_is_asked_not_a_file() -> None:
     import os
 
     monkey_free = detect_target.__module__
-    assert monkey_free == "updater._targets"
+    assert monkey_free == "updater.config.targets"
     if sys.platform.startswith("linux"):
         glibc = bool(os.confstr("CS_GNU_LIBC_VERSION"))
         assert detect_target().endswith("-gnu" if glibc else "-musl")
@@ -98,7 +98,7 @@ def test_deeply_nested_json_is_garbage_not_a_crash(tmp_path: Path, monkeypatch) 
 
 @respx.mock
 def test_the_token_never_follows_a_redirect_to_the_download_host() -> None:
-    from updater.sources import GitHubSource
+    from updater.sources.base import GitHubSource
 
     download = "https://github.com/acme/mux/releases/download/v1.0.0/manifest.json"
     blob = "https://objects.githubusercontent.com/github-production-release-asset/1/manifest"
@@ -208,7 +208,8 @@ def test_the_release_tooling_without_its_extra_says_how_to_get_it() -> None:
 def test_a_versions_protocol_is_read_where_the_contract_pins_its_build_info(tmp_path):
     """``<folder>/<code folder>/updater/_build_info.json``, one level below the top, exactly
     once: a build whose info is anywhere else, or in two places, has no known protocol."""
-    from updater.layout import Layout, build_info_path, installed_protocol
+    from updater.config.buildfolder import build_info_in
+    from updater.install.layout import Layout, installed_protocol
 
     layout = Layout(home=tmp_path, bin_dir=tmp_path / "bin")
 
@@ -225,7 +226,7 @@ def test_a_versions_protocol_is_read_where_the_contract_pins_its_build_info(tmp_
     deep = layout.version_dir("1.4.0") / "a" / "b" / "updater" / "_build_info.json"
     deep.parent.mkdir(parents=True)
     deep.write_text(json.dumps({"protocol_version": 5}))
-    assert build_info_path(layout.version_dir("1.0.0")) == (
+    assert build_info_in(str(layout.version_dir("1.0.0"))) == str(
         layout.version_dir("1.0.0") / "_internal" / "updater" / "_build_info.json"
     )
     assert [installed_protocol(layout, v) for v in ("1.0.0", "1.1.0", "1.2.0", "1.3.0")] == [
@@ -238,7 +239,7 @@ def test_a_versions_protocol_is_read_where_the_contract_pins_its_build_info(tmp_
     assert installed_protocol(layout, "9.9.9") is None
 
 
-# --- the layout's rules on path strings (updater._layout_paths) against pathlib's ----------
+# --- the layout's rules on path strings (updater.install.paths) against pathlib's ----------
 
 _PATH_PARTS = st.sampled_from(["", ".", "..", "a", "versions", "mux", ".hidden", "x.partial-1"])
 
@@ -253,7 +254,7 @@ def test_path_strings_are_spelt_and_walked_as_pathlib_does(
 ) -> None:
     from pathlib import PurePosixPath
 
-    from updater import _layout_paths
+    from updater.install import paths as _layout_paths
 
     path = head + "/".join(parts) + tail
     if not path:
@@ -267,8 +268,8 @@ def test_path_strings_are_spelt_and_walked_as_pathlib_does(
 def test_the_layout_and_its_string_twin_read_an_install_alike(tmp_path: Path) -> None:
     """Layout (pathlib) applies the string rules: both agree with what the layout says, through
     a symlinked home, a relative link, partial and hidden folders and a link to a folder."""
-    from updater._layout_paths import InstallPaths
-    from updater.layout import Layout
+    from updater.install.layout import Layout
+    from updater.install.paths import InstallPaths
 
     real = tmp_path / "real-home"
     versions = real / "versions"
@@ -315,7 +316,8 @@ def test_the_layout_and_its_string_twin_read_an_install_alike(tmp_path: Path) ->
 
 
 def test_the_running_install_and_version_are_found_from_a_module_file(tmp_path: Path) -> None:
-    from updater import _layout_paths, layout
+    from updater.install import layout
+    from updater.install import paths as _layout_paths
 
     home = tmp_path / "home"
     module = home / "versions" / "2.0.0" / "_internal" / "updater" / "layout.pyc"
@@ -335,8 +337,8 @@ def test_the_running_install_and_version_are_found_from_a_module_file(tmp_path: 
 def test_resolve_layout_wraps_the_string_rules(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from updater._layout_paths import resolve_install
-    from updater.layout import resolve_layout
+    from updater.install.layout import resolve_layout
+    from updater.install.paths import resolve_install
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
@@ -366,7 +368,7 @@ def test_a_plain_connection_reads_what_has_arrived_at_once_a_tls_one_as_httpcore
 
     import httpcore
 
-    from updater import http
+    from updater.net import http
 
     arrived = bytes(range(256)) * 600  # 150 KiB: more than httpcore asks for, less than 1 MiB
     with tempfile.TemporaryDirectory(prefix="mux-read-", dir="/tmp") as folder:
@@ -400,8 +402,8 @@ def test_unpack_hashes_what_it_writes_and_the_list_trusts_only_untouched_files(
 ) -> None:
     """The digests taken while unpacking make the same ``.mux-files`` as reading the files
     back; a file changed since (same size, its mtime put back) or added is read again."""
-    from updater.layout import files_list
-    from updater.verify import unpack
+    from updater.install.layout import files_list
+    from updater.trust.pipeline import unpack
 
     files = {"lib/a.bin": bytes(range(256)) * 1000, "b.txt": b"b" * 70_000, "empty": b""}
     _archive(tmp_path / "a.tar.gz", "top", files)
@@ -429,7 +431,7 @@ def test_unpack_hashes_what_it_writes_and_the_list_trusts_only_untouched_files(
 
 def test_a_truncated_archive_is_refused_while_it_is_hashed(tmp_path: Path) -> None:
     from updater.errors import VerificationError
-    from updater.verify import unpack
+    from updater.trust.pipeline import unpack
 
     _archive(tmp_path / "a.tar.gz", "top", {"big": os.urandom(300_000)})
     whole = (tmp_path / "a.tar.gz").read_bytes()

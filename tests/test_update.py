@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import run_mux
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
-from updater._targets import detect_target
-from updater.layout import files_list
+from updater.config.targets import detect_target
+from updater.install.layout import files_list
 
 TARGET = detect_target()
 
@@ -623,9 +623,12 @@ def test_unpacked_files_are_flushed_as_they_are_written_and_the_tree_beside_the_
     every file is fsynced once, and all of it before the switch."""
     import threading
 
-    from updater import files, install, settings, verify
-    from updater.plan import ReleaseRequest
-    from updater.update import run_update
+    from updater import files
+    from updater.commands.update import run_update
+    from updater.config import settings
+    from updater.core.plan import ReleaseRequest
+    from updater.install import transaction as install
+    from updater.trust import pipeline as verify
 
     order: list[str] = []
     fsynced: list[str] = []
@@ -680,9 +683,9 @@ def test_unpacked_files_are_flushed_as_they_are_written_and_the_tree_beside_the_
 
 
 def _run_update_in_process(installed: Install, feed: Feed):
-    from updater import settings
-    from updater.plan import ReleaseRequest
-    from updater.update import run_update
+    from updater.commands.update import run_update
+    from updater.config import settings
+    from updater.core.plan import ReleaseRequest
 
     loaded = settings.load(
         installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
@@ -732,8 +735,8 @@ def test_a_failure_while_listing_the_files_stops_the_flush_before_the_folder_goe
     would walk a folder the transaction removes, and wait for work forever."""
     import errno
 
-    from updater import install
     from updater.errors import InstallError
+    from updater.install import transaction as install
 
     def files_list(*args, **kwargs):
         raise OSError(errno.EIO, os.strerror(errno.EIO))
@@ -755,9 +758,10 @@ def test_an_update_that_is_not_needed_stops_the_prestarted_verifier(
     soon as the update ends, not left to finish importing sigstore until this process exits."""
     import signal
 
-    from updater import attestation_worker, settings
-    from updater.plan import ReleaseRequest
-    from updater.update import UpdateAction, run_update
+    from updater.commands.update import UpdateAction, run_update
+    from updater.config import settings
+    from updater.core.plan import ReleaseRequest
+    from updater.trust import attestation_worker
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     loaded = settings.load(

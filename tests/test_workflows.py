@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from updater._targets import TARGETS
-from updater.buildinfo import SIGNER_WORKFLOW
+from updater.config.buildinfo import SIGNER_WORKFLOW
+from updater.config.targets import TARGETS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS_DIR = REPO_ROOT / ".github" / "workflows"

@@ -3,7 +3,7 @@
 ``mux version`` and ``mux update --check`` (what a sidebar calls every few minutes, usually
 with ``--max-age``) are answered here without the CLI framework: ``mux version`` and a cached
 check with the stdlib alone, an uncached check with the HTTP stack but no typer. Anything else
-(help, usage errors, every other command) goes to the typer CLI in :mod:`updater.cli`.
+(help, usage errors, every other command) goes to the typer CLI in :mod:`updater.cli.app`.
 """
 
 from __future__ import annotations
@@ -45,18 +45,18 @@ def _parse_check(args: list[str]) -> dict[str, object] | None:
 
 
 def _fast_path(args: list[str]) -> int | None:
-    if args == ["__verify-attestation"]:  # updater.attestation_worker.WORKER_ARG: its child
-        from .attestation_worker import serve
+    if args == ["__verify-attestation"]:  # updater.trust.attestation_worker.WORKER_ARG: its child
+        from updater.trust.attestation_worker import serve
 
         return serve()
     if args in (["version"], ["version", "--json"]):
-        from .cli_fast import print_version
+        from updater.cli.fast import print_version
 
         return print_version(as_json=len(args) == 2)
     if args[:1] == ["update"]:
         flags = _parse_check(args[1:])
         if flags is not None:
-            from .cli_fast import answer_check
+            from updater.cli.fast import answer_check
 
             return answer_check(flags)
     return None
@@ -64,8 +64,8 @@ def _fast_path(args: list[str]) -> int | None:
 
 def main() -> None:
     # First of all: this process uses its version folder, which no prune may remove until it
-    # exits (updater.inuse). A build that was removed while this process started stops here.
-    from .inuse import hold_running_build
+    # exits (updater.install.inuse). A build that was removed while this process started stops here.
+    from updater.install.inuse import hold_running_build
 
     removed = hold_running_build()
     if removed is not None:
@@ -76,10 +76,10 @@ def main() -> None:
     if code is None:
         if args[:1] == ["update"]:
             # Before the CLI's imports: the attestation's child imports sigstore beside them.
-            from .attestation_worker import prestart
+            from updater.trust.attestation_worker import prestart
 
             prestart(args[1:])
-        from .cli import run
+        from updater.cli.app import run
 
         code = run(args)
     # The interpreter's last garbage collection walks every object still alive: after

@@ -79,10 +79,10 @@ class InstallError(MuxError):
 
 
 def printable(text: str, limit: int = 2000) -> str:
-    """``text`` as one safe line, cut at ``limit``: escaped by :func:`updater.render.safe_text`
+    """``text`` as one safe line, cut at ``limit``: escaped by :func:`updater.cli.render.safe_text`
     (the one escaping function: C0, DEL, C1, line breaks and invisible format characters),
     so nothing from outside reaches a terminal raw."""
-    from .render import safe_text  # stdlib only; imports nothing of mux at run time
+    from updater.cli.render import safe_text  # stdlib only; imports nothing of mux at run time
 
     shown = safe_text(text)
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"

@@ -63,9 +63,15 @@ from release.package import package_release, sign_release, trusted_comment_for
 from release.serve import serve_directory as serve_directory  # re-exported for tests
 from release.serve import serve_handler
 from release.signing import SecretKey, generate_keypair
-from updater._targets import detect_target
-from updater.minisign import PublicKey
-from updater.models import MANIFEST_NAME, SUMS_NAME, SUMS_SIGNATURE_NAME, parse_manifest, tag_for
+from updater.config.targets import detect_target
+from updater.core.models import (
+    MANIFEST_NAME,
+    SUMS_NAME,
+    SUMS_SIGNATURE_NAME,
+    parse_manifest,
+    tag_for,
+)
+from updater.trust.minisign import PublicKey
 
 TEST_PASSWORD = "correct horse battery staple"
 # Cheap scrypt settings (N=1024, r=8, p=1): stored in the key, so minisign reads them back.

@@ -1,0 +1,251 @@
+"""The ``mux`` command: a thin typer shell over the library API.
+
+Each command reads its settings (:mod:`updater.config.settings`) and flags once, calls one library
+function and renders its result (:mod:`updater.cli.render`); the work lives in
+:mod:`updater.commands.check`, :mod:`updater.commands.update` and :mod:`updater.servers.daemon`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from updater.cli.render import report_error
+from updater.errors import EXIT_USAGE, MuxError, UsageError
+
+EXIT_CODES_HELP = """\
+Exit codes: 0 up to date (or updated, nothing pending); 10 update available;
+20 up to date but a live server speaks another protocol and needs a restart;
+1 error; 2 usage error; 3 verification failed (a signed index or release did not verify,
+expired or went back; nothing was installed);
+4 the machine policy (/etc/mux/policy.toml) does not allow it.
+Limits: MUX_HTTP_DEADLINE (seconds per small document, default 30), MUX_HTTP_MIN_SPEED
+(bytes/s an archive download must keep up, default 1024) over MUX_HTTP_SPEED_WINDOW (s, 30).
+"""
+
+app = typer.Typer(
+    name="mux",
+    help="mux: terminal multiplexer distribution and protocol-version manager.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _mount_server_commands() -> None:
+    try:
+        from updater.cli.server import server_app
+    except ImportError:  # pragma: no cover - only while the module is being written
+        return
+    app.add_typer(
+        server_app,
+        name="server",
+        help="Run, inspect and watch mux servers (a server outlives any number of updates).",
+    )
+
+
+@app.command()
+def version(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    notices: Annotated[
+        bool, typer.Option("--notices", help="Print the path of the third-party notices.")
+    ] = False,
+) -> None:
+    """Print what this mux was built as."""
+    if notices:
+        from updater.config.buildinfo import notices_file
+        from updater.errors import MuxError
+
+        path = notices_file()
+        if path is None:
+            raise MuxError("this mux ships no THIRD_PARTY_NOTICES.md")
+        from updater.cli.render import notices_document, to_json_line
+
+        print(to_json_line(notices_document(path)) if as_json else path)
+        return
+    from updater.cli.fast import print_version  # the same code answers the fast path
+
+    print_version(as_json=as_json)
+
+
+def _parse_max_age(value: str | None) -> float | None:
+    if value is None:
+        return None
+    from updater.commands.cache import parse_duration
+
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise UsageError(f"--max-age: {exc}") from None
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def update(
+    check: Annotated[
+        bool, typer.Option("--check", help="Only say whether an update is available.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="'github' (default), a feed URL or a feed directory. Env: MUX_UPDATE_SOURCE.",
+        ),
+    ] = None,
+    pre: Annotated[bool, typer.Option("--pre", help="Consider pre-releases.")] = False,
+    version: Annotated[
+        str | None, typer.Option("--version", help="Ask for this release (X.Y.Z).")
+    ] = None,
+    max_age: Annotated[
+        str | None,
+        typer.Option(
+            "--max-age",
+            help="With --check: answer from the last check if younger than this (e.g. 15m, 1h).",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan; change nothing.")
+    ] = False,
+    rollback: Annotated[
+        bool, typer.Option("--rollback", help="Switch back to the previous installed version.")
+    ] = False,
+    prune: Annotated[
+        bool,
+        typer.Option(
+            "--prune",
+            help=(
+                "Remove installed versions nothing needs: keeps the active and previous ones "
+                "and every version a live server runs from, and says why."
+            ),
+        ),
+    ] = False,
+    home: Annotated[
+        Path | None,
+        typer.Option("--home", help="The install to update (default: MUX_HOME or this mux's)."),
+    ] = None,
+    trust_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trust-key",
+            help="Also trust this minisign public key (a mirror's, or a development build's).",
+        ),
+    ] = None,
+    allow_expired_feed: Annotated[
+        bool,
+        typer.Option(
+            "--allow-expired-feed",
+            help="Accept a feed whose signed index expired (an air-gapped mirror synced rarely),"
+            " with a loud warning. Env: MUX_ALLOW_EXPIRED_FEED=1. The machine policy may"
+            " accept or refuse it.",
+        ),
+    ] = False,
+    allow_downgrade: Annotated[
+        bool,
+        typer.Option(
+            "--allow-downgrade",
+            help="Allow --version to install an older release (by version or signed time).",
+        ),
+    ] = False,
+    insecure_skip_attestation: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-skip-attestation",
+            help="INSECURE: do not check that our release workflow built the release.",
+        ),
+    ] = False,
+) -> None:
+    """Check for, verify and install the newest mux; never stops a server.
+
+    The machine policy (/etc/mux/policy.toml, written by an administrator) may allow only
+    --check, turn updates off, or fix the source: then this exits 4 and says which setting.
+    A mux a package manager installed names that manager's command instead (exit 1).
+    GitHub Enterprise: MUX_GITHUB_URL, MUX_GITHUB_API_URL, MUX_GITHUB_DOWNLOAD_HOSTS (its
+    storage hosts) and MUX_GITHUB_TOKEN.
+    """
+    import os
+
+    from updater.cli import render
+    from updater.config import buildinfo
+    from updater.config.settings import load
+
+    build = buildinfo.current()
+    settings = load(
+        os.environ,
+        build_repo=build.repo,
+        source=source,
+        home=home,
+        trust_keys=trust_key or (),
+        skip_attestation=insecure_skip_attestation,
+        allow_expired_feed=allow_expired_feed,
+        policy_file=build.policy_file,
+        development=build.development,
+    )
+    if prune and (check or rollback or dry_run or version or pre or allow_downgrade):
+        raise UsageError("--prune goes alone (with --home, --json)")
+    if prune:
+        from updater.commands.update import run_prune
+
+        result = run_prune(settings, build=build)
+        print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
+        raise typer.Exit(result.exit_code)
+    request = None
+    if not rollback or check:
+        from updater.core.plan import ReleaseRequest
+
+        request = ReleaseRequest.from_flags(
+            version=version, pre=pre, allow_downgrade=allow_downgrade
+        )
+    if check:
+        from updater.commands.check import check as run_check
+
+        assert request is not None
+        report = run_check(request, settings, build=build, max_age=_parse_max_age(max_age))
+        print(_json_or_text(as_json, render.check_document(report), render.check_text(report)))
+        raise typer.Exit(report.exit_code)
+    if max_age is not None:
+        raise UsageError("--max-age goes with --check")
+    if request is None:
+        from updater.commands.update import run_rollback
+
+        result = run_rollback(settings, build=build)
+    else:
+        from updater.commands.update import run_update
+
+        result = run_update(
+            request,
+            settings,
+            build=build,
+            dry_run=dry_run,
+            events=render.ConsoleEvents(progress_bar=settings.progress_bar),
+        )
+    print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
+    raise typer.Exit(result.exit_code)
+
+
+def _json_or_text(as_json: bool, document: dict[str, object], text: str) -> str:
+    from updater.cli.render import to_json_line
+
+    return to_json_line(document) if as_json else text
+
+
+_mount_server_commands()
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return its exit code; every MuxError becomes one line on stderr."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        app(args=args, prog_name="mux")
+    except SystemExit as exc:  # typer's standalone mode: usage errors, --help, typer.Exit
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    except MuxError as exc:
+        return report_error(exc, as_json="--json" in args)
+    except KeyboardInterrupt:
+        print("mux: interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,569 @@
+"""Everything mux shows: check, update, version, server status, errors and progress.
+
+For people (plain lines) and programs (one JSON object with stable fields, README.md). The
+library returns typed results (:class:`~updater.core.plan.CheckReport`,
+:class:`~updater.commands.update.UpdateResult`, ...); only this module turns them into text.
+
+Much of what is shown came from the network or from a server (versions, tags, dates, URLs,
+server fields, error messages that quote them): every human line goes through
+:func:`safe_text`, so no control character (an ``ESC`` that rewrites the line or sets the
+clipboard) reaches the terminal. JSON stays JSON: the encoder escapes them.
+
+Stdlib only, so the cached check and ``mux version`` render without importing rich (the
+progress bar imports it when it is drawn).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: mux version's fast path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    from updater.commands.update import UpdateResult
+    from updater.config.buildinfo import BuildInfo
+    from updater.core.plan import CheckReport, KeptVersion, ServerVerdict
+    from updater.errors import MuxError
+    from updater.net.download import Progress
+    from updater.servers.client import ServerReport
+
+REPORT_SCHEMA = 1
+
+
+def to_json_line(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True)  # ASCII: every control character \u-escaped
+
+
+def safe_text(text: object) -> str:
+    """``text`` safe for a terminal: every character that does not print (C0 controls such as
+    ESC and BEL, DEL, C1, and invisible format characters such as bidi overrides) written as
+    ``\\xNN`` or ``\\uNNNN`` (a line break or tab inside a value as ``\\n``, ``\\t``), as
+    install.sh writes them. The one escaping function: every line mux shows a person goes
+    through it."""
+    shown = str(text)
+    if shown.isprintable():
+        return shown
+    return "".join(c if c.isprintable() else _escaped(c) for c in shown)
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if char in _NAMED:
+        return _NAMED[char]
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def safe_lines(lines: Sequence[str]) -> str:
+    """Lines for a person, each made safe (:func:`safe_text`), joined."""
+    return "\n".join(safe_text(line) for line in lines)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def report_error(exc: MuxError, *, as_json: bool) -> int:
+    """One line on stderr; with ``--json`` also one JSON object on stdout. Returns the code.
+
+    The line is escaped as a whole: a message may carry text from a server or a file."""
+    from updater.errors import printable
+
+    print(f"mux: {printable(str(exc))}", file=sys.stderr)
+    if as_json:
+        print(to_json_line({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))
+    return exc.exit_code
+
+
+# -- mux version -----------------------------------------------------------------------------
+
+
+def version_text(info: BuildInfo) -> str:
+    kind = " (development build)" if info.development else ""
+    return safe_lines(
+        [
+            f"mux {info.version}{kind}",
+            f"protocol: {info.protocol_version}",
+            f"target: {info.target or 'unknown'}",
+            f"repo: {info.repo or '(none)'}",
+            f"trusted minisign keys: {len(info.trust.minisign_keys)}",
+        ]
+    )
+
+
+def version_document(info: BuildInfo) -> dict[str, Any]:
+    return info.to_json()  # exactly the build info (docs/contracts.md)
+
+
+# -- servers ---------------------------------------------------------------------------------
+
+
+def verdict_document(verdict: ServerVerdict) -> dict[str, Any]:
+    """One server as ``mux server status --json``, the check, the update and the first line
+    of ``mux server watch`` show it."""
+    return {
+        **verdict.report.to_json(),
+        "restart_needed": verdict.restart_needed,
+        "restart_needed_after_update": verdict.restart_needed_after_update,
+        "restart_command": verdict.restart_command,
+        "compatible": verdict.compatible,
+        "build_deleted": verdict.build_deleted,
+    }
+
+
+def server_line(text: str) -> str:
+    """One line of ``mux server`` output (it quotes what a server said)."""
+    return safe_text(text)
+
+
+def describe_live(report: ServerReport) -> str:
+    status = report.status
+    assert status is not None
+    return (
+        f"mux {status.version}, protocol {status.protocol_version}, pid {status.pid}, "
+        f"started {status.started_at or 'unknown'}"
+    )
+
+
+def _build_deleted_text(verdict: ServerVerdict) -> str:
+    return (
+        f"its build {verdict.report.executable} was deleted: it may fail "
+        f"at its next code path; restart it with: {verdict.restart_command}"
+    )
+
+
+def server_status_lines(
+    verdicts: Sequence[ServerVerdict], protocol_version: int, version: str
+) -> list[str]:
+    """``mux server status``: one line per server; stale sockets are reported and skipped."""
+    lines = []
+    for verdict in verdicts:
+        report = verdict.report
+        if report.state == "live" and report.status is not None:
+            line = f"{report.address}: live, {describe_live(report)}, from {report.executable or 'unknown'}"
+            if verdict.build_deleted:
+                line += f"; {_build_deleted_text(verdict)}"
+            elif report.status.protocol_version != protocol_version:
+                line += (
+                    f"; this mux speaks protocol {protocol_version},"
+                    f" restart it with: {verdict.restart_command}"
+                )
+            elif verdict.compatible:
+                line += (
+                    f"; compatible with this mux ({version}, same protocol), to move it to "
+                    f"{version} when convenient: {verdict.restart_command}"
+                )
+        elif report.state == "stale":
+            line = f"{report.address}: stale ({report.detail}; skipped)"
+        else:
+            line = f"{report.address}: {report.state} ({report.detail})"
+            if report.executable:
+                line += f", pid {report.pid}, from {report.executable} (the OS says)"
+        lines.append(safe_text(line))
+    return lines
+
+
+def _server_line(verdict: ServerVerdict, *, new_protocol: int | None = None) -> list[str]:
+    report = verdict.report
+    status = report.status
+    if status is None:
+        return [f"  {report.address}: {report.state} ({report.detail})"]
+    who = f"{report.address} (pid {status.pid}, mux {status.version}, protocol {status.protocol_version})"
+    if new_protocol is None:
+        return [f"  {who}"]
+    return [f"  {who} → protocol {new_protocol}", f"    restart it with: {verdict.restart_command}"]
+
+
+def _restart_group(verdicts: list[ServerVerdict], header: str, protocol: int) -> list[str]:
+    lines = [header] if verdicts else []
+    for verdict in verdicts:
+        lines.extend(_server_line(verdict, new_protocol=protocol))
+    return lines
+
+
+# -- mux update --check ----------------------------------------------------------------------
+
+
+def check_document(report: CheckReport) -> dict[str, Any]:
+    offer = report.offer
+    return {
+        "schema": REPORT_SCHEMA,
+        "status": report.status,
+        "exit_code": report.exit_code,
+        "update_available": report.update_available,
+        "restart_needed": report.restart_needed,
+        "restart_needed_after_update": any(v.restart_needed_after_update for v in report.servers),
+        "current": {
+            "version": report.build.version,
+            "protocol_version": report.build.protocol_version,
+            "target": report.build.target,
+            "development": report.build.development,
+        },
+        "latest": offer.to_cache()["latest"],
+        "source": {"kind": offer.source_kind, "location": offer.source_location},
+        "servers": [verdict_document(v) for v in report.servers],
+        "kept_versions": [kept_document(k) for k in report.kept_versions],
+        "checked_at": report.checked_at,
+        "cached": report.cached,
+        "notes": list(report.notes),
+        "install_command": report.install_command,
+        "managed_by": report.manager.to_json() if report.manager else None,
+        "held_until": report.held_until,
+    }
+
+
+def kept_document(kept: KeptVersion) -> dict[str, Any]:
+    return {
+        "version": kept.version,
+        "kind": kept.kind,
+        "reason": kept.reason,
+        "size_bytes": kept.size_bytes,
+    }
+
+
+def _size(size: int | None) -> str:
+    return "unknown size" if size is None else f"{size / 1048576:.1f} MiB"
+
+
+def _kept_lines(kept_versions: Sequence[KeptVersion], *, indent: str = "  ") -> list[str]:
+    """The versions kept because a running mux uses them (the usual two need no words)."""
+    return [
+        f"{indent}kept {k.version} ({_size(k.size_bytes)}): {k.reason}"
+        for k in kept_versions
+        if k.kind in ("server", "in-use", "running")
+    ]
+
+
+# Removal rests on what could be found: locks, servers, processes (docs/contracts.md).
+_REMOVED_REASON = "no running mux found using it, and it is not needed"
+
+
+def check_text(report: CheckReport) -> str:
+    build, offer = report.build, report.offer
+    lines: list[str] = []
+    current = f"mux {build.version}" + (" (development build)" if build.development else "")
+    if report.update_available:
+        released = f", released {offer.released_at}" if offer.released_at else ""
+        verb = "was requested" if offer.requested else "is available"
+        lines.append(f"{current} → {offer.version} {verb}{released}")
+        lines.append(f"  release: {offer.release_url}")
+        manager = report.manager
+        if report.install_command is not None:
+            managed = f" ({manager.name} manages this mux)" if manager else ""
+            lines.append(f"  install it with: {report.install_command}{managed}")
+        elif manager is not None:
+            lines.append(
+                f"  {manager.name} ({manager.origin}) lets only its administrator install it"
+            )
+    elif report.held_until is not None:
+        lines.append(f"{current} is up to date (mux {offer.version} is not announced yet)")
+    else:
+        lines.append(f"{current} is up to date (latest release {offer.tag})")
+    for note in report.notes:
+        lines.append(f"  note: {note}")
+
+    live = [v for v in report.servers if v.live]
+    others = [v for v in report.servers if not v.live]
+    deleted = [v for v in live if v.build_deleted]
+    for verdict in deleted:
+        lines.append(f"server {verdict.report.address}: {_build_deleted_text(verdict)}")
+    now = [v for v in live if v.restart_needed and not v.build_deleted]
+    after = [v for v in live if v.restart_needed_after_update and not v.restart_needed]
+    lines += _restart_group(
+        now,
+        f"{len(now)} live server(s) speak another protocol than this mux "
+        f"(protocol {build.protocol_version}); restart when convenient, it ends the programs in it:",
+        build.protocol_version,
+    )
+    lines += _restart_group(
+        after,
+        f"after the update, {len(after)} live server(s) will need a restart "
+        f"(mux {offer.version} speaks protocol {offer.protocol_version}):",
+        offer.protocol_version,
+    )
+    compatible = [v for v in live if v.compatible and v not in now and v not in after]
+    for verdict in compatible:
+        status = verdict.report.status
+        assert status is not None
+        lines.append(
+            f"server {verdict.report.address} (pid {status.pid}) runs mux {status.version}: "
+            f"compatible (protocol {status.protocol_version}); to move it to {build.version} "
+            f"when convenient: {verdict.restart_command}"
+        )
+    quiet = [v for v in live if v not in now and v not in after and v not in compatible]
+    if quiet:
+        lines.append(f"{len(quiet)} live server(s) speak this mux's protocol: nothing to do")
+    server_kept = _kept_lines(report.kept_versions, indent="")
+    if server_kept:
+        lines += ["kept on disk:", *("  " + line for line in server_kept)]
+    if others:
+        lines.append("skipped:")
+        for verdict in others:
+            lines.extend(_server_line(verdict))
+    if report.cached:
+        lines.append(f"(from the check at {report.checked_at})")
+    return safe_lines(lines)
+
+
+# -- mux update ------------------------------------------------------------------------------
+
+
+def update_document(result: UpdateResult) -> dict[str, Any]:
+    plan = result.plan
+    return {
+        "schema": REPORT_SCHEMA,
+        "action": result.action.value,
+        "exit_code": result.exit_code,
+        "from_version": result.from_version,
+        "to_version": result.to_version,
+        "protocol_version": result.protocol_version,
+        "target": result.target,
+        "home": str(result.layout.home),
+        "link": str(result.layout.link),
+        "verification": [
+            {"layer": layer.layer, "status": layer.status, "detail": layer.detail}
+            for layer in result.verification
+        ],
+        "servers": [verdict_document(v) for v in result.servers],
+        "restart_needed": result.restart_needed,
+        "removed_versions": list(result.removed_versions),
+        "kept_versions": [kept_document(k) for k in result.kept_versions],
+        "plan": (
+            {
+                "tag": plan.tag,
+                "release_url": plan.release_url,
+                "asset": plan.asset,
+                "asset_url": plan.asset_url,
+                "size": plan.size,
+                "sha256": plan.sha256,
+                "checks": list(plan.checks),
+                "version_dir": plan.version_dir,
+                "link": plan.link,
+            }
+            if plan
+            else {}
+        ),
+    }
+
+
+def update_text(result: UpdateResult) -> str:
+    from updater.commands.update import UpdateAction
+
+    lines = []
+    if result.action is UpdateAction.DRY_RUN and result.plan is not None:
+        plan = result.plan
+        lines += [
+            f"would update mux {result.from_version or '(not installed)'} → {result.to_version} "
+            f"({result.target})",
+            f"  release: {plan.release_url}",
+            f"  asset:   {plan.asset_url} ({plan.size} bytes, sha256 {plan.sha256})",
+            f"  checks:  {', '.join(plan.checks)}",
+            f"  into:    {plan.version_dir}",
+            f"  link:    {plan.link}",
+            "nothing was changed (--dry-run)",
+        ]
+        return safe_lines(lines)
+    if result.action is UpdateAction.PRUNED:
+        return safe_lines(_prune_lines(result))
+    if result.action is UpdateAction.UP_TO_DATE:
+        lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
+    elif result.action is UpdateAction.ROLLED_BACK:
+        lines.append(f"rolled back mux {result.from_version} → {result.to_version}")
+    else:
+        lines.append(
+            f"updated mux {result.from_version or '(none)'} → {result.to_version} ({result.target})"
+        )
+    for layer in result.verification:
+        mark = "ok" if layer.status == "ok" else "SKIPPED"
+        lines.append(f"  {layer.layer}: {mark}: {layer.detail}")
+    if result.action in (UpdateAction.UPDATED, UpdateAction.ROLLED_BACK):
+        lines.append(
+            f"  {result.layout.link} → {result.layout.version_dir(str(result.to_version))}"
+        )
+        if result.action is UpdateAction.UPDATED and result.from_version:
+            lines.append(f"  previous version {result.from_version} kept: mux update --rollback")
+    lines += _kept_lines(result.kept_versions)
+    for version in result.removed_versions:
+        lines.append(f"  removed {version}: {_REMOVED_REASON}")
+    live = [v for v in result.servers if v.report.state == "live" and v.report.status]
+    for verdict in live:
+        status = verdict.report.status
+        assert status is not None
+        who = f"server {verdict.report.address} (pid {status.pid}, mux {status.version})"
+        if verdict.build_deleted:
+            lines.append(f"{who}: {_build_deleted_text(verdict)}")
+        elif verdict.restart_needed:
+            lines.append(
+                f"{who} speaks protocol {status.protocol_version}; mux {result.to_version} speaks "
+                f"{result.protocol_version}. It keeps running; restart it when convenient "
+                "(this ends the programs in it):"
+            )
+            lines.append(f"  {verdict.restart_command}")
+        elif verdict.compatible:
+            lines.append(
+                f"{who} speaks protocol {status.protocol_version} like mux {result.to_version}: "
+                f"compatible, it keeps running; to move it to {result.to_version} when "
+                "convenient (this ends the programs in it):"
+            )
+            lines.append(f"  {verdict.restart_command}")
+    for verdict in live:
+        if not (verdict.restart_needed or verdict.compatible):
+            lines.append(
+                f"server {verdict.report.address} speaks protocol {result.protocol_version}: "
+                "nothing to do, it keeps running"
+            )
+    return safe_lines(lines)
+
+
+def _prune_lines(result: UpdateResult) -> list[str]:
+    lines = [f"pruned {result.layout.versions}"]
+    for kept in result.kept_versions:
+        lines.append(f"  kept {kept.version} ({_size(kept.size_bytes)}): {kept.reason}")
+    for version in result.removed_versions:
+        lines.append(f"  removed {version}: {_REMOVED_REASON}")
+    if not result.removed_versions:
+        lines.append("  nothing to remove")
+    return lines
+
+
+# -- while an update runs --------------------------------------------------------------------
+
+
+class PlainProgress:
+    """Plain lines for logs and pipes: one when a download starts, one when it ends."""
+
+    def __init__(self, label: str, write: Callable[[str], None]) -> None:
+        self.label = label
+        self.write = write
+
+    def start(self, total: int | None) -> None:
+        size = f" ({total / 1048576:.1f} MiB)" if total is not None else ""
+        self.write(safe_text(f"downloading {self.label}{size}"))
+
+    def advance(self, done: int) -> None:
+        pass
+
+    def finish(self, completed: bool = True) -> None:
+        if completed:  # a failed download is told by its error line, never as "downloaded"
+            self.write(safe_text(f"downloaded {self.label}"))
+
+
+class BarProgress:
+    """A progress bar on a terminal (rich, imported only here)."""
+
+    def __init__(self, label: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
+        from rich.progress import Progress as RichProgress
+
+        self._progress = RichProgress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            console=Console(stderr=True),  # stdout stays for the report (and --json)
+            transient=True,
+        )
+        self._label = safe_text(label).replace("[", "\\[")  # rich markup: shown as written
+        self._task: Any = None
+
+    def start(self, total: int | None) -> None:
+        self._progress.start()
+        self._task = self._progress.add_task(self._label, total=total)
+
+    def advance(self, done: int) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, completed=done)
+
+    def finish(self, completed: bool = True) -> None:
+        self._progress.stop()
+
+
+def make_progress(label: str, *, quiet: bool = False, bar: bool = True) -> Progress:
+    """A bar on a terminal (unless ``bar`` is off: NO_COLOR, TERM=dumb), else plain lines."""
+    if quiet:
+        return PlainProgress(label, lambda _line: None)
+    if bar and sys.stderr.isatty():
+        return BarProgress(label)
+    return PlainProgress(label, lambda line: print(line, file=sys.stderr))
+
+
+def notices_document(path: object) -> dict[str, Any]:
+    """``mux version --notices --json``: where the third-party notices this mux ships are."""
+    return {"notices": str(path)}
+
+
+class ProgressGroup:
+    """One progress display for parallel downloads (``mux-release repin``'s assets): a rich bar
+    per download on a terminal (unless ``bar`` is off: NO_COLOR, TERM=dumb), else one line when
+    each starts and ends (:func:`make_progress`)."""
+
+    def __init__(self, *, quiet: bool, bar: bool) -> None:
+        self._quiet = quiet
+        self._rich: Any = None
+        if not quiet and bar and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
+            from rich.progress import Progress as RichProgress
+
+            self._rich = RichProgress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+
+    def __enter__(self) -> ProgressGroup:
+        if self._rich is not None:
+            self._rich.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._rich is not None:
+            self._rich.stop()
+
+    def task(self, label: str) -> Progress:
+        if self._rich is None:
+            return make_progress(label, quiet=self._quiet, bar=False)
+        return _GroupTask(self._rich, label)
+
+
+class _GroupTask:
+    """One download's bar in a shared rich display."""
+
+    def __init__(self, rich: Any, label: str) -> None:
+        self._rich = rich
+        self._label = label
+        self._id: Any = None
+
+    def start(self, total: int | None) -> None:
+        self._id = self._rich.add_task(self._label, total=total)
+
+    def advance(self, done: int) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, completed=done)
+
+    def finish(self, completed: bool = True) -> None:
+        if self._id is not None:
+            self._rich.update(self._id, visible=False)
+
+
+class ConsoleEvents:
+    """What ``mux update`` shows on stderr while it runs (:class:`updater.commands.update.UpdateEvents`)."""
+
+    def __init__(self, *, progress_bar: bool) -> None:
+        self._bar = progress_bar
+
+    def warning(self, message: str) -> None:
+        print(f"WARNING: {safe_text(message)}", file=sys.stderr)
+
+    def progress(self, label: str) -> Progress:
+        return make_progress(label, bar=self._bar)

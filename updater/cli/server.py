@@ -1,0 +1,233 @@
+"""``mux server``: start, stop, restart and inspect mux servers (mounted by :mod:`updater.cli.app`).
+
+The server these commands run is mux's control surface (:mod:`updater.servers.daemon`): it
+serves the status line and a shutdown request, and hosts no terminal sessions.
+Every failure is one line on stderr with the exit code of its :class:`MuxError`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+
+from updater.cli.render import (
+    describe_live,
+    report_error,
+    server_line,
+    server_status_lines,
+    to_json_line,
+    verdict_document,
+)
+from updater.config import buildinfo
+from updater.core.plan import ServerVerdict
+from updater.errors import MuxError, UsageError
+from updater.servers.client import (
+    DEFAULT_SOCKET_NAME,
+    SERVER_URL_ENV,
+    ServerReport,
+    UnixAddress,
+    default_socket_path,
+    parse_server_address,
+    query_all,
+    runtime_dir,
+)
+
+server_app = typer.Typer(
+    name="server",
+    help=(
+        "Run and inspect mux servers. This repository's server is mux's control surface: "
+        "it answers the status line and a shutdown request, and hosts no terminal sessions."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+T = TypeVar("T")
+
+NameOption = Annotated[
+    str | None,
+    typer.Option("--name", help="The server runtime_dir/NAME.sock (default: 'default')."),
+]
+SocketOption = Annotated[Path | None, typer.Option("--socket", help="The server's Unix socket.")]
+UrlOption = Annotated[
+    str | None,
+    typer.Option("--url", help="unix:///path.sock or a loopback http://127.0.0.1:PORT."),
+]
+
+
+def _run(action: Callable[[], T], *, as_json: bool = False) -> T:
+    """Run one library call; a MuxError becomes one line on stderr and its exit code."""
+    try:
+        return action()
+    except MuxError as exc:
+        raise typer.Exit(report_error(exc, as_json=as_json)) from None
+
+
+def _server_address(name: str | None, socket: Path | None, url: str | None) -> Path | str:
+    given = [
+        flag for flag, value in (("--name", name), ("--socket", socket), ("--url", url)) if value
+    ]
+    if len(given) > 1:
+        raise UsageError(f"give only one of {', '.join(given)}")
+    if socket is not None:
+        return Path(os.path.abspath(socket))  # a started server runs from /
+    if url is not None:
+        address = parse_server_address(url)
+        if isinstance(address, UnixAddress):
+            return Path(os.path.abspath(address.path))
+        return address.display
+    if name is not None:
+        if not _NAME.fullmatch(name):
+            raise UsageError(
+                f"invalid server name {name!r}: use letters, digits, '.', '_' and '-' (at most 64)"
+            )
+        return default_socket_path(name)
+    return default_socket_path(DEFAULT_SOCKET_NAME)
+
+
+@server_app.command("run", hidden=True)
+def run_command(
+    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+) -> None:
+    """Serve in the foreground (what `mux server start` runs in the background)."""
+    from updater.servers.daemon import serve
+
+    _run(lambda: serve(_server_address(name, socket, url)))
+
+
+@server_app.command("start")
+def start_command(
+    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+) -> None:
+    """Start a server in the background and wait until it answers."""
+    from updater.servers.daemon import start
+
+    report = _run(lambda: start(_server_address(name, socket, url)))
+    print(server_line(f"started a mux server on {report.address}: {describe_live(report)}"))
+
+
+@server_app.command("stop")
+def stop_command(
+    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+) -> None:
+    """Ask a server to shut down (works whatever protocol it speaks)."""
+    from updater.servers.daemon import stop
+
+    address = _run(lambda: _server_address(name, socket, url))
+    result = _run(lambda: stop(address))
+    if result == "stopped":
+        print(server_line(f"stopped the mux server on {address}"))
+    else:
+        print(server_line(f"no mux server runs on {address}"))
+
+
+@server_app.command("restart")
+def restart_command_(
+    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+) -> None:
+    """Stop a server (whatever its protocol) and start this mux's server in its place."""
+    from updater.servers.daemon import restart
+
+    report = _run(lambda: restart(_server_address(name, socket, url)))
+    print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
+
+
+def _verdicts(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
+    """Servers judged against this mux (the installed one, when run through the link)."""
+    from updater.core.plan import server_verdicts
+
+    info = buildinfo.current()
+    return server_verdicts(
+        reports, running_protocol=info.protocol_version, current_version=info.version
+    )
+
+
+@server_app.command("status")
+def status_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for each server.", hidden=True)
+    ] = 1.0,
+) -> None:
+    """Print every mux server: its version, protocol, the build it runs from and whether that
+    build is still installed (MUX_SERVER_URL, else the runtime dir)."""
+    reports = _run(lambda: query_all(timeout=timeout), as_json=as_json)
+    verdicts = _verdicts(reports)
+    if as_json:
+        print(to_json_line({"servers": [verdict_document(v) for v in verdicts]}))
+        return
+    if not reports:
+        where = os.environ.get(SERVER_URL_ENV) or _run(runtime_dir)
+        print(server_line(f"no mux server found (looked in {where})"))
+        return
+    info = buildinfo.current()
+    for line in server_status_lines(verdicts, info.protocol_version, info.version):
+        print(line)
+
+
+@server_app.command("watch")
+def watch_command(
+    name: NameOption = None,
+    socket: SocketOption = None,
+    url: UrlOption = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for the first line.", hidden=True)
+    ] = 5.0,
+    read_timeout: Annotated[
+        float | None,
+        typer.Option("--read-timeout", help="Seconds of silence that mean hung.", hidden=True),
+    ] = None,
+) -> None:
+    """Print a server's status line, then its events as they happen, one JSON object per line.
+
+    Events: update-available (from the server's background check, every
+    MUX_UPDATE_CHECK_INTERVAL, default 6h, 0 disables), update-installed, restart-needed;
+    readers skip types they do not know. Ends when the server stops (exit 0), or when it
+    goes away, drops this watcher or sends nothing for 45s, heartbeats included (exit 1,
+    one line on stderr). See docs/scripting.md.
+    """
+    import sys
+
+    from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch
+
+    address = _run(lambda: _server_address(name, socket, url))
+    silence = READ_TIMEOUT if read_timeout is None else read_timeout
+    stream = _run(lambda: open_watch(str(address), timeout=timeout, read_timeout=silence))
+    try:
+        [first] = _verdicts([stream.report])
+        print(to_json_line(verdict_document(first)), flush=True)
+        for event in stream.events():
+            print(to_json_line(event.to_json()), flush=True)
+    except StreamEnded as ended:
+        if ended.clean:
+            return
+        print(server_line(f"mux: watching {stream.address}: {ended.reason}"), file=sys.stderr)
+        raise typer.Exit(1) from None
+    except BrokenPipeError:  # the reader went away: so do we, quietly
+        sys.stderr.close()
+        raise typer.Exit(0) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+    finally:
+        stream.close()
+    print(server_line(f"mux: watching {stream.address}: the stream ended"), file=sys.stderr)
+    raise typer.Exit(1)
+
+
+@server_app.command("check-updates", hidden=True)
+def check_updates_command(
+    current: Annotated[str | None, typer.Option("--current")] = None,
+    max_age: Annotated[float, typer.Option("--max-age")] = 0.0,
+) -> None:
+    """One background check for a server (it runs this in a child process)."""
+    from updater.servers.background import run_check_child
+
+    raise typer.Exit(run_check_child(current, max_age))

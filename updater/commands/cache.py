@@ -1,0 +1,103 @@
+"""The last check result, so a sidebar can ask every few minutes for free.
+
+One contained piece of state with clear rules (after pip's ``self_outdated_check``):
+
+* it lives in ``<user cache dir>/mux/check.json`` and is written atomically (temp + rename);
+* an entry answers only the question it was made for (same source, channel, requested
+  version and running mux); anything else is a miss;
+* an entry answers only while it is younger than the caller's ``--max-age`` (and, for a feed,
+  while the signed index it came from has not expired);
+* only verified answers are cached (a feed's signed index, the release's signed metadata);
+* a failed lookup is cached too, so an offline machine does not retry on every call;
+* a corrupt or unreadable cache is a miss, never an error.
+
+Stdlib only: this is the fast path of ``mux update --check --max-age``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+# 2: answers carry the typed decision (updater.core.plan.ReleaseOffer); 3: only verified answers
+# (signed index and release metadata), with the index's expiry
+CACHE_SCHEMA = 3
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``15m``, ``1h``, ``2d``, ``1h30m`` to seconds."""
+    remaining = text.strip().lower()
+    if not remaining:
+        raise ValueError("empty duration")
+    total = 0.0
+    while remaining:
+        match = _DURATION_RE.match(remaining)
+        if not match or not match.group(0):
+            raise ValueError(f"invalid duration {text!r} (use e.g. 90s, 15m, 1h, 2d)")
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        remaining = remaining[match.end() :].lstrip()
+    return total
+
+
+def cache_dir() -> Path:
+    """``<user cache dir>/mux``, platformdirs' answer (:mod:`updater.config.dirs`)."""
+    from pathlib import Path
+
+    from updater.config.dirs import user_cache_dir
+
+    return Path(user_cache_dir())
+
+
+def check_cache_path() -> Path:
+    return cache_dir() / _CHECK_FILE
+
+
+_CHECK_FILE = "check.json"
+
+
+def load(
+    key: dict[str, Any], max_age: float, *, now: float | None = None
+) -> tuple[dict[str, Any], float] | None:
+    """The cached answer for ``key`` and when it was made, if younger than ``max_age`` s."""
+    from updater.config.dirs import user_cache_dir
+
+    try:
+        # Plain os.path: a cache hit imports neither pathlib nor platformdirs.
+        with open(os.path.join(user_cache_dir(), _CHECK_FILE), "rb") as stream:
+            doc = json.loads(stream.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != CACHE_SCHEMA or doc.get("key") != key:
+        return None
+    checked_at = doc.get("checked_at")
+    if not isinstance(checked_at, (int, float)):
+        return None
+    age = (time.time() if now is None else now) - checked_at
+    if age < 0 or age > max_age:
+        return None
+    answer = doc.get("answer")
+    return (answer, float(checked_at)) if isinstance(answer, dict) else None
+
+
+def store(key: dict[str, Any], answer: dict[str, Any], *, now: float | None = None) -> None:
+    doc = {
+        "schema": CACHE_SCHEMA,
+        "key": key,
+        "checked_at": time.time() if now is None else now,
+        "answer": answer,
+    }
+    from updater.files import atomic_write  # only writers pay for it; a cache hit only reads
+
+    try:
+        atomic_write(check_cache_path(), (json.dumps(doc, sort_keys=True) + "\n").encode())
+    except OSError:
+        pass  # a read-only cache dir must not break the check itself

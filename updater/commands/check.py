@@ -1,0 +1,307 @@
+"""``mux update --check``: resolve -> verify the small documents -> decide -> verdicts, cached.
+
+:func:`check` is the library entry point. It reports only what verifies: a feed's signed index
+(:mod:`updater.sources.feed_index`), then layers 1 and 2 on the release's small documents
+(:func:`updater.trust.pipeline.verify_release_metadata`: the signed ``SHA256SUMS`` and the manifest it
+vouches for), before it says "X is available"; the archive and the attestation stay for
+``mux update``. With ``max_age`` it first tries the cache (:mod:`updater.commands.cache`), a cache of
+verified answers only, and, on a hit, answers without importing the HTTP stack; the live
+servers are always asked afresh, since a restart can change them at any moment. A failed
+lookup is cached too (:func:`failure_to_cache`), so an offline machine does not retry on every
+call.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from updater.commands import cache
+from updater.config import buildinfo
+from updater.config.settings import require_updates
+from updater.core.plan import CheckReport, Manager, ReleaseOffer, ReleaseRequest, plan_check
+from updater.errors import MuxError
+from updater.timestamps import rfc3339
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    from typing import Any
+
+    from updater.config.buildinfo import BuildInfo
+    from updater.config.settings import Settings
+    from updater.core.plan import KeptVersion
+    from updater.servers.client import ServerReport
+    from updater.sources.feed_index import VerifiedIndex
+
+
+def check(
+    request: ReleaseRequest,
+    settings: Settings,
+    *,
+    build: BuildInfo | None = None,
+    max_age: float | None = None,
+) -> CheckReport:
+    """Run a check; raises :class:`updater.errors.MuxError` on failure (also a cached one),
+    :class:`updater.errors.PolicyError` when the machine policy turned checks off."""
+    require_updates(settings, action="check")
+    build = build or buildinfo.current()
+    target = _target(settings, build)
+    offer, checked_at, cached = offer_for(request, settings, build, target, max_age=max_age)
+    return _report(build, offer, settings, target, cached, checked_at)
+
+
+def offer_for(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    *,
+    max_age: float | None,
+    checker: BuildInfo | None = None,
+) -> tuple[ReleaseOffer, float, bool]:
+    """The release on offer, when it was found, and whether that came from the cache.
+
+    With ``max_age``, an answer younger than that comes from the cache (no network; a cached
+    failure is raised again). Otherwise the source is asked and the answer cached, so a
+    check by ``mux update --check`` and one by a server's background check count for both
+    when the same build made them (``checker``, default ``build``: a server's check decides
+    against the installed version but is made by the server's own build). A release whose
+    tag is the one the cache already knows is not fetched again (tags do not change): one
+    request answers an unchanged feed.
+    """
+    key = cache_key(request, settings, build, target, checker=checker)
+    if max_age is not None:
+        hit = cache.load(key, max_age)
+        if hit is not None:
+            answer, checked_at = hit
+            failure = cached_failure(answer)
+            if failure is not None:
+                raise failure
+            cached_offer = ReleaseOffer.from_cache(answer)
+            if cached_offer is not None and cached_offer.is_fresh(time.time()):
+                return cached_offer, checked_at, True
+    stale = cache.load(key, float("inf"))
+    known = ReleaseOffer.from_cache(stale[0]) if stale is not None else None
+    now = time.time()
+    try:
+        offer = find_offer(request, settings, build, target, known=known)
+    except MuxError as exc:
+        cache.store(key, failure_to_cache(exc), now=now)
+        raise
+    cache.store(key, offer.to_cache(), now=now)
+    return offer, now, False
+
+
+def cache_key(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    *,
+    checker: BuildInfo | None = None,
+) -> dict[str, Any]:
+    """The question a cached answer answers: same source, request, current version and
+    target, asked by the same build with the same trust (:func:`checked_by`)."""
+    return {
+        "source": settings.source,
+        "repo": settings.github.repo,
+        "github": settings.github.web_url or "",
+        **request.cache_key(),
+        "current": build.version,
+        "target": target,
+        "checked_by": checked_by(checker or build, settings),
+        # An expired feed index accepted on purpose answers nothing for a check that would not.
+        "allow_expired_feed": settings.allow_expired_feed,
+    }
+
+
+def checked_by(checker: BuildInfo, settings: Settings) -> dict[str, Any]:
+    """Which build made an answer, and what it trusted: its version (its code: the checks it
+    runs) and its trust settings with the keys added for this check. An answer counts only
+    for the same build trusting the same keys, so a weeks-old server's background check never
+    answers for the installed mux, nor the other way round."""
+    return {
+        "version": checker.version,
+        "development": checker.development,
+        "trust": checker.trust.to_json(),
+        "trust_keys": sorted(settings.trust_keys),
+        "skip_attestation": settings.skip_attestation,
+    }
+
+
+def find_offer(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    *,
+    known: ReleaseOffer | None = None,
+) -> ReleaseOffer:
+    """Ask the source which release is on offer, verify its small documents, and decide it
+    against this build. A feed's verified index ``seq`` is recorded once the answer stands.
+
+    ``known`` is an earlier (verified) answer: when the source still offers the same tag, the
+    release's documents are not fetched again (a release does not change under its tag); a
+    feed's index is verified all the same, since it decides which tag that is.
+    """
+    from updater.core.plan import OfferedAsset
+    from updater.sources.base import open_source
+
+    with open_source(settings, build_keys=build.trust.minisign_keys) as source:
+        tag = source.resolve(request)
+        index = source.verified_index()
+        installed_signed_at = _installed_signed_at(settings, build)
+        if known is not None and (known.tag, known.source_location) == (tag, source.location):
+            return known._replace(
+                requested=request.exact,
+                decision=request.decide(
+                    build.version,
+                    known.version,
+                    current_signed_at=installed_signed_at,
+                    offered_signed_at=known.signed_at,
+                ),
+                **_index_facts(index),
+            )
+        from updater.trust.pipeline import TrustPolicy, VerificationLog, verify_release_metadata
+
+        policy = TrustPolicy.for_update(source, build, settings)
+        release = verify_release_metadata(source, tag, policy, VerificationLog())
+        manifest = release.manifest
+        asset = manifest.asset_for(target)
+        return ReleaseOffer(
+            source_kind=source.kind,
+            source_location=source.location,
+            tag=tag,
+            version=manifest.version,
+            protocol_version=manifest.protocol_version,
+            released_at=manifest.released_at,
+            release_url=source.release_page(tag),
+            asset=OfferedAsset(asset.name, asset.size, asset.sha256) if asset else None,
+            requested=request.exact,
+            decision=request.decide(
+                build.version,
+                manifest.version,
+                current_signed_at=installed_signed_at,
+                offered_signed_at=release.signed_at,
+            ),
+            signed_at=release.signed_at,
+            **_index_facts(index),
+        )
+
+
+def _index_facts(index: VerifiedIndex | None) -> dict[str, Any]:
+    """What a feed's verified index adds to an answer that stands: until when it may be
+    reused, and what to say with it; its seq is recorded now (a refused check records
+    nothing)."""
+    if index is None:
+        return {}
+    from updater.sources.feed_index import remember
+
+    warnings = [w for w in (index.expiry_warning(), remember(index)) if w]
+    fresh_until = None if index.expired else index.comment.expires
+    return {"fresh_until": fresh_until, "warnings": tuple(warnings)}
+
+
+def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
+    """The signed time the install record keeps for this running mux, if it belongs to one."""
+    if build.development and settings.home is None:
+        return None  # a checkout belongs to no install unless MUX_HOME names one
+    from updater.core.plan import recorded_signed_at
+    from updater.install.paths import read_record, resolve_install
+
+    try:
+        paths = resolve_install(settings.home, settings.bin_dir, development=build.development)
+    except MuxError:
+        return None
+    return recorded_signed_at(read_record(paths.record_path), build.version)
+
+
+def failure_to_cache(exc: MuxError) -> dict[str, Any]:
+    return {"ok": False, "error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
+
+
+def cached_failure(doc: dict[str, Any]) -> MuxError | None:
+    """The error a cached failed lookup stands for; None when ``doc`` is not one."""
+    if doc.get("ok") is not False:
+        return None
+    hint, code = doc.get("hint"), doc.get("exit_code")
+    error = MuxError(
+        f"{doc.get('error')} (cached result)", hint=hint if isinstance(hint, str) else None
+    )
+    if isinstance(code, int):
+        error.exit_code = code
+    return error
+
+
+def _target(settings: Settings, build: BuildInfo) -> str:
+    from updater.config.targets import release_target
+
+    return release_target(settings.target, build)
+
+
+def current_manager(settings: Settings, build: BuildInfo) -> Manager | None:
+    """Who installs this mux's updates instead of ``mux update``: the machine policy when it
+    says ``updates = "check-only"``, else the packager whose marker sits next to the build's
+    executable (:mod:`updater.config.marker`); None when ``mux update`` does."""
+    if settings.updates == "check-only":
+        return Manager("policy", "the machine policy", None, settings.policy_file or "")
+    if build.development:
+        return None  # a checkout is nobody's package
+    path = buildinfo.packager_marker_file()
+    if path is None:
+        return None  # (without importing the marker's reader: this is the fast path)
+    from updater.config.marker import find_marker
+
+    marker = find_marker(os.path.dirname(path))
+    if marker is None:
+        return None
+    return Manager(
+        "packager", marker.manager, marker.update_command, marker.path, marker.announce_delay
+    )
+
+
+def _report(
+    build: BuildInfo,
+    offer: ReleaseOffer,
+    settings: Settings,
+    target: str,
+    cached: bool,
+    checked_at: float,
+) -> CheckReport:
+    from updater.servers.client import query_all, server_addresses
+
+    reports = query_all(server_addresses(settings.server_url))
+    return plan_check(
+        build,
+        offer,
+        reports,
+        target=target,
+        cached=cached,
+        checked_at=rfc3339(checked_at),
+        kept_versions=_kept_versions(settings, build, reports),
+        manager=current_manager(settings, build),
+    )
+
+
+def _kept_versions(
+    settings: Settings, build: BuildInfo, reports: list[ServerReport]
+) -> list[KeptVersion]:
+    """What the install this mux updates keeps and why, with sizes (read only)."""
+    if settings.home is None and build.development:
+        return []  # a checkout updates no install unless MUX_HOME names one
+    # The layout's rules on path strings: pathlib's import was 12% of the cached check.
+    from updater.install.paths import kept_versions, resolve_install
+
+    try:
+        paths = resolve_install(settings.home, settings.bin_dir, development=build.development)
+    except MuxError:
+        return []
+    if not os.path.isdir(paths.versions):
+        return []
+    from updater.servers.client import retention_reports
+
+    try:  # the servers retention asks, reusing the ones just asked for the verdicts
+        asked = retention_reports(settings.server_url, known=reports)
+    except MuxError:
+        asked = reports
+    return kept_versions(paths, asked)

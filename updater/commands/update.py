@@ -1,0 +1,349 @@
+"""``mux update``: resolve -> fetch metadata -> decide -> download and verify -> install -> verdicts.
+
+:func:`run_update`, :func:`run_rollback` and :func:`run_prune` are the library entry points; they orchestrate
+and return an :class:`UpdateResult`, and print nothing (:mod:`updater.cli.render` renders it). The
+work is elsewhere, each step in its module: the source (:mod:`updater.sources.base`), the
+verification layers (:mod:`updater.trust.pipeline`), the decision (:mod:`updater.core.plan`) and every
+change to ``MUX_HOME`` (:mod:`updater.install.transaction`). Nothing touches the installed mux until
+every layer has passed; a failure leaves it as it was and removes what this run created.
+Servers are only ever asked for their status line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TYPE_CHECKING, Protocol
+
+from updater.config import buildinfo
+from updater.config.buildinfo import BuildInfo
+from updater.config.settings import Settings, require_updates
+from updater.config.targets import release_target
+from updater.core.plan import (
+    Decision,
+    KeptVersion,
+    ReleaseRequest,
+    ServerVerdict,
+    recorded_signed_at,
+    server_verdicts,
+    signed_earlier,
+)
+from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, VerificationError
+from updater.install import transaction as install
+from updater.install.layout import Layout, read_record, resolve_layout
+from updater.net.download import Progress
+from updater.trust.pipeline import LayerResult, TrustPolicy, VerificationLog
+
+if TYPE_CHECKING:
+    from updater.sources.feed_index import VerifiedIndex
+    from updater.trust.attestation_worker import AttestationWorker
+
+
+class UpdateAction(StrEnum):
+    UPDATED = "updated"
+    UP_TO_DATE = "up-to-date"
+    ROLLED_BACK = "rolled-back"
+    DRY_RUN = "dry-run"
+    PRUNED = "pruned"
+
+
+@dataclass(frozen=True)
+class UpdatePlan:
+    """What ``--dry-run`` would do."""
+
+    tag: str
+    release_url: str
+    asset: str
+    asset_url: str
+    size: int
+    sha256: str
+    checks: tuple[str, ...]
+    version_dir: str
+    link: str
+
+
+@dataclass(frozen=True)
+class UpdateResult:
+    action: UpdateAction
+    layout: Layout
+    from_version: str | None
+    to_version: str | None
+    target: str
+    protocol_version: int | None  # of to_version
+    verification: tuple[LayerResult, ...] = ()
+    servers: tuple[ServerVerdict, ...] = ()
+    plan: UpdatePlan | None = None
+    removed_versions: tuple[str, ...] = ()
+    kept_versions: tuple[KeptVersion, ...] = ()
+
+    @property
+    def restart_needed(self) -> bool:
+        return any(v.restart_needed for v in self.servers)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_RESTART_NEEDED if self.restart_needed else EXIT_OK
+
+
+class UpdateEvents(Protocol):
+    """What the caller shows while an update runs (the CLI: lines and a bar on stderr)."""
+
+    def warning(self, message: str) -> None: ...
+
+    def progress(self, label: str) -> Progress: ...
+
+
+class _Silent:
+    def warning(self, message: str) -> None:
+        pass
+
+    def progress(self, label: str) -> Progress:
+        from updater.net.download import NoProgress
+
+        return NoProgress()
+
+
+def run_update(
+    request: ReleaseRequest,
+    settings: Settings,
+    *,
+    build: BuildInfo | None = None,
+    dry_run: bool = False,
+    events: UpdateEvents | None = None,
+) -> UpdateResult:
+    """Install the release ``request`` names into the install ``settings`` point at.
+
+    A feed's verified index ``seq`` is recorded once the install stands (installed, or
+    already there), never by a dry run or a failure, as install.sh does.
+    """
+    require_updates(settings, action="update")
+    worker = _early_attestation_worker(settings, dry_run)
+    try:
+        return _run_update(request, settings, build, dry_run, events, worker)
+    finally:
+        if worker is not None:
+            worker.close()
+
+
+def _early_attestation_worker(settings: Settings, dry_run: bool) -> AttestationWorker | None:
+    """The attestation's child process, started before this process imports its HTTP stack
+    and fetches the release's metadata, so that sigstore's import (most of layer 3's time)
+    is over when the bundle is in (:mod:`updater.trust.attestation_worker`). None when no archive
+    is verified (a dry run, ``--insecure-skip-attestation``); an update that turns out not
+    to be needed stops it unused.
+    """
+    if dry_run or settings.skip_attestation:
+        return None
+    from updater.trust.attestation_worker import early
+
+    return early()
+
+
+def _run_update(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo | None,
+    dry_run: bool,
+    events: UpdateEvents | None,
+    worker: AttestationWorker | None,
+) -> UpdateResult:
+    from updater.sources.base import open_source
+    from updater.trust.pipeline import verify_release_files, verify_release_metadata
+
+    build = build or buildinfo.current()
+    events = events or _Silent()
+    layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    record = read_record(layout)
+    target = release_target(settings.target, build, recorded=record.get("target"))
+    installed = layout.active_version()
+    installed_signed_at = recorded_signed_at(record, installed)
+    log = VerificationLog()
+    with open_source(settings, build_keys=build.trust.minisign_keys) as source:
+        tag = source.resolve(request)
+        index = source.verified_index()
+        if index is not None and index.expired:
+            events.warning(str(index.expiry_warning()))
+        policy = TrustPolicy.for_update(source, build, settings)
+        release = verify_release_metadata(source, tag, policy, log)
+        manifest = release.manifest
+        decision = request.decide(
+            installed,
+            manifest.version,
+            current_signed_at=installed_signed_at,
+            offered_signed_at=release.signed_at,
+        )
+        outcome = UpdateResult(
+            action=UpdateAction.UP_TO_DATE,
+            layout=layout,
+            from_version=installed,
+            to_version=manifest.version,
+            target=target,
+            protocol_version=manifest.protocol_version,
+            verification=tuple(log.layers),
+        )
+        if decision is Decision.UP_TO_DATE:
+            settled = None if dry_run else install.tidy(layout, _install_settings(settings))
+            if not dry_run:
+                _remember(index, events)
+            return _with_verdicts(_with_settled(outcome, settled), settings, settled)
+        if not decision.installs:
+            raise _refused_downgrade(
+                manifest.version, release.signed_at, installed, installed_signed_at
+            )
+        asset = manifest.asset_for(target)
+        if asset is None:
+            raise InstallError(
+                f"release {tag} has no build for {target}",
+                hint="it has: " + (", ".join(manifest.targets) or "no builds"),
+            )
+        if dry_run:
+            dry = UpdatePlan(
+                tag=tag,
+                release_url=source.release_page(tag),
+                asset=asset.name,
+                asset_url=source.file_url(tag, asset.name),
+                size=asset.size,
+                sha256=asset.sha256,
+                checks=policy.checks(),
+                version_dir=str(layout.version_dir(manifest.version)),
+                link=str(layout.link),
+            )
+            return replace(outcome, action=UpdateAction.DRY_RUN, plan=dry)
+        if settings.skip_attestation:
+            events.warning("--insecure-skip-attestation: not checking who built this release")
+        with install.Transaction(layout, _install_settings(settings)) as transaction:
+            if transaction.active == manifest.version:
+                _remember(index, events)
+                return _with_verdicts(outcome, settings)  # a concurrent update got here first
+            verified = verify_release_files(
+                source,
+                release,
+                asset,
+                policy,
+                log,
+                download_dir=transaction.download_dir,
+                unpack_dir=transaction.staging(manifest.version),
+                smoke_target=target,
+                smoke_timeout=settings.smoke_test_timeout,
+                progress=events.progress(asset.name),
+                attestation_worker=worker,
+                check_unpacked=transaction.flush_unpacked,
+                on_unpacked_file=transaction.flush_file,
+            )
+            settled = transaction.switch_to(
+                verified.folder,
+                manifest.version,
+                archive_sha256=verified.archive_sha256,
+                target=target,
+                source=source.location,
+                signed_at=release.signed_at,
+                unpacked=verified.unpacked,
+            )
+        _remember(index, events)
+    updated = replace(outcome, action=UpdateAction.UPDATED, verification=tuple(log.layers))
+    return _with_verdicts(_with_settled(updated, settled), settings, settled)
+
+
+def _refused_downgrade(
+    version: str, signed_at: int | None, installed: str | None, installed_signed_at: int | None
+) -> Exception:
+    """Why ``version`` is not installed over ``installed`` without ``--allow-downgrade``."""
+    from updater.timestamps import utc_text
+
+    how = f"to go back on purpose: mux update --version {version} --allow-downgrade"
+    if signed_earlier(installed_signed_at, signed_at):
+        assert signed_at is not None and installed_signed_at is not None
+        return VerificationError(
+            f"mux {version} was signed {utc_text(signed_at)}, before the installed mux "
+            f"{installed} ({utc_text(installed_signed_at)}): installing it would be a downgrade "
+            "(or an old release replayed)",
+            hint=f"{how} (mux update --rollback returns to the previous version)",
+        )
+    return InstallError(
+        f"{version} is older than the installed {installed}; not downgrading", hint=how
+    )
+
+
+def _remember(index: VerifiedIndex | None, events: UpdateEvents) -> None:
+    """Record the verified feed index's ``seq`` (a warning when the state cannot be written)."""
+    from updater.sources.feed_index import remember
+
+    if index is not None:
+        problem = remember(index)
+        if problem:
+            events.warning(problem)
+
+
+def run_rollback(settings: Settings, *, build: BuildInfo | None = None) -> UpdateResult:
+    """Switch the install back to its previous version (``mux update --rollback``)."""
+    require_updates(settings, action="update")
+    build = build or buildinfo.current()
+    layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    done = install.rollback(layout, _install_settings(settings))
+    log = VerificationLog()
+    log.ok("files", f"every file of {done.to_version} matches its recorded sha256")
+    result = UpdateResult(
+        action=UpdateAction.ROLLED_BACK,
+        layout=layout,
+        from_version=done.from_version,
+        to_version=done.to_version,
+        target=done.target,
+        protocol_version=done.protocol_version,
+        verification=tuple(log.layers),
+    )
+    return _with_verdicts(_with_settled(result, done.settled), settings)
+
+
+def run_prune(settings: Settings, *, build: BuildInfo | None = None) -> UpdateResult:
+    """Remove every installed version nothing needs any more (``mux update --prune``).
+
+    Kept: the active and previous versions, the running mux's, and every version a live
+    (or hung) server runs from; the result says which and why.
+    """
+    require_updates(settings, action="update")
+    build = build or buildinfo.current()
+    layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    settled = install.prune(layout, _install_settings(settings))
+    active = layout.active_version()
+    result = UpdateResult(
+        action=UpdateAction.PRUNED,
+        layout=layout,
+        from_version=active,
+        to_version=active,
+        target=release_target(settings.target, build, recorded=read_record(layout).get("target")),
+        protocol_version=None,
+    )
+    return _with_settled(result, settled)
+
+
+def _install_settings(settings: Settings) -> install.InstallSettings:
+    return install.InstallSettings(
+        lock_timeout=settings.lock_timeout,
+        smoke_test_timeout=settings.smoke_test_timeout,
+        server_url=settings.server_url,
+    )
+
+
+def _with_settled(result: UpdateResult, settled: install.Settled | None) -> UpdateResult:
+    if settled is None:
+        return result
+    return replace(result, removed_versions=settled.removed, kept_versions=settled.kept)
+
+
+def _with_verdicts(
+    result: UpdateResult, settings: Settings, settled: install.Settled | None = None
+) -> UpdateResult:
+    """The live servers, judged against the protocol and version the install now has.
+
+    Reuses the status lines settling just read, when it read any (one round, not two).
+    """
+    from updater.servers.client import query_reusing, server_addresses
+
+    if result.protocol_version is None:
+        return result
+    known = settled.reports if settled is not None and settled.reports is not None else ()
+    reports = query_reusing(server_addresses(settings.server_url), known)
+    verdicts = server_verdicts(
+        reports, running_protocol=result.protocol_version, current_version=result.to_version
+    )
+    return replace(result, servers=verdicts)

@@ -1,0 +1,250 @@
+"""What ``mux update`` and ``mux update --check`` take from the environment and the flags.
+
+:func:`load` reads them once, at the entry point (the CLI, its fast path, or a library call
+that was given no :class:`Settings`), into one frozen :class:`Settings` that is passed down.
+Nothing below reads ``os.environ`` for these: a module that needs a setting is given it.
+
+Precedence, lowest first: built-in defaults, the build (its baked repository), the
+environment, the flags. The machine policy (``/etc/mux/policy.toml``, :mod:`updater.config.policy`)
+is applied last, in :func:`load`: what it sets wins, and a flag or variable that would
+loosen it is refused. Without a policy file that costs one ``stat``; the policy module (and
+``tomllib``) is imported only when there is one.
+
+A malformed number (``MUX_HTTP_TIMEOUT=soon``, a negative one) falls back to its default;
+URLs and targets are checked where they are used (:mod:`updater.sources.base`,
+:mod:`updater.config.targets`), so that a bad value fails the command that uses it with one line
+naming the variable.
+
+Stdlib only: this is on the fast path of the cached check. The records are NamedTuples
+(:mod:`updater._records`: no ``typing`` at run time), not frozen dataclasses, for the same
+reason; ``pathlib`` is imported only when a variable names a path.
+"""
+
+from __future__ import annotations
+
+import os
+
+from updater._records import NamedTuple
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+
+DEFAULT_SOURCE = "github"
+TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
+POLICY_ENV = "MUX_POLICY_FILE"  # a development build's machine policy (tests)
+DOWNLOAD_HOSTS_ENV = "MUX_GITHUB_DOWNLOAD_HOSTS"
+CHECK_INTERVAL_ENV = "MUX_UPDATE_CHECK_INTERVAL"
+DEFAULT_CHECK_INTERVAL = 6 * 3600.0
+UPDATES_ENABLED = "enabled"  # the machine policy's `updates`: enabled | check-only | disabled
+
+
+class HttpSettings(NamedTuple):
+    """How long and how often to try: ``MUX_HTTP_TIMEOUT``, ``_RETRIES``, ``_BACKOFF``, and
+    the bounds on a whole answer: ``MUX_HTTP_DEADLINE``, ``_MIN_SPEED``, ``_SPEED_WINDOW``
+    (the names install.sh reads too)."""
+
+    timeout: float = 10.0  # seconds to connect, and without a byte while reading (a stall)
+    retries: int = 3  # retries after a connection failure, a 5xx or a dropped download
+    backoff: float = 0.5  # seconds before the first retry, doubled for each next one
+    # MUX_HTTP_DEADLINE: seconds for one small document, every try and redirect included
+    deadline: float = 30.0
+    # MUX_HTTP_MIN_SPEED / MUX_HTTP_SPEED_WINDOW: an archive download gives up when less than
+    # min_speed bytes/s arrived over a window of speed_window seconds (0: no minimum)
+    min_speed: float = 1024.0
+    speed_window: float = 30.0
+
+
+class GitHubSettings(NamedTuple):
+    """Where the GitHub source looks, and with which token."""
+
+    repo: str = ""  # owner/name: MUX_REPO, else the one baked into the build
+    web_url: str | None = None  # MUX_GITHUB_URL (GitHub Enterprise, loopback tests)
+    api_url: str | None = None  # MUX_GITHUB_API_URL
+    token: str | None = None  # MUX_GITHUB_TOKEN, else GITHUB_TOKEN
+    # MUX_GITHUB_DOWNLOAD_HOSTS: exact hosts downloads may be redirected to (an Enterprise
+    # server's storage host), as written; checked by the GitHub source. Never given the token.
+    download_hosts: tuple[str, ...] = ()
+
+
+class Settings(NamedTuple):
+    source: str = DEFAULT_SOURCE  # --source / MUX_UPDATE_SOURCE: "github", a feed URL or folder
+    github: GitHubSettings = GitHubSettings()
+    http: HttpSettings = HttpSettings()
+    trust_keys: tuple[str, ...] = ()  # --trust-key: minisign keys trusted besides the build's
+    # --allow-expired-feed / MUX_ALLOW_EXPIRED_FEED=1 / the policy's allow_expired_feed = true:
+    # accept a feed index past its expiry (a policy's false refuses the flag and the variable)
+    allow_expired_feed: bool = False
+    # Where the highest feed `seq` per key is kept (feed-seq); None: platformdirs'
+    # user_state_dir("mux"), as install.sh computes it (docs/contracts.md)
+    state_dir: Path | None = None
+    skip_attestation: bool = False  # --insecure-skip-attestation
+    sigstore_trusted_root: Path | None = None  # MUX_SIGSTORE_TRUSTED_ROOT (private instances)
+    target: str | None = None  # MUX_TARGET: the build to install instead of this machine's
+    home: Path | None = None  # --home / MUX_HOME: the install to update
+    bin_dir: Path | None = None  # MUX_INSTALL_DIR, else XDG_BIN_HOME: where the mux link goes
+    lock_timeout: float = 10.0  # MUX_LOCK_TIMEOUT: how long to wait for another update
+    smoke_test_timeout: float = 30.0  # MUX_SMOKE_TEST_TIMEOUT: a new build's `version --json`
+    server_url: str | None = None  # MUX_SERVER_URL: the one server to ask, else all in the dir
+    progress_bar: bool = True  # False with NO_COLOR or TERM=dumb: plain progress lines
+    # MUX_UPDATE_CHECK_INTERVAL: how often a server checks in the background (0: never)
+    update_check_interval: float = DEFAULT_CHECK_INTERVAL
+    # The machine policy's `updates` (require_updates() enforces it; "disabled" also stops a
+    # server's background checks) and its file, if any.
+    updates: str = UPDATES_ENABLED
+    policy_file: str | None = None
+
+    def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
+        """Every minisign key trusted here: the build's, then these settings' (--trust-key,
+        and whatever the machine policy merged in), each once. One list for the feed index
+        and for releases."""
+        return tuple(dict.fromkeys((*build_keys, *self.trust_keys)))
+
+
+def load(
+    environ: Mapping[str, str] | None = None,
+    *,
+    build_repo: str = "",
+    source: str | None = None,
+    home: Path | None = None,
+    trust_keys: Sequence[str] = (),
+    skip_attestation: bool = False,
+    allow_expired_feed: bool = False,
+    policy_file: str | None = None,
+    development: bool = False,
+) -> Settings:
+    """The settings for one command: ``environ`` (default: the process's) and its flags,
+    under the machine policy at ``policy_file`` (the build's; None: no policy, as for
+    mux-release). A ``development`` build takes ``MUX_POLICY_FILE`` instead when it is set."""
+    environ = os.environ if environ is None else environ
+    settings = _from_environment(environ, build_repo)
+    settings = _with_flags(
+        settings,
+        source=source,
+        home=home,
+        trust_keys=tuple(trust_keys),
+        skip_attestation=skip_attestation,
+        allow_expired_feed=allow_expired_feed,
+    )
+    # The machine policy is merged here, last, so that it can overrule both.
+    fixed = True
+    if development and environ.get(POLICY_ENV):
+        policy_file, fixed = environ[POLICY_ENV], False
+    if policy_file is None or not os.path.lexists(policy_file):
+        return settings
+    from updater.config.policy import Requested, apply_policy, read_policy
+
+    policy = read_policy(policy_file, fixed=fixed)
+    if policy is None:  # removed since we looked
+        return settings
+    flags = Requested(
+        source=source,
+        trust_keys=tuple(trust_keys),
+        skip_attestation=skip_attestation,
+        allow_expired_feed=allow_expired_feed,
+    )
+    return apply_policy(settings, policy, environ=environ, flags=flags, build_repo=build_repo)
+
+
+def require_updates(settings: Settings, *, action: str) -> None:
+    """Refuse ``action`` (``"check"``: ``mux update --check``; ``"update"``: everything else
+    ``mux update`` does) when the machine policy's ``updates`` does not allow it (exit 4)."""
+    allowed = {"enabled": ("check", "update"), "check-only": ("check",)}
+    if action in allowed.get(settings.updates, ()):
+        return
+    from updater.errors import PolicyError
+
+    what = "checking for updates" if action == "check" else "mux update"
+    only = "; mux update --check still works" if settings.updates == "check-only" else ""
+    raise PolicyError(
+        f'the machine policy {settings.policy_file} sets updates = "{settings.updates}": '
+        f"{what} is turned off on this machine{only}",
+        hint="its administrator updates mux here",
+    )
+
+
+def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
+    defaults = Settings()
+
+    def text(name: str) -> str | None:
+        return environ.get(name) or None
+
+    def number(name: str, default: float) -> float:
+        try:
+            value = float(environ.get(name) or default)
+        except ValueError:
+            return default
+        return value if 0 <= value < float("inf") else default  # not negative, NaN or infinite
+
+    def positive(name: str, default: float) -> float:
+        value = number(name, default)
+        return value if value > 0 else default
+
+    def path(*names: str, expand: bool = True) -> Path | None:
+        value = next((environ[name] for name in names if environ.get(name)), None)
+        if not value:
+            return None
+        from pathlib import Path  # only when set: the sidebar's check sets none of these
+
+        return Path(value).expanduser() if expand else Path(value)
+
+    return Settings(
+        source=text("MUX_UPDATE_SOURCE") or DEFAULT_SOURCE,
+        github=GitHubSettings(
+            repo=text("MUX_REPO") or build_repo,
+            web_url=text("MUX_GITHUB_URL"),
+            api_url=text("MUX_GITHUB_API_URL"),
+            token=text("MUX_GITHUB_TOKEN") or text("GITHUB_TOKEN"),
+            download_hosts=tuple((environ.get(DOWNLOAD_HOSTS_ENV) or "").replace(",", " ").split()),
+        ),
+        http=HttpSettings(
+            timeout=number("MUX_HTTP_TIMEOUT", defaults.http.timeout),
+            retries=int(number("MUX_HTTP_RETRIES", defaults.http.retries)),
+            backoff=number("MUX_HTTP_BACKOFF", defaults.http.backoff),
+            deadline=positive("MUX_HTTP_DEADLINE", defaults.http.deadline),
+            min_speed=number("MUX_HTTP_MIN_SPEED", defaults.http.min_speed),
+            speed_window=positive("MUX_HTTP_SPEED_WINDOW", defaults.http.speed_window),
+        ),
+        allow_expired_feed=environ.get("MUX_ALLOW_EXPIRED_FEED") == "1",
+        sigstore_trusted_root=path(TRUSTED_ROOT_ENV, expand=False),
+        target=text("MUX_TARGET"),
+        home=path("MUX_HOME", expand=False),
+        bin_dir=path("MUX_INSTALL_DIR", "XDG_BIN_HOME"),
+        lock_timeout=number("MUX_LOCK_TIMEOUT", defaults.lock_timeout),
+        smoke_test_timeout=number("MUX_SMOKE_TEST_TIMEOUT", defaults.smoke_test_timeout),
+        server_url=text("MUX_SERVER_URL"),
+        progress_bar=not environ.get("NO_COLOR") and environ.get("TERM") != "dumb",
+        update_check_interval=_duration(text(CHECK_INTERVAL_ENV), defaults.update_check_interval),
+    )
+
+
+def _duration(value: str | None, default: float) -> float:
+    """``90``, ``90s``, ``15m``, ``6h``; a malformed or negative value is the default."""
+    if value is None:
+        return default
+    from updater.commands.cache import parse_duration  # stdlib; only when the variable is set
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError:
+        return default
+    return seconds if seconds >= 0 else default
+
+
+def _with_flags(
+    settings: Settings,
+    *,
+    source: str | None,
+    home: Path | None,
+    trust_keys: tuple[str, ...],
+    skip_attestation: bool,
+    allow_expired_feed: bool,
+) -> Settings:
+    return settings._replace(
+        source=source or settings.source,
+        home=home or settings.home,
+        trust_keys=(*settings.trust_keys, *trust_keys),
+        skip_attestation=skip_attestation or settings.skip_attestation,
+        allow_expired_feed=allow_expired_feed or settings.allow_expired_feed,
+    )

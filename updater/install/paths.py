@@ -1,0 +1,346 @@
+"""The installed layout's rules, on path strings (see :mod:`updater.install.layout`).
+
+The cached ``mux update --check`` reports the versions an install keeps (issue 11) and must
+start fast: importing ``pathlib`` (with ``urllib.parse`` and ``ipaddress``) was 12% of it in
+the released build (docs/build.md). So the rules of the layout (which names are versions,
+which version the link makes active, which install and version this mux runs from, where its
+bin dir is, what settling it keeps) live here on ``str`` paths with ``os.path`` and
+``os.scandir``; :class:`updater.install.layout.Layout`, the ``pathlib`` record that install, update
+and retention use, applies these same functions. Read only: every change to the layout is
+made by :mod:`updater.install.transaction`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from updater._records import NamedTuple
+from updater.config.buildinfo import packager_marker_file
+from updater.errors import InstallError, UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from contextlib import ExitStack
+    from typing import Any
+
+    from updater.core.plan import InUseHold, KeptVersion, ServerHold
+    from updater.servers.client import ServerReport
+
+RECORD_NAME = "install.json"
+PARTIAL_MARK = ".partial-"
+RECORD_SCHEMA = 1
+
+
+def pure(path: str) -> str:
+    """``path`` spelt as ``pathlib`` spells it: no empty or ``.`` parts, no trailing slash
+    (``..`` kept: like ``pathlib``, nothing here resolves a path without asking the OS)."""
+    if path.startswith("//") and not path.startswith("///"):
+        head = "//"  # POSIX leaves the meaning of exactly two leading slashes open; so does pathlib
+    else:
+        head = "/" if path.startswith("/") else ""
+    parts = [part for part in path.split("/") if part and part != "."]
+    return head + "/".join(parts) or "."
+
+
+def absolute(path: str) -> str:
+    """``Path(path).absolute()``: joined to the working directory, not resolved."""
+    return pure(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+
+
+def _parent(path: str) -> str:
+    """``Path(path).parent`` of a :func:`pure` path."""
+    root = "//" if path.startswith("//") else "/" if path.startswith("/") else ""
+    rest = path[len(root) :]
+    if not rest:
+        return root or "."
+    head = rest.rpartition("/")[0]
+    return root + head if head else root or "."
+
+
+def _parents(path: str) -> list[str]:
+    """``Path(path).parents`` of a :func:`pure` path."""
+    found: list[str] = []
+    while True:
+        parent = _parent(path)
+        if parent == path or (parent == "." and path == "."):
+            return found
+        found.append(parent)
+        path = parent
+
+
+def is_version_name(name: str) -> bool:
+    """Whether a folder of ``versions/`` holds a version (not a partial unpack, not hidden)."""
+    return bool(name) and not name.startswith(".") and PARTIAL_MARK not in name
+
+
+class InstallPaths(NamedTuple):
+    """Where an install lives, as strings (a NamedTuple: the cached check defines it)."""
+
+    home: str
+    bin_dir: str
+
+    @property
+    def versions(self) -> str:
+        return os.path.join(self.home, "versions")
+
+    @property
+    def record_path(self) -> str:
+        return os.path.join(self.home, RECORD_NAME)
+
+    @property
+    def link(self) -> str:
+        return os.path.join(self.bin_dir, "mux")
+
+    def version_dir(self, version: str) -> str:
+        return os.path.join(self.versions, version)
+
+    def active_version(self) -> str | None:
+        """The version the bin-dir link points at, if it points into this install."""
+        try:
+            target = os.readlink(self.link)
+        except OSError:
+            return None
+        target = pure(target if os.path.isabs(target) else os.path.join(self.bin_dir, target))
+        if target.rpartition("/")[2] != "mux":
+            return None
+        version_dir = _parent(target)
+        # Compare resolved paths: MUX_HOME (or the link) may go through a symlink.
+        if os.path.realpath(_parent(version_dir)) != os.path.realpath(self.versions):
+            return None
+        return version_dir.rpartition("/")[2]
+
+    def version_of(self, path: str | os.PathLike[str]) -> str | None:
+        """The version folder ``path`` (a resolved executable) lies in, if it is one of ours."""
+        inside, versions = pure(os.fspath(path)), os.path.realpath(self.versions)
+        if inside == versions:
+            return None
+        prefix = versions if versions.endswith("/") else versions + "/"
+        if not inside.startswith(prefix):
+            return None
+        name = inside[len(prefix) :].split("/", 1)[0]
+        return name if is_version_name(name) else None
+
+    def installed_versions(self) -> list[str]:
+        try:
+            with os.scandir(self.versions) as entries:
+                found = [entry for entry in entries if is_version_name(entry.name)]
+        except OSError:
+            return []
+        return sorted(entry.name for entry in found if _is_dir(entry))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()  # a link to a folder counts, as pathlib's is_dir() counts it
+    except OSError:
+        return False
+
+
+def read_record(record_path: str) -> dict[str, Any]:
+    """``install.json``; a missing or unreadable record is an empty one (the link rules)."""
+    try:
+        with open(record_path, "rb") as file:
+            doc = json.loads(file.read())
+    except (OSError, ValueError, RecursionError):
+        return {"schema": RECORD_SCHEMA, "versions": {}}
+    if not isinstance(doc, dict) or not isinstance(doc.get("versions"), dict):
+        return {"schema": RECORD_SCHEMA, "versions": {}}
+    return doc
+
+
+# -- which versions stay, and why ----------------------------------------------------------
+
+
+def server_holds(paths: InstallPaths, reports: Iterable[ServerReport]) -> list[ServerHold]:
+    """The servers that run from a version folder of the install: live ones by their status
+    line (or the OS), silent ones (hung, garbage) by what the OS says of the process behind
+    the socket. A server nothing can be learnt of holds nothing."""
+    from updater.core.plan import ServerHold
+
+    holds = []
+    for report in reports:
+        if report.executable is None:
+            continue
+        version = paths.version_of(report.executable)
+        if version is not None:
+            holds.append(ServerHold(version, report.address, report.pid, report.state == "live"))
+    return holds
+
+
+def version_holds(
+    paths: InstallPaths,
+    candidates: Iterable[str],
+    reports: Iterable[ServerReport],
+    *,
+    locks: ExitStack | None = None,
+) -> list[ServerHold | InUseHold]:
+    """Who uses the ``candidates`` for removal: servers that run from them (by their status
+    line or the OS), running mux processes that hold their lock (:mod:`updater.install.inuse`), and,
+    for a candidate nobody holds, this user's processes whose program lies in it (builds that
+    take no lock).
+
+    With ``locks``, each candidate nobody holds stays locked exclusively in it (the remover
+    renames it away before letting go); without, a lock is let go at once (a reader).
+    """
+    from updater.core.plan import InUseHold
+    from updater.install import inuse
+
+    holds: list[ServerHold | InUseHold] = [*server_holds(paths, reports)]
+    free = []
+    for version in candidates:
+        probe = inuse.try_exclusive(paths.version_dir(version))
+        if locks is not None:
+            locks.enter_context(probe)
+        else:
+            probe.close()
+        if probe.acquired:
+            free.append(version)
+        else:
+            holds.append(InUseHold(version, probe.holders))
+    if free:
+        for version, pids in inuse.processes_running_from(paths.versions).items():
+            if version in free:
+                holds.append(InUseHold(version, pids))
+    return holds
+
+
+def kept_versions(paths: InstallPaths, reports: Iterable[ServerReport]) -> list[KeptVersion]:
+    """What settling this install keeps and why, with each version's size on disk (read only:
+    what ``mux update --check`` reports)."""
+    from updater.core.plan import settle
+
+    record, active = read_record(paths.record_path), paths.active_version()
+    installed, running = paths.installed_versions(), running_version(paths.versions)
+    settlement = settle(record, active=active, installed=installed, running=running)
+    if settlement.remove:
+        holds = version_holds(paths, settlement.remove, reports)
+        settlement = settle(
+            record, active=active, installed=installed, running=running, holds=holds
+        )
+    return with_sizes(paths, settlement.kept)
+
+
+def with_sizes(paths: InstallPaths, kept: Iterable[KeptVersion]) -> list[KeptVersion]:
+    return [k._replace(size_bytes=tree_size(paths.version_dir(k.version))) for k in kept]
+
+
+def tree_size(root: str | os.PathLike[str]) -> int:
+    """Bytes used by the regular files below ``root`` (links not followed); 0 if it is gone."""
+    total = 0
+    pending = [os.fspath(root)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return total
+
+
+# -- whose install is this -----------------------------------------------------------------
+
+# Path fragments of trees that package managers own, and the command that updates mux there:
+# a guess, for packages without a marker (updater.config.marker), which always wins.
+_PACKAGE_MANAGERS = (
+    ("/Cellar/", "Homebrew", "brew upgrade mux"),
+    ("/homebrew/", "Homebrew", "brew upgrade mux"),
+    ("/nix/store/", "Nix", "update mux through your Nix configuration (nix profile upgrade mux)"),
+    ("/pipx/venvs/", "pipx", "pipx upgrade mux"),
+    ("/uv/tools/", "uv tool", "uv tool upgrade mux"),
+    ("/.cargo/bin/", "cargo", "cargo install mux"),
+    ("/site-packages/", "a Python environment (pip)", "pip install --upgrade mux"),
+    ("/dist-packages/", "a Python environment (pip)", "pip install --upgrade mux"),
+)
+
+
+def package_manager_for(path: str | os.PathLike[str]) -> tuple[str, str] | None:
+    text = os.fspath(path) + "/"
+    for fragment, manager, command in _PACKAGE_MANAGERS:
+        if fragment in text:
+            return manager, command
+    return None
+
+
+def running_install_home(module_file: str | None = None) -> str | None:
+    """The ``MUX_HOME`` the running mux was unpacked into, if it runs from one."""
+    here = pure(os.path.realpath(module_file or __file__))
+    for parent in _parents(here):
+        if parent.rpartition("/")[2] == "versions":
+            home = _parent(parent)
+            if os.path.exists(os.path.join(home, RECORD_NAME)):
+                return home
+    return None
+
+
+def running_version(versions: str, module_file: str | None = None) -> str | None:
+    """The version folder of ``versions`` that the running mux was started from, if any."""
+    here = pure(os.path.realpath(module_file or __file__))
+    resolved = os.path.realpath(versions)
+    for parent in _parents(here):
+        if _parent(parent) == resolved:
+            return parent.rpartition("/")[2]
+    return None
+
+
+def resolve_install(
+    home: str | os.PathLike[str] | None,
+    bin_dir: str | os.PathLike[str] | None,
+    *,
+    development: bool,
+) -> InstallPaths:
+    """The install to update: ``home`` (``--home`` / ``MUX_HOME``), else the one this mux
+    belongs to. Its bin dir: ``bin_dir`` (``MUX_INSTALL_DIR`` / ``XDG_BIN_HOME``), else the one
+    on record, else ``~/.local/bin``."""
+    configured = None if bin_dir is None else os.fspath(bin_dir)
+    if home is not None:
+        home = os.fspath(home)
+        return InstallPaths(absolute(os.path.expanduser(home)), bin_dir_for(home, configured))
+    if not development and packager_marker_file() is not None:
+        from updater.config.marker import (
+            find_marker,  # only for a packaged build: the cached check runs this
+        )
+
+        marker = find_marker()  # a packager's own word wins over every guess below
+        if marker is not None:
+            raise InstallError(
+                f"this mux is managed by {marker.manager} ({marker.path}), not by mux update",
+                hint=f"update it with: {marker.update_command}",
+            )
+    owned = running_install_home()
+    if owned is not None:
+        return InstallPaths(owned, bin_dir_for(owned, configured))
+    location = os.path.realpath(sys.executable if getattr(sys, "frozen", False) else __file__)
+    argv0 = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    for candidate in (location, argv0):
+        found = package_manager_for(candidate) if candidate else None
+        if found:
+            manager, command = found
+            raise InstallError(
+                f"this mux ({candidate}) is managed by {manager}, not by mux update",
+                hint=f"update it with: {command}",
+            )
+    if development:
+        raise UsageError(
+            "this is a development checkout, not an installed mux",
+            hint="pass --home DIR (or set MUX_HOME) to update an install",
+        )
+    raise InstallError(
+        f"cannot tell which install this mux ({location}) belongs to",
+        hint="pass --home DIR (or set MUX_HOME), or reinstall with install.sh",
+    )
+
+
+def bin_dir_for(home: str, configured: str | None) -> str:
+    if configured is not None:
+        return absolute(configured)
+    recorded = read_record(os.path.join(home, RECORD_NAME)).get("bin_dir")
+    if isinstance(recorded, str) and recorded:
+        return pure(recorded)
+    return absolute(os.path.join(os.path.expanduser("~"), ".local", "bin"))

@@ -1,0 +1,533 @@
+"""Every change to ``MUX_HOME``: lock, leftovers, stage, place, record, switch, settle, rollback.
+
+Nothing else writes there (:mod:`updater.install.layout` only reads). Everything runs under the
+install lock. The order makes ``kill -9`` harmless: a new version is unpacked, tested and
+fsynced under a ``versions/<version>.partial-`` name, renamed into ``versions/``, recorded in
+``install.json``, and only then does one ``rename`` move the bin-dir link; older versions are
+renamed to ``.trash-`` before they are deleted. Whatever a killed run leaves is named so that
+the next run recognises it as garbage and removes it, and :func:`updater.core.plan.settle` makes a
+record that a kill left behind agree with the link again.
+
+Settling never removes a version a running mux uses. Every mux process holds a shared lock on
+its version's ``.mux-files`` for its whole life (:mod:`updater.install.inuse`); a version is removed
+only under its exclusive lock, taken without waiting and kept until the folder is renamed
+away. Builds that take no lock are found by their servers' status lines (read in parallel,
+one shared timeout; a silent server is placed by what the OS says of the process behind its
+socket) and, on Linux, by the programs of this user's processes.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from updater.core import models, plan
+from updater.errors import InstallError, MuxError, VerificationError
+from updater.files import Flush, atomic_write, fsync_dir, fsync_file, sha256_file
+from updater.install import inuse
+from updater.install.layout import (
+    DOWNLOAD_PREFIX,
+    FILES_LIST_NAME,
+    LINK_TEMP_PREFIX,
+    PARTIAL_MARK,
+    TRASH_PREFIX,
+    WRITE_PROBE_PREFIX,
+    Layout,
+    files_list,
+    read_record,
+    running_version,
+    verify_files,
+    version_holds,
+    with_sizes,
+)
+from updater.trust.pipeline import Expected, check_build, reported_build
+
+if TYPE_CHECKING:
+    from updater.install.layout import UnpackedFiles
+    from updater.servers.client import ServerReport
+
+
+@dataclass(frozen=True)
+class InstallSettings:
+    """How long to wait for the lock and for a build's smoke test, and which servers to ask
+    before removing a version (from the Settings)."""
+
+    lock_timeout: float = 10.0
+    smoke_test_timeout: float = 30.0
+    server_url: str | None = None  # MUX_SERVER_URL: asked besides the runtime dir's servers
+    server_timeout: float = 1.0  # one shared deadline for every server's status line
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What settling did: the versions removed, the versions kept (with why), and the server
+    reports it read to decide (None when nothing was up for removal, so none were asked:
+    every server retention asks, :func:`updater.servers.client.retention_reports`)."""
+
+    removed: tuple[str, ...] = ()
+    kept: tuple[plan.KeptVersion, ...] = ()
+    reports: tuple[ServerReport, ...] | None = None
+
+
+# -- the lock and what killed runs left --------------------------------------------------------
+
+
+@contextmanager
+def install_lock(layout: Layout, *, wait: float) -> Iterator[None]:
+    """One install or update at a time per ``MUX_HOME`` (released by the kernel on kill)."""
+    layout.home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if not inuse.flock_within(fd, fcntl.LOCK_EX, wait=wait, interval=0.1):
+            raise InstallError(
+                f"another mux update is running on {layout.home}",
+                hint="wait for it to finish, then retry",
+            )
+        yield
+    finally:
+        os.close(fd)
+
+
+def _is_leftover(name: str, markers: tuple[str, ...]) -> bool:
+    # "<version>.partial-XXXX" carries its mark inside the name; the others are prefixes.
+    return any(name.startswith(m) or (m == PARTIAL_MARK and m in name) for m in markers)
+
+
+def remove_leftovers(layout: Layout) -> list[str]:
+    """Delete what killed runs left behind (call with the lock held)."""
+    removed = []
+    candidates: list[Path] = []
+    for directory, markers in (
+        (layout.versions, (PARTIAL_MARK, TRASH_PREFIX, WRITE_PROBE_PREFIX)),
+        # install.sh's temporary record and startup-file copies are named likewise, and so
+        # is the record's own temporary file (files.atomic_write).
+        (
+            layout.home,
+            (DOWNLOAD_PREFIX, ".install.json-", ".install.json.", ".mux-rc-", WRITE_PROBE_PREFIX),
+        ),
+        (layout.bin_dir, (LINK_TEMP_PREFIX, WRITE_PROBE_PREFIX)),
+    ):
+        try:
+            entries = list(directory.iterdir())
+        except OSError:
+            continue
+        candidates += [p for p in entries if _is_leftover(p.name, markers)]
+    for path in candidates:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(str(path))
+    return removed
+
+
+def ensure_writable(directory: Path) -> None:
+    """Fail before downloading anything when a directory we must change is not writable.
+
+    A real probe rather than ``os.access``: root passes every permission check, yet a
+    read-only file system still says no.
+    """
+    probe = directory
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        fd, name = tempfile.mkstemp(dir=probe, prefix=WRITE_PROBE_PREFIX)
+    except OSError as exc:
+        if exc.errno == errno.EROFS:
+            raise InstallError(
+                f"cannot write {probe}: it is on a read-only file system",
+                hint="reinstall into a writable directory (MUX_HOME / MUX_INSTALL_DIR) with install.sh",
+            ) from None
+        try:
+            import pwd
+
+            owner = pwd.getpwuid(probe.stat().st_uid).pw_name
+        except (KeyError, OSError, ImportError):
+            owner = "another user"
+        raise InstallError(
+            f"cannot write {probe} (owned by {owner})",
+            hint=(
+                f"run the update as {owner}, or reinstall into a directory you own "
+                "(MUX_HOME / MUX_INSTALL_DIR) with install.sh"
+            ),
+        ) from None
+    os.close(fd)
+    Path(name).unlink(missing_ok=True)  # a concurrent run's tidy may have removed it already
+
+
+def _write_error(directory: Path, exc: OSError) -> InstallError:
+    return InstallError(
+        f"cannot write {directory}: {exc.strerror or exc}; the installed mux is unchanged",
+        hint="free some disk space or fix the permissions, then retry",
+    )
+
+
+# -- the record, the versions and the link -----------------------------------------------------
+
+
+def write_record(layout: Layout, record: dict[str, Any]) -> None:
+    atomic_write(layout.record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+
+
+def _settle(layout: Layout, settings: InstallSettings, *, prune: bool = True) -> Settled:
+    """Apply :func:`plan.settle` to this install (lock held); ``prune=False`` only makes the
+    record agree with the link.
+
+    What is up for removal is checked only then, last: the versions running mux processes
+    hold (their lock), the ones a server runs from (its status line, or the OS), and on Linux
+    the ones this user's processes run from. A version is renamed away while its exclusive
+    lock is held, so no mux can start using it in between. When the servers cannot even be
+    listed, nothing is removed this time.
+    """
+    record = read_record(layout)
+    active, installed = layout.active_version(), layout.installed_versions()
+    running = running_version(layout)  # never delete the files this process runs from
+    settlement = plan.settle(
+        record, active=active, installed=installed, running=running, prune=prune
+    )
+    reports: tuple[ServerReport, ...] | None = None
+    trash: list[Path] = []
+    with ExitStack() as locks:
+        if settlement.remove:
+            found = _holds(layout, settings, settlement.remove, locks)
+            if found is None:
+                settlement = settlement._replace(remove=())
+            else:
+                reports, holds = found
+                if holds:
+                    settlement = plan.settle(
+                        record, active=active, installed=installed, running=running, holds=holds
+                    )
+            for version in settlement.remove:
+                trash.append(_to_trash(layout, version))
+    for folder in trash:  # renamed away: nothing can start from it any more
+        shutil.rmtree(folder, ignore_errors=True)
+    if settlement.record is not None:
+        write_record(layout, settlement.record)
+    return Settled(tuple(settlement.remove), tuple(with_sizes(layout, settlement.kept)), reports)
+
+
+def _holds(
+    layout: Layout, settings: InstallSettings, candidates: tuple[str, ...], locks: ExitStack
+) -> tuple[tuple[ServerReport, ...], list[plan.ServerHold | plan.InUseHold]] | None:
+    """Who uses the ``candidates`` for removal; None when the servers cannot be listed.
+
+    Each candidate that nobody holds stays locked (exclusively, in ``locks``) until the
+    caller has renamed it away.
+    """
+    from updater.servers import client as servers
+
+    try:
+        reports = tuple(
+            servers.retention_reports(settings.server_url, timeout=settings.server_timeout)
+        )
+    except MuxError:
+        return None
+    return reports, version_holds(layout, candidates, reports, locks=locks)
+
+
+def _to_trash(layout: Layout, version: str) -> Path:
+    """Rename a version to ``versions/.trash-XXXX/`` (returned, to delete): a kill leaves a
+    leftover the next run removes, never a half-deleted version."""
+    trash = Path(tempfile.mkdtemp(dir=layout.versions, prefix=TRASH_PREFIX))
+    os.rename(layout.version_dir(version), trash / version)
+    return trash
+
+
+def _place(layout: Layout, staging: Path, version: str) -> Path:
+    """Rename the staged folder to ``versions/<version>``, replacing a stale copy.
+
+    A copy that is already there and holds exactly the staged files (the kept previous
+    version, one a server runs from) stays where it is: files are never swapped under a
+    running mux or server, and a kill cannot leave the version missing. A stale copy that a
+    running mux still uses is not replaced either: the update stops and says so.
+    """
+    final = layout.version_dir(version)
+    if final.exists():
+        staged_list = sha256_file(staging / FILES_LIST_NAME)
+        if layout.active_version() == version or verify_files(final, staged_list) is None:
+            shutil.rmtree(staging, ignore_errors=True)
+            return final
+        with inuse.try_exclusive(final) as probe:
+            if not probe.acquired:
+                raise InstallError(
+                    f"{final} differs from the release and cannot be replaced: "
+                    f"{plan.InUseHold(version, probe.holders).describe()}",
+                    hint="stop what runs from it and retry; mux server status lists the servers",
+                )
+            old = _to_trash(layout, version)
+        shutil.rmtree(old, ignore_errors=True)
+    os.rename(staging, final)
+    fsync_dir(layout.versions)
+    return final
+
+
+def _switch_link(layout: Layout, version: str) -> None:
+    """Point ``<bin>/mux`` at the version by renaming a new link over the old one."""
+    layout.bin_dir.mkdir(parents=True, exist_ok=True)
+    target = layout.version_dir(version) / "mux"
+    temp = layout.bin_dir / f"{LINK_TEMP_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
+    os.symlink(target, temp)
+    try:
+        os.replace(temp, layout.link)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    fsync_dir(layout.bin_dir)
+
+
+# -- an install or an update -------------------------------------------------------------------
+
+
+class Transaction:
+    """One install or update of a version into ``MUX_HOME``, under its lock.
+
+    Entering checks that every folder it will change is writable, takes the lock, removes
+    what killed runs left and settles the record (so "active" names the version that is
+    about to be replaced). :meth:`staging` gives the empty ``.partial-`` folder the release
+    is unpacked and smoke-tested in (by :func:`updater.trust.pipeline.verify_release_files`);
+    :meth:`switch_to` makes it the active version. Leaving without a switch removes it.
+    """
+
+    def __init__(self, layout: Layout, settings: InstallSettings) -> None:
+        self.layout = layout
+        self._settings = settings
+        self._held = ExitStack()
+        self._staging: Path | None = None
+        self._flush: Flush | None = None
+        self._flushing: Path | None = None  # the folder whose whole tree the flush covers
+
+    def __enter__(self) -> Transaction:
+        layout = self.layout
+        for directory in (layout.home, layout.versions, layout.bin_dir):
+            ensure_writable(directory)
+        with ExitStack() as held:
+            held.enter_context(install_lock(layout, wait=self._settings.lock_timeout))
+            remove_leftovers(layout)
+            try:
+                # The record only: what the update frees is removed once, after the switch,
+                # and reported then.
+                _settle(layout, self._settings, prune=False)
+            except OSError as exc:
+                raise _write_error(layout.home, exc) from None
+            self._held = held.pop_all()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._held:
+            if self._flush is not None:
+                with suppress(OSError):
+                    self._flush.join()  # never remove a folder another thread still walks
+            if self._staging is not None:
+                shutil.rmtree(self._staging, ignore_errors=True)
+
+    @property
+    def active(self) -> str | None:
+        return self.layout.active_version()
+
+    @property
+    def download_dir(self) -> Path:
+        """Where a download streams to: ``MUX_HOME`` (one file system with ``versions/``, and
+        a killed run's ``.download-`` file is a leftover the next run removes)."""
+        return self.layout.home
+
+    def staging(self, version: str) -> Path:
+        """A new empty ``versions/<version>.partial-XXXX`` folder."""
+        try:
+            self.layout.versions.mkdir(parents=True, exist_ok=True)
+            self._staging = Path(
+                tempfile.mkdtemp(dir=self.layout.versions, prefix=f"{version}{PARTIAL_MARK}")
+            )
+        except OSError as exc:
+            raise _write_error(self.layout.versions, exc) from None
+        return self._staging
+
+    def flush_file(self, path: str) -> None:
+        """Start making one unpacked file durable now, beside the rest of the unpacking."""
+        if self._flush is None:
+            self._flush = Flush()
+        self._flush.file(path)
+
+    def flush_unpacked(self, staged: Path) -> None:
+        """Start making the unpacked ``staged`` folder durable (its folders, and the files
+        :meth:`flush_file` was not given), beside what runs before the switch (the smoke
+        test, ``.mux-files``); :meth:`switch_to` waits for it."""
+        if self._flush is None:
+            self._flush = Flush()
+        self._flush.tree(staged)
+        self._flushing = staged
+
+    def _join_flush(self) -> None:
+        flush, self._flush = self._flush, None
+        if flush is not None:
+            flush.join()
+
+    def switch_to(
+        self,
+        staged: Path,
+        version: str,
+        *,
+        archive_sha256: str,
+        target: str,
+        source: str,
+        signed_at: int | None = None,
+        unpacked: UnpackedFiles | None = None,
+    ) -> Settled:
+        """Make the verified, unpacked ``staged`` folder the active ``version``.
+
+        Writes its ``.mux-files`` (after the smoke test, as install.sh does), fsyncs it,
+        renames it into place, records it, moves the link, and settles: returns what was
+        removed and what was kept (the active, the previous, and every version a live
+        server runs from).
+        """
+        layout = self.layout
+        try:
+            if self._flush is None or self._flushing != staged:
+                self.flush_unpacked(staged)  # a caller that unpacked without starting it
+            listing = files_list(staged, unpacked)
+            # Left set on a failure above, the flush is joined by __exit__ before the folder goes.
+            self._join_flush()
+            (staged / FILES_LIST_NAME).write_bytes(listing)
+            fsync_file(staged / FILES_LIST_NAME)
+            fsync_dir(staged)
+        except OSError as exc:
+            raise _write_error(layout.versions, exc) from None
+        try:
+            final = _place(layout, staged, version)
+            self._staging = None
+            record = plan.record_install(
+                read_record(layout),
+                version,
+                archive_sha256=archive_sha256,
+                files_sha256=sha256_file(final / FILES_LIST_NAME),
+                target=target,
+                source=source,
+                bin_dir=str(layout.bin_dir),
+                signed_at=signed_at,
+            )
+            write_record(layout, record)
+            _switch_link(layout, version)
+        except OSError as exc:
+            raise _write_error(layout.home, exc) from None
+        try:
+            return _settle(layout, self._settings)
+        except OSError as exc:
+            raise InstallError(
+                f"mux {version} is installed and active, but tidying {layout.home} "
+                f"failed: {exc.strerror or exc}",
+                hint="run mux update again to finish",
+            ) from None
+
+
+def tidy(layout: Layout, settings: InstallSettings) -> Settled | None:
+    """Remove what killed runs left, when nothing else is running (best effort); None when
+    it could not (another update holds the lock and tidies, or the home is not writable)."""
+    if not layout.home.is_dir():
+        return None
+    try:
+        with install_lock(layout, wait=0):
+            remove_leftovers(layout)
+            return _settle(layout, settings)
+    except (InstallError, OSError):
+        return None
+
+
+def prune(layout: Layout, settings: InstallSettings) -> Settled:
+    """``mux update --prune``: remove every version nothing needs any more, now.
+
+    Kept: the active and previous versions, the running mux's, and every version a running
+    mux uses (a server, hung or not, above all). Waits for the lock like an update.
+    """
+    _require_install(layout)
+    for directory in (layout.home, layout.versions):
+        ensure_writable(directory)
+    with install_lock(layout, wait=settings.lock_timeout):
+        remove_leftovers(layout)
+        try:
+            return _settle(layout, settings)
+        except OSError as exc:
+            raise _write_error(layout.versions, exc) from None
+
+
+def _require_install(layout: Layout) -> None:
+    """Refuse a home that holds no install (a typo in --home): never create one to prune."""
+    if not (layout.record_path.is_file() or layout.versions.is_dir()):
+        raise InstallError(
+            f"no mux install at {layout.home} (no {layout.record_path.name}, no versions/)",
+            hint="pass the MUX_HOME of an install with --home, or install mux with install.sh",
+        )
+
+
+# -- rollback ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RolledBack:
+    from_version: str | None
+    to_version: str
+    target: str
+    protocol_version: int
+    settled: Settled = Settled()
+
+
+def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
+    """Switch back to the previous version after checking its files against the record."""
+    _require_install(layout)
+    for directory in (layout.home, layout.bin_dir):
+        ensure_writable(directory)
+    with install_lock(layout, wait=settings.lock_timeout):
+        remove_leftovers(layout)
+        try:
+            settled = _settle(layout, settings)
+        except OSError as exc:
+            raise _write_error(layout.home, exc) from None
+        record = read_record(layout)
+        active = layout.active_version()
+        previous = plan.rollback_choice(
+            record, active=active, installed=layout.installed_versions()
+        )
+        if previous is None:
+            raise InstallError(
+                f"no previous version to roll back to in {layout.home}",
+                hint="install a specific one with: mux update --version X.Y.Z --allow-downgrade",
+            )
+        reinstall = f"reinstall it with: mux update --version {previous} --allow-downgrade"
+        entry = record.get("versions", {}).get(previous, {})
+        expected_list = entry.get("files_sha256") if isinstance(entry, dict) else None
+        if not models.is_sha256(expected_list):
+            raise VerificationError(
+                f"verification failed (rollback): {previous} has no file list on record "
+                f"in {layout.record_path}",
+                hint=reinstall,
+            )
+        problem = verify_files(layout.version_dir(previous), expected_list)
+        if problem:
+            raise VerificationError(f"verification failed (rollback): {problem}", hint=reinstall)
+        recorded_target = entry.get("target") if isinstance(entry, dict) else None
+        target = str(recorded_target or record.get("target", ""))
+        # The kept build runs once: its protocol comes from the same answer that is checked.
+        reported = reported_build(layout.version_dir(previous), timeout=settings.smoke_test_timeout)
+        check_build(reported, Expected(previous, reported.protocol_version, target))
+        try:
+            _switch_link(layout, previous)
+        except OSError as exc:
+            raise _write_error(layout.bin_dir, exc) from None
+        try:
+            write_record(layout, plan.record_rollback(record, to=previous, from_=active))
+        except OSError as exc:
+            raise InstallError(
+                f"rolled back to mux {previous}, but recording it in {layout.record_path} "
+                f"failed: {exc.strerror or exc}",
+                hint="run mux update --rollback again once the disk is writable",
+            ) from None
+    return RolledBack(active, previous, target, reported.protocol_version, settled)

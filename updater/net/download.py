@@ -1,0 +1,127 @@
+"""One release file into a temporary file, hashed in the same pass (for :mod:`updater.sources.base`).
+
+The file goes to ``<directory>/.download-XXXXXX`` (inside ``MUX_HOME`` for an update, so the
+later rename stays on one file system, and a killed run's leftover is recognised). It never
+grows past its size limit; every failure removes the temporary file. URLs are streamed by
+the source's :class:`~updater.net.http.HttpClient` (resuming with ``Range``); local files (a feed
+or release folder) are copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Protocol
+
+from updater.errors import InstallError, NetworkError, VerificationError
+
+if TYPE_CHECKING:
+    from updater.net.http import HttpClient
+
+CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Downloaded:
+    path: Path
+    sha256: str
+    size: int
+
+
+class Progress(Protocol):
+    """What a download reports as it goes (rendered by :mod:`updater.cli.render`)."""
+
+    def start(self, total: int | None) -> None: ...
+
+    def advance(self, done: int) -> None: ...
+
+    def finish(self, completed: bool = True) -> None: ...
+
+
+class NoProgress:
+    def start(self, total: int | None) -> None:
+        pass
+
+    def advance(self, done: int) -> None:
+        pass
+
+    def finish(self, completed: bool = True) -> None:
+        pass
+
+
+def download(
+    location: str,
+    directory: Path,
+    *,
+    size: int | None,
+    max_size: int,
+    client: HttpClient | None,
+    label: str,
+    progress: Progress | None = None,
+) -> Downloaded:
+    """Fetch ``location`` (a URL, through ``client``; else a local path) into ``directory``.
+
+    ``size``: the exact length, when known (a shorter body is resumed, then refused);
+    ``max_size``: the limit either way.
+    """
+    from updater.install.layout import (
+        DOWNLOAD_PREFIX,  # (not at the top: the check downloads nothing)
+    )
+
+    progress = progress or NoProgress()
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = tempfile.mkstemp(dir=directory, prefix=DOWNLOAD_PREFIX)
+    temp = Path(temp_name)
+    try:
+        with os.fdopen(fd, "w+b") as out:
+            progress.start(size)
+            completed = False
+            try:
+                if client is not None:
+                    done, sha256 = client.download_into(
+                        location, out, size=size, max_size=max_size, label=label, progress=progress
+                    )
+                else:
+                    limit = max_size if size is None else min(size, max_size)
+                    done, sha256 = _copy_local(Path(location), out, limit, label)
+                completed = True
+            finally:
+                progress.finish(completed)
+            out.flush()
+        return Downloaded(path=temp, sha256=sha256, size=done)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise InstallError(
+            f"cannot write the download to {directory}: {exc.strerror or exc}",
+            hint="free some disk space (or raise the file size limit), then retry",
+        ) from None
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def _copy_local(source: Path, out: BinaryIO, max_size: int, label: str) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    done = 0
+    try:
+        handle = source.open("rb")
+    except OSError as exc:
+        raise NetworkError(f"cannot read {source}: {exc.strerror}") from None
+    with handle:
+        while True:
+            try:
+                block = handle.read(CHUNK)
+            except OSError as exc:
+                raise NetworkError(f"cannot read {source}: {exc.strerror}") from None
+            if not block:
+                return done, digest.hexdigest()
+            done += len(block)
+            if done > max_size:
+                raise VerificationError(
+                    f"{label} is larger than the {max_size} bytes it should have; refusing it"
+                )
+            out.write(block)  # a full disk is an OSError for download() to report
+            digest.update(block)

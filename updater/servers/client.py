@@ -1,0 +1,635 @@
+"""Find mux servers and read their status lines (the client side of the server status contract).
+
+This module is on the fast path of ``mux update --check --max-age`` (a sidebar runs it every
+few minutes), so it uses the standard library only, imports ``socket`` and the protocol only
+when there is a server to ask, and speaks the little HTTP a status line needs over a plain
+socket (``http.client``, with ``email`` and ``ssl`` behind it, cost more than the rest of the
+check; only the watch client uses it). Its records are NamedTuples (:mod:`updater._records`),
+and the runtime directory is platformdirs' answer without importing platformdirs in the usual
+cases (:mod:`updater.config.dirs`).
+
+An *address* is either the filesystem path of a server's Unix socket or a loopback
+``http://127.0.0.1:PORT`` URL. ``unix:///path.sock`` URLs are accepted wherever an address is
+read and normalised to the plain path.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from updater._records import NamedTuple
+from updater.errors import MuxError, UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    import _socket
+    import http.client
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from pathlib import Path
+    from typing import Any, Literal
+
+    from updater.servers.protocol import StatusLine
+
+    ServerState = Literal["live", "stale", "hung", "garbage", "foreign", "no-protocol", "error"]
+
+SERVER_URL_ENV = "MUX_SERVER_URL"
+SOCKET_SUFFIX = ".sock"
+SOCKET_LOCK_SUFFIX = ".lock"  # <socket>.lock: held by the server for as long as it serves
+DEFAULT_SOCKET_NAME = "default"
+DEFAULT_TIMEOUT = 1.0
+# A status line is a few hundred bytes; never buffer whatever a confused server streams at us.
+MAX_STATUS_BYTES = 64 * 1024
+
+
+class UnixAddress(NamedTuple):
+    """A server listening on a Unix socket."""
+
+    socket_path: str  # a string: asking a server needs no pathlib
+
+    @property
+    def path(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.socket_path)
+
+    @property
+    def display(self) -> str:
+        return self.socket_path
+
+
+class TcpAddress(NamedTuple):
+    """A server listening on a loopback TCP port (``MUX_SERVER_URL=http://127.0.0.1:PORT``)."""
+
+    host: str
+    port: int
+
+    @property
+    def display(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+ServerAddress = UnixAddress | TcpAddress
+
+
+class ServerReport(NamedTuple):
+    """What one address answered: its state and, when it is a mux server, its status line.
+
+    ``executable`` is the resolved path of the build the server runs from: what its status
+    line says, else what the operating system says of the process behind the socket (the
+    kernel's peer credentials of a Unix socket, or the status line's pid), else None.
+    ``build_installed`` says whether that build is still on disk (None: unknown).
+    """
+
+    address: str
+    state: ServerState
+    status: StatusLine | None
+    detail: str
+    peer_pid: int | None = None  # the process listening on a Unix socket, as the kernel says
+    executable: str | None = None
+    executable_source: Literal["status-line", "os"] | None = None
+    build_installed: bool | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process: the kernel's word for a Unix socket, else the status line's."""
+        if self.peer_pid is not None:
+            return self.peer_pid
+        return self.status.pid if self.status else None
+
+    def to_json(self) -> dict[str, Any]:
+        status = self.status
+        return {
+            "address": self.address,
+            "state": self.state,
+            "detail": self.detail,
+            "status": status.to_json() if status else None,
+            "version": status.version if status else None,
+            "protocol_version": status.protocol_version if status else None,
+            "pid": self.pid,
+            "executable": self.executable or "unknown",
+            "executable_source": self.executable_source,
+            "build_installed": self.build_installed,
+        }
+
+
+def parse_server_address(text: str) -> ServerAddress:
+    """Read ``unix:///path.sock``, ``http://127.0.0.1:PORT`` or a plain socket path.
+
+    Raises :class:`UsageError` for anything else: plain ``http://`` is allowed only to a
+    loopback address, since the status line and the shutdown request carry no authentication.
+    """
+    if "://" not in text:
+        if not text:
+            raise UsageError("empty server address")
+        return UnixAddress(text)
+    from urllib.parse import unquote, urlsplit  # only URL addresses need these
+
+    from updater.net.urls import is_loopback_host
+
+    expected = "expected unix:///path/to.sock or http://127.0.0.1:PORT"
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"invalid server URL {text!r}: {exc}", hint=expected) from None
+    if parts.scheme == "unix":
+        path = unquote(parts.path)
+        if parts.netloc or not path.startswith("/") or parts.query or parts.fragment:
+            raise UsageError(f"invalid server URL {text!r}: needs an absolute path", hint=expected)
+        return UnixAddress(path)
+    if parts.scheme == "http":
+        host = parts.hostname or ""
+        if not is_loopback_host(host):
+            raise UsageError(
+                f"server URL {text!r} is not on this machine: http:// is only allowed to a loopback address",
+                hint=expected,
+            )
+        if port is None:
+            raise UsageError(f"server URL {text!r} has no port", hint=expected)
+        if parts.path not in ("", "/") or parts.query or parts.fragment or parts.username:
+            raise UsageError(f"server URL {text!r} must name only host and port", hint=expected)
+        return TcpAddress(host, port)
+    raise UsageError(f"unsupported server URL {text!r}", hint=expected)
+
+
+def runtime_dir() -> Path:
+    """``<platformdirs user_runtime_dir>/mux``: where servers put their sockets.
+
+    On Linux that is ``$XDG_RUNTIME_DIR/mux`` when the variable names a private directory,
+    else the fallback platformdirs picks (``/run/user/<uid>/mux``, then a private
+    ``runtime-<uid>`` in the temp dir). Clients and servers both call this, so they agree.
+    Raises :class:`MuxError` when no usable directory exists.
+    """
+    from pathlib import Path
+
+    return Path(_runtime_dir())
+
+
+def _runtime_dir() -> str:
+    from updater.config.dirs import user_runtime_dir
+
+    try:
+        return user_runtime_dir()
+    except (OSError, RuntimeError) as exc:
+        raise MuxError(f"no usable runtime directory for mux servers: {exc}") from None
+
+
+def default_socket_path(name: str = DEFAULT_SOCKET_NAME) -> Path:
+    """``runtime_dir()/<name>.sock``."""
+    return runtime_dir() / f"{name}{SOCKET_SUFFIX}"
+
+
+def discover_server_addresses(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """:func:`server_addresses` for ``MUX_SERVER_URL`` as ``environ`` has it."""
+    return server_addresses(environ.get(SERVER_URL_ENV))
+
+
+def server_addresses(server_url: str | None) -> list[str]:
+    """``server_url`` (``MUX_SERVER_URL``) names one server; otherwise every ``*.sock`` in
+    the runtime dir, sorted.
+
+    Raises :class:`UsageError` when ``server_url`` is malformed.
+    """
+    if server_url:
+        if "://" not in server_url:
+            raise UsageError(
+                f"{SERVER_URL_ENV} must be a URL, got {server_url!r}",
+                hint="use unix:///path/to.sock or http://127.0.0.1:PORT",
+            )
+        return [parse_server_address(server_url).display]
+    directory = _runtime_dir()
+    try:
+        names = sorted(entry.name for entry in os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except OSError as exc:
+        raise MuxError(f"cannot list {directory}: {exc.strerror}") from None
+    return [os.path.join(directory, name) for name in names if name.endswith(SOCKET_SUFFIX)]
+
+
+class Peer:
+    """The process behind a connected Unix socket, filled in when the connection is made."""
+
+    pid: int | None = None
+
+
+def peer_pid(sock: Any) -> int | None:
+    """The pid of the process at the other end of a connected Unix socket, as the kernel
+    tells it (``SO_PEERCRED`` on Linux, ``LOCAL_PEERPID`` on macOS); None elsewhere.
+
+    For a listening server this is the process that listened, even before it accepts: a
+    hung server is still known by it.
+    """
+    import _socket  # the constants only (see _connect)
+    import struct
+    import sys
+
+    try:
+        if hasattr(_socket, "SO_PEERCRED"):
+            raw = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i"))
+            pid = struct.unpack("3i", raw)[0]
+        elif sys.platform == "darwin":
+            sol_local, local_peerpid = 0, 0x002  # <sys/un.h>
+            pid = struct.unpack("i", sock.getsockopt(sol_local, local_peerpid, 4))[0]
+        else:
+            return None
+    except OSError:
+        return None
+    return pid if pid > 0 else None
+
+
+def process_executable(pid: int) -> tuple[str, bool] | None:
+    """The executable of process ``pid`` as the operating system names it, and whether it is
+    still on disk; None when the OS does not say (no such process, another user's, no
+    ``/proc`` and no libproc)."""
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            path = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            return None
+        deleted = " (deleted)"
+        if path.endswith(deleted) and not os.path.exists(path):
+            return path.removesuffix(deleted), False
+        return path, os.path.exists(path)
+    if sys.platform == "darwin":
+        try:
+            import ctypes
+            import ctypes.util
+        except ImportError:  # the released build ships no ctypes: the status line says it
+            return None
+        try:
+            libproc = ctypes.CDLL(ctypes.util.find_library("proc") or "libproc.dylib")
+            buffer = ctypes.create_string_buffer(4096)
+            length = libproc.proc_pidpath(pid, buffer, len(buffer))
+        except (OSError, AttributeError):
+            return None
+        if length <= 0:
+            return None
+        path = buffer.raw[:length].decode(errors="replace")
+        return path, os.path.exists(path)
+    return None
+
+
+def every_server_address(server_url: str | None) -> list[str]:
+    """Every server on this machine that mux knows of: each socket in the runtime dir, and
+    the one ``server_url`` names. What retention asks, so that ``MUX_SERVER_URL`` (which
+    picks the server other commands talk to) never hides a server whose build must stay.
+
+    Retention does not rest on this list (a server elsewhere holds its version's lock,
+    :mod:`updater.install.inuse`); it names the servers in what is kept and places builds that take
+    no lock."""
+    found = server_addresses(None)
+    if server_url:
+        named = server_addresses(server_url)[0]
+        if named not in found:
+            found.append(named)
+    return found
+
+
+def retention_reports(
+    server_url: str | None,
+    *,
+    known: Iterable[ServerReport] = (),
+    timeout: float = DEFAULT_TIMEOUT,
+) -> list[ServerReport]:
+    """The one answer to "which servers does retention ask": every server of
+    :func:`every_server_address`, asked at once; ``known`` reports (read moments ago for
+    another purpose) are reused, not asked again. Raises :class:`MuxError` when the servers
+    cannot be listed."""
+    return query_reusing(every_server_address(server_url), known, timeout=timeout)
+
+
+def query_reusing(
+    addresses: Sequence[str], known: Iterable[ServerReport], *, timeout: float = DEFAULT_TIMEOUT
+) -> list[ServerReport]:
+    """The servers at ``addresses``, in that order: ``known`` reports are reused, the rest
+    are asked at once (:func:`query_all`)."""
+    reused = {report.address: report for report in known}
+    missing = [address for address in addresses if address not in reused]
+    fresh = dict(zip(missing, query_all(missing, timeout), strict=True))
+    return [reused.get(address) or fresh[address] for address in addresses]
+
+
+_connection_class: Callable[[str, float, Peer | None], http.client.HTTPConnection] | None = None
+
+
+def _unix_connection_class() -> Callable[[str, float, Peer | None], http.client.HTTPConnection]:
+    """An ``HTTPConnection`` that talks over a Unix socket, built on first use.
+
+    ``http.client`` is the costliest import of this module; a machine with no server never
+    pays for it.
+    """
+    global _connection_class
+    if _connection_class is None:
+        import http.client
+
+        class UnixHTTPConnection(http.client.HTTPConnection):
+            def __init__(self, socket_path: str, timeout: float, peer: Peer | None) -> None:
+                super().__init__("localhost", timeout=timeout)
+                self.socket_path = socket_path
+                self.peer = peer
+
+            def connect(self) -> None:
+                import socket
+
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(self.timeout)
+                    sock.connect(self.socket_path)
+                except BaseException:
+                    sock.close()
+                    raise
+                if self.peer is not None:
+                    self.peer.pid = peer_pid(sock)
+                self.sock = sock
+
+        _connection_class = UnixHTTPConnection
+    return _connection_class
+
+
+def open_connection(
+    address: ServerAddress, timeout: float, peer: Peer | None = None
+) -> http.client.HTTPConnection:
+    """An ``http.client`` connection to a server, for a stream (the watch client); a status
+    or shutdown request goes through :func:`http_request` instead."""
+    if isinstance(address, UnixAddress):
+        return _unix_connection_class()(address.socket_path, timeout, peer)
+    import http.client
+
+    return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
+
+
+class Watchdog:
+    """Cuts a connection at its deadline, so a server that drips bytes cannot outlast it.
+
+    Socket timeouts bound each read, not the whole exchange; shutting the socket down wakes
+    the blocked read, which then fails and is reported as a timeout.
+    """
+
+    def __init__(self, connection: http.client.HTTPConnection, timeout: float) -> None:
+        import threading
+
+        self.fired = False
+        self._connection = connection
+        self._timer = threading.Timer(timeout, self._cut)
+        self._timer.daemon = True
+
+    def _cut(self) -> None:
+        import socket
+
+        self.fired = True
+        sock = self._connection.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __enter__(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._timer.cancel()
+
+
+class NotHttp(Exception):
+    """What a server answered is not an HTTP response."""
+
+
+# A status line's answer has a few headers; anything past this before the body is not one.
+_MAX_HEAD_BYTES = 16 * 1024
+
+
+def _connect(address: ServerAddress, timeout: float, peer: Peer | None) -> _socket.socket:
+    if isinstance(address, TcpAddress):
+        import socket
+
+        return socket.create_connection((address.host, address.port), timeout=timeout)
+    # A Unix socket straight from _socket, the C module under socket: importing socket (it
+    # builds its enums from _socket's constants) cost about as much as asking the server.
+    import _socket
+
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(address.socket_path)
+    except BaseException:
+        sock.close()
+        raise
+    if peer is not None:
+        peer.pid = peer_pid(sock)
+    return sock
+
+
+def http_request(
+    address: ServerAddress, method: str, path: str, *, timeout: float, peer: Peer | None = None
+) -> tuple[int, bytes]:
+    """One HTTP/1.0 request to a server; the whole exchange is bounded by ``timeout``.
+
+    Returns (HTTP status, body up to :data:`MAX_STATUS_BYTES` + 1 bytes). Raises
+    ``TimeoutError`` past the deadline (every read waits only for what is left of it, so a
+    server that drips bytes cannot outlast it), ``FileNotFoundError``/
+    ``ConnectionRefusedError`` when nobody listens, :class:`NotHttp` when the answer is not
+    HTTP, ``OSError`` otherwise. ``peer`` (Unix sockets) learns the listening process once
+    connected, even when no answer follows.
+    """
+    deadline = time.monotonic() + timeout
+    host = (
+        "localhost" if isinstance(address, UnixAddress) else address.display.removeprefix("http://")
+    )
+    request = (
+        f"{method} {path} HTTP/1.0\r\nHost: {host}\r\nAccept: application/json\r\n"
+        "Content-Length: 0\r\n\r\n"
+    )
+    sock = _connect(address, timeout, peer)
+    try:
+        sock.sendall(request.encode("ascii"))
+        received = b""
+        status, length, head_end = 0, None, -1
+        while True:
+            if head_end < 0:
+                head_end = received.find(b"\r\n\r\n")
+                if head_end >= 0:
+                    status = _status_code(received[:head_end])
+                    length = _content_length(received[:head_end])
+                elif len(received) > _MAX_HEAD_BYTES:
+                    raise NotHttp("headers larger than 16 KiB")
+            if head_end >= 0:
+                read = len(received) - head_end - 4
+                if read > MAX_STATUS_BYTES or (length is not None and read >= length):
+                    break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no complete answer within {timeout:g}s")
+            sock.settimeout(remaining)
+            chunk = sock.recv(64 * 1024)
+            if not chunk:
+                break  # HTTP/1.0: the server closes after its answer
+            received += chunk
+    finally:
+        sock.close()
+    if head_end < 0:
+        raise NotHttp("no complete status line and headers" if received else "no answer")
+    body = received[head_end + 4 :]
+    if length is not None:
+        body = body[:length]
+    return status, body[: MAX_STATUS_BYTES + 1]
+
+
+def _status_code(head: bytes) -> int:
+    status_line = head.split(b"\r\n", 1)[0]
+    parts = status_line.split(None, 2)
+    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+        raise NotHttp("no HTTP status line")
+    return int(parts[1])
+
+
+def _content_length(head: bytes) -> int | None:
+    for line in head.split(b"\r\n")[1:]:
+        name, colon, value = line.partition(b":")
+        if colon and name.strip().lower() == b"content-length":
+            if not value.strip().isdigit():
+                raise NotHttp("a malformed Content-Length")
+            return int(value.strip())
+    return None
+
+
+def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport:
+    """``GET /api/status`` from one server and classify the answer. Never raises."""
+    try:
+        target = parse_server_address(address)
+    except UsageError as exc:
+        return ServerReport(address, "error", None, exc.message)
+    return with_executable(_ask_status(target, timeout))
+
+
+def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
+    display = target.display
+    # Only now that there is a server to ask: the protocol (its records) and the socket.
+    from updater.servers.protocol import STATUS_PATH, StatusLineError, parse_status_line
+
+    peer = Peer()
+
+    def report(state: ServerState, detail: str, status: StatusLine | None = None) -> ServerReport:
+        return ServerReport(display, state, status, detail, peer_pid=peer.pid)
+
+    try:
+        code, body = http_request(target, "GET", STATUS_PATH, timeout=timeout, peer=peer)
+    except TimeoutError:
+        return report("hung", f"no answer within {timeout:g}s")
+    except BlockingIOError:
+        # A Unix socket whose listen queue is full refuses at once (EAGAIN): someone listens
+        # and does not accept, which is a hung server, never a dead one. No connection means
+        # no peer credentials: the process that holds the socket's lock is the server.
+        if isinstance(target, UnixAddress):
+            peer.pid = socket_lock_holder(target.path)
+        return report("hung", "its listen queue is full: it accepts no connection")
+    except FileNotFoundError:
+        return report("stale", "no such socket")
+    except ConnectionRefusedError:
+        return report("stale", "nobody listens")
+    except NotHttp as exc:
+        return report("garbage", f"answer is not HTTP ({exc})")
+    except OSError as exc:
+        return report("error", exc.strerror or str(exc))
+    except Exception as exc:  # never let a strange server crash a status query
+        return report("error", f"{exc.__class__.__name__}: {exc}")
+    if code != 200:
+        return report("garbage", f"HTTP {code} for {STATUS_PATH}")
+    if len(body) > MAX_STATUS_BYTES:
+        return report("garbage", "status line is larger than 64 KiB")
+    try:
+        line = parse_status_line(body)
+    except StatusLineError as exc:
+        state: ServerState = "garbage"
+        if exc.kind == "foreign":
+            state = "foreign"
+        elif exc.kind == "no-protocol":
+            state = "no-protocol"
+        return report(state, str(exc))
+    return report("live", f"mux {line.version}, protocol {line.protocol_version}", line)
+
+
+def socket_lock_holder(socket_path: str | Path) -> int | None:
+    """The process holding the lock a server keeps beside its socket (``<socket>.lock``), as
+    the OS says (Linux ``/proc/locks``); None when it does not say."""
+    from updater.install.inuse import lock_holders
+
+    holders = lock_holders(f"{socket_path}{SOCKET_LOCK_SUFFIX}")
+    return holders[0] if len(holders) == 1 else None
+
+
+def with_executable(report: ServerReport) -> ServerReport:
+    """Fill in which build the server runs from: its status line's word, else the OS's."""
+    status = report.status
+    if status is not None and status.executable:
+        exists = os.path.exists(status.executable)
+        return report._replace(
+            executable=status.executable,
+            executable_source="status-line",
+            build_installed=exists,
+        )
+    pid = report.pid
+    if pid is None or report.state in ("stale", "error"):
+        return report
+    found = process_executable(pid)
+    if found is None:
+        return report
+    path, exists = found
+    return report._replace(executable=path, executable_source="os", build_installed=exists)
+
+
+def query_all(
+    addresses: Iterable[str] | None = None, timeout: float = DEFAULT_TIMEOUT
+) -> list[ServerReport]:
+    """Query every address at once (one thread each): N hung servers cost one timeout.
+
+    ``addresses`` defaults to :func:`discover_server_addresses` (which may raise
+    :class:`UsageError` for a malformed ``MUX_SERVER_URL``). Reports keep the input order.
+    """
+    targets = discover_server_addresses() if addresses is None else list(addresses)
+    if len(targets) <= 1:
+        return [query_server(address, timeout) for address in targets]
+    import threading
+
+    reports: list[ServerReport | None] = [None] * len(targets)
+
+    def run(index: int, address: str) -> None:
+        reports[index] = query_server(address, timeout)
+
+    threads = [
+        threading.Thread(target=run, args=(i, address), daemon=True, name=f"mux-status-{i}")
+        for i, address in enumerate(targets)
+    ]
+    for thread in threads:
+        thread.start()
+    # Each query bounds itself; the slack only covers thread scheduling.
+    deadline = time.monotonic() + timeout + 0.5
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [
+        report
+        if report is not None
+        else ServerReport(address, "hung", None, f"no answer within {timeout:g}s")
+        for address, report in zip(targets, reports, strict=True)
+    ]
+
+
+def restart_command(report: ServerReport) -> str:
+    """The command that restarts the server behind ``report`` with the current mux."""
+    return restart_command_for(report.address)
+
+
+def restart_command_for(address: str) -> str:
+    """``mux server restart --socket P`` (or ``--url U``): run through the mux link, it is the
+    *installed* mux that stops the old server gracefully and starts a new one."""
+    import shlex
+
+    if address.startswith("http://"):
+        return f"mux server restart --url {shlex.quote(address)}"
+    return f"mux server restart --socket {shlex.quote(address)}"

@@ -1,0 +1,195 @@
+"""What a running server notices and tells its watchers: the link moving, and new releases.
+
+Two sources feed one :class:`~updater.servers.watch.WatchHub`: a :class:`~updater.servers.linkwatch.LinkWatch`
+on the mux link of the install the server belongs to (``update-installed``, and
+``restart-needed`` when the installed build speaks another protocol), and the
+:class:`~updater.servers.background.BackgroundCheck` (``update-available``). The rules of which event
+to send are :func:`updater.core.plan.link_notices` and :func:`updater.core.plan.offer_notice`; this
+module only keeps track of what was already said, so that each event is sent once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from updater.config.settings import Settings
+from updater.core import plan
+from updater.install.layout import Layout, installed_protocol, resolve_layout
+from updater.servers.protocol import WatchEvent
+from updater.servers.watch import WatchHub
+
+
+class ServerNotices:
+    """The events one server sends; start with :meth:`start`, end with :meth:`stop`."""
+
+    def __init__(
+        self,
+        hub: WatchHub,
+        *,
+        server_version: str,
+        server_protocol: int,
+        restart_command: str,
+        settings: Settings,
+        development: bool,
+        check_command: Callable[[], Sequence[str]],
+        log: Callable[[str], None],
+    ) -> None:
+        self.hub = hub
+        self.server_version = server_version
+        self.server_protocol = server_protocol
+        self.restart_command = restart_command
+        self._settings = settings
+        self._check_command = check_command
+        self._log = log
+        self._development = development
+        self._lock = threading.Lock()
+        self._announced_tag: str | None = None
+        self._offer: plan.ReleaseOffer | None = None
+        self.layout: Layout | None = None  # found by start(), as is what follows
+        self.installed: plan.InstalledBuild | None = None
+        self.manager: plan.Manager | None = None
+        self._link_watch: Any = None
+        self._check: Any = None
+
+    def _manager(self, settings: Settings) -> plan.Manager | None:
+        """Who installs updates here (a packager's marker, the policy's check-only): what
+        the update-available event names, as the check does."""
+        from updater.commands.check import current_manager
+        from updater.config import buildinfo
+        from updater.errors import MuxError
+
+        try:
+            return current_manager(settings, buildinfo.current())
+        except MuxError as exc:  # an unreadable marker: the check says so; events name none
+            self._log(f"update notices name no packager: {exc.message}")
+            return None
+
+    # -- the link ------------------------------------------------------------------------
+
+    def _installed(self) -> plan.InstalledBuild | None:
+        if self.layout is None:
+            return None
+        version = self.layout.active_version()
+        if version is None:
+            return None
+        return plan.InstalledBuild(version, installed_protocol(self.layout, version))
+
+    def _link_moved(self, _target: str | None) -> None:
+        installed = self._installed()
+        with self._lock:
+            if installed is None or installed == self.installed:
+                return
+            self.installed = installed
+            self._log(
+                f"the mux link now points at {installed.version} "
+                f"(protocol {installed.protocol_version})"
+            )
+            # The whole set of link events replaces the last one: a restart-needed of an
+            # earlier move never outlives a move back to a compatible build. Back on the
+            # server's own version, the news is sent but nothing stays in force.
+            self._publish_link_events(installed, in_force=installed.version != self.server_version)
+            # An announced release that is now installed is old news.
+            offer = self._offer
+            if offer is not None and not plan.offer_notice(
+                offer, installed_version=installed.version
+            ):
+                self.hub.retract(plan.EVENT_UPDATE_AVAILABLE)
+                self._announced_tag = None
+
+    def _publish_link_events(self, installed: plan.InstalledBuild, *, in_force: bool) -> None:
+        notices = plan.link_notices(
+            server_version=self.server_version,
+            server_protocol=self.server_protocol,
+            installed=installed,
+            restart_command=self.restart_command,
+        )
+        self.hub.replace(
+            plan.LINK_EVENTS,
+            [WatchEvent(notice.type, notice.data) for notice in notices],
+            in_force=in_force,
+        )
+
+    # -- the background check ------------------------------------------------------------
+
+    def _baseline(self) -> str:
+        """What a release must be newer than to be news: the installed version."""
+        return self.installed.version if self.installed else self.server_version
+
+    def check_command(self) -> list[str]:
+        from updater.servers.background import check_interval
+
+        with self._lock:
+            baseline = self._baseline()
+        interval = check_interval(self._settings)
+        return [
+            *self._check_command(),
+            "server",
+            "check-updates",
+            "--current",
+            baseline,
+            "--max-age",
+            f"{interval:g}",
+        ]
+
+    def _answered(self, answer: dict[str, Any]) -> None:
+        if answer.get("ok") is not True:
+            self._log(f"background check failed: {str(answer.get('error'))[:300]}")
+            return
+        offer = plan.ReleaseOffer.from_cache(answer.get("offer") or {})
+        if offer is None:
+            self._log("background check: the answer holds no release")
+            return
+        checked_by = answer.get("checked_by") or {}
+        self._log(
+            f"background check{' (cached)' if answer.get('cached') else ''}: latest {offer.tag}, "
+            f"by mux {checked_by.get('version')} at {checked_by.get('executable')}"
+        )
+        with self._lock:
+            self._offer = offer
+            notice = plan.offer_notice(
+                offer, installed_version=self._baseline(), manager=self.manager
+            )
+            if notice is None:
+                self.hub.retract(plan.EVENT_UPDATE_AVAILABLE)
+                self._announced_tag = None
+            elif notice.data.get("tag") != self._announced_tag:
+                self._announced_tag = str(notice.data.get("tag"))
+                self.hub.publish(WatchEvent(notice.type, notice.data))
+
+    # -- life ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Find the install this server belongs to, watch its link, start the checks."""
+        from updater.servers.background import BackgroundCheck, check_interval
+        from updater.servers.linkwatch import LinkWatch
+
+        settings = self._settings
+        self.manager = self._manager(settings)
+        try:
+            self.layout = resolve_layout(
+                settings.home, settings.bin_dir, development=self._development
+            )
+        except Exception:  # a checkout or an unknown install: nothing to watch
+            self.layout = None
+        if self.layout is not None:
+            self.installed = self._installed()
+            if self.installed is not None and self.installed.version != self.server_version:
+                # Started from another build than the link's: that is in force from the start.
+                self._publish_link_events(self.installed, in_force=True)
+            self._link_watch = LinkWatch(Path(self.layout.link), self._link_moved)
+            self._link_watch.start()
+        interval = check_interval(settings, self._log)
+        if interval > 0 and settings.updates != "disabled":
+            self._check = BackgroundCheck(self.check_command, interval, self._answered, self._log)
+            self._check.start()
+        else:
+            why = "the machine policy disables updates" if interval > 0 else "interval 0"
+            self._log(f"background update checks are off ({why})")
+
+    def stop(self) -> None:
+        for part in (self._check, self._link_watch):
+            if part is not None:
+                part.stop()
