@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from updater.core.retention import settle
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -163,7 +165,7 @@ def prune_times(tmp: Path, servers: int, runs: int) -> None:
 
 def in_process_check(mux, runtime: Path, runs: int) -> str:
     """What _settle adds when something is up for removal: every status line, one timeout."""
-    from updater.core import plan
+
     from updater.install.layout import Layout, read_record, server_holds
     from updater.servers import client as servers
 
@@ -172,7 +174,7 @@ def in_process_check(mux, runtime: Path, runs: int) -> str:
     samples, base = [], []
     for _ in range(runs):
         began = time.perf_counter()
-        plan.settle(
+        settle(
             read_record(layout),
             active=layout.active_version(),
             installed=layout.installed_versions(),
@@ -181,7 +183,7 @@ def in_process_check(mux, runtime: Path, runs: int) -> str:
         began = time.perf_counter()
         reports = servers.query_all(servers.every_server_address(None))
         holds = server_holds(layout, reports)
-        plan.settle(
+        settle(
             read_record(layout),
             active=layout.active_version(),
             installed=layout.installed_versions(),

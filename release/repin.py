@@ -53,7 +53,7 @@ from release.pins import (
 )
 from release.textdiff import capped_unified_diff
 from updater.core.models import SUMS_NAME, parse_sha256sums
-from updater.core.plan import Decision, ReleaseRequest
+from updater.core.request import Decision, ReleaseRequest
 from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
 from updater.files import write_temp_beside
 from updater.sources.base import (

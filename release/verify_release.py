@@ -21,7 +21,7 @@ from pathlib import Path
 from release.sbom import check_release_sbom
 from updater.config.settings import Settings
 from updater.core import models
-from updater.core.plan import ReleaseRequest
+from updater.core.request import ReleaseRequest
 from updater.errors import UsageError
 from updater.sources.base import GitHubSource, ReleaseFolderSource, ReleaseSource
 from updater.trust.pipeline import (

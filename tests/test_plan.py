@@ -15,26 +15,25 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 from updater.config.buildinfo import BuildInfo
-from updater.core.plan import (
+from updater.core.notices import (
     EVENT_RESTART_NEEDED,
     EVENT_UPDATE_AVAILABLE,
     EVENT_UPDATE_INSTALLED,
-    CheckReport,
-    Decision,
     InstalledBuild,
-    OfferedAsset,
-    ReleaseOffer,
-    ReleaseRequest,
-    ServerHold,
     link_notices,
     offer_notice,
-    plan_check,
+)
+from updater.core.offer import OfferedAsset, ReleaseOffer
+from updater.core.report import CheckReport, plan_check
+from updater.core.request import Decision, ReleaseRequest
+from updater.core.retention import (
+    ServerHold,
     record_install,
     record_rollback,
     rollback_choice,
-    server_verdicts,
     settle,
 )
+from updater.core.verdicts import server_verdicts
 from updater.errors import UsageError
 from updater.servers.client import ServerReport
 from updater.servers.protocol import StatusLine
@@ -600,7 +599,7 @@ def test_offer_notice_only_for_a_newer_release(installed: str, announced: bool) 
 
 def test_offer_notice_names_the_packager_and_waits_out_its_delay() -> None:
     """The offer was released at 2026-01-01T00:00:00Z; the packager waits a day."""
-    from updater.core.plan import Manager
+    from updater.core.report import Manager
 
     released = 1767225600.0
     brew = Manager("packager", "Homebrew", "brew upgrade mux", "/x/mux-packager.json", 86400.0)
@@ -620,7 +619,7 @@ def test_offer_notice_names_the_packager_and_waits_out_its_delay() -> None:
 
 
 def test_processes_that_hold_a_version_keep_it_and_servers_name_themselves():
-    from updater.core.plan import InUseHold, ServerHold, settle
+    from updater.core.retention import InUseHold, ServerHold, settle
 
     record = {"active": "1.3.0", "previous": "1.2.0", "versions": {}}
     installed = ["1.0.0", "1.1.0", "1.2.0", "1.3.0", "0.9.0"]
@@ -652,7 +651,7 @@ def test_processes_that_hold_a_version_keep_it_and_servers_name_themselves():
 
 
 def test_settling_the_record_only_removes_nothing_and_keeps_every_entry():
-    from updater.core.plan import settle
+    from updater.core.retention import settle
 
     entries = {v: {"files_sha256": v} for v in ("1.0.0", "1.1.0", "1.2.0")}
     record = {"active": "1.1.0", "previous": "1.0.0", "versions": entries}

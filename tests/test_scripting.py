@@ -16,7 +16,8 @@ import pytest
 
 from tests.test_plan import Decision, _offer
 from tests.test_watch import plugin_script
-from updater.core.plan import Manager, offer_notice
+from updater.core.notices import offer_notice
+from updater.core.report import Manager
 from updater.servers import watch
 
 

@@ -18,7 +18,8 @@ from tests.support.releases import KeyPair, make_keypair
 from updater.cli.render import safe_text
 from updater.config import settings
 from updater.core.models import parse_rfc3339
-from updater.core.plan import Decision, ReleaseRequest, record_install, recorded_signed_at
+from updater.core.request import Decision, ReleaseRequest
+from updater.core.retention import record_install, recorded_signed_at
 from updater.errors import MuxError, ParseError, VerificationError
 from updater.sources import feed_seq
 from updater.sources.feed_index import IndexPolicy, verify_feed_index

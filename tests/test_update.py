@@ -626,7 +626,7 @@ def test_unpacked_files_are_flushed_as_they_are_written_and_the_tree_beside_the_
     from updater import files
     from updater.commands.update import run_update
     from updater.config import settings
-    from updater.core.plan import ReleaseRequest
+    from updater.core.request import ReleaseRequest
     from updater.install import transaction as install
     from updater.trust import pipeline as verify
 
@@ -685,7 +685,7 @@ def test_unpacked_files_are_flushed_as_they_are_written_and_the_tree_beside_the_
 def _run_update_in_process(installed: Install, feed: Feed):
     from updater.commands.update import run_update
     from updater.config import settings
-    from updater.core.plan import ReleaseRequest
+    from updater.core.request import ReleaseRequest
 
     loaded = settings.load(
         installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
@@ -760,7 +760,7 @@ def test_an_update_that_is_not_needed_stops_the_prestarted_verifier(
 
     from updater.commands.update import UpdateAction, run_update
     from updater.config import settings
-    from updater.core.plan import ReleaseRequest
+    from updater.core.request import ReleaseRequest
     from updater.trust import attestation_worker
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)

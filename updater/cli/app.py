@@ -194,7 +194,7 @@ def update(
         raise typer.Exit(result.exit_code)
     request = None
     if not rollback or check:
-        from updater.core.plan import ReleaseRequest
+        from updater.core.request import ReleaseRequest
 
         request = ReleaseRequest.from_flags(
             version=version, pre=pre, allow_downgrade=allow_downgrade

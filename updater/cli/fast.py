@@ -26,7 +26,7 @@ def answer_check(flags: dict[str, object]) -> int | None:
     from updater.commands.cache import parse_duration
     from updater.commands.check import check
     from updater.config import settings
-    from updater.core.plan import ReleaseRequest
+    from updater.core.request import ReleaseRequest
 
     max_age = None
     if "--max-age" in flags:

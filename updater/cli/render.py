@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 
     from updater.commands.update import UpdateResult
     from updater.config.buildinfo import BuildInfo
-    from updater.core.plan import CheckReport, KeptVersion, ServerVerdict
+    from updater.core.report import CheckReport
+    from updater.core.retention import KeptVersion
+    from updater.core.verdicts import ServerVerdict
     from updater.errors import MuxError
     from updater.net.download import Progress
     from updater.servers.client import ServerReport

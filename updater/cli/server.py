@@ -24,7 +24,7 @@ from updater.cli.render import (
     verdict_document,
 )
 from updater.config import buildinfo
-from updater.core.plan import ServerVerdict
+from updater.core.verdicts import ServerVerdict
 from updater.errors import MuxError, UsageError
 from updater.servers.client import (
     DEFAULT_SOCKET_NAME,
@@ -142,7 +142,7 @@ def restart_command_(
 
 def _verdicts(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
     """Servers judged against this mux (the installed one, when run through the link)."""
-    from updater.core.plan import server_verdicts
+    from updater.core.verdicts import server_verdicts
 
     info = buildinfo.current()
     return server_verdicts(

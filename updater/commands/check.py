@@ -19,7 +19,9 @@ import time
 from updater.commands import cache
 from updater.config import buildinfo
 from updater.config.settings import require_updates
-from updater.core.plan import CheckReport, Manager, ReleaseOffer, ReleaseRequest, plan_check
+from updater.core.offer import ReleaseOffer
+from updater.core.report import CheckReport, Manager, plan_check
+from updater.core.request import ReleaseRequest
 from updater.errors import MuxError
 from updater.timestamps import rfc3339
 
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 
     from updater.config.buildinfo import BuildInfo
     from updater.config.settings import Settings
-    from updater.core.plan import KeptVersion
+    from updater.core.retention import KeptVersion
     from updater.servers.client import ServerReport
     from updater.sources.feed_index import VerifiedIndex
 
@@ -144,7 +146,7 @@ def find_offer(
     release's documents are not fetched again (a release does not change under its tag); a
     feed's index is verified all the same, since it decides which tag that is.
     """
-    from updater.core.plan import OfferedAsset
+    from updater.core.offer import OfferedAsset
     from updater.sources.base import open_source
 
     with open_source(settings, build_keys=build.trust.minisign_keys) as source:
@@ -206,7 +208,7 @@ def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
     """The signed time the install record keeps for this running mux, if it belongs to one."""
     if build.development and settings.home is None:
         return None  # a checkout belongs to no install unless MUX_HOME names one
-    from updater.core.plan import recorded_signed_at
+    from updater.core.retention import recorded_signed_at
     from updater.install.paths import read_record, resolve_install
 
     try:

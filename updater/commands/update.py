@@ -19,15 +19,9 @@ from updater.config import buildinfo
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings, require_updates
 from updater.config.targets import release_target
-from updater.core.plan import (
-    Decision,
-    KeptVersion,
-    ReleaseRequest,
-    ServerVerdict,
-    recorded_signed_at,
-    server_verdicts,
-    signed_earlier,
-)
+from updater.core.request import Decision, ReleaseRequest, signed_earlier
+from updater.core.retention import KeptVersion, recorded_signed_at
+from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, VerificationError
 from updater.install import transaction as install
 from updater.install.layout import Layout, read_record, resolve_layout

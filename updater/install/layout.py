@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from contextlib import ExitStack
     from typing import Any
 
-    from updater.core.plan import InUseHold, KeptVersion, ServerHold
+    from updater.core.retention import InUseHold, KeptVersion, ServerHold
     from updater.servers.client import ServerReport
 
 FILES_LIST_NAME = ".mux-files"

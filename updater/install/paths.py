@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from contextlib import ExitStack
     from typing import Any
 
-    from updater.core.plan import InUseHold, KeptVersion, ServerHold
+    from updater.core.retention import InUseHold, KeptVersion, ServerHold
     from updater.servers.client import ServerReport
 
 RECORD_NAME = "install.json"
@@ -158,7 +158,7 @@ def server_holds(paths: InstallPaths, reports: Iterable[ServerReport]) -> list[S
     """The servers that run from a version folder of the install: live ones by their status
     line (or the OS), silent ones (hung, garbage) by what the OS says of the process behind
     the socket. A server nothing can be learnt of holds nothing."""
-    from updater.core.plan import ServerHold
+    from updater.core.retention import ServerHold
 
     holds = []
     for report in reports:
@@ -185,7 +185,7 @@ def version_holds(
     With ``locks``, each candidate nobody holds stays locked exclusively in it (the remover
     renames it away before letting go); without, a lock is let go at once (a reader).
     """
-    from updater.core.plan import InUseHold
+    from updater.core.retention import InUseHold
     from updater.install import inuse
 
     holds: list[ServerHold | InUseHold] = [*server_holds(paths, reports)]
@@ -210,7 +210,7 @@ def version_holds(
 def kept_versions(paths: InstallPaths, reports: Iterable[ServerReport]) -> list[KeptVersion]:
     """What settling this install keeps and why, with each version's size on disk (read only:
     what ``mux update --check`` reports)."""
-    from updater.core.plan import settle
+    from updater.core.retention import settle
 
     record, active = read_record(paths.record_path), paths.active_version()
     installed, running = paths.installed_versions(), running_version(paths.versions)

@@ -31,7 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from updater.core import models, plan
+from updater.core import models
+from updater.core.retention import (
+    InUseHold,
+    KeptVersion,
+    ServerHold,
+    record_install,
+    record_rollback,
+    rollback_choice,
+    settle,
+)
 from updater.errors import InstallError, MuxError, VerificationError
 from updater.files import Flush, atomic_write, fsync_dir, fsync_file, sha256_file
 from updater.install import inuse
@@ -75,7 +84,7 @@ class Settled:
     every server retention asks, :func:`updater.servers.client.retention_reports`)."""
 
     removed: tuple[str, ...] = ()
-    kept: tuple[plan.KeptVersion, ...] = ()
+    kept: tuple[KeptVersion, ...] = ()
     reports: tuple[ServerReport, ...] | None = None
 
 
@@ -180,7 +189,7 @@ def write_record(layout: Layout, record: dict[str, Any]) -> None:
 
 
 def _settle(layout: Layout, settings: InstallSettings, *, prune: bool = True) -> Settled:
-    """Apply :func:`plan.settle` to this install (lock held); ``prune=False`` only makes the
+    """Apply :func:`settle` to this install (lock held); ``prune=False`` only makes the
     record agree with the link.
 
     What is up for removal is checked only then, last: the versions running mux processes
@@ -192,9 +201,7 @@ def _settle(layout: Layout, settings: InstallSettings, *, prune: bool = True) ->
     record = read_record(layout)
     active, installed = layout.active_version(), layout.installed_versions()
     running = running_version(layout)  # never delete the files this process runs from
-    settlement = plan.settle(
-        record, active=active, installed=installed, running=running, prune=prune
-    )
+    settlement = settle(record, active=active, installed=installed, running=running, prune=prune)
     reports: tuple[ServerReport, ...] | None = None
     trash: list[Path] = []
     with ExitStack() as locks:
@@ -205,7 +212,7 @@ def _settle(layout: Layout, settings: InstallSettings, *, prune: bool = True) ->
             else:
                 reports, holds = found
                 if holds:
-                    settlement = plan.settle(
+                    settlement = settle(
                         record, active=active, installed=installed, running=running, holds=holds
                     )
             for version in settlement.remove:
@@ -219,7 +226,7 @@ def _settle(layout: Layout, settings: InstallSettings, *, prune: bool = True) ->
 
 def _holds(
     layout: Layout, settings: InstallSettings, candidates: tuple[str, ...], locks: ExitStack
-) -> tuple[tuple[ServerReport, ...], list[plan.ServerHold | plan.InUseHold]] | None:
+) -> tuple[tuple[ServerReport, ...], list[ServerHold | InUseHold]] | None:
     """Who uses the ``candidates`` for removal; None when the servers cannot be listed.
 
     Each candidate that nobody holds stays locked (exclusively, in ``locks``) until the
@@ -262,7 +269,7 @@ def _place(layout: Layout, staging: Path, version: str) -> Path:
             if not probe.acquired:
                 raise InstallError(
                     f"{final} differs from the release and cannot be replaced: "
-                    f"{plan.InUseHold(version, probe.holders).describe()}",
+                    f"{InUseHold(version, probe.holders).describe()}",
                     hint="stop what runs from it and retry; mux server status lists the servers",
                 )
             old = _to_trash(layout, version)
@@ -405,7 +412,7 @@ class Transaction:
         try:
             final = _place(layout, staged, version)
             self._staging = None
-            record = plan.record_install(
+            record = record_install(
                 read_record(layout),
                 version,
                 archive_sha256=archive_sha256,
@@ -493,9 +500,7 @@ def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
             raise _write_error(layout.home, exc) from None
         record = read_record(layout)
         active = layout.active_version()
-        previous = plan.rollback_choice(
-            record, active=active, installed=layout.installed_versions()
-        )
+        previous = rollback_choice(record, active=active, installed=layout.installed_versions())
         if previous is None:
             raise InstallError(
                 f"no previous version to roll back to in {layout.home}",
@@ -523,7 +528,7 @@ def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
         except OSError as exc:
             raise _write_error(layout.bin_dir, exc) from None
         try:
-            write_record(layout, plan.record_rollback(record, to=previous, from_=active))
+            write_record(layout, record_rollback(record, to=previous, from_=active))
         except OSError as exc:
             raise InstallError(
                 f"rolled back to mux {previous}, but recording it in {layout.record_path} "

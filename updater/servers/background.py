@@ -217,7 +217,7 @@ def run_check_child(argv_current: str | None, max_age: float) -> int:
     """
     from updater.commands.check import offer_for
     from updater.config import buildinfo, settings
-    from updater.core.plan import ReleaseRequest
+    from updater.core.request import ReleaseRequest
     from updater.errors import MuxError
 
     own = buildinfo.current()  # the build that checks: the server's, maybe not the installed

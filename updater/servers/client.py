@@ -618,18 +618,3 @@ def query_all(
         else ServerReport(address, "hung", None, f"no answer within {timeout:g}s")
         for address, report in zip(targets, reports, strict=True)
     ]
-
-
-def restart_command(report: ServerReport) -> str:
-    """The command that restarts the server behind ``report`` with the current mux."""
-    return restart_command_for(report.address)
-
-
-def restart_command_for(address: str) -> str:
-    """``mux server restart --socket P`` (or ``--url U``): run through the mux link, it is the
-    *installed* mux that stops the old server gracefully and starts a new one."""
-    import shlex
-
-    if address.startswith("http://"):
-        return f"mux server restart --url {shlex.quote(address)}"
-    return f"mux server restart --socket {shlex.quote(address)}"

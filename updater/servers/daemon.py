@@ -48,6 +48,7 @@ from urllib.parse import urlsplit
 
 from updater.config import buildinfo
 from updater.config.buildinfo import current_mux_command
+from updater.core.verdicts import restart_command_for
 from updater.errors import MuxError, UsageError
 from updater.net.urls import is_loopback_host
 from updater.servers.client import (
@@ -61,8 +62,6 @@ from updater.servers.client import (
     http_request,
     parse_server_address,
     query_server,
-    restart_command,
-    restart_command_for,
     runtime_dir,
 )
 from updater.servers.protocol import (
@@ -297,7 +296,7 @@ def _answering_error(report: ServerReport) -> MuxError:
         return MuxError(
             f"a mux server already runs on {report.address} "
             f"(pid {status.pid}, mux {status.version}, protocol {status.protocol_version})",
-            hint=f"to replace it: {restart_command(report)}",
+            hint=f"to replace it: {restart_command_for(report.address)}",
         )
     return MuxError(
         f"something already answers on {report.address} ({report.state}: {report.detail})"

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from updater.config.settings import Settings
-from updater.core import plan
+from updater.core.notices import (
+    EVENT_UPDATE_AVAILABLE,
+    LINK_EVENTS,
+    InstalledBuild,
+    link_notices,
+    offer_notice,
+)
+from updater.core.offer import ReleaseOffer
+from updater.core.report import Manager
 from updater.install.layout import Layout, installed_protocol, resolve_layout
 from updater.servers.protocol import WatchEvent
 from updater.servers.watch import WatchHub
@@ -47,14 +55,14 @@ class ServerNotices:
         self._development = development
         self._lock = threading.Lock()
         self._announced_tag: str | None = None
-        self._offer: plan.ReleaseOffer | None = None
+        self._offer: ReleaseOffer | None = None
         self.layout: Layout | None = None  # found by start(), as is what follows
-        self.installed: plan.InstalledBuild | None = None
-        self.manager: plan.Manager | None = None
+        self.installed: InstalledBuild | None = None
+        self.manager: Manager | None = None
         self._link_watch: Any = None
         self._check: Any = None
 
-    def _manager(self, settings: Settings) -> plan.Manager | None:
+    def _manager(self, settings: Settings) -> Manager | None:
         """Who installs updates here (a packager's marker, the policy's check-only): what
         the update-available event names, as the check does."""
         from updater.commands.check import current_manager
@@ -69,13 +77,13 @@ class ServerNotices:
 
     # -- the link ------------------------------------------------------------------------
 
-    def _installed(self) -> plan.InstalledBuild | None:
+    def _installed(self) -> InstalledBuild | None:
         if self.layout is None:
             return None
         version = self.layout.active_version()
         if version is None:
             return None
-        return plan.InstalledBuild(version, installed_protocol(self.layout, version))
+        return InstalledBuild(version, installed_protocol(self.layout, version))
 
     def _link_moved(self, _target: str | None) -> None:
         installed = self._installed()
@@ -93,21 +101,19 @@ class ServerNotices:
             self._publish_link_events(installed, in_force=installed.version != self.server_version)
             # An announced release that is now installed is old news.
             offer = self._offer
-            if offer is not None and not plan.offer_notice(
-                offer, installed_version=installed.version
-            ):
-                self.hub.retract(plan.EVENT_UPDATE_AVAILABLE)
+            if offer is not None and not offer_notice(offer, installed_version=installed.version):
+                self.hub.retract(EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None
 
-    def _publish_link_events(self, installed: plan.InstalledBuild, *, in_force: bool) -> None:
-        notices = plan.link_notices(
+    def _publish_link_events(self, installed: InstalledBuild, *, in_force: bool) -> None:
+        notices = link_notices(
             server_version=self.server_version,
             server_protocol=self.server_protocol,
             installed=installed,
             restart_command=self.restart_command,
         )
         self.hub.replace(
-            plan.LINK_EVENTS,
+            LINK_EVENTS,
             [WatchEvent(notice.type, notice.data) for notice in notices],
             in_force=in_force,
         )
@@ -138,7 +144,7 @@ class ServerNotices:
         if answer.get("ok") is not True:
             self._log(f"background check failed: {str(answer.get('error'))[:300]}")
             return
-        offer = plan.ReleaseOffer.from_cache(answer.get("offer") or {})
+        offer = ReleaseOffer.from_cache(answer.get("offer") or {})
         if offer is None:
             self._log("background check: the answer holds no release")
             return
@@ -149,11 +155,9 @@ class ServerNotices:
         )
         with self._lock:
             self._offer = offer
-            notice = plan.offer_notice(
-                offer, installed_version=self._baseline(), manager=self.manager
-            )
+            notice = offer_notice(offer, installed_version=self._baseline(), manager=self.manager)
             if notice is None:
-                self.hub.retract(plan.EVENT_UPDATE_AVAILABLE)
+                self.hub.retract(EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None
             elif notice.data.get("tag") != self._announced_tag:
                 self._announced_tag = str(notice.data.get("tag"))

@@ -394,6 +394,7 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
     """
     import http.client
 
+    from updater.core.verdicts import restart_command_for
     from updater.errors import MuxError
     from updater.servers.client import (
         Peer,
@@ -402,7 +403,6 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
         open_connection,
         parse_server_address,
         query_server,
-        restart_command,
         with_executable,
     )
     from updater.servers.protocol import WATCH_PATH, StatusLineError, parse_status_line
@@ -437,7 +437,7 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
                 raise MuxError(
                     f"the server on {display} (mux {report.status.version}, protocol "
                     f"{report.status.protocol_version}) has no watch endpoint",
-                    hint=f"restart it with the current mux: {restart_command(report)}",
+                    hint=f"restart it with the current mux: {restart_command_for(report.address)}",
                 )
             raise MuxError(
                 f"the server on {display} refused to be watched (HTTP {response.status})"

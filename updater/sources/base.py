@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from updater.config.settings import Settings
-    from updater.core.plan import ReleaseRequest
+    from updater.core.request import ReleaseRequest
     from updater.net.download import Downloaded, Progress
     from updater.sources.feed_index import IndexPolicy, VerifiedIndex
 

@@ -1,0 +1,205 @@
+"""The install record's rules: what ``install.json`` becomes and which versions stay (pure).
+
+The bin-dir link is the truth of which version is active; ``install.json`` follows it. Kept:
+the active version, the previous one (for ``--rollback``), the one the running mux was started
+from, and every version a live server or a running mux uses (however many updates ago that
+was); any other version is removed. A record written by install.sh or an older mux may miss
+fields or hold garbage: the rules below read it defensively and keep unknown fields.
+:mod:`updater.install.transaction` applies them.
+"""
+
+from __future__ import annotations
+
+from updater._records import NamedTuple
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping, Sequence
+    from typing import Any
+
+# The schema of install.json, the one definition: the layout reads records by it and
+# install.sh's published copy is written with it (release/install_script.py).
+RECORD_SCHEMA = 1
+
+
+class KeptVersion(NamedTuple):
+    """A version that settling keeps, and why (the first reason that applies)."""
+
+    version: str
+    kind: str  # "active" | "previous" | "running" | "server" | "in-use"
+    reason: str
+    size_bytes: int | None = None  # filled in by whoever looks at the disk
+
+
+class ServerHold(NamedTuple):
+    """A server that runs from an installed version folder, so that version must stay."""
+
+    version: str
+    address: str
+    pid: int | None
+    answering: bool  # False: it did not answer (hung, garbage); the OS told which build it is
+
+    def describe(self) -> str:
+        pid = f"pid {self.pid}" if self.pid is not None else "pid unknown"
+        silent = ", not answering" if not self.answering else ""
+        return f"server {self.address} ({pid}{silent}) runs from it"
+
+
+class InUseHold(NamedTuple):
+    """A version that running mux processes use: they hold its lock (updater.install.inuse), or the
+    OS says their program lies in it. ``pids`` are the processes the OS names (may be none)."""
+
+    version: str
+    pids: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        if not self.pids:
+            return "in use by a running mux"
+        return f"in use by a running mux (pid {', '.join(str(pid) for pid in self.pids)})"
+
+
+def _hold_reason(version: str, holds: Sequence[ServerHold | InUseHold]) -> KeptVersion:
+    """Why a held version stays: each server that runs from it (by its socket), then the
+    processes that use it and are not one of those servers."""
+    servers = [h for h in holds if isinstance(h, ServerHold) and h.version == version]
+    users = [h for h in holds if isinstance(h, InUseHold) and h.version == version]
+    reasons = [h.describe() for h in servers]
+    named = {h.pid for h in servers}
+    others = tuple(sorted({pid for h in users for pid in h.pids} - named))
+    if others or (users and not servers):
+        reasons.append(InUseHold(version, others).describe())
+    return KeptVersion(version, "server" if servers else "in-use", "; ".join(reasons))
+
+
+class Settlement(NamedTuple):
+    """What settling an install does: the versions to remove, the record to write, and
+    every version that stays with its reason."""
+
+    remove: tuple[str, ...]
+    record: dict[str, Any] | None  # None: the record already agrees
+    kept: tuple[KeptVersion, ...] = ()
+
+
+def settle(
+    record: Mapping[str, Any],
+    *,
+    active: str | None,
+    installed: Collection[str],
+    running: str | None = None,
+    holds: Sequence[ServerHold | InUseHold] = (),
+    prune: bool = True,
+) -> Settlement:
+    """Make the record agree with the link, and keep only what is needed.
+
+    ``active`` is the version the link points at, ``installed`` the version folders there
+    are, ``running`` the one this process runs from, ``holds`` the versions running mux
+    processes use (their lock, a server's status line, what the OS says): none of these is
+    ever removed. After a switch, or after one that a kill cut short between moving the link
+    and recording it, the recorded "active" that the link no longer names is the previous
+    version. ``prune=False`` only settles the record: nothing is removed, and the entries of
+    every installed version stay.
+    """
+    if active is None:
+        return Settlement((), None)
+    recorded, previous = record.get("active"), record.get("previous")
+    if isinstance(recorded, str) and recorded != active:
+        previous = recorded
+    if not (isinstance(previous, str) and previous != active and previous in installed):
+        previous = None
+    reasons: dict[str, KeptVersion] = {}
+
+    def keep(version: str | None, kind: str, reason: str) -> None:
+        if (
+            version is not None
+            and version not in reasons
+            and (version in installed or kind == "active")
+        ):
+            reasons[version] = KeptVersion(version, kind, reason)
+
+    keep(active, "active", "active (the mux link points at it)")
+    keep(previous, "previous", "previous version (for mux update --rollback)")
+    keep(running, "running", "the running mux runs from it")
+    for version in sorted({hold.version for hold in holds}):
+        held = _hold_reason(version, holds)
+        keep(version, held.kind, held.reason)
+    remove = tuple(v for v in installed if v not in reasons) if prune else ()
+    entries = set(reasons) if prune else {*reasons, *installed}
+    versions = record.get("versions")
+    settled = {
+        **record,
+        "active": active,
+        "previous": previous,
+        "versions": {
+            v: entry
+            for v, entry in (versions if isinstance(versions, dict) else {}).items()
+            if v in entries
+        },
+    }
+    return Settlement(
+        remove,
+        None if settled == dict(record) else settled,
+        tuple(reasons.values()),
+    )
+
+
+def record_install(
+    record: Mapping[str, Any],
+    version: str,
+    *,
+    archive_sha256: str,
+    files_sha256: str,
+    target: str,
+    source: str,
+    bin_dir: str,
+    signed_at: int | None = None,
+) -> dict[str, Any]:
+    """The record with ``version`` added; "active" still names the version it replaces.
+
+    ``signed_at`` is the signed timestamp of the release's verified ``SHA256SUMS.minisig``
+    (kept out when no signature was checked), what a later downgrade is judged by.
+
+    It is written before the link moves: a kill after the switch still finds the new
+    version's file list on record, and :func:`settle` turns the old "active" into "previous".
+    """
+    import copy  # (not at the top: only an install records one)
+
+    updated = copy.deepcopy(dict(record))
+    versions = updated.get("versions")
+    if not isinstance(versions, dict):
+        versions = updated["versions"] = {}
+    versions[version] = {
+        "archive_sha256": archive_sha256,
+        "files_sha256": files_sha256,
+        "target": target,
+        "source": source,
+        "installed_by": "mux update",
+        **({"signed_at": signed_at} if signed_at is not None else {}),
+    }
+    updated.update(
+        {"schema": RECORD_SCHEMA, "bin_dir": bin_dir, "target": target, "source": source}
+    )
+    return updated
+
+
+def recorded_signed_at(record: Mapping[str, Any], version: str | None) -> int | None:
+    """The ``signed_at`` the record keeps for ``version`` (None: not recorded, or garbage)."""
+    versions = record.get("versions")
+    entry = versions.get(version) if isinstance(versions, dict) and version else None
+    signed = entry.get("signed_at") if isinstance(entry, dict) else None
+    return signed if isinstance(signed, int) and not isinstance(signed, bool) else None
+
+
+def rollback_choice(
+    record: Mapping[str, Any], *, active: str | None, installed: Collection[str]
+) -> str | None:
+    """The version ``--rollback`` goes back to: the recorded previous one, else the only
+    other installed one; None when there is none (or it is gone)."""
+    previous = record.get("previous")
+    if not isinstance(previous, str) or previous == active:
+        others = [v for v in installed if v != active]
+        previous = others[-1] if len(others) == 1 else None
+    return previous if previous in installed else None
+
+
+def record_rollback(record: Mapping[str, Any], *, to: str, from_: str | None) -> dict[str, Any]:
+    return {**record, "active": to, "previous": from_}
