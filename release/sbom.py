@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from release.components import Component
     from release.inventory import Inventory, ShippedFile
     from updater.sources.base import ReleaseSource
-    from updater.trust.pipeline import VerificationLog, VerifiedRelease
+    from updater.trust.layers import VerificationLog, VerifiedRelease
 
 SBOM_NAME = "sbom.cdx.json"  # inside a build folder (and so in every archive)
 MAX_SBOM_BYTES = 16 * 1024 * 1024

@@ -24,12 +24,9 @@ from updater.core import models
 from updater.core.request import ReleaseRequest
 from updater.errors import UsageError
 from updater.sources.base import GitHubSource, ReleaseFolderSource, ReleaseSource
-from updater.trust.pipeline import (
-    TrustPolicy,
-    VerificationLog,
-    verify_release_files,
-    verify_release_metadata,
-)
+from updater.trust.layers import VerificationLog
+from updater.trust.pipeline import verify_release_files, verify_release_metadata
+from updater.trust.policy import TrustPolicy
 
 
 @dataclass

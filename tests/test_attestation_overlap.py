@@ -48,15 +48,11 @@ from updater.sources.base import FeedSource, ReleaseSource
 from updater.trust import attestation
 from updater.trust.attestation_worker import AttestationWorker
 from updater.trust.attestation_worker import start as start_worker
-from updater.trust.pipeline import (
-    TrustPolicy,
-    VerificationLog,
-    VerifiedRelease,
-    _AttestationInBackground,
-    signed_digest,
-    verify_release_files,
-    verify_release_metadata,
-)
+from updater.trust.attested import AttestationInBackground
+from updater.trust.layers import VerificationLog, VerifiedRelease
+from updater.trust.pipeline import verify_release_files, verify_release_metadata
+from updater.trust.policy import TrustPolicy
+from updater.trust.sums import signed_digest
 
 REPO = "acme/mux"
 TARGET = detect_target()
@@ -391,12 +387,12 @@ def test_the_download_must_have_exactly_the_attested_digest(
     signed = signed_digest(ARCHIVE, sums=release.sums, manifest=release.manifest)
     log = VerificationLog()
     with start_worker() as child:
-        worker = _AttestationInBackground(source, release, signed, trust, child)
+        worker = AttestationInBackground(source, release, signed, trust, child)
         with pytest.raises(VerificationError, match=r"verification failed \(attestation\): the "):
             worker.finish("0" * 64, log)
     assert log.layers == []
     with start_worker() as child:
-        worker = _AttestationInBackground(source, release, signed, trust, child)
+        worker = AttestationInBackground(source, release, signed, trust, child)
         worker.finish(signed, log)
     assert [(layer.layer, layer.status) for layer in log.layers] == [("attestation", "ok")]
 

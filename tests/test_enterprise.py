@@ -289,7 +289,7 @@ def test_the_attestation_an_enterprise_release_must_carry(
     from updater.errors import VerificationError
     from updater.sources.base import FeedSource
     from updater.trust.attestation import verify_attestation
-    from updater.trust.pipeline import TrustPolicy
+    from updater.trust.policy import TrustPolicy
 
     release = make_release(
         tmp_path / "feed", "0.2.0", protocol_version=2, keypair=keypair, repo=REPO

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from updater.errors import VerificationError
 from updater.install import gunzip as _gunzip
 from updater.install.gunzip import GunzipReader, InflateError
-from updater.trust.pipeline import unpack
+from updater.trust.unpack import unpack
 
 
 def _gzip_file(tmp_path: Path, *members: bytes, name: str = "data.gz") -> Path:

@@ -403,7 +403,7 @@ def test_unpack_hashes_what_it_writes_and_the_list_trusts_only_untouched_files(
     """The digests taken while unpacking make the same ``.mux-files`` as reading the files
     back; a file changed since (same size, its mtime put back) or added is read again."""
     from updater.install.layout import files_list
-    from updater.trust.pipeline import unpack
+    from updater.trust.unpack import unpack
 
     files = {"lib/a.bin": bytes(range(256)) * 1000, "b.txt": b"b" * 70_000, "empty": b""}
     _archive(tmp_path / "a.tar.gz", "top", files)
@@ -431,7 +431,7 @@ def test_unpack_hashes_what_it_writes_and_the_list_trusts_only_untouched_files(
 
 def test_a_truncated_archive_is_refused_while_it_is_hashed(tmp_path: Path) -> None:
     from updater.errors import VerificationError
-    from updater.trust.pipeline import unpack
+    from updater.trust.unpack import unpack
 
     _archive(tmp_path / "a.tar.gz", "top", {"big": os.urandom(300_000)})
     whole = (tmp_path / "a.tar.gz").read_bytes()

@@ -164,7 +164,9 @@ def find_offer(
                 ),
                 **_index_facts(index),
             )
-        from updater.trust.pipeline import TrustPolicy, VerificationLog, verify_release_metadata
+        from updater.trust.layers import VerificationLog
+        from updater.trust.pipeline import verify_release_metadata
+        from updater.trust.policy import TrustPolicy
 
         policy = TrustPolicy.for_update(source, build, settings)
         release = verify_release_metadata(source, tag, policy, VerificationLog())

@@ -26,7 +26,8 @@ from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, Verificat
 from updater.install import transaction as install
 from updater.install.layout import Layout, read_record, resolve_layout
 from updater.net.download import Progress
-from updater.trust.pipeline import LayerResult, TrustPolicy, VerificationLog
+from updater.trust.layers import LayerResult, VerificationLog
+from updater.trust.policy import TrustPolicy
 
 if TYPE_CHECKING:
     from updater.sources.feed_index import VerifiedIndex

@@ -59,7 +59,7 @@ from updater.install.layout import (
     version_holds,
     with_sizes,
 )
-from updater.trust.pipeline import Expected, check_build, reported_build
+from updater.trust.smoke import Expected, check_build, reported_build
 
 if TYPE_CHECKING:
     from updater.install.layout import UnpackedFiles

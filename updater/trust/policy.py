@@ -1,0 +1,108 @@
+"""What must hold before anything is installed: the trust policy the layers apply.
+
+:meth:`TrustPolicy.for_update` derives it for ``mux update`` and ``--check`` (what the source
+demands, with the build's keys and identity); :meth:`TrustPolicy.for_release` for
+``mux-release verify`` (everything).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from updater.trust.layers import (
+    LAYER_ARCHIVE,
+    LAYER_ATTESTATION,
+    LAYER_DIGEST,
+    LAYER_SIGNATURE,
+    LAYER_SMOKE_TEST,
+)
+
+if TYPE_CHECKING:
+    from updater.config.buildinfo import BuildInfo
+    from updater.config.settings import Settings
+    from updater.sources.base import ReleaseSource
+
+
+class TrustPolicy(NamedTuple):
+    """What must hold before anything is installed."""
+
+    minisign_keys: tuple[str, ...]
+    require_signature: bool
+    repository: str  # owner/name whose release workflow must have built the release
+    signer_workflow: str
+    oidc_issuer: str
+    require_attestation: bool
+    skip_attestation: bool = False
+    github_url: str = "https://github.com"
+    trusted_root: Path | None = None  # Sigstore's trust root (None: Sigstore's production one)
+    require_api_digests: bool = False  # an unreadable GitHub asset list fails (not skipped)
+
+    @classmethod
+    def for_update(cls, source: ReleaseSource, build: BuildInfo, settings: Settings) -> TrustPolicy:
+        """``mux update``: what the source demands, with the build's keys and identity.
+
+        A signature is required from a source that demands one (a feed) and whenever the
+        build trusts a key; an attestation wherever the source demands one (GitHub).
+        """
+        from updater.sources.base import attestation_identity
+
+        github_url, repository = attestation_identity(
+            settings.github.web_url, settings.github.repo, build.repo
+        )
+        return cls(
+            minisign_keys=settings.trusted_keys(build.trust.minisign_keys),
+            require_signature=source.signature_required or bool(build.trust.minisign_keys),
+            repository=repository,
+            signer_workflow=build.trust.signer_workflow,
+            oidc_issuer=build.trust.oidc_issuer,
+            require_attestation=source.attestation_required,
+            skip_attestation=settings.skip_attestation,
+            github_url=github_url,
+            trusted_root=settings.sigstore_trusted_root,
+        )
+
+    @classmethod
+    def for_release(
+        cls,
+        keys: tuple[str, ...],
+        repository: str,
+        *,
+        skip_attestation: bool,
+        trusted_root: Path | None,
+    ) -> TrustPolicy:
+        """``mux-release verify``: a release about to ship must pass everything."""
+        from updater.config.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
+
+        return cls(
+            minisign_keys=keys,
+            require_signature=True,
+            repository=repository,
+            signer_workflow=SIGNER_WORKFLOW,
+            oidc_issuer=OIDC_ISSUER,
+            require_attestation=True,
+            skip_attestation=skip_attestation,
+            trusted_root=trusted_root,
+            require_api_digests=True,
+        )
+
+    def identity(self, tag: str) -> Any:
+        from updater.trust.attestation import AttestationIdentity
+
+        return AttestationIdentity(
+            repository=self.repository,
+            signer_workflow=self.signer_workflow,
+            ref=f"refs/tags/{tag}",
+            issuer=self.oidc_issuer,
+            github_url=self.github_url,
+        )
+
+    def checks(self) -> tuple[str, ...]:
+        """The layers this policy runs, as a dry run lists them."""
+        return (
+            LAYER_SIGNATURE if self.minisign_keys else f"{LAYER_SIGNATURE} (no trusted key)",
+            LAYER_DIGEST,
+            LAYER_ATTESTATION if not self.skip_attestation else f"{LAYER_ATTESTATION} SKIPPED",
+            LAYER_ARCHIVE,
+            LAYER_SMOKE_TEST,
+        )
