@@ -61,7 +61,7 @@ def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
     from release.feed import sign_feed_index
     from release.package import package_release, sign_release
     from updater.config.targets import detect_target
-    from updater.core import models
+    from updater.formats import models
 
     target = detect_target()
     sigstore = FakeSigstore.create(tmp / "sigstore")

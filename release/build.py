@@ -52,10 +52,10 @@ from updater.config.buildinfo import (
     BuildInfo,
     TrustSettings,
 )
-from updater.core.models import archive_folder, parse_version
 from updater.errors import MuxError, UsageError
 from updater.files import sha256_file
-from updater.trust.minisign import PublicKey
+from updater.formats.minisign import PublicKey
+from updater.formats.models import archive_folder, parse_version
 
 if TYPE_CHECKING:
     from release.pins import Pin, PinnedAsset

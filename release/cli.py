@@ -88,9 +88,7 @@ def build(
     ] = None,
     protocol_version: Annotated[
         int | None,
-        typer.Option(
-            "--protocol-version", help="Default: updater.servers.protocol.PROTOCOL_VERSION."
-        ),
+        typer.Option("--protocol-version", help="Default: updater.protocol.PROTOCOL_VERSION."),
     ] = None,
     repo: Annotated[
         str, typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to update from.")
@@ -143,7 +141,7 @@ def build(
 
         version = updater.__version__
     if protocol_version is None:
-        from updater.servers.protocol import PROTOCOL_VERSION
+        from updater.protocol import PROTOCOL_VERSION
 
         protocol_version = PROTOCOL_VERSION
     make = builder.build_standin if standin else builder.build_standalone
@@ -253,7 +251,7 @@ def keygen(
 ) -> None:
     """Make a minisign key pair (minisign.key, minisign.pub) for signing releases."""
     from release.signing import generate_keypair
-    from updater.trust.minisign import PublicKey
+    from updater.formats.minisign import PublicKey
 
     password = None if no_password else _password_from_env(password_env)
     if password is None and not no_password:

@@ -497,7 +497,7 @@ class FakeSigstore:
         ``refs/tags/v<version>`` of ``repository``; writes the bundle next to them, lists it in
         ``SHA256SUMS`` (rehashed) and returns its path. Signing is left to the caller."""
         from release.package import rehash_sums
-        from updater.core import models
+        from updater.formats import models
 
         subjects = {
             p.name: hashlib.sha256(p.read_bytes()).hexdigest()

@@ -13,7 +13,7 @@ index from the feed's ``v<version>/`` folders and signs it; with ``refresh`` it 
 index as it is, with the next ``seq`` and a new expiry. A signature made by hand with
 ``minisign -S -t "<that comment>" -m releases.json`` is read the same way.
 
-The comment is read by :mod:`updater.trust.trusted_comments` (one parser, the client's). The next
+The comment is read by :mod:`updater.formats.trusted_comments` (one parser, the client's). The next
 ``seq`` comes from the existing signature's trusted comment, read only after it
 verified with the signing key's own public key (so a foreign file cannot steer it; a refresh
 also requires the index to be exactly what was signed); ``seq`` overrides it, for a new key.
@@ -29,17 +29,17 @@ from pathlib import Path
 
 from release.formats import format_releases_json
 from release.signing import SecretKey
-from updater.core.models import (
+from updater.errors import MuxError, ParseError, UsageError, VerificationError
+from updater.files import atomic_write
+from updater.formats.minisign import PublicKey, verify, verify_trusted_comment
+from updater.formats.models import (
     FEED_INDEX_NAME,
     MANIFEST_NAME,
     FeedRelease,
     parse_releases_json,
     parse_tag,
 )
-from updater.errors import MuxError, ParseError, UsageError, VerificationError
-from updater.files import atomic_write
-from updater.trust.minisign import PublicKey, verify, verify_trusted_comment
-from updater.trust.trusted_comments import FEED_SIGNATURE_NAME, IndexComment
+from updater.formats.trusted_comments import FEED_SIGNATURE_NAME, IndexComment
 
 DEFAULT_EXPIRES_IN = 14 * 24 * 3600
 MAX_EXPIRES_IN = 366 * 24 * 3600  # a signature valid for longer than a year defeats expiry

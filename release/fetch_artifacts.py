@@ -35,8 +35,8 @@ class Fetched:
 
 def _client_for(url: str, http: HttpSettings) -> HttpClient:
     from updater.net.http import HostPolicy, HttpClient
-    from updater.net.urls import url_origin
     from updater.sources.base import GITHUB_DOWNLOAD_HOSTS
+    from updater.urls import url_origin
 
     origin = url_origin(url)
     policy = HostPolicy(

@@ -1,4 +1,4 @@
-"""The release layout's documents, written: the inverse of :mod:`updater.core.models`' parsers.
+"""The release layout's documents, written: the inverse of :mod:`updater.formats.models`' parsers.
 
 Only release tooling writes ``manifest.json``, ``SHA256SUMS`` and a feed's ``releases.json``;
 the installed mux reads them. Every writer's output parses back to what it was given
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from updater.core.models import MANIFEST_SCHEMA, FeedRelease, Manifest
+from updater.formats.models import MANIFEST_SCHEMA, FeedRelease, Manifest
 
 
 def manifest_document(manifest: Manifest) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def render_install_script(
 ) -> str:
     """``install.sh`` trusting ``keys`` (base64 public key lines) and defaulting to ``repo``;
     ``policy_file`` is where it reads the machine policy (default: as the script says)."""
-    from updater.trust.minisign import PublicKey
+    from updater.formats.minisign import PublicKey
 
     if not keys or len(keys) > MAX_TRUSTED_KEYS:
         raise UsageError(f"give one or two trusted minisign public keys, not {len(keys)}")

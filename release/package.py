@@ -31,7 +31,9 @@ from release.sbom import SBOM_NAME, check_sbom_matches, sbom_asset_name
 from release.signing import SecretKey
 from updater.config.buildfolder import BUILD_INFO_NAME, CODE_PACKAGE, build_info_in
 from updater.config.buildinfo import BuildInfo
-from updater.core.models import (
+from updater.errors import MuxError, ParseError, UsageError
+from updater.files import atomic_write, sha256_file
+from updater.formats.models import (
     MANIFEST_NAME,
     SUMS_NAME,
     SUMS_SIGNATURE_NAME,
@@ -41,8 +43,6 @@ from updater.core.models import (
     parse_manifest,
     tag_for,
 )
-from updater.errors import MuxError, ParseError, UsageError
-from updater.files import atomic_write, sha256_file
 from updater.timestamps import rfc3339
 
 _NOT_SUMMED = frozenset({SUMS_NAME, SUMS_SIGNATURE_NAME})

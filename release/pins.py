@@ -30,9 +30,9 @@ import tomlkit.exceptions
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.version import InvalidVersion, Version
 
-from updater.core.models import is_safe_asset_name, is_sha256
+from updater import urls
 from updater.errors import MuxError, ParseError
-from updater.net import urls
+from updater.formats.models import is_safe_asset_name, is_sha256
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PINS_PATH = REPO_ROOT / "release" / "pins.toml"

@@ -27,9 +27,9 @@ from updater.errors import MuxError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Every file whose content is protocol: change one and PROTOCOL_VERSION must change.
-PROTOCOL_BEARING_FILES: tuple[str, ...] = ("updater/servers/protocol.py",)
+PROTOCOL_BEARING_FILES: tuple[str, ...] = ("updater/protocol.py",)
 # The file defining ``PROTOCOL_VERSION = <int>`` at module level.
-VERSION_FILE = "updater/servers/protocol.py"
+VERSION_FILE = "updater/protocol.py"
 VERSION_NAME = "PROTOCOL_VERSION"
 LOCK_PATH = "release/protocol.lock"
 LOCK_SCHEMA = 1

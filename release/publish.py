@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from updater.core.models import parse_tag
 from updater.errors import ParseError, UsageError
+from updater.formats.models import parse_tag
 
 
 @dataclass(frozen=True)

@@ -166,7 +166,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
     )
     from release.serve import serve_directory
     from release.signing import SecretKey, generate_keypair
-    from updater.trust.minisign import PublicKey
+    from updater.formats.minisign import PublicKey
 
     keys: dict[str, Any] = {}
     builds: dict[str, Path] = {}

@@ -52,10 +52,10 @@ from release.pins import (
     read_pins,
 )
 from release.textdiff import capped_unified_diff
-from updater.core.models import SUMS_NAME, parse_sha256sums
 from updater.core.request import Decision, ReleaseRequest
 from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
 from updater.files import write_temp_beside
+from updater.formats.models import SUMS_NAME, parse_sha256sums
 from updater.sources.base import (
     BUNDLE_LIMIT,
     GITHUB_WEB,

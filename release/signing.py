@@ -1,6 +1,6 @@
 """minisign secret keys: key generation and signing, byte-compatible with ``minisign`` 0.11.
 
-Release tooling only: the installed mux checks signatures (:mod:`updater.trust.minisign`) and never
+Release tooling only: the installed mux checks signatures (:mod:`updater.formats.minisign`) and never
 holds a secret key. Format of a secret key file (jedisct1/minisign ``src/minisign.h``): an
 untrusted comment line, then base64 of ``"Ed" | kdf ("Sc" or 0 0) | "B2" | salt (32) |
 opslimit (8, LE) | memlimit (8, LE) | key id (8) | Ed25519 seed+public key (64) | checksum
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from updater.errors import MuxError
-from updater.trust.minisign import (
+from updater.formats.minisign import (
     SIG_ALG,
     SIG_ALG_HASHED,
     TRUSTED_PREFIX,

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from release.sbom import check_release_sbom
 from updater.config.settings import Settings
-from updater.core import models
 from updater.core.request import ReleaseRequest
 from updater.errors import UsageError
+from updater.formats import models
 from updater.sources.base import GitHubSource, ReleaseFolderSource, ReleaseSource
 from updater.trust.layers import VerificationLog
 from updater.trust.pipeline import verify_release_files, verify_release_metadata

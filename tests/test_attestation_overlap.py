@@ -42,8 +42,8 @@ from tests.support.releases import (
 from updater.config.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
 from updater.config.settings import HttpSettings
 from updater.config.targets import detect_target
-from updater.core import models
 from updater.errors import VerificationError
+from updater.formats import models
 from updater.sources.base import FeedSource, ReleaseSource
 from updater.trust import attestation
 from updater.trust.attestation_worker import AttestationWorker

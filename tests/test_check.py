@@ -18,9 +18,9 @@ from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.releases import KeyPair, make_keypair, serve_directory
 from updater.config.buildinfo import current
-from updater.core import models
-from updater.servers.protocol import PROTOCOL_VERSION
-from updater.trust.trusted_comments import IndexComment
+from updater.formats import models
+from updater.formats.trusted_comments import IndexComment
+from updater.protocol import PROTOCOL_VERSION
 
 HERE_VERSION = current().version
 TARGET = current().target

@@ -285,8 +285,8 @@ def test_the_attestation_an_enterprise_release_must_carry(
 
     from updater.config.buildinfo import BuildInfo, TrustSettings
     from updater.config.settings import GitHubSettings, Settings
-    from updater.core import models
     from updater.errors import VerificationError
+    from updater.formats import models
     from updater.sources.base import FeedSource
     from updater.trust.attestation import verify_attestation
     from updater.trust.policy import TrustPolicy

@@ -31,8 +31,12 @@ from tests.support.releases import (
     sign_index,
 )
 from updater.errors import ParseError, UsageError, VerificationError
-from updater.trust.minisign import PublicKey
-from updater.trust.trusted_comments import FEED_SIGNATURE_NAME, IndexComment, parse_trusted_comment
+from updater.formats.minisign import PublicKey
+from updater.formats.trusted_comments import (
+    FEED_SIGNATURE_NAME,
+    IndexComment,
+    parse_trusted_comment,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

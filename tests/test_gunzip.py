@@ -1,4 +1,4 @@
-"""The forward-only gzip reader the unpacking reads through (updater/install/gunzip.py).
+"""The forward-only gzip reader the unpacking reads through (updater/trust/gunzip.py).
 
 Checked against Python's gzip module on real files: the same bytes whatever the read sizes
 and chunk boundaries, several members, and every broken stream (cut short, wrong checksum,
@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from updater.errors import VerificationError
-from updater.install import gunzip as _gunzip
-from updater.install.gunzip import GunzipReader, InflateError
+from updater.trust import gunzip as _gunzip
+from updater.trust.gunzip import GunzipReader, InflateError
 from updater.trust.unpack import unpack
 
 

@@ -36,7 +36,7 @@ from tests.support.releases import (
 )
 from tests.support.servers import start_mux_server
 from tests.support.terminal import on_a_terminal
-from updater.servers.protocol import PROTOCOL_VERSION
+from updater.protocol import PROTOCOL_VERSION
 
 REPO = "acme/mux"
 
@@ -105,7 +105,7 @@ CACHED_CHECK_ALLOWED = {
 # _socket (socket's import alone cost as much as the exchange), imported only then: a machine
 # without a server never pays for it.
 SERVER_QUERY_ALLOWED = {
-    "updater.servers.protocol",
+    "updater.protocol",
     "_socket",
     "shlex",  # the restart command, quoted, for a server that needs one
     "struct",  # the kernel's word on the process behind a Unix socket (SO_PEERCRED)
@@ -349,7 +349,7 @@ def test_no_path_imports_a_module_the_build_leaves_out(every_path: dict[str, set
     everything = set().union(*every_path.values())
     # The recording saw the paths it is meant to see.
     assert any("server" in argv and "--socket" in argv for argv in every_path), every_path.keys()
-    for seen in ("sigstore", "rich.progress", "typer", "httpx", "updater.servers.daemon"):
+    for seen in ("sigstore", "rich.progress", "typer", "httpx", "updater.daemon.server"):
         assert seen in everything, seen
     (startup,) = (mods for argv, mods in every_path.items() if argv.endswith(": -c"))
     left_out = [*NEVER_IMPORTED, *DEV_ONLY_MODULES]

@@ -45,7 +45,7 @@ from tests.support.releases import (
     sign_release_dir,
 )
 from updater.config.targets import detect_target
-from updater.trust.minisign import PublicKey
+from updater.formats.minisign import PublicKey
 
 TARGET = detect_target()
 ARCHIVE = f"mux-{TARGET}.tar.gz"

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from tests.support.installsh import INSTALL_SH, shell_argv
 
-# What a release tag may look like (updater.core.models._TAG_RE, install.sh's is_version).
+# What a release tag may look like (updater.formats.models._TAG_RE, install.sh's is_version).
 TAG_FORM = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-.+]?[0-9A-Za-z.]+)?")
 
 
@@ -123,7 +123,7 @@ def test_the_newest_stable_release_is_mux_s(
 ) -> None:
     """pick_from_index chooses what mux's feed source does: the highest stable version by
     PEP 440 (the first of equal ones), whatever the order of the list and its flags."""
-    from updater.core.models import parse_tag
+    from updater.formats.models import parse_tag
 
     flat = tmp_path_factory.mktemp("index") / "releases.flat"
     flat.write_text(_flat_index(listed))
@@ -283,7 +283,7 @@ def test_utc_text(library: Path, unix: int) -> None:
 
 def test_key_ids_are_minisign_s(library: Path, tmp_path: Path) -> None:
     from tests.support.releases import make_keypair
-    from updater.trust.minisign import PublicKey
+    from updater.formats.minisign import PublicKey
 
     for number in range(5):
         keypair = make_keypair(tmp_path / str(number), password=None)

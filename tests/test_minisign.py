@@ -1,4 +1,4 @@
-"""updater.trust.minisign (checking) and release.signing (keys, signing) against the real minisign 0.11 command, in both directions."""
+"""updater.formats.minisign (checking) and release.signing (keys, signing) against the real minisign 0.11 command, in both directions."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from release import signing
 from release.signing import SecretKey, SecretKeyError, generate_keypair
 from tests.support.releases import make_keypair
 from updater.errors import MuxError, ParseError, VerificationError
-from updater.trust.minisign import PublicKey, verify, verify_trusted_comment
+from updater.formats.minisign import PublicKey, verify, verify_trusted_comment
 
 MINISIGN = shutil.which("minisign")
 MESSAGE = b"0123abcd  mux-x86_64-unknown-linux-gnu.tar.gz\n"

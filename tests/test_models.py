@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from release.formats import format_sha256sums, manifest_document
-from updater.core import models
 from updater.errors import ParseError
-from updater.servers.protocol import StatusLineError, parse_status_line
+from updater.formats import models
+from updater.protocol import StatusLineError, parse_status_line
 
 SHA = "ab" * 32
 

@@ -23,7 +23,7 @@ from release.protocol_check import (
     read_sources,
     record_protocol,
 )
-from updater.servers.protocol import PROTOCOL_VERSION
+from updater.protocol import PROTOCOL_VERSION
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # The protocol version the checkout records: each bump moves it, the rules stay the same.
@@ -64,9 +64,9 @@ CHANGE = ('STATUS_PATH = "/api/status"', 'STATUS_PATH = "/api/v2/status"')
 
 
 def test_the_repository_lock_is_current() -> None:
-    # What CI's `mux-release protocol` enforces on every change to updater/servers/protocol.py.
+    # What CI's `mux-release protocol` enforces on every change to updater/protocol.py.
     report = check_protocol(REPO_ROOT)
-    from updater.servers.protocol import PROTOCOL_VERSION
+    from updater.protocol import PROTOCOL_VERSION
 
     assert report.current.protocol_version == PROTOCOL_VERSION
     assert report.summary().startswith(f"protocol version {PROTOCOL_VERSION} (fingerprint ")
@@ -82,12 +82,10 @@ def test_a_change_without_a_bump_fails_and_cannot_be_recorded(tree: Path) -> Non
     with pytest.raises(ProtocolError) as caught:
         check_protocol(tree)
     assert caught.value.message == (
-        f"updater/servers/protocol.py changed since {LOCK_PATH} was recorded but PROTOCOL_VERSION is "
+        f"updater/protocol.py changed since {LOCK_PATH} was recorded but PROTOCOL_VERSION is "
         f"still {CURRENT}: {BUMP_HINT}"
     )
-    with pytest.raises(
-        ProtocolError, match=r"^refusing to record: updater/servers/protocol.py changed"
-    ):
+    with pytest.raises(ProtocolError, match=r"^refusing to record: updater/protocol.py changed"):
         record_protocol(tree)
     assert (tree / LOCK_PATH).read_bytes() == lock_before
 
@@ -186,7 +184,7 @@ def test_the_last_release_tag_is_checked_even_when_the_lock_was_hand_edited(tree
     with pytest.raises(ProtocolError) as caught:
         check_protocol(tree)
     assert caught.value.message == (
-        f"updater/servers/protocol.py changed since release v0.1.0 but PROTOCOL_VERSION is still "
+        f"updater/protocol.py changed since release v0.1.0 but PROTOCOL_VERSION is still "
         f"{CURRENT}: "
         f"{BUMP_HINT}"
     )

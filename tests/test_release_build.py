@@ -429,7 +429,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     from tests.support.imports import matching
     from tests.support.releases import serve_directory
     from tests.support.terminal import on_a_terminal
-    from updater.core import models
+    from updater.formats import models
 
     folder = real_build.folder
     current, _ = real_build.keys

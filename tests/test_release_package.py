@@ -34,9 +34,9 @@ from tests.support.releases import (
     serve_directory,
 )
 from updater.config.targets import TARGETS, detect_target
-from updater.core.models import parse_manifest, parse_releases_json, parse_sha256sums
 from updater.errors import EXIT_USAGE, ParseError, UsageError
-from updater.trust.minisign import PublicKey, verify
+from updater.formats.minisign import PublicKey, verify
+from updater.formats.models import parse_manifest, parse_releases_json, parse_sha256sums
 
 HOST = detect_target()
 OTHER = next(t for t in TARGETS if t != HOST)

@@ -23,8 +23,8 @@ from release.notices import Distribution, LicenceText, generate_notices
 from release.pins import check_pins, load_pins
 from release.repin import RepinRefused, RepinResult, repin, write_together
 from tests.support.github import FakeGitHub, serve_github
-from updater.core.models import FeedRelease
 from updater.errors import NetworkError, UsageError, VerificationError
+from updater.formats.models import FeedRelease
 
 REPO = "acme/libfoo"
 ASSET = "libfoo-x86_64.tar.gz"

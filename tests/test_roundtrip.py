@@ -19,8 +19,8 @@ from release.fake_sigstore import FakeSigstore
 from release.package import rehash_sums, trusted_comment_for
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import make_keypair, make_release, serve_directory
-from updater.core import models
-from updater.trust.trusted_comments import IndexComment
+from updater.formats import models
+from updater.formats.trusted_comments import IndexComment
 
 REPO = "acme/mux"
 MINISIGN = shutil.which("minisign")

@@ -18,7 +18,7 @@ from tests.test_plan import Decision, _offer
 from tests.test_watch import plugin_script
 from updater.core.notices import offer_notice
 from updater.core.report import Manager
-from updater.servers import watch
+from updater.daemon import hub as watch
 
 
 def _lines() -> bytes:

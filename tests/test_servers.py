@@ -38,8 +38,9 @@ from tests.support.servers import (
 )
 from updater.cli.server import server_app
 from updater.config import buildinfo
+from updater.daemon import server as server_daemon
 from updater.errors import EXIT_USAGE, MuxError, UsageError
-from updater.servers import daemon as server_daemon
+from updater.protocol import StatusLine, StatusLineError, parse_status_line
 from updater.servers.client import (
     ServerReport,
     TcpAddress,
@@ -51,7 +52,6 @@ from updater.servers.client import (
     restart_command,
     runtime_dir,
 )
-from updater.servers.protocol import StatusLine, StatusLineError, parse_status_line
 
 __all__ = ["mux_runtime_dir"]  # the fixture, imported for pytest
 

@@ -1,4 +1,4 @@
-"""The pure-Python snappy decoder (updater/trust/snappy.py): block and framed formats, hostile input.
+"""The pure-Python snappy decoder (updater/formats/snappy.py): block and framed formats, hostile input.
 
 Vectors are built here: a literal-only encoder (valid snappy, never compressing) and copy
 elements assembled by hand from the format description, so no snappy library is needed.
@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from updater.errors import ParseError
-from updater.trust import snappy
-from updater.trust.snappy import SnappyError
+from updater.formats import snappy
+from updater.formats.snappy import SnappyError
 
 MIB = 1024 * 1024
 

@@ -20,7 +20,7 @@ from updater.commands import cache
 from updater.config import settings as mux_settings
 from updater.config.targets import TARGETS, UnsupportedPlatform, detect_target, target_for
 from updater.install.layout import package_manager_for
-from updater.servers.protocol import StatusLineError, parse_status_line
+from updater.protocol import StatusLineError, parse_status_line
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from release.fake_sigstore import FakeSigstore
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.releases import KeyPair, make_keypair, make_release
-from updater.core import models
+from updater.formats import models
 
 REPO = "acme/mux"
 

@@ -36,7 +36,7 @@ from tests.support.servers import (
     start_mux_server,
     wait_until,
 )
-from updater.servers import watch
+from updater.daemon import hub as watch
 from updater.servers.client import query_server
 
 __all__ = ["mux_runtime_dir"]
@@ -576,7 +576,7 @@ def test_what_a_server_streams_is_checked_and_escaped(
 def test_the_hub_never_blocks_a_publisher() -> None:
     """Unit level: a watcher whose queue is full is dropped at once, without waiting."""
     hub = watch.WatchHub(queue_limit=3)
-    from updater.servers.protocol import WatchEvent
+    from updater.protocol import WatchEvent
 
     waiting = watch.Watcher()
     hub._watchers.add(waiting)  # registered, never reading
@@ -592,7 +592,7 @@ def test_the_hub_never_blocks_a_publisher() -> None:
 @pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "poll"])
 def test_the_link_watch_notices_a_move_within_two_seconds(tmp_path, inotify):
     """Both ways of noticing (inotify on Linux, the poll elsewhere), in-process."""
-    from updater.servers.linkwatch import LinkWatch
+    from updater.daemon.linkwatch import LinkWatch
 
     _home, bin_dir, targets = _fake_install(tmp_path)
     seen: queue.Queue[str | None] = queue.Queue()
@@ -614,7 +614,7 @@ def test_the_link_watch_notices_a_move_within_two_seconds(tmp_path, inotify):
 def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
     """The policy's ``updates = "disabled"`` reaches the server through Settings."""
     from updater.config.settings import Settings
-    from updater.servers.notices import ServerNotices
+    from updater.daemon.notices import ServerNotices
 
     logged: list[str] = []
     ran: list[str] = []
@@ -642,7 +642,7 @@ def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
 
 @pytest.mark.parametrize("interval", [0.5, 1.0, 60.0, 6 * 3600.0, 30 * 86400.0])
 def test_the_schedule_never_asks_before_the_cache_expired(interval):
-    from updater.servers.background import first_delay, next_delay
+    from updater.daemon.background import first_delay, next_delay
 
     for draw in (0.0, 0.3, 0.999999):
         delay = next_delay(interval, rng=lambda draw=draw: draw)
@@ -862,7 +862,7 @@ def test_watch_gives_up_on_a_server_that_hangs_mid_stream(mux_runtime_dir):
 
 
 def test_the_check_child_s_output_is_bounded_as_it_is_read(tmp_path):
-    from updater.servers.background import OutputTooLarge, read_bounded
+    from updater.daemon.background import OutputTooLarge, read_bounded
 
     flood = subprocess.Popen(
         [sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"],
@@ -909,7 +909,7 @@ def test_the_check_child_s_output_is_bounded_as_it_is_read(tmp_path):
 def test_the_check_interval_has_a_floor(source, asked, used):
     from types import SimpleNamespace
 
-    from updater.servers.background import check_interval
+    from updater.daemon.background import check_interval
 
     heard: list[str] = []
     settings = SimpleNamespace(update_check_interval=asked, source=source)

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 from tests.support.releases import Feed, KeyPair
-from updater.trust.minisign import PublicKey
+from updater.formats.minisign import PublicKey
 
 
 def mirror(feed: Feed, dest: Path, *tags: str) -> Path:

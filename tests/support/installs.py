@@ -15,7 +15,7 @@ from release.formats import format_sha256sums
 from release.package import trusted_comment_for
 from release.signing import SecretKey
 from tests.conftest import run_mux
-from updater.core import models
+from updater.formats import models
 
 
 @dataclass(frozen=True)

@@ -64,14 +64,14 @@ from release.serve import serve_directory as serve_directory  # re-exported for 
 from release.serve import serve_handler
 from release.signing import SecretKey, generate_keypair
 from updater.config.targets import detect_target
-from updater.core.models import (
+from updater.formats.minisign import PublicKey
+from updater.formats.models import (
     MANIFEST_NAME,
     SUMS_NAME,
     SUMS_SIGNATURE_NAME,
     parse_manifest,
     tag_for,
 )
-from updater.trust.minisign import PublicKey
 
 TEST_PASSWORD = "correct horse battery staple"
 # Cheap scrypt settings (N=1024, r=8, p=1): stored in the key, so minisign reads them back.

@@ -1,6 +1,6 @@
 """Real mux servers and misbehaving fakes on real Unix sockets, for tests.
 
-- :func:`start_mux_server` runs a real server process (``updater.servers.daemon.serve``),
+- :func:`start_mux_server` runs a real server process (``updater.daemon.server.serve``),
   optionally answering another protocol version, and waits until it is live.
 - :func:`start_fake_server` listens on a real Unix socket in a thread and misbehaves in one
   chosen way (hangs, drips, answers garbage, another service, no protocol_version, ...).
@@ -52,7 +52,7 @@ FakeKind = Literal[
 
 SERVE_SCRIPT = (
     "import json, sys\n"
-    "from updater.servers.daemon import serve\n"
+    "from updater.daemon.server import serve\n"
     "serve(sys.argv[1], status_override=json.loads(sys.argv[2]))\n"
 )
 
@@ -274,7 +274,7 @@ def write_fake_mux(directory: Path, *, protocol_version: int, version: str) -> P
     path.write_text(
         f"#!{sys.executable}\n"
         "import sys\n"
-        "from updater.servers.daemon import serve\n"
+        "from updater.daemon.server import serve\n"
         "args = sys.argv[1:]\n"
         "assert args[:3] == ['server', 'run', '--socket'], args\n"
         f"serve(args[3], status_override={{'protocol_version': {protocol_version}, 'version': {version!r}}})\n"

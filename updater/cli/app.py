@@ -2,7 +2,7 @@
 
 Each command reads its settings (:mod:`updater.config.settings`) and flags once, calls one library
 function and renders its result (:mod:`updater.cli.render`); the work lives in
-:mod:`updater.commands.check`, :mod:`updater.commands.update` and :mod:`updater.servers.daemon`.
+:mod:`updater.commands.check`, :mod:`updater.commands.update` and :mod:`updater.daemon.server`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``mux server``: start, stop, restart and inspect mux servers (mounted by :mod:`updater.cli.app`).
 
-The server these commands run is mux's control surface (:mod:`updater.servers.daemon`): it
+The server these commands run is mux's control surface (:mod:`updater.daemon.server`): it
 serves the status line and a shutdown request, and hosts no terminal sessions.
 Every failure is one line on stderr with the exit code of its :class:`MuxError`.
 """
@@ -98,7 +98,7 @@ def run_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
     """Serve in the foreground (what `mux server start` runs in the background)."""
-    from updater.servers.daemon import serve
+    from updater.daemon.server import serve
 
     _run(lambda: serve(_server_address(name, socket, url)))
 
@@ -108,7 +108,7 @@ def start_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
     """Start a server in the background and wait until it answers."""
-    from updater.servers.daemon import start
+    from updater.daemon.server import start
 
     report = _run(lambda: start(_server_address(name, socket, url)))
     print(server_line(f"started a mux server on {report.address}: {describe_live(report)}"))
@@ -119,7 +119,7 @@ def stop_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
     """Ask a server to shut down (works whatever protocol it speaks)."""
-    from updater.servers.daemon import stop
+    from updater.daemon.server import stop
 
     address = _run(lambda: _server_address(name, socket, url))
     result = _run(lambda: stop(address))
@@ -134,7 +134,7 @@ def restart_command_(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
     """Stop a server (whatever its protocol) and start this mux's server in its place."""
-    from updater.servers.daemon import restart
+    from updater.daemon.server import restart
 
     report = _run(lambda: restart(_server_address(name, socket, url)))
     print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
@@ -196,7 +196,7 @@ def watch_command(
     """
     import sys
 
-    from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch
+    from updater.daemon.hub import READ_TIMEOUT, StreamEnded, open_watch
 
     address = _run(lambda: _server_address(name, socket, url))
     silence = READ_TIMEOUT if read_timeout is None else read_timeout
@@ -228,6 +228,6 @@ def check_updates_command(
     max_age: Annotated[float, typer.Option("--max-age")] = 0.0,
 ) -> None:
     """One background check for a server (it runs this in a child process)."""
-    from updater.servers.background import run_check_child
+    from updater.daemon.background import run_check_child
 
     raise typer.Exit(run_check_child(current, max_age))

@@ -3,7 +3,7 @@
 A release build carries ``_build_info.json`` next to this module, written by
 ``mux-release build``. A development checkout has no such file: it reads its version from
 ``updater.__version__`` (the single source hatchling writes into the package metadata), its
-protocol from :mod:`updater.servers.protocol`, its target from the machine it runs on, and says it is a
+protocol from :mod:`updater.protocol`, its target from the machine it runs on, and says it is a
 development build. This module is on the fast path of ``mux version``: stdlib only.
 """
 
@@ -164,7 +164,7 @@ class BuildInfo(_Record):
 def _development_build() -> BuildInfo:
     from updater import __version__
     from updater.config.targets import detect_target_or_empty
-    from updater.servers.protocol import PROTOCOL_VERSION
+    from updater.protocol import PROTOCOL_VERSION
 
     return BuildInfo(
         version=__version__,
@@ -209,7 +209,7 @@ def current_mux_command() -> list[str]:
       ``-P -m updater``, which finds nothing where the package is not installed (the
       release workflow runs ``python -m release`` from a checkout it does not install).
 
-    A server (:func:`updater.servers.daemon.start`) and the attestation worker
+    A server (:func:`updater.daemon.server.start`) and the attestation worker
     (:mod:`updater.trust.attestation_worker`) run this.
     """
     import sys

@@ -208,7 +208,7 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         if keys is None:
             raise bad("trusted_keys", f"a list of at most {MAX_TRUSTED_KEYS} minisign public keys")
         from updater.errors import ParseError
-        from updater.trust.minisign import PublicKey
+        from updater.formats.minisign import PublicKey
 
         try:
             values["trusted_keys"] = tuple(PublicKey.parse(key).to_base64() for key in keys)
@@ -220,7 +220,7 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         values["allow_expired_feed"] = document["allow_expired_feed"]
     if "download_hosts" in document:
         hosts = _strings(document["download_hosts"], MAX_DOWNLOAD_HOSTS)
-        from updater.net.urls import parse_download_host
+        from updater.urls import parse_download_host
 
         checked = [parse_download_host(h) for h in hosts] if hosts is not None else None
         if checked is None or None in checked:
@@ -252,7 +252,7 @@ def _is_repo(value: object) -> bool:
 
 def _url(value: object) -> str | None:
     from updater.errors import NetworkError
-    from updater.net.urls import check_url_scheme
+    from updater.urls import check_url_scheme
 
     if not isinstance(value, str) or len(value) > 2000:
         return None
@@ -307,7 +307,7 @@ def apply_policy(
             raise refuse("source", f"--source {printable(flags.source, 100)} cannot change it")
         _same_or_refuse(environ, "MUX_UPDATE_SOURCE", pinned, "source", refuse)
         if pinned == "github":
-            from updater.net.urls import github_api_for
+            from updater.urls import github_api_for
 
             for name, variable, default in (
                 ("github_url", "MUX_GITHUB_URL", "https://github.com"),
@@ -332,7 +332,7 @@ def apply_policy(
         if environ.get("MUX_SIGSTORE_TRUSTED_ROOT"):
             raise refuse("source", "MUX_SIGSTORE_TRUSTED_ROOT cannot replace the trust root")
         settings = settings._replace(source=pinned, trust_keys=(), skip_attestation=False)
-    from updater.net.urls import parse_download_host
+    from updater.urls import parse_download_host
 
     hosts = tuple(parse_download_host(h) or h for h in github.download_hosts)
     if policy.download_hosts is not None or policy.source is not None:

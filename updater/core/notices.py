@@ -3,7 +3,7 @@
 A server knows the build it runs, the build the mux link points at (it watches the link),
 and the newest release (its background check). Each change becomes an event; a watcher that
 connects later gets the events still in force. Events are plain (type, data) pairs:
-:mod:`updater.servers.protocol` frames them, :mod:`updater.servers.hub` delivers them.
+:mod:`updater.protocol` frames them, :mod:`updater.servers.hub` delivers them.
 """
 
 from __future__ import annotations

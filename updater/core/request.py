@@ -68,7 +68,7 @@ class ReleaseRequest(NamedTuple):
     @classmethod
     def exactly(cls, version: str, *, allow_downgrade: bool = False) -> ReleaseRequest:
         """mux's release ``v<version>``; a leading ``v`` is accepted. Raises UsageError."""
-        from updater.core import models
+        from updater.formats import models
 
         tag = models.tag_for(version.strip().removeprefix("v"))
         if not models.TAG_RE.fullmatch(tag):
@@ -138,6 +138,6 @@ def signed_earlier(current_signed_at: int | None, offered_signed_at: int | None)
 
 
 def _version(value: str | Version) -> Version:
-    from updater.core.models import parse_version
+    from updater.formats.models import parse_version
 
     return parse_version(value) if isinstance(value, str) else value

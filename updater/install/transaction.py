@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from updater.core import models
 from updater.core.retention import (
     InUseHold,
     KeptVersion,
@@ -43,6 +42,7 @@ from updater.core.retention import (
 )
 from updater.errors import InstallError, MuxError, VerificationError
 from updater.files import Flush, atomic_write, fsync_dir, fsync_file, sha256_file
+from updater.formats import models
 from updater.install import inuse
 from updater.install.layout import (
     DOWNLOAD_PREFIX,

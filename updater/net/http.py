@@ -32,7 +32,7 @@ import httpx
 
 from updater.config.settings import HttpSettings
 from updater.errors import NetworkError, RateLimitError, printable
-from updater.net.urls import check_url_scheme, url_origin
+from updater.urls import check_url_scheme, url_origin
 
 if TYPE_CHECKING:
     import ssl

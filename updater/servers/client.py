@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Literal
 
-    from updater.servers.protocol import StatusLine
+    from updater.protocol import StatusLine
 
     ServerState = Literal["live", "stale", "hung", "garbage", "foreign", "no-protocol", "error"]
 
@@ -126,7 +126,7 @@ def parse_server_address(text: str) -> ServerAddress:
         return UnixAddress(text)
     from urllib.parse import unquote, urlsplit  # only URL addresses need these
 
-    from updater.net.urls import is_loopback_host
+    from updater.urls import is_loopback_host
 
     expected = "expected unix:///path/to.sock or http://127.0.0.1:PORT"
     try:
@@ -511,7 +511,7 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
 def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
     display = target.display
     # Only now that there is a server to ask: the protocol (its records) and the socket.
-    from updater.servers.protocol import STATUS_PATH, StatusLineError, parse_status_line
+    from updater.protocol import STATUS_PATH, StatusLineError, parse_status_line
 
     peer = Peer()
 

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from updater.config.settings import DOWNLOAD_HOSTS_ENV, HttpSettings
-from updater.core import models
 from updater.errors import (
     MuxError,
     NetworkError,
@@ -32,8 +31,9 @@ from updater.errors import (
     UsageError,
     VerificationError,
 )
+from updater.formats import models
 from updater.net.http import Fetched, HostPolicy, HttpClient, RateLimits
-from updater.net.urls import check_url_scheme, is_loopback_host, parse_download_host, url_origin
+from updater.urls import check_url_scheme, is_loopback_host, parse_download_host, url_origin
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -357,7 +357,7 @@ class GitHubSource(ReleaseSource):
             )
         self.repo = repo
         self.web = (web_url or GITHUB_WEB).rstrip("/")
-        from updater.net.urls import github_api_for
+        from updater.urls import github_api_for
 
         # An Enterprise server's API is its own (as gh finds it), never api.github.com.
         self.api = (api_url or github_api_for(self.web)).rstrip("/")
@@ -584,7 +584,7 @@ class GitHubSource(ReleaseSource):
         """
         import httpx
 
-        from updater.trust import snappy
+        from updater.formats import snappy
 
         try:
             shown = urlsplit(url)._replace(query="", fragment="").geturl()
@@ -723,8 +723,8 @@ class FeedSource(ReleaseSource):
 
     def _index(self) -> VerifiedIndex:
         """The feed's index, verified (read once per source)."""
+        from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
         from updater.sources.feed_index import INDEX_LIMIT, verify_feed_index
-        from updater.trust.trusted_comments import FEED_SIGNATURE_NAME
 
         assert self._index_policy is not None
         if self._verified is None:

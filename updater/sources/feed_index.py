@@ -6,7 +6,7 @@ its sequence number say so (docs/contracts.md, "Signed feed index").
 1. ``releases.json.minisig`` must be there and verify with a trusted key (the build's, and
    ``--trust-key``/the machine policy's: :meth:`updater.config.settings.Settings.trusted_keys`);
 2. its trusted comment must be for ``releases.json`` with decimal ``timestamp``, ``seq`` and
-   ``expires`` (:class:`updater.trust.trusted_comments.IndexComment`);
+   ``expires`` (:class:`updater.formats.trusted_comments.IndexComment`);
 3. ``expires`` must be in the future, unless the reader allows an expired index on purpose
    (``--allow-expired-feed``, ``MUX_ALLOW_EXPIRED_FEED=1``), which is then reported loudly;
 4. ``seq`` must not be lower than the highest this machine saw for the key
@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from updater.core import models
 from updater.errors import ParseError, VerificationError
+from updater.formats import models
+from updater.formats.trusted_comments import FEED_SIGNATURE_NAME, MAX_DECIMAL_DIGITS, IndexComment
 from updater.sources import feed_seq
 from updater.timestamps import utc_text
-from updater.trust.trusted_comments import FEED_SIGNATURE_NAME, MAX_DECIMAL_DIGITS, IndexComment
 
 # A release list, like install.sh's: 1 MiB holds about 16,000 releases.
 INDEX_LIMIT = 1024 * 1024
@@ -85,7 +85,7 @@ def verify_feed_index(
 ) -> VerifiedIndex:
     """Check ``index`` (``releases.json`` of the feed at ``location``) and its ``signature``
     (None when it could not be read, ``missing_signature`` saying why)."""
-    from updater.trust import minisign
+    from updater.formats import minisign
 
     index_url = f"{location}/{models.FEED_INDEX_NAME}"
     signature_url = f"{location}/{FEED_SIGNATURE_NAME}"

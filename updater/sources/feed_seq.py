@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from updater.errors import MuxError
-from updater.trust.trusted_comments import MAX_DECIMAL_DIGITS
+from updater.formats.trusted_comments import MAX_DECIMAL_DIGITS
 
 STATE_NAME = "feed-seq"
 _LINE = re.compile(r"([0-9A-F]+) ([0-9]+)")

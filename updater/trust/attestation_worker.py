@@ -73,7 +73,7 @@ class AttestationWorker:
         """
         from dataclasses import asdict
 
-        from updater.servers.background import OutputTooLarge, read_bounded
+        from updater.daemon.background import OutputTooLarge, read_bounded
         from updater.trust.attestation import AttestationReport
 
         process = self._process

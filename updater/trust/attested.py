@@ -12,8 +12,8 @@ import hashlib
 import threading
 from typing import TYPE_CHECKING
 
-from updater.core import models
 from updater.errors import MuxError, NetworkError, VerificationError
+from updater.formats import models
 from updater.trust.layers import (
     LAYER_ATTESTATION,
     VerificationLog,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from updater.core import models
 from updater.errors import VerificationError
+from updater.formats import models
 
 if TYPE_CHECKING:
     from updater.install.layout import UnpackedFiles

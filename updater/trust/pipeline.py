@@ -30,8 +30,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from updater.core import models
 from updater.errors import NetworkError
+from updater.formats import models
 from updater.trust.attested import AttestationInBackground
 from updater.trust.layers import (
     LAYER_API_DIGEST,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
-from updater.core import models
 from updater.errors import ParseError, VerificationError
+from updater.formats import models
 from updater.trust.layers import (
     LAYER_DIGEST,
     LAYER_MANIFEST,
@@ -44,9 +44,9 @@ def verify_sums(
     A verified signature must be for the release ``tag`` (its ``version:``) and carry its
     signed time (``timestamp:``), as install.sh demands.
     """
+    from updater.formats import minisign
+    from updater.formats.trusted_comments import ReleaseComment
     from updater.timestamps import utc_text
-    from updater.trust import minisign
-    from updater.trust.trusted_comments import ReleaseComment
 
     timestamp = None
     if not policy.minisign_keys:

@@ -125,7 +125,7 @@ def unpack(
             if on_file is not None and tarinfo.isreg():
                 on_file(os.fsdecode(targetpath))
 
-    from updater.install.gunzip import GunzipReader, InflateError
+    from updater.trust.gunzip import GunzipReader, InflateError
 
     try:
         with (
@@ -156,4 +156,4 @@ def unpack(
     return unpacked
 
 
-_COPY_SIZE = 1 << 20  # what the gzip reader inflates per step (updater/install/gunzip.py)
+_COPY_SIZE = 1 << 20  # what the gzip reader inflates per step (updater/trust/gunzip.py)

@@ -1,7 +1,7 @@
 """mux's server control surface: a small daemon that serves the status line and a shutdown request.
 
 It hosts no terminal sessions. It exists so that the server status contract
-(:mod:`updater.servers.protocol`) has a real implementation: ``mux server start | stop | restart``
+(:mod:`updater.protocol`) has a real implementation: ``mux server start | stop | restart``
 run it, the tests and the rehearsal talk to it, and the restart command mux prints
 (``mux server restart --socket P``) works against it.
 
@@ -9,7 +9,7 @@ run it, the tests and the rehearsal talk to it, and the restart command mux prin
   ``version`` from :func:`updater.config.buildinfo.current`, ``pid``, ``started_at`` (RFC 3339),
   ``executable`` (the resolved build it runs from, :func:`updater.config.buildinfo.executable`).
 - ``GET /api/watch`` streams the status line and then events, one JSON object per line
-  (:mod:`updater.servers.watch`, fed by :mod:`updater.servers.notices`: the mux link moving, and the
+  (:mod:`updater.daemon.hub`, fed by :mod:`updater.daemon.notices`: the mux link moving, and the
   background update check).
 - ``POST /api/shutdown`` answers 202, then the server ends every watch stream, closes its
   socket, removes the socket file and exits. SIGTERM and SIGINT do the same.
@@ -49,8 +49,17 @@ from urllib.parse import urlsplit
 from updater.config import buildinfo
 from updater.config.buildinfo import current_mux_command
 from updater.core.verdicts import restart_command_for
+from updater.daemon.hub import WatchHub
 from updater.errors import MuxError, UsageError
-from updater.net.urls import is_loopback_host
+from updater.protocol import (
+    SERVICE_NAME,
+    SHUTDOWN_ACCEPTED,
+    SHUTDOWN_PATH,
+    STATUS_PATH,
+    WATCH_CONTENT_TYPE,
+    WATCH_PATH,
+    StatusLine,
+)
 from updater.servers.client import (
     DEFAULT_TIMEOUT,
     SOCKET_LOCK_SUFFIX,
@@ -64,17 +73,8 @@ from updater.servers.client import (
     query_server,
     runtime_dir,
 )
-from updater.servers.protocol import (
-    SERVICE_NAME,
-    SHUTDOWN_ACCEPTED,
-    SHUTDOWN_PATH,
-    STATUS_PATH,
-    WATCH_CONTENT_TYPE,
-    WATCH_PATH,
-    StatusLine,
-)
-from updater.servers.watch import WatchHub
 from updater.timestamps import rfc3339
+from updater.urls import is_loopback_host
 
 StopResult = Literal["stopped", "not-running"]
 
@@ -461,7 +461,7 @@ def serve(
 def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> Any:
     """Watch the mux link and check for releases in the background (never fatal)."""
     from updater.config import settings
-    from updater.servers.notices import ServerNotices
+    from updater.daemon.notices import ServerNotices
 
     info = buildinfo.current()
     try:

@@ -1,7 +1,7 @@
 """What the signed comments of mux's minisign signatures say: one parser for every reader.
 
 minisign authenticates a signature's *trusted comment* with its global signature
-(:mod:`updater.trust.minisign`); the facts mux decides on are written there, in minisign's own
+(:mod:`updater.formats.minisign`); the facts mux decides on are written there, in minisign's own
 tab-separated form (docs/contracts.md):
 
 * ``releases.json.minisig`` (a feed's index):
@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from updater.core.models import FEED_INDEX_NAME
 from updater.errors import ParseError
+from updater.formats.models import FEED_INDEX_NAME
 
 FEED_SIGNATURE_NAME = f"{FEED_INDEX_NAME}.minisig"
 

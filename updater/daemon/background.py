@@ -59,7 +59,7 @@ def _on_this_machine(source: str) -> bool:
         return source != "github"  # a feed folder
     from urllib.parse import urlsplit
 
-    from updater.net.urls import is_loopback_host
+    from updater.urls import is_loopback_host
 
     try:
         return is_loopback_host(urlsplit(source).hostname or "")

@@ -1,9 +1,9 @@
 """What a running server notices and tells its watchers: the link moving, and new releases.
 
-Two sources feed one :class:`~updater.servers.watch.WatchHub`: a :class:`~updater.servers.linkwatch.LinkWatch`
+Two sources feed one :class:`~updater.daemon.hub.WatchHub`: a :class:`~updater.daemon.linkwatch.LinkWatch`
 on the mux link of the install the server belongs to (``update-installed``, and
 ``restart-needed`` when the installed build speaks another protocol), and the
-:class:`~updater.servers.background.BackgroundCheck` (``update-available``). The rules of which event
+:class:`~updater.daemon.background.BackgroundCheck` (``update-available``). The rules of which event
 to send are :func:`updater.core.plan.link_notices` and :func:`updater.core.plan.offer_notice`; this
 module only keeps track of what was already said, so that each event is sent once.
 """
@@ -25,9 +25,9 @@ from updater.core.notices import (
 )
 from updater.core.offer import ReleaseOffer
 from updater.core.report import Manager
+from updater.daemon.hub import WatchHub
 from updater.install.layout import Layout, installed_protocol, resolve_layout
-from updater.servers.protocol import WatchEvent
-from updater.servers.watch import WatchHub
+from updater.protocol import WatchEvent
 
 
 class ServerNotices:
@@ -125,7 +125,7 @@ class ServerNotices:
         return self.installed.version if self.installed else self.server_version
 
     def check_command(self) -> list[str]:
-        from updater.servers.background import check_interval
+        from updater.daemon.background import check_interval
 
         with self._lock:
             baseline = self._baseline()
@@ -167,8 +167,8 @@ class ServerNotices:
 
     def start(self) -> None:
         """Find the install this server belongs to, watch its link, start the checks."""
-        from updater.servers.background import BackgroundCheck, check_interval
-        from updater.servers.linkwatch import LinkWatch
+        from updater.daemon.background import BackgroundCheck, check_interval
+        from updater.daemon.linkwatch import LinkWatch
 
         settings = self._settings
         self.manager = self._manager(settings)

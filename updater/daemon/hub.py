@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from updater.servers.protocol import MAX_WATCH_LINE, WatchEvent
+from updater.protocol import MAX_WATCH_LINE, WatchEvent
 
 EVENT_SERVER_STOPPING = "server-stopping"
 EVENT_WATCH_DROPPED = "watch-dropped"
@@ -341,7 +341,7 @@ class WatchStream:
         """Each event as it comes (heartbeats are not passed on); raises
         :class:`StreamEnded` when the stream ends, or when no line came for the read
         timeout (a server that is alive sends a heartbeat at least every 15 s)."""
-        from updater.servers.protocol import StatusLineError, parse_watch_event
+        from updater.protocol import StatusLineError, parse_watch_event
 
         last: WatchEvent | None = None
         lines = read_lines(self._response)
@@ -396,6 +396,7 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
 
     from updater.core.verdicts import restart_command_for
     from updater.errors import MuxError
+    from updater.protocol import WATCH_PATH, StatusLineError, parse_status_line
     from updater.servers.client import (
         Peer,
         ServerReport,
@@ -405,7 +406,6 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
         query_server,
         with_executable,
     )
-    from updater.servers.protocol import WATCH_PATH, StatusLineError, parse_status_line
 
     target = parse_server_address(address)
     display = target.display
