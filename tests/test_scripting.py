@@ -2,7 +2,7 @@
 
 ``tests/test_watch.py`` runs the plugin against a real server; here ``mux server watch`` is a
 stand-in on PATH that prints lines made by mux's own event code (``plan.offer_notice``,
-``watch.encode``), so that each way an update is installed (mux update, a packager, an
+``encode``), so that each way an update is installed (mux update, a packager, an
 administrator) reaches the exact script.
 """
 
@@ -18,7 +18,7 @@ from tests.test_plan import Decision, _offer
 from tests.test_watch import plugin_script
 from updater.core.notices import offer_notice
 from updater.core.report import Manager
-from updater.daemon import hub as watch
+from updater.daemon.hub import encode
 
 
 def _lines() -> bytes:
@@ -26,12 +26,12 @@ def _lines() -> bytes:
     status = {"address": "/run/mux/default.sock", "protocol_version": 2, "version": "1.0.0"}
     brew = Manager("packager", "Homebrew", "brew upgrade mux", "/x/mux-packager.json", 0.0)
     admin = Manager("policy", "the machine policy", None, "/etc/mux/policy.toml")
-    lines = [watch.encode({**status, "status": dict(status)})]
+    lines = [encode({**status, "status": dict(status)})]
     for manager in (None, brew, admin):
         notice = offer_notice(offer, installed_version="1.0.0", manager=manager)
         assert notice is not None
-        lines.append(watch.encode({"type": notice.type, "data": notice.data}))
-    lines.append(watch.encode({"type": "some-later-event", "data": {"version": "9"}}))
+        lines.append(encode({"type": notice.type, "data": notice.data}))
+    lines.append(encode({"type": "some-later-event", "data": {"version": "9"}}))
     return b"".join(lines)
 
 

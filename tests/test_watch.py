@@ -36,7 +36,7 @@ from tests.support.servers import (
     start_mux_server,
     wait_until,
 )
-from updater.daemon import hub as watch
+from updater.daemon.hub import Watcher, WatchHub
 from updater.servers.client import query_server
 
 __all__ = ["mux_runtime_dir"]
@@ -575,10 +575,10 @@ def test_what_a_server_streams_is_checked_and_escaped(
 
 def test_the_hub_never_blocks_a_publisher() -> None:
     """Unit level: a watcher whose queue is full is dropped at once, without waiting."""
-    hub = watch.WatchHub(queue_limit=3)
+    hub = WatchHub(queue_limit=3)
     from updater.protocol import WatchEvent
 
-    waiting = watch.Watcher()
+    waiting = Watcher()
     hub._watchers.add(waiting)  # registered, never reading
     began = time.monotonic()
     for n in range(10):
@@ -621,7 +621,7 @@ def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
     for updates, expect_check in (("disabled", False), ("check-only", True), ("enabled", True)):
         logged.clear()
         notices = ServerNotices(
-            watch.WatchHub(),
+            WatchHub(),
             server_version="1.0.0",
             server_protocol=2,
             restart_command="R",
@@ -771,7 +771,7 @@ def test_an_answer_counts_only_for_the_build_that_checked(tmp_path, sandbox_env,
     assert again.returncode == 10 and json.loads(again.stdout)["cached"] is True
 
 
-def _hub_stream(hub: watch.WatchHub) -> tuple[socket.socket, threading.Thread, list[bool]]:
+def _hub_stream(hub: WatchHub) -> tuple[socket.socket, threading.Thread, list[bool]]:
     """One watcher on ``hub`` over a real socket pair: (the reader's end, the stream's thread,
     whether it was accepted)."""
     reader, server_side = socket.socketpair()
@@ -790,7 +790,7 @@ def _hub_stream(hub: watch.WatchHub) -> tuple[socket.socket, threading.Thread, l
 
 
 def test_a_watcher_that_hangs_up_frees_its_place_at_once():
-    hub = watch.WatchHub(max_watchers=1)
+    hub = WatchHub(max_watchers=1)
     try:
         reader, thread, accepted = _hub_stream(hub)
         assert accepted == [True]
@@ -812,7 +812,7 @@ def test_a_watcher_that_hangs_up_frees_its_place_at_once():
 
 def test_an_idle_stream_sends_heartbeats_that_the_client_skips(monkeypatch):
     monkeypatch.setattr(watch, "HEARTBEAT", 0.2)
-    hub = watch.WatchHub()
+    hub = WatchHub()
     try:
         reader, _thread, _accepted = _hub_stream(hub)
         reader.settimeout(10)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from types import MappingProxyType
 
-from updater._records import NamedTuple
+from ._records import NamedTuple
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing: a sidebar's check
 if TYPE_CHECKING:  # asks every live server for its status line, through this module

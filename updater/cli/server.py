@@ -196,7 +196,7 @@ def watch_command(
     """
     import sys
 
-    from updater.daemon.hub import READ_TIMEOUT, StreamEnded, open_watch
+    from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch
 
     address = _run(lambda: _server_address(name, socket, url))
     silence = READ_TIMEOUT if read_timeout is None else read_timeout

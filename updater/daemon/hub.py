@@ -1,6 +1,6 @@
-"""``mux server watch``: the stream of events a server sends, and the client that prints it.
+"""``mux server watch``, the server side: the hub that streams events to every watcher.
 
-The server side is a :class:`WatchHub`: every watcher (one connection to ``GET /api/watch``)
+A :class:`WatchHub`: every watcher (one connection to ``GET /api/watch``)
 gets its own bounded queue and its own thread, so a watcher that stops reading never stalls
 the server or the others. Publishing never blocks: a watcher whose queue is full is dropped,
 and its thread ends the stream with a last line saying why (once the reader takes what is
@@ -13,8 +13,7 @@ line.
 The client side (:func:`open_watch`, :class:`WatchStream`) reads the stream: the first line,
 then each event as it comes (heartbeats are consumed, not passed on), bounded in size and in
 silence (:data:`READ_TIMEOUT`). ``mux server watch`` prints them re-encoded, so nothing a
-server sends reaches a terminal unescaped.
-"""
+server sends reaches a terminal unescaped."""
 
 from __future__ import annotations
 
@@ -24,21 +23,21 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from updater.protocol import MAX_WATCH_LINE, WatchEvent
-
-EVENT_SERVER_STOPPING = "server-stopping"
-EVENT_WATCH_DROPPED = "watch-dropped"
-EVENT_HEARTBEAT = "heartbeat"  # "still here": readers skip it like any type they do not know
+from updater.protocol import WatchEvent
+from updater.servers.watch import (
+    EVENT_HEARTBEAT,
+    EVENT_SERVER_STOPPING,
+    EVENT_WATCH_DROPPED,
+    HEARTBEAT,
+)
 
 MAX_WATCHERS = 256  # more connections than that are refused (HTTP 503)
 QUEUE_LIMIT = 64  # lines waiting for one watcher; one more and it is dropped
 SEND_BUFFER = 16 * 1024  # the kernel's share of a watcher's backlog (SO_SNDBUF)
 WRITE_TIMEOUT = 30.0  # a send that makes no progress for this long drops the watcher
-HEARTBEAT = 15.0  # an idle stream sends a heartbeat line this often
-READ_TIMEOUT = 3 * HEARTBEAT  # a client that gets no line for this long gives up: hung
 CLOSE_GRACE = 1.0  # how long a stopping server waits for its streams' last lines
 
 
@@ -291,175 +290,3 @@ class WatchHub:
 
 
 _HEARTBEAT_LINE = encode({"type": EVENT_HEARTBEAT, "data": {"interval": HEARTBEAT}})
-
-
-# -- the client: mux server watch ----------------------------------------------------------
-
-
-class StreamEnded(Exception):
-    """The stream ended; ``clean`` when the server said it was stopping."""
-
-    def __init__(self, reason: str, *, clean: bool) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.clean = clean
-
-
-def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
-    """Complete lines from ``stream``, each at most :data:`MAX_WATCH_LINE` bytes."""
-    while True:
-        line = stream.readline(MAX_WATCH_LINE + 1)
-        if not line:
-            return
-        if not line.endswith(b"\n"):
-            if len(line) > MAX_WATCH_LINE:
-                raise StreamEnded("the server sent a line longer than 64 KiB", clean=False)
-            raise StreamEnded("the stream was cut in the middle of a line", clean=False)
-        yield line
-
-
-class WatchStream:
-    """An open ``GET /api/watch``: the server's status line, then its event lines."""
-
-    def __init__(
-        self,
-        address: str,
-        status: Any,
-        report: Any,
-        response: Any,
-        connection: Any,
-        read_timeout: float = READ_TIMEOUT,
-    ):
-        self.address = address
-        self.status = status  # protocol.StatusLine
-        self.report = report  # servers.ServerReport of the first line
-        self._response = response
-        self._connection = connection
-        self._read_timeout = read_timeout
-
-    def events(self) -> Iterator[WatchEvent]:
-        """Each event as it comes (heartbeats are not passed on); raises
-        :class:`StreamEnded` when the stream ends, or when no line came for the read
-        timeout (a server that is alive sends a heartbeat at least every 15 s)."""
-        from updater.protocol import StatusLineError, parse_watch_event
-
-        last: WatchEvent | None = None
-        lines = read_lines(self._response)
-        while True:
-            try:
-                line = next(lines, None)
-            except TimeoutError:
-                raise StreamEnded(
-                    f"no line from the server for {self._read_timeout:g}s: it may be hung",
-                    clean=False,
-                ) from None
-            except OSError as exc:
-                raise StreamEnded(
-                    f"the connection failed: {exc.strerror or exc.__class__.__name__}",
-                    clean=False,
-                ) from None
-            if line is None:
-                break
-            try:
-                event = parse_watch_event(line)
-            except StatusLineError as exc:
-                raise StreamEnded(
-                    f"the server sent a line that is not an event: {exc}", clean=False
-                ) from None
-            if event.type == EVENT_HEARTBEAT:
-                continue
-            last = event
-            yield event
-            if event.type in (EVENT_SERVER_STOPPING, EVENT_WATCH_DROPPED):
-                break
-        if last is not None and last.type == EVENT_SERVER_STOPPING:
-            raise StreamEnded(str(last.data.get("reason", "the server stopped")), clean=True)
-        if last is not None and last.type == EVENT_WATCH_DROPPED:
-            reason = str(last.data.get("reason", "no reason given"))
-            raise StreamEnded(f"the server dropped this watcher: {reason}", clean=False)
-        raise StreamEnded("the server closed the stream without saying why", clean=False)
-
-    def close(self) -> None:
-        self._response.close()
-        self._connection.close()
-
-
-def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEOUT) -> WatchStream:
-    """Connect to a server's watch endpoint and read its first line within ``timeout``; then
-    each line within ``read_timeout`` (:meth:`WatchStream.events`).
-
-    Raises :class:`~updater.errors.MuxError` when nothing answers, when the server has no
-    watch endpoint (protocol 1: the error names the restart command), or when its first
-    line is not a status line.
-    """
-    import http.client
-
-    from updater.core.verdicts import restart_command_for
-    from updater.errors import MuxError
-    from updater.protocol import WATCH_PATH, StatusLineError, parse_status_line
-    from updater.servers.client import (
-        Peer,
-        ServerReport,
-        Watchdog,
-        open_connection,
-        parse_server_address,
-        query_server,
-        with_executable,
-    )
-
-    target = parse_server_address(address)
-    display = target.display
-    peer = Peer()
-    connection = open_connection(target, timeout, peer)
-    try:
-        with Watchdog(connection, timeout) as watchdog:
-            try:
-                connection.connect()
-                sock = connection.sock  # the response keeps it; the connection lets go of it
-                connection.request("GET", WATCH_PATH, headers={"Accept": "application/x-ndjson"})
-                response = connection.getresponse()
-                first = response.readline(MAX_WATCH_LINE + 1) if response.status == 200 else b""
-            except (FileNotFoundError, ConnectionRefusedError):
-                raise MuxError(f"no mux server runs on {display}") from None
-            except (OSError, http.client.HTTPException) as exc:
-                if watchdog.fired:
-                    raise MuxError(
-                        f"the server on {display} did not answer within {timeout:g}s"
-                    ) from None
-                raise MuxError(
-                    f"cannot watch the server on {display}: {exc.__class__.__name__}"
-                ) from None
-            if watchdog.fired:
-                raise MuxError(f"the server on {display} did not answer within {timeout:g}s")
-        if response.status != 200:
-            report = query_server(display)
-            if response.status == 404 and report.status is not None:
-                raise MuxError(
-                    f"the server on {display} (mux {report.status.version}, protocol "
-                    f"{report.status.protocol_version}) has no watch endpoint",
-                    hint=f"restart it with the current mux: {restart_command_for(report.address)}",
-                )
-            raise MuxError(
-                f"the server on {display} refused to be watched (HTTP {response.status})"
-            )
-        try:
-            status = parse_status_line(first)
-        except StatusLineError as exc:
-            raise MuxError(
-                f"the server on {display} did not start its stream with a status line: {exc}"
-            ) from None
-        report = with_executable(
-            ServerReport(
-                display,
-                "live",
-                status,
-                f"mux {status.version}, protocol {status.protocol_version}",
-                peer_pid=peer.pid,
-            )
-        )
-        # Events may be hours apart, but heartbeats are not: silence means a hung server.
-        sock.settimeout(read_timeout)
-    except BaseException:
-        connection.close()
-        raise
-    return WatchStream(display, status, report, response, connection, read_timeout)

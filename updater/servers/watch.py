@@ -1,0 +1,190 @@
+"""``mux server watch``, the client side: the stream's vocabulary, and the reader that prints it.
+
+:func:`open_watch` connects to a server's ``GET /api/watch`` and reads its first line (the
+server's status line); :meth:`WatchStream.events` then yields each event as it comes
+(heartbeats are consumed, not passed on), bounded in size and in silence
+(:data:`READ_TIMEOUT`). ``mux server watch`` prints them re-encoded, so nothing a server
+sends reaches a terminal unescaped. The server side is :mod:`updater.daemon.hub`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import IO, Any
+
+from updater.protocol import MAX_WATCH_LINE, WatchEvent
+
+EVENT_SERVER_STOPPING = "server-stopping"
+EVENT_WATCH_DROPPED = "watch-dropped"
+EVENT_HEARTBEAT = "heartbeat"  # "still here": readers skip it like any type they do not know
+HEARTBEAT = 15.0  # an idle stream sends a heartbeat line this often
+READ_TIMEOUT = 3 * HEARTBEAT  # a client that gets no line for this long gives up: hung
+
+
+class StreamEnded(Exception):
+    """The stream ended; ``clean`` when the server said it was stopping."""
+
+    def __init__(self, reason: str, *, clean: bool) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.clean = clean
+
+
+def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """Complete lines from ``stream``, each at most :data:`MAX_WATCH_LINE` bytes."""
+    while True:
+        line = stream.readline(MAX_WATCH_LINE + 1)
+        if not line:
+            return
+        if not line.endswith(b"\n"):
+            if len(line) > MAX_WATCH_LINE:
+                raise StreamEnded("the server sent a line longer than 64 KiB", clean=False)
+            raise StreamEnded("the stream was cut in the middle of a line", clean=False)
+        yield line
+
+
+class WatchStream:
+    """An open ``GET /api/watch``: the server's status line, then its event lines."""
+
+    def __init__(
+        self,
+        address: str,
+        status: Any,
+        report: Any,
+        response: Any,
+        connection: Any,
+        read_timeout: float = READ_TIMEOUT,
+    ):
+        self.address = address
+        self.status = status  # protocol.StatusLine
+        self.report = report  # servers.ServerReport of the first line
+        self._response = response
+        self._connection = connection
+        self._read_timeout = read_timeout
+
+    def events(self) -> Iterator[WatchEvent]:
+        """Each event as it comes (heartbeats are not passed on); raises
+        :class:`StreamEnded` when the stream ends, or when no line came for the read
+        timeout (a server that is alive sends a heartbeat at least every 15 s)."""
+        from updater.protocol import StatusLineError, parse_watch_event
+
+        last: WatchEvent | None = None
+        lines = read_lines(self._response)
+        while True:
+            try:
+                line = next(lines, None)
+            except TimeoutError:
+                raise StreamEnded(
+                    f"no line from the server for {self._read_timeout:g}s: it may be hung",
+                    clean=False,
+                ) from None
+            except OSError as exc:
+                raise StreamEnded(
+                    f"the connection failed: {exc.strerror or exc.__class__.__name__}",
+                    clean=False,
+                ) from None
+            if line is None:
+                break
+            try:
+                event = parse_watch_event(line)
+            except StatusLineError as exc:
+                raise StreamEnded(
+                    f"the server sent a line that is not an event: {exc}", clean=False
+                ) from None
+            if event.type == EVENT_HEARTBEAT:
+                continue
+            last = event
+            yield event
+            if event.type in (EVENT_SERVER_STOPPING, EVENT_WATCH_DROPPED):
+                break
+        if last is not None and last.type == EVENT_SERVER_STOPPING:
+            raise StreamEnded(str(last.data.get("reason", "the server stopped")), clean=True)
+        if last is not None and last.type == EVENT_WATCH_DROPPED:
+            reason = str(last.data.get("reason", "no reason given"))
+            raise StreamEnded(f"the server dropped this watcher: {reason}", clean=False)
+        raise StreamEnded("the server closed the stream without saying why", clean=False)
+
+    def close(self) -> None:
+        self._response.close()
+        self._connection.close()
+
+
+def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEOUT) -> WatchStream:
+    """Connect to a server's watch endpoint and read its first line within ``timeout``; then
+    each line within ``read_timeout`` (:meth:`WatchStream.events`).
+
+    Raises :class:`~updater.errors.MuxError` when nothing answers, when the server has no
+    watch endpoint (protocol 1: the error names the restart command), or when its first
+    line is not a status line.
+    """
+    import http.client
+
+    from updater.core.verdicts import restart_command_for
+    from updater.errors import MuxError
+    from updater.protocol import WATCH_PATH, StatusLineError, parse_status_line
+    from updater.servers.client import (
+        Peer,
+        ServerReport,
+        Watchdog,
+        open_connection,
+        parse_server_address,
+        query_server,
+        with_executable,
+    )
+
+    target = parse_server_address(address)
+    display = target.display
+    peer = Peer()
+    connection = open_connection(target, timeout, peer)
+    try:
+        with Watchdog(connection, timeout) as watchdog:
+            try:
+                connection.connect()
+                sock = connection.sock  # the response keeps it; the connection lets go of it
+                connection.request("GET", WATCH_PATH, headers={"Accept": "application/x-ndjson"})
+                response = connection.getresponse()
+                first = response.readline(MAX_WATCH_LINE + 1) if response.status == 200 else b""
+            except (FileNotFoundError, ConnectionRefusedError):
+                raise MuxError(f"no mux server runs on {display}") from None
+            except (OSError, http.client.HTTPException) as exc:
+                if watchdog.fired:
+                    raise MuxError(
+                        f"the server on {display} did not answer within {timeout:g}s"
+                    ) from None
+                raise MuxError(
+                    f"cannot watch the server on {display}: {exc.__class__.__name__}"
+                ) from None
+            if watchdog.fired:
+                raise MuxError(f"the server on {display} did not answer within {timeout:g}s")
+        if response.status != 200:
+            report = query_server(display)
+            if response.status == 404 and report.status is not None:
+                raise MuxError(
+                    f"the server on {display} (mux {report.status.version}, protocol "
+                    f"{report.status.protocol_version}) has no watch endpoint",
+                    hint=f"restart it with the current mux: {restart_command_for(report.address)}",
+                )
+            raise MuxError(
+                f"the server on {display} refused to be watched (HTTP {response.status})"
+            )
+        try:
+            status = parse_status_line(first)
+        except StatusLineError as exc:
+            raise MuxError(
+                f"the server on {display} did not start its stream with a status line: {exc}"
+            ) from None
+        report = with_executable(
+            ServerReport(
+                display,
+                "live",
+                status,
+                f"mux {status.version}, protocol {status.protocol_version}",
+                peer_pid=peer.pid,
+            )
+        )
+        # Events may be hours apart, but heartbeats are not: silence means a hung server.
+        sock.settimeout(read_timeout)
+    except BaseException:
+        connection.close()
+        raise
+    return WatchStream(display, status, report, response, connection, read_timeout)
