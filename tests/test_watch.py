@@ -811,7 +811,7 @@ def test_a_watcher_that_hangs_up_frees_its_place_at_once():
 
 
 def test_an_idle_stream_sends_heartbeats_that_the_client_skips(monkeypatch):
-    monkeypatch.setattr(watch, "HEARTBEAT", 0.2)
+    monkeypatch.setattr(hub_module, "HEARTBEAT", 0.2)
     hub = WatchHub()
     try:
         reader, _thread, _accepted = _hub_stream(hub)
