@@ -36,6 +36,7 @@ from tests.support.servers import (
     start_mux_server,
     wait_until,
 )
+from updater.daemon import hub as hub_module
 from updater.daemon.hub import Watcher, WatchHub
 from updater.servers.client import query_server
 
