@@ -21,7 +21,7 @@ from updater.files import sha256_file
 
 if TYPE_CHECKING:
     from updater.config.settings import HttpSettings, Settings
-    from updater.net.http import HttpClient
+    from updater.net.client import HttpClient
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,8 @@ class Fetched:
 
 
 def _client_for(url: str, http: HttpSettings) -> HttpClient:
-    from updater.net.http import HostPolicy, HttpClient
+    from updater.net.client import HttpClient
+    from updater.net.hosts import HostPolicy
     from updater.sources.base import GITHUB_DOWNLOAD_HOSTS
     from updater.urls import url_origin
 

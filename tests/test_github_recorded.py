@@ -328,7 +328,7 @@ def test_what_is_a_rate_limit(
 ) -> None:
     import httpx
 
-    from updater.net.http import rate_limit_of, status_error
+    from updater.net.refusals import rate_limit_of, status_error
 
     request = httpx.Request("GET", "https://api.github.com/x")
     response = httpx.Response(status, headers=headers, request=request)
@@ -355,7 +355,7 @@ def test_no_answer_imposes_a_wait_longer_than_a_week(headers: dict[str, str]) ->
     """A lying or broken date must not block every mux on the machine for years."""
     import httpx
 
-    from updater.net.http import LONGEST_RATE_LIMIT_WAIT, rate_limit_of
+    from updater.net.refusals import LONGEST_RATE_LIMIT_WAIT, rate_limit_of
 
     request = httpx.Request("GET", "https://api.github.com/x")
     response = httpx.Response(429, headers=headers, request=request)
@@ -364,7 +364,7 @@ def test_no_answer_imposes_a_wait_longer_than_a_week(headers: dict[str, str]) ->
 
 def test_a_stored_wait_beyond_a_week_is_dropped_not_obeyed(tmp_path: Path) -> None:
     """An entry no answer could have written (an older mux, a hand edit) is ignored."""
-    from updater.net.http import LONGEST_RATE_LIMIT_WAIT, RateLimits
+    from updater.net.refusals import LONGEST_RATE_LIMIT_WAIT, RateLimits
 
     path = tmp_path / "rate-limits.json"
     url = "https://api.github.com/repos/o/r/releases"

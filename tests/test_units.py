@@ -368,7 +368,7 @@ def test_a_plain_connection_reads_what_has_arrived_at_once_a_tls_one_as_httpcore
 
     import httpcore
 
-    from updater.net import http
+    from updater.net import budget
 
     arrived = bytes(range(256)) * 600  # 150 KiB: more than httpcore asks for, less than 1 MiB
     with tempfile.TemporaryDirectory(prefix="mux-read-", dir="/tmp") as folder:
@@ -381,7 +381,7 @@ def test_a_plain_connection_reads_what_has_arrived_at_once_a_tls_one_as_httpcore
                 peer, _ = listener.accept()
                 with peer:
                     peer.sendall(arrived)  # queued at the reader before it reads
-                    stream = http._BudgetedStream(plain, http._Budgets(), tls=tls)
+                    stream = budget.BudgetedStream(plain, budget.Budgets(), tls=tls)
                     assert stream.read(64 * 1024, timeout=5) == expected
                     stream.close()
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, BinaryIO, Protocol
 from updater.errors import InstallError, NetworkError, VerificationError
 
 if TYPE_CHECKING:
-    from updater.net.http import HttpClient
+    from updater.net.client import HttpClient
 
 CHUNK = 256 * 1024
 

@@ -32,7 +32,9 @@ from updater.errors import (
     VerificationError,
 )
 from updater.formats import models
-from updater.net.http import Fetched, HostPolicy, HttpClient, RateLimits
+from updater.net.client import Fetched, HttpClient
+from updater.net.hosts import HostPolicy
+from updater.net.refusals import RateLimits
 from updater.urls import check_url_scheme, is_loopback_host, parse_download_host, url_origin
 
 if TYPE_CHECKING:
