@@ -89,7 +89,7 @@ _HOST_RE = (
 
 
 def parse_download_host(text: str) -> str | None:
-    """An exact host (``host`` or ``host:port``, as :class:`updater.net.http.HostPolicy` matches
+    """An exact host (``host`` or ``host:port``, as :class:`updater.net.hosts.HostPolicy` matches
     them), lower case; None when ``text`` is not one (a URL, a path, a wildcard)."""
     import re
 

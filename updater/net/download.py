@@ -3,7 +3,7 @@
 The file goes to ``<directory>/.download-XXXXXX`` (inside ``MUX_HOME`` for an update, so the
 later rename stays on one file system, and a killed run's leftover is recognised). It never
 grows past its size limit; every failure removes the temporary file. URLs are streamed by
-the source's :class:`~updater.net.http.HttpClient` (resuming with ``Range``); local files (a feed
+the source's :class:`~updater.net.client.HttpClient` (resuming with ``Range``); local files (a feed
 or release folder) are copied.
 """
 
