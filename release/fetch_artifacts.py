@@ -36,7 +36,7 @@ class Fetched:
 def _client_for(url: str, http: HttpSettings) -> HttpClient:
     from updater.net.client import HttpClient
     from updater.net.hosts import HostPolicy
-    from updater.sources.base import GITHUB_DOWNLOAD_HOSTS
+    from updater.sources.github import GITHUB_DOWNLOAD_HOSTS
     from updater.urls import url_origin
 
     origin = url_origin(url)

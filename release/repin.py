@@ -56,15 +56,9 @@ from updater.core.request import Decision, ReleaseRequest
 from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
 from updater.files import write_temp_beside
 from updater.formats.models import SUMS_NAME, parse_sha256sums
-from updater.sources.base import (
-    BUNDLE_LIMIT,
-    GITHUB_WEB,
-    GitHubSource,
-    PublishedAsset,
-    ReleaseSource,
-    github_download_url,
-    open_source,
-)
+from updater.sources.base import BUNDLE_LIMIT, PublishedAsset, ReleaseSource
+from updater.sources.github import GITHUB_WEB, GitHubSource, github_download_url
+from updater.sources.opener import open_source
 
 if TYPE_CHECKING:
     from updater.config.settings import Settings

@@ -23,7 +23,9 @@ from updater.config.settings import Settings
 from updater.core.request import ReleaseRequest
 from updater.errors import UsageError
 from updater.formats import models
-from updater.sources.base import GitHubSource, ReleaseFolderSource, ReleaseSource
+from updater.sources.base import ReleaseSource
+from updater.sources.folder import ReleaseFolderSource
+from updater.sources.github import GitHubSource
 from updater.trust.layers import VerificationLog
 from updater.trust.pipeline import verify_release_files, verify_release_metadata
 from updater.trust.policy import TrustPolicy

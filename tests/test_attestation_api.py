@@ -24,7 +24,7 @@ from release.fake_sigstore import FakeSigstore
 from tests.support.github import FakeGitHub, serve_github
 from tests.test_snappy import compressed_chunk, encode_literals, framed, varint
 from updater.errors import NetworkError, VerificationError
-from updater.sources.base import GitHubSource
+from updater.sources.github import GitHubSource
 from updater.trust.attestation import AttestationIdentity, verify_attestation
 
 REPO = "acme/mux"

@@ -44,7 +44,8 @@ from updater.config.settings import HttpSettings
 from updater.config.targets import detect_target
 from updater.errors import VerificationError
 from updater.formats import models
-from updater.sources.base import FeedSource, ReleaseSource
+from updater.sources.base import ReleaseSource
+from updater.sources.feed import FeedSource
 from updater.trust import attestation
 from updater.trust.attestation_worker import AttestationWorker
 from updater.trust.attestation_worker import start as start_worker

@@ -231,7 +231,7 @@ def test_without_an_api_url_the_enterprise_servers_own_api_gets_the_token(sandbo
 
 
 def test_github_com_hosts_never_see_an_enterprise_token() -> None:
-    from updater.sources.base import GitHubSource
+    from updater.sources.github import GitHubSource
 
     ghe = GitHubSource(REPO, web_url="https://ghe.corp.example", token=TOKEN)
     assert ghe.api == "https://ghe.corp.example/api/v3"
@@ -287,7 +287,7 @@ def test_the_attestation_an_enterprise_release_must_carry(
     from updater.config.settings import GitHubSettings, Settings
     from updater.errors import VerificationError
     from updater.formats import models
-    from updater.sources.base import FeedSource
+    from updater.sources.feed import FeedSource
     from updater.trust.attestation import verify_attestation
     from updater.trust.policy import TrustPolicy
 

@@ -20,7 +20,7 @@ import pytest
 from tests.conftest import run_mux
 from tests.support.replay import Exchange, Replay, recorded, serve_replay
 from updater.errors import NetworkError
-from updater.sources.base import GitHubSource
+from updater.sources.github import GitHubSource
 
 
 @pytest.fixture(autouse=True)

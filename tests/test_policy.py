@@ -23,7 +23,7 @@ from tests.test_check import KEYS, trusting, write_feed, write_release
 from updater.config import settings as mux_settings
 from updater.config.policy import parse_policy, read_policy
 from updater.errors import EXIT_POLICY, PolicyError
-from updater.sources.base import open_source
+from updater.sources.opener import open_source
 from updater.urls import parse_download_host
 
 needs_root = pytest.mark.skipif(

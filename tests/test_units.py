@@ -98,7 +98,7 @@ def test_deeply_nested_json_is_garbage_not_a_crash(tmp_path: Path, monkeypatch) 
 
 @respx.mock
 def test_the_token_never_follows_a_redirect_to_the_download_host() -> None:
-    from updater.sources.base import GitHubSource
+    from updater.sources.github import GitHubSource
 
     download = "https://github.com/acme/mux/releases/download/v1.0.0/manifest.json"
     blob = "https://objects.githubusercontent.com/github-production-release-asset/1/manifest"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from updater.errors import NetworkError
 
+GITHUB_WEB = "https://github.com"  # github.com's web URL: the default source, and whose OIDC signs
+
 LOOPBACK_NAMES = frozenset({"localhost"})
 
 

@@ -147,7 +147,7 @@ def find_offer(
     feed's index is verified all the same, since it decides which tag that is.
     """
     from updater.core.offer import OfferedAsset
-    from updater.sources.base import open_source
+    from updater.sources.opener import open_source
 
     with open_source(settings, build_keys=build.trust.minisign_keys) as source:
         tag = source.resolve(request)

@@ -142,7 +142,7 @@ def _run_update(
     events: UpdateEvents | None,
     worker: AttestationWorker | None,
 ) -> UpdateResult:
-    from updater.sources.base import open_source
+    from updater.sources.opener import open_source
     from updater.trust.pipeline import verify_release_files, verify_release_metadata
 
     build = build or buildinfo.current()

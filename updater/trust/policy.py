@@ -2,14 +2,17 @@
 
 :meth:`TrustPolicy.for_update` derives it for ``mux update`` and ``--check`` (what the source
 demands, with the build's keys and identity); :meth:`TrustPolicy.for_release` for
-``mux-release verify`` (everything).
+``mux-release verify`` (everything). Whose release workflow must have attested a release
+found on a given GitHub is :func:`attestation_identity`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import urlsplit
 
+from updater.errors import UsageError
 from updater.trust.layers import (
     LAYER_ARCHIVE,
     LAYER_ATTESTATION,
@@ -17,6 +20,7 @@ from updater.trust.layers import (
     LAYER_SIGNATURE,
     LAYER_SMOKE_TEST,
 )
+from updater.urls import GITHUB_WEB, is_loopback_host
 
 if TYPE_CHECKING:
     from updater.config.buildinfo import BuildInfo
@@ -45,8 +49,6 @@ class TrustPolicy(NamedTuple):
         A signature is required from a source that demands one (a feed) and whenever the
         build trusts a key; an attestation wherever the source demands one (GitHub).
         """
-        from updater.sources.base import attestation_identity
-
         github_url, repository = attestation_identity(
             settings.github.web_url, settings.github.repo, build.repo
         )
@@ -106,3 +108,31 @@ class TrustPolicy(NamedTuple):
             LAYER_ARCHIVE,
             LAYER_SMOKE_TEST,
         )
+
+
+def github_identity_url(web_url: str | None) -> str:
+    """The GitHub whose workflows sign mux's attestations: a configured GitHub Enterprise,
+    else github.com (a loopback ``MUX_GITHUB_URL`` is an impersonator for tests: the
+    attestations it serves still name github.com)."""
+    if not web_url:
+        return GITHUB_WEB
+    try:
+        host = urlsplit(web_url).hostname
+    except ValueError:
+        raise UsageError(f"MUX_GITHUB_URL is not a URL: {web_url[:200]!r}") from None
+    return GITHUB_WEB if is_loopback_host(host) else web_url.rstrip("/")
+
+
+def attestation_identity(web_url: str | None, repo: str, build_repo: str) -> tuple[str, str]:
+    """Whose release workflow must have attested a release found on this GitHub: its web
+    URL and ``owner/name``.
+
+    On github.com, the repository updated from (``MUX_REPO`` may name a fork). An Enterprise
+    server holds mirrors of the build's own releases (their Sigstore bundle asset copied
+    along): GitHub Enterprise Server has no artifact attestations at all, and a build
+    expects github.com's OIDC issuer, never a GHE.com tenant's. So a release found there must
+    be attested by the build's repository on github.com, whatever the mirror is called."""
+    url = github_identity_url(web_url)
+    if url == GITHUB_WEB:
+        return url, repo
+    return GITHUB_WEB, build_repo or repo
