@@ -307,9 +307,9 @@ def packager_marker_command(
     `mux update` then refuses with --update-command, and `mux update --check` names it."""
     import json
 
-    from updater.commands.cache import parse_duration
     from updater.config.marker import MARKER_NAME, marker_document
     from updater.files import atomic_write
+    from updater.timestamps import parse_duration
 
     if not (folder / "mux").is_file():
         raise UsageError(f"{folder} holds no mux executable; give the unpacked build folder")

@@ -71,10 +71,12 @@ VERSION_ALLOWED = {
     "updater.config.buildfolder",
     "updater.cli.fast",
     "updater.errors",
+    "updater.text",
     "updater.cli.render",
     # Every mux holds a shared lock on its installed version for its whole life (issue 11):
     # first thing, fast paths included; fcntl only in an installed build.
     "updater.install.inuse",
+    "updater.locks",
     "fcntl",
 }
 

@@ -115,7 +115,7 @@ def test_a_real_builds_server_outlives_updates(tmp_path, sandbox_env):
         built_from = str((mux.home / "versions" / "1.0.0" / "mux").resolve())
         assert (first["executable"], first["executable_source"]) == (built_from, "status-line")
         # The real build holds its version's lock for its whole life (updater.install.inuse).
-        from updater.install.inuse import lock_holders
+        from updater.locks import lock_holders
 
         assert lock_holders(str(mux.home / "versions" / "1.0.0" / ".mux-files")) == (pid,)
 

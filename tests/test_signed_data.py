@@ -15,7 +15,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.releases import KeyPair, make_keypair
-from updater.cli.render import safe_text
 from updater.config import settings
 from updater.core.request import Decision, ReleaseRequest
 from updater.core.retention import record_install, recorded_signed_at
@@ -24,6 +23,7 @@ from updater.formats.models import parse_rfc3339
 from updater.formats.trusted_comments import IndexComment, ReleaseComment, parse_trusted_comment
 from updater.sources import feed_seq
 from updater.sources.feed_index import IndexPolicy, verify_feed_index
+from updater.text import safe_text
 
 NOW = 1_800_000_000
 

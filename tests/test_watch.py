@@ -863,7 +863,7 @@ def test_watch_gives_up_on_a_server_that_hangs_mid_stream(mux_runtime_dir):
 
 
 def test_the_check_child_s_output_is_bounded_as_it_is_read(tmp_path):
-    from updater.daemon.background import OutputTooLarge, read_bounded
+    from updater.childio import OutputTooLarge, read_bounded
 
     flood = subprocess.Popen(
         [sys.executable, "-c", "import sys\nwhile True: sys.stdout.write('x' * 65536)"],

@@ -6,6 +6,8 @@ Every failure mux reports is a :class:`MuxError`: one readable line (``message``
 
 from __future__ import annotations
 
+from updater.text import safe_text
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -79,10 +81,8 @@ class InstallError(MuxError):
 
 
 def printable(text: str, limit: int = 2000) -> str:
-    """``text`` as one safe line, cut at ``limit``: escaped by :func:`updater.cli.render.safe_text`
+    """``text`` as one safe line, cut at ``limit``: escaped by :func:`updater.text.safe_text`
     (the one escaping function: C0, DEL, C1, line breaks and invisible format characters),
     so nothing from outside reaches a terminal raw."""
-    from updater.cli.render import safe_text  # stdlib only; imports nothing of mux at run time
-
     shown = safe_text(text)
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"

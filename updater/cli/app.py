@@ -75,7 +75,7 @@ def version(
 def _parse_max_age(value: str | None) -> float | None:
     if value is None:
         return None
-    from updater.commands.cache import parse_duration
+    from updater.timestamps import parse_duration
 
     try:
         return parse_duration(value)

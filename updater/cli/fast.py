@@ -23,10 +23,10 @@ def print_version(*, as_json: bool) -> int:
 def answer_check(flags: dict[str, object]) -> int | None:
     """``mux update --check``: the cache when fresh enough, else the source; None = full CLI."""
     from updater.cli.render import check_document, check_text, report_error, to_json_line
-    from updater.commands.cache import parse_duration
     from updater.commands.check import check
     from updater.config import settings
     from updater.core.request import ReleaseRequest
+    from updater.timestamps import parse_duration
 
     max_age = None
     if "--max-age" in flags:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 import sys
 
+from updater.text import safe_text
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: mux version's fast path
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -37,30 +39,6 @@ REPORT_SCHEMA = 1
 
 def to_json_line(doc: dict[str, Any]) -> str:
     return json.dumps(doc, sort_keys=True)  # ASCII: every control character \u-escaped
-
-
-def safe_text(text: object) -> str:
-    """``text`` safe for a terminal: every character that does not print (C0 controls such as
-    ESC and BEL, DEL, C1, and invisible format characters such as bidi overrides) written as
-    ``\\xNN`` or ``\\uNNNN`` (a line break or tab inside a value as ``\\n``, ``\\t``), as
-    install.sh writes them. The one escaping function: every line mux shows a person goes
-    through it."""
-    shown = str(text)
-    if shown.isprintable():
-        return shown
-    return "".join(c if c.isprintable() else _escaped(c) for c in shown)
-
-
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def _escaped(char: str) -> str:
-    code = ord(char)
-    if char in _NAMED:
-        return _NAMED[char]
-    if code <= 0xFF:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def safe_lines(lines: Sequence[str]) -> str:

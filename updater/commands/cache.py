@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -29,23 +28,6 @@ if TYPE_CHECKING:
 # 2: answers carry the typed decision (updater.core.plan.ReleaseOffer); 3: only verified answers
 # (signed index and release metadata), with the index's expiry
 CACHE_SCHEMA = 3
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
-
-
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``15m``, ``1h``, ``2d``, ``1h30m`` to seconds."""
-    remaining = text.strip().lower()
-    if not remaining:
-        raise ValueError("empty duration")
-    total = 0.0
-    while remaining:
-        match = _DURATION_RE.match(remaining)
-        if not match or not match.group(0):
-            raise ValueError(f"invalid duration {text!r} (use e.g. 90s, 15m, 1h, 2d)")
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        remaining = remaining[match.end() :].lstrip()
-    return total
 
 
 def cache_dir() -> Path:

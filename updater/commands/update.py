@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from updater.config import buildinfo
@@ -28,6 +29,7 @@ from updater.install.layout import Layout, read_record, resolve_layout
 from updater.net.download import Progress
 from updater.trust.layers import LayerResult, VerificationLog
 from updater.trust.policy import TrustPolicy
+from updater.trust.smoke import run_kept_build
 
 if TYPE_CHECKING:
     from updater.sources.feed_index import VerifiedIndex
@@ -274,7 +276,11 @@ def run_rollback(settings: Settings, *, build: BuildInfo | None = None) -> Updat
     require_updates(settings, action="update")
     build = build or buildinfo.current()
     layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
-    done = install.rollback(layout, _install_settings(settings))
+    done = install.rollback(
+        layout,
+        _install_settings(settings),
+        run_build=partial(run_kept_build, timeout=settings.smoke_test_timeout),
+    )
     log = VerificationLog()
     log.ok("files", f"every file of {done.to_version} matches its recorded sha256")
     result = UpdateResult(

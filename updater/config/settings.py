@@ -223,7 +223,7 @@ def _duration(value: str | None, default: float) -> float:
     """``90``, ``90s``, ``15m``, ``6h``; a malformed or negative value is the default."""
     if value is None:
         return default
-    from updater.commands.cache import parse_duration  # stdlib; only when the variable is set
+    from updater.timestamps import parse_duration  # stdlib; only when the variable is set
 
     try:
         seconds = parse_duration(value)

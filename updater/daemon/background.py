@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import subprocess
 import sys
@@ -22,6 +21,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from updater.childio import OutputTooLarge, read_bounded
 
 if TYPE_CHECKING:
     from updater.config.settings import Settings
@@ -161,52 +162,6 @@ class BackgroundCheck:
         if not isinstance(answer, dict):
             return {"ok": False, "error": "the check answered something that is not an object"}
         return answer
-
-
-class OutputTooLarge(Exception):
-    """A child wrote more to its stdout than its reader takes."""
-
-
-def read_bounded(
-    child: subprocess.Popen[bytes], limit: int, deadline: float
-) -> tuple[bytes, bytes]:
-    """The child's stdout and stderr, read as they come, and its exit.
-
-    Never holds more than ``limit`` bytes of either: more on stdout kills the child
-    (:class:`OutputTooLarge`); stderr keeps its first ``limit`` bytes and the rest is read
-    and dropped. Past ``deadline`` (monotonic) the child is killed (``TimeoutExpired``).
-    """
-    import selectors
-
-    assert child.stdout is not None and child.stderr is not None
-    stdout, stderr = child.stdout.fileno(), child.stderr.fileno()
-    taken = {stdout: bytearray(), stderr: bytearray()}
-    try:
-        with selectors.DefaultSelector() as selector:
-            for fd in taken:
-                selector.register(fd, selectors.EVENT_READ)
-            while selector.get_map():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise subprocess.TimeoutExpired(child.args, CHILD_TIMEOUT)
-                for key, _events in selector.select(remaining):
-                    chunk = os.read(key.fd, 65536)
-                    if not chunk:
-                        selector.unregister(key.fd)
-                        continue
-                    kept = taken[key.fd]
-                    if key.fd == stdout and len(kept) + len(chunk) > limit:
-                        raise OutputTooLarge
-                    kept += chunk[: max(0, limit - len(kept))]
-        child.wait(max(0.0, deadline - time.monotonic()))
-    except BaseException:
-        child.kill()
-        child.wait()
-        raise
-    finally:
-        child.stdout.close()
-        child.stderr.close()
-    return bytes(taken[stdout]), bytes(taken[stderr])
 
 
 def run_check_child(argv_current: str | None, max_age: float) -> int:

@@ -73,6 +73,7 @@ from updater.servers.client import (
     query_server,
     runtime_dir,
 )
+from updater.text import safe_text
 from updater.timestamps import rfc3339
 from updater.urls import is_loopback_host
 
@@ -94,7 +95,6 @@ _ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
 
 
 def _log(message: str) -> None:
-    from updater.cli.render import safe_text  # the log may be read on a terminal
 
     stamp = rfc3339()
     print(f"{stamp} {safe_text(message)}", file=sys.stderr, flush=True)

@@ -11,7 +11,7 @@ is not mux (a shell in a session) never keeps a version alive; a mux it runs tak
 Removing a version (:mod:`updater.install.transaction`) first takes an exclusive, non-blocking lock on
 the same file and keeps it until the folder is renamed away (:func:`try_exclusive`); a
 version whose lock is held stays. Who holds it is read from ``/proc/locks`` on Linux
-(:func:`lock_holders`); elsewhere the version stays without a pid to name.
+(:func:`updater.locks.lock_holders`); elsewhere the version stays without a pid to name.
 
 Races, and what holds:
 
@@ -33,9 +33,9 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from updater.config.buildfolder import RUNNING_BUILD_INFO, running_build_folder
+from updater.locks import flock_within, lock_holders
 
 HOLD_FILE = ".mux-files"  # the contract's file list: every installed version has one
 # A remover holds the exclusive lock only while it renames the folder away; a starting mux
@@ -79,23 +79,6 @@ def hold_running_build() -> str | None:
         return _removed(folder)
     _held = fd
     return None
-
-
-def flock_within(fd: int, operation: int, *, wait: float, interval: float) -> bool:
-    """``flock(fd, operation)`` without blocking, tried every ``interval`` seconds for at most
-    ``wait``: True once taken, False when another holder kept it that long. Errors other than
-    "held" are raised. (Here, with the stdlib alone: the first module every mux loads.)"""
-    import fcntl
-
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            fcntl.flock(fd, operation | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(interval)
 
 
 def _removed(folder: str) -> str:
@@ -161,27 +144,6 @@ def try_exclusive(folder: str | os.PathLike[str]) -> Exclusive:
         os.close(fd)
         return Exclusive(None, True)
     return Exclusive(fd, True)
-
-
-def lock_holders(target: int | str) -> tuple[int, ...]:
-    """The pids holding an ``flock`` on the file ``target`` (a descriptor or a path), as
-    Linux's ``/proc/locks`` names them; empty elsewhere or when it cannot be read."""
-    try:
-        info = os.fstat(target) if isinstance(target, int) else os.stat(target)
-        with open("/proc/locks", "rb") as stream:
-            table = stream.read(1 << 20)
-    except OSError:
-        return ()
-    wanted = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}".encode()
-    pids = []
-    for line in table.splitlines():
-        # "1: FLOCK  ADVISORY  READ  1234 08:02:5678 0 EOF"; waiters read "1: -> FLOCK ...".
-        fields = line.split()
-        if len(fields) < 6 or fields[1] != b"FLOCK" or fields[5] != wanted:
-            continue
-        if fields[4].isdigit() and int(fields[4]) > 0:
-            pids.append(int(fields[4]))
-    return tuple(sorted(set(pids)))
 
 
 # -- processes that take no lock ---------------------------------------------------------------

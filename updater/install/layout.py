@@ -26,6 +26,7 @@ from updater.install.paths import RECORD_SCHEMA as RECORD_SCHEMA
 from updater.install.paths import InstallPaths
 from updater.install.paths import package_manager_for as package_manager_for
 from updater.install.paths import tree_size as tree_size
+from updater.net.download import DOWNLOAD_PREFIX as DOWNLOAD_PREFIX
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 FILES_LIST_NAME = ".mux-files"
 LOCK_NAME = ".lock"
-DOWNLOAD_PREFIX = ".download-"
 TRASH_PREFIX = ".trash-"
 LINK_TEMP_PREFIX = ".mux.tmp-"
 WRITE_PROBE_PREFIX = ".mux-write-probe-"

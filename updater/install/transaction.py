@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +59,7 @@ from updater.install.layout import (
     version_holds,
     with_sizes,
 )
-from updater.trust.smoke import Expected, check_build, reported_build
+from updater.locks import flock_within
 
 if TYPE_CHECKING:
     from updater.install.layout import UnpackedFiles
@@ -97,7 +97,7 @@ def install_lock(layout: Layout, *, wait: float) -> Iterator[None]:
     layout.home.mkdir(parents=True, exist_ok=True)
     fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if not inuse.flock_within(fd, fcntl.LOCK_EX, wait=wait, interval=0.1):
+        if not flock_within(fd, fcntl.LOCK_EX, wait=wait, interval=0.1):
             raise InstallError(
                 f"another mux update is running on {layout.home}",
                 hint="wait for it to finish, then retry",
@@ -487,8 +487,14 @@ class RolledBack:
     settled: Settled = Settled()
 
 
-def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
-    """Switch back to the previous version after checking its files against the record."""
+def rollback(
+    layout: Layout, settings: InstallSettings, *, run_build: Callable[[Path, str, str], int]
+) -> RolledBack:
+    """Switch back to the previous version after checking its files against the record.
+
+    ``run_build(folder, version, target)`` runs the kept build once and returns the protocol
+    it speaks, raising when it is not that version for that target (the smoke test,
+    :func:`updater.trust.smoke.run_kept_build`)."""
     _require_install(layout)
     for directory in (layout.home, layout.bin_dir):
         ensure_writable(directory)
@@ -521,8 +527,7 @@ def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
         recorded_target = entry.get("target") if isinstance(entry, dict) else None
         target = str(recorded_target or record.get("target", ""))
         # The kept build runs once: its protocol comes from the same answer that is checked.
-        reported = reported_build(layout.version_dir(previous), timeout=settings.smoke_test_timeout)
-        check_build(reported, Expected(previous, reported.protocol_version, target))
+        protocol_version = run_build(layout.version_dir(previous), previous, target)
         try:
             _switch_link(layout, previous)
         except OSError as exc:
@@ -535,4 +540,4 @@ def rollback(layout: Layout, settings: InstallSettings) -> RolledBack:
                 f"failed: {exc.strerror or exc}",
                 hint="run mux update --rollback again once the disk is writable",
             ) from None
-    return RolledBack(active, previous, target, reported.protocol_version, settled)
+    return RolledBack(active, previous, target, protocol_version, settled)

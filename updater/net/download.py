@@ -21,6 +21,9 @@ from updater.errors import InstallError, NetworkError, VerificationError
 if TYPE_CHECKING:
     from updater.net.client import HttpClient
 
+# A download in progress: a temp file of this name in its folder, garbage once its run is gone
+# (updater.install.layout lists it among the leftovers the next run removes).
+DOWNLOAD_PREFIX = ".download-"
 CHUNK = 256 * 1024
 
 
@@ -67,10 +70,6 @@ def download(
     ``size``: the exact length, when known (a shorter body is resumed, then refused);
     ``max_size``: the limit either way.
     """
-    from updater.install.layout import (
-        DOWNLOAD_PREFIX,  # (not at the top: the check downloads nothing)
-    )
-
     progress = progress or NoProgress()
     directory.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(dir=directory, prefix=DOWNLOAD_PREFIX)

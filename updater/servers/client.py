@@ -558,7 +558,7 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
 def socket_lock_holder(socket_path: str | Path) -> int | None:
     """The process holding the lock a server keeps beside its socket (``<socket>.lock``), as
     the OS says (Linux ``/proc/locks``); None when it does not say."""
-    from updater.install.inuse import lock_holders
+    from updater.locks import lock_holders
 
     holders = lock_holders(f"{socket_path}{SOCKET_LOCK_SUFFIX}")
     return holders[0] if len(holders) == 1 else None

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from updater.config.dirs import user_cache_dir
 from updater.net.client import Fetched, HttpClient
 
 if TYPE_CHECKING:
@@ -20,9 +21,7 @@ if TYPE_CHECKING:
 
 
 def etag_cache_dir() -> Path:
-    from updater.commands.cache import cache_dir
-
-    return cache_dir() / "http"
+    return Path(user_cache_dir()) / "http"
 
 
 @dataclass

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from updater.errors import VerificationError
+from updater.text import safe_text
 
 if TYPE_CHECKING:
     from cryptography.x509 import Certificate
@@ -207,7 +208,6 @@ def preload() -> None:
 
 
 def print_warning(message: str) -> None:
-    from updater.cli.render import safe_text
 
     print(f"warning: {safe_text(message)}", file=sys.stderr)
 
@@ -809,7 +809,6 @@ def _shown(value: object) -> str:
 
     Statement fields are whatever the signer wrote, and anyone can sign with Sigstore.
     """
-    from updater.cli.render import safe_text
 
     text = safe_text(value)
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 3] + "..."

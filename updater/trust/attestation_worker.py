@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from updater.childio import OutputTooLarge, read_bounded
 from updater.errors import VerificationError
 
 if TYPE_CHECKING:
@@ -73,7 +74,6 @@ class AttestationWorker:
         """
         from dataclasses import asdict
 
-        from updater.daemon.background import OutputTooLarge, read_bounded
         from updater.trust.attestation import AttestationReport
 
         process = self._process

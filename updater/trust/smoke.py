@@ -65,3 +65,11 @@ def check_build(reported: Expected, expected: Expected) -> None:
 def smoke_test(folder: Path, expected: Expected, *, timeout: float) -> None:
     """``<folder>/mux version --json`` must report the release's version, protocol, target."""
     check_build(reported_build(folder, timeout=timeout), expected)
+
+
+def run_kept_build(folder: Path, version: str, target: str, *, timeout: float) -> int:
+    """A kept build, run once before ``--rollback`` switches to it: it must report
+    ``version`` for ``target``; returns the protocol it speaks (from the same answer)."""
+    reported = reported_build(folder, timeout=timeout)
+    check_build(reported, Expected(version, reported.protocol_version, target))
+    return reported.protocol_version
