@@ -25,7 +25,7 @@ import os
 from updater._records import NamedTuple
 from updater.config.buildfolder import running_build_folder
 from updater.config.buildinfo import PACKAGER_MARKER
-from updater.errors import MuxError
+from updater.errors import MuxError, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -107,8 +107,6 @@ def marker_document(manager: str, update_command: str, announce_delay: int = 0) 
     try:
         parse_marker(json.dumps(doc).encode(), "")  # the writer obeys the reader's rules
     except MuxError as exc:
-        from updater.errors import UsageError
-
         raise UsageError(exc.message.partition(" cannot be used: ")[2]) from None
     return doc
 

@@ -33,7 +33,9 @@ import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from updater.errors import PolicyError, printable
+from updater.errors import NetworkError, ParseError, PolicyError, printable
+from updater.formats.minisign import PublicKey
+from updater.urls import check_url_scheme, github_api_for, parse_download_host
 
 if TYPE_CHECKING:
     from updater.config.settings import Settings
@@ -207,8 +209,6 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         keys = _strings(document["trusted_keys"], MAX_TRUSTED_KEYS)
         if keys is None:
             raise bad("trusted_keys", f"a list of at most {MAX_TRUSTED_KEYS} minisign public keys")
-        from updater.errors import ParseError
-        from updater.formats.minisign import PublicKey
 
         try:
             values["trusted_keys"] = tuple(PublicKey.parse(key).to_base64() for key in keys)
@@ -220,7 +220,6 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         values["allow_expired_feed"] = document["allow_expired_feed"]
     if "download_hosts" in document:
         hosts = _strings(document["download_hosts"], MAX_DOWNLOAD_HOSTS)
-        from updater.urls import parse_download_host
 
         checked = [parse_download_host(h) for h in hosts] if hosts is not None else None
         if checked is None or None in checked:
@@ -251,8 +250,6 @@ def _is_repo(value: object) -> bool:
 
 
 def _url(value: object) -> str | None:
-    from updater.errors import NetworkError
-    from updater.urls import check_url_scheme
 
     if not isinstance(value, str) or len(value) > 2000:
         return None
@@ -307,8 +304,6 @@ def apply_policy(
             raise refuse("source", f"--source {printable(flags.source, 100)} cannot change it")
         _same_or_refuse(environ, "MUX_UPDATE_SOURCE", pinned, "source", refuse)
         if pinned == "github":
-            from updater.urls import github_api_for
-
             for name, variable, default in (
                 ("github_url", "MUX_GITHUB_URL", "https://github.com"),
                 # without github_api_url: the API of the policy's server, as mux finds it
@@ -332,7 +327,6 @@ def apply_policy(
         if environ.get("MUX_SIGSTORE_TRUSTED_ROOT"):
             raise refuse("source", "MUX_SIGSTORE_TRUSTED_ROOT cannot replace the trust root")
         settings = settings._replace(source=pinned, trust_keys=(), skip_attestation=False)
-    from updater.urls import parse_download_host
 
     hosts = tuple(parse_download_host(h) or h for h in github.download_hosts)
     if policy.download_hosts is not None or policy.source is not None:

@@ -13,6 +13,7 @@ from updater.core.offer import ReleaseOffer
 from updater.core.request import Decision
 from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE
+from updater.timestamps import rfc3339
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -159,6 +160,5 @@ def hold_until(released_at: str, delay: float, now: float | None) -> str | None:
     due = released.timestamp() + delay
     if due <= (time.time() if now is None else now):
         return None
-    from updater.timestamps import rfc3339
 
     return rfc3339(due)

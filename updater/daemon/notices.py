@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from updater.commands.check import current_manager
+from updater.config import buildinfo
 from updater.config.settings import Settings
 from updater.core.notices import (
     EVENT_UPDATE_AVAILABLE,
@@ -25,7 +27,10 @@ from updater.core.notices import (
 )
 from updater.core.offer import ReleaseOffer
 from updater.core.report import Manager
+from updater.daemon.background import BackgroundCheck, check_interval
 from updater.daemon.hub import WatchHub
+from updater.daemon.linkwatch import LinkWatch
+from updater.errors import MuxError
 from updater.install.layout import Layout, installed_protocol, resolve_layout
 from updater.protocol import WatchEvent
 
@@ -65,9 +70,6 @@ class ServerNotices:
     def _manager(self, settings: Settings) -> Manager | None:
         """Who installs updates here (a packager's marker, the policy's check-only): what
         the update-available event names, as the check does."""
-        from updater.commands.check import current_manager
-        from updater.config import buildinfo
-        from updater.errors import MuxError
 
         try:
             return current_manager(settings, buildinfo.current())
@@ -125,7 +127,6 @@ class ServerNotices:
         return self.installed.version if self.installed else self.server_version
 
     def check_command(self) -> list[str]:
-        from updater.daemon.background import check_interval
 
         with self._lock:
             baseline = self._baseline()
@@ -167,8 +168,6 @@ class ServerNotices:
 
     def start(self) -> None:
         """Find the install this server belongs to, watch its link, start the checks."""
-        from updater.daemon.background import BackgroundCheck, check_interval
-        from updater.daemon.linkwatch import LinkWatch
 
         settings = self._settings
         self.manager = self._manager(settings)

@@ -46,10 +46,11 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
-from updater.config import buildinfo
+from updater.config import buildinfo, settings
 from updater.config.buildinfo import current_mux_command
 from updater.core.verdicts import restart_command_for
 from updater.daemon.hub import WatchHub
+from updater.daemon.notices import ServerNotices
 from updater.errors import MuxError, UsageError
 from updater.protocol import (
     SERVICE_NAME,
@@ -460,8 +461,6 @@ def serve(
 
 def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> Any:
     """Watch the mux link and check for releases in the background (never fatal)."""
-    from updater.config import settings
-    from updater.daemon.notices import ServerNotices
 
     info = buildinfo.current()
     try:

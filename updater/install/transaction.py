@@ -60,6 +60,7 @@ from updater.install.layout import (
     with_sizes,
 )
 from updater.locks import flock_within
+from updater.servers import client as servers
 
 if TYPE_CHECKING:
     from updater.install.layout import UnpackedFiles
@@ -232,7 +233,6 @@ def _holds(
     Each candidate that nobody holds stays locked (exclusively, in ``locks``) until the
     caller has renamed it away.
     """
-    from updater.servers import client as servers
 
     try:
         reports = tuple(

@@ -31,7 +31,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from updater.config.settings import HttpSettings
-from updater.errors import NetworkError, RateLimitError
+from updater.errors import NetworkError, RateLimitError, UsageError, VerificationError
 from updater.net.budget import (
     Budget,
     Budgets,
@@ -144,8 +144,6 @@ class HttpClient:
         try:
             self._client = self._make_client(settings.timeout, plain_loopback_only)
         except ValueError as exc:  # httpx's word on a proxy URL it cannot use
-            from updater.errors import UsageError
-
             raise UsageError(
                 f"unusable proxy setting: {exc}",
                 hint="check HTTPS_PROXY / HTTP_PROXY / ALL_PROXY",
@@ -280,8 +278,6 @@ class HttpClient:
             except NetworkError:
                 raise
             except UnicodeEncodeError:
-                from updater.errors import UsageError
-
                 raise UsageError(
                     "the GitHub token has characters HTTP headers cannot carry",
                     hint="check MUX_GITHUB_TOKEN / GITHUB_TOKEN",
@@ -379,7 +375,6 @@ class HttpClient:
         label: str,
         progress: Progress,
     ) -> tuple[int, str]:
-        from updater.errors import VerificationError
 
         def too_large() -> VerificationError:
             limit = (

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from updater.errors import NetworkError, RateLimitError, printable
+from updater.files import atomic_write
 from updater.urls import url_origin
 
 if TYPE_CHECKING:
@@ -200,8 +201,6 @@ class RateLimits:
 
     def close(self, url: str, credential: str, error: RateLimitError) -> None:
         import json
-
-        from updater.files import atomic_write
 
         if error.retry_at is None:
             return

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from updater.config.dirs import user_cache_dir
+from updater.files import atomic_write
 from updater.net.client import Fetched, HttpClient
 
 if TYPE_CHECKING:
@@ -53,7 +54,6 @@ class ConditionalCache:
             return None
 
     def store(self, url: str, headers: Mapping[str, str], body: bytes) -> None:
-        from updater.files import atomic_write
 
         etag, modified = headers.get("etag"), headers.get("last-modified")
         if not (etag or modified):

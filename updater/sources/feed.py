@@ -18,6 +18,7 @@ from updater.errors import (
     VerificationError,
 )
 from updater.formats import models
+from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
 from updater.sources.base import (
@@ -27,6 +28,7 @@ from updater.sources.base import (
     read_local,
 )
 from updater.sources.etags import ConditionalCache, etag_cache_dir
+from updater.sources.feed_index import INDEX_LIMIT, verify_feed_index
 from updater.urls import (
     check_url_scheme,
     url_origin,
@@ -100,7 +102,6 @@ class FeedSource(ReleaseSource):
         """``releases.json``; over HTTP a conditional request (an unchanged index costs a 304;
         what it stands for is verified all the same, against a signature fetched every time).
         ``conditional=False`` asks for the whole body again (and stores it)."""
-        from updater.sources.feed_index import INDEX_LIMIT
 
         if self._client is None:
             return self._read(models.FEED_INDEX_NAME, INDEX_LIMIT)
@@ -115,8 +116,6 @@ class FeedSource(ReleaseSource):
 
     def _index(self) -> VerifiedIndex:
         """The feed's index, verified (read once per source)."""
-        from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
-        from updater.sources.feed_index import INDEX_LIMIT, verify_feed_index
 
         assert self._index_policy is not None
         if self._verified is None:

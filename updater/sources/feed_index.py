@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from updater.errors import ParseError, VerificationError
-from updater.formats import models
+from updater.errors import MuxError, ParseError, VerificationError
+from updater.formats import minisign, models
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME, MAX_DECIMAL_DIGITS, IndexComment
 from updater.sources import feed_seq
 from updater.timestamps import utc_text
@@ -85,7 +85,6 @@ def verify_feed_index(
 ) -> VerifiedIndex:
     """Check ``index`` (``releases.json`` of the feed at ``location``) and its ``signature``
     (None when it could not be read, ``missing_signature`` saying why)."""
-    from updater.formats import minisign
 
     index_url = f"{location}/{models.FEED_INDEX_NAME}"
     signature_url = f"{location}/{FEED_SIGNATURE_NAME}"
@@ -163,7 +162,6 @@ def verify_feed_index(
 def remember(index: VerifiedIndex) -> str | None:
     """Record the index's ``seq`` for its key; a warning when that failed (the index was
     verified all the same, so the command's answer stands)."""
-    from updater.errors import MuxError
 
     try:
         feed_seq.record(index.state_file, index.key_id, index.comment.seq)

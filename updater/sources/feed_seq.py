@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from updater.errors import MuxError
+from updater.files import write_temp_beside
 from updater.formats.trusted_comments import MAX_DECIMAL_DIGITS
 
 STATE_NAME = "feed-seq"
@@ -98,8 +99,6 @@ def record(path: Path, key_id: str, seq: int) -> bool:
     written (the caller warns: the answer it verified stands).
     """
     import fcntl
-
-    from updater.files import write_temp_beside
 
     if parse(_read_text(path)).get(key_id, -1) >= seq:
         return False  # already recorded (the common case: read only)

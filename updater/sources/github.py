@@ -21,7 +21,7 @@ from updater.errors import (
     UsageError,
     VerificationError,
 )
-from updater.formats import models
+from updater.formats import models, snappy
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
 from updater.net.refusals import RateLimits
@@ -37,6 +37,7 @@ from updater.sources.etags import ConditionalCache, etag_cache_dir
 from updater.urls import (
     GITHUB_WEB,
     check_url_scheme,
+    github_api_for,
     parse_download_host,
     url_origin,
 )
@@ -99,7 +100,6 @@ class GitHubSource(ReleaseSource):
             )
         self.repo = repo
         self.web = (web_url or GITHUB_WEB).rstrip("/")
-        from updater.urls import github_api_for
 
         # An Enterprise server's API is its own (as gh finds it), never api.github.com.
         self.api = (api_url or github_api_for(self.web)).rstrip("/")
@@ -325,8 +325,6 @@ class GitHubSource(ReleaseSource):
         which carries the pre-signed access signature.
         """
         import httpx
-
-        from updater.formats import snappy
 
         try:
             shown = urlsplit(url)._replace(query="", fragment="").geturl()

@@ -10,6 +10,8 @@ from updater.errors import (
 )
 from updater.sources.base import ReleaseSource
 from updater.sources.feed import FeedSource
+from updater.sources.feed_index import IndexPolicy
+from updater.sources.feed_seq import state_path
 from updater.sources.github import GitHubSource
 
 if TYPE_CHECKING:
@@ -52,8 +54,6 @@ def open_source(
 
 def index_policy(settings: Settings, build_keys: Sequence[str]) -> IndexPolicy:
     """What a feed's index must satisfy under ``settings`` (keys, expiry, the seq state)."""
-    from updater.sources.feed_index import IndexPolicy
-    from updater.sources.feed_seq import state_path
 
     return IndexPolicy(
         keys=settings.trusted_keys(build_keys),

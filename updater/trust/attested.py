@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from updater.errors import MuxError, NetworkError, VerificationError
 from updater.formats import models
+from updater.trust.attestation import print_warning
 from updater.trust.layers import (
     LAYER_ATTESTATION,
     VerificationLog,
@@ -95,7 +96,6 @@ def verify_release_attestation(
             )
         log.skipped(LAYER_ATTESTATION, f"the {source.kind} publishes no attestation")
         return
-    from updater.trust.attestation import print_warning
 
     try:
         if worker is None:
@@ -203,8 +203,6 @@ class AttestationInBackground:
         """Wait for layer 3; raise its failure, else add its result to ``log``."""
         self.wait()
         if self._warnings:
-            from updater.trust.attestation import print_warning
-
             for message in self._warnings:
                 print_warning(message)
         error = self._error

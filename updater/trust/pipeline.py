@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from updater.errors import NetworkError
 from updater.formats import models
+from updater.trust.attestation_worker import start
 from updater.trust.attested import AttestationInBackground
 from updater.trust.layers import (
     LAYER_API_DIGEST,
@@ -106,8 +107,6 @@ def verify_release_files(
     signed = signed_digest(asset.name, sums=release.sums, manifest=release.manifest)
     owned = None
     if attestation_worker is None and not policy.skip_attestation:
-        from updater.trust.attestation_worker import start
-
         attestation_worker = owned = start()
     attesting = AttestationInBackground(source, release, signed, policy, attestation_worker)
     try:

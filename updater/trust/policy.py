@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
+from updater.config.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
 from updater.errors import UsageError
+from updater.trust.attestation import AttestationIdentity
 from updater.trust.layers import (
     LAYER_ARCHIVE,
     LAYER_ATTESTATION,
@@ -74,7 +76,6 @@ class TrustPolicy(NamedTuple):
         trusted_root: Path | None,
     ) -> TrustPolicy:
         """``mux-release verify``: a release about to ship must pass everything."""
-        from updater.config.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
 
         return cls(
             minisign_keys=keys,
@@ -89,7 +90,6 @@ class TrustPolicy(NamedTuple):
         )
 
     def identity(self, tag: str) -> Any:
-        from updater.trust.attestation import AttestationIdentity
 
         return AttestationIdentity(
             repository=self.repository,

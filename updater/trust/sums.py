@@ -12,7 +12,9 @@ import hashlib
 from typing import NamedTuple
 
 from updater.errors import ParseError, VerificationError
-from updater.formats import models
+from updater.formats import minisign, models
+from updater.formats.trusted_comments import ReleaseComment
+from updater.timestamps import utc_text
 from updater.trust.layers import (
     LAYER_DIGEST,
     LAYER_MANIFEST,
@@ -44,9 +46,6 @@ def verify_sums(
     A verified signature must be for the release ``tag`` (its ``version:``) and carry its
     signed time (``timestamp:``), as install.sh demands.
     """
-    from updater.formats import minisign
-    from updater.formats.trusted_comments import ReleaseComment
-    from updater.timestamps import utc_text
 
     timestamp = None
     if not policy.minisign_keys:

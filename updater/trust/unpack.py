@@ -14,6 +14,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from updater.errors import InstallError, VerificationError
+from updater.install.layout import unpacked_file
+from updater.trust.gunzip import GunzipReader, InflateError
 from updater.trust.layers import (
     LAYER_ARCHIVE,
     layer_failure,
@@ -90,8 +92,6 @@ def unpack(
     """
     import tarfile  # (not at the top: the check, which imports this module, unpacks nothing)
 
-    from updater.install.layout import unpacked_file
-
     written: dict[str, str] = {}
 
     class HashingTarFile(tarfile.TarFile):
@@ -124,8 +124,6 @@ def unpack(
             super().utime(tarinfo, targetpath)  # tarfile sets a file's times last
             if on_file is not None and tarinfo.isreg():
                 on_file(os.fsdecode(targetpath))
-
-    from updater.trust.gunzip import GunzipReader, InflateError
 
     try:
         with (
