@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from updater.config.settings import Settings
     from updater.core.retention import KeptVersion
     from updater.servers.client import ServerReport
-    from updater.sources.feed_index import VerifiedIndex
 
 
 def check(
@@ -85,8 +84,19 @@ def offer_for(
     stale = cache.load(key, float("inf"))
     known = ReleaseOffer.from_cache(stale[0]) if stale is not None else None
     now = time.time()
+    # The network half (sources, the HTTP stack, the verification layers), on a miss only:
+    # a cached answer is the sidebar's path and must not import it (tests/test_imports.py).
+    from updater.commands.resolve import find_offer
+
     try:
-        offer = find_offer(request, settings, build, target, known=known)
+        offer = find_offer(
+            request,
+            settings,
+            build,
+            target,
+            installed_signed_at=_installed_signed_at(settings, build),
+            known=known,
+        )
     except MuxError as exc:
         cache.store(key, failure_to_cache(exc), now=now)
         raise
@@ -129,81 +139,6 @@ def checked_by(checker: BuildInfo, settings: Settings) -> dict[str, Any]:
         "trust_keys": sorted(settings.trust_keys),
         "skip_attestation": settings.skip_attestation,
     }
-
-
-def find_offer(
-    request: ReleaseRequest,
-    settings: Settings,
-    build: BuildInfo,
-    target: str,
-    *,
-    known: ReleaseOffer | None = None,
-) -> ReleaseOffer:
-    """Ask the source which release is on offer, verify its small documents, and decide it
-    against this build. A feed's verified index ``seq`` is recorded once the answer stands.
-
-    ``known`` is an earlier (verified) answer: when the source still offers the same tag, the
-    release's documents are not fetched again (a release does not change under its tag); a
-    feed's index is verified all the same, since it decides which tag that is.
-    """
-    from updater.core.offer import OfferedAsset
-    from updater.sources.opener import open_source
-
-    with open_source(settings, build_keys=build.trust.minisign_keys) as source:
-        tag = source.resolve(request)
-        index = source.verified_index()
-        installed_signed_at = _installed_signed_at(settings, build)
-        if known is not None and (known.tag, known.source_location) == (tag, source.location):
-            return known._replace(
-                requested=request.exact,
-                decision=request.decide(
-                    build.version,
-                    known.version,
-                    current_signed_at=installed_signed_at,
-                    offered_signed_at=known.signed_at,
-                ),
-                **_index_facts(index),
-            )
-        from updater.trust.layers import VerificationLog
-        from updater.trust.pipeline import verify_release_metadata
-        from updater.trust.policy import TrustPolicy
-
-        policy = TrustPolicy.for_update(source, build, settings)
-        release = verify_release_metadata(source, tag, policy, VerificationLog())
-        manifest = release.manifest
-        asset = manifest.asset_for(target)
-        return ReleaseOffer(
-            source_kind=source.kind,
-            source_location=source.location,
-            tag=tag,
-            version=manifest.version,
-            protocol_version=manifest.protocol_version,
-            released_at=manifest.released_at,
-            release_url=source.release_page(tag),
-            asset=OfferedAsset(asset.name, asset.size, asset.sha256) if asset else None,
-            requested=request.exact,
-            decision=request.decide(
-                build.version,
-                manifest.version,
-                current_signed_at=installed_signed_at,
-                offered_signed_at=release.signed_at,
-            ),
-            signed_at=release.signed_at,
-            **_index_facts(index),
-        )
-
-
-def _index_facts(index: VerifiedIndex | None) -> dict[str, Any]:
-    """What a feed's verified index adds to an answer that stands: until when it may be
-    reused, and what to say with it; its seq is recorded now (a refused check records
-    nothing)."""
-    if index is None:
-        return {}
-    from updater.sources.feed_index import remember
-
-    warnings = [w for w in (index.expiry_warning(), remember(index)) if w]
-    fresh_until = None if index.expired else index.comment.expires
-    return {"fresh_until": fresh_until, "warnings": tuple(warnings)}
 
 
 def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:

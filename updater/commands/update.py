@@ -16,6 +16,7 @@ from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
+from updater.commands.resolve import resolve_offer
 from updater.config import buildinfo
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings, require_updates
@@ -26,9 +27,13 @@ from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, VerificationError
 from updater.install import transaction as install
 from updater.install.layout import Layout, read_record, resolve_layout
-from updater.net.download import Progress
+from updater.net.download import NoProgress, Progress
+from updater.servers.client import query_reusing, server_addresses
+from updater.sources.feed_index import remember
+from updater.timestamps import utc_text
+from updater.trust.attestation_worker import early
 from updater.trust.layers import LayerResult, VerificationLog
-from updater.trust.policy import TrustPolicy
+from updater.trust.pipeline import verify_release_files
 from updater.trust.smoke import run_kept_build
 
 if TYPE_CHECKING:
@@ -95,8 +100,6 @@ class _Silent:
         pass
 
     def progress(self, label: str) -> Progress:
-        from updater.net.download import NoProgress
-
         return NoProgress()
 
 
@@ -131,7 +134,6 @@ def _early_attestation_worker(settings: Settings, dry_run: bool) -> AttestationW
     """
     if dry_run or settings.skip_attestation:
         return None
-    from updater.trust.attestation_worker import early
 
     return early()
 
@@ -144,9 +146,6 @@ def _run_update(
     events: UpdateEvents | None,
     worker: AttestationWorker | None,
 ) -> UpdateResult:
-    from updater.sources.opener import open_source
-    from updater.trust.pipeline import verify_release_files, verify_release_metadata
-
     build = build or buildinfo.current()
     events = events or _Silent()
     layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
@@ -155,20 +154,18 @@ def _run_update(
     installed = layout.active_version()
     installed_signed_at = recorded_signed_at(record, installed)
     log = VerificationLog()
-    with open_source(settings, build_keys=build.trust.minisign_keys) as source:
-        tag = source.resolve(request)
-        index = source.verified_index()
-        if index is not None and index.expired:
-            events.warning(str(index.expiry_warning()))
-        policy = TrustPolicy.for_update(source, build, settings)
-        release = verify_release_metadata(source, tag, policy, log)
+    with resolve_offer(
+        request,
+        settings,
+        build,
+        installed=installed,
+        installed_signed_at=installed_signed_at,
+        log=log,
+        on_index=lambda index: _warn_if_expired(index, events),
+    ) as resolved:
+        source, tag, index, policy, release, decision = resolved
+        assert release is not None  # no earlier answer was offered for reuse
         manifest = release.manifest
-        decision = request.decide(
-            installed,
-            manifest.version,
-            current_signed_at=installed_signed_at,
-            offered_signed_at=release.signed_at,
-        )
         outcome = UpdateResult(
             action=UpdateAction.UP_TO_DATE,
             layout=layout,
@@ -241,11 +238,15 @@ def _run_update(
     return _with_verdicts(_with_settled(updated, settled), settings, settled)
 
 
+def _warn_if_expired(index: VerifiedIndex, events: UpdateEvents) -> None:
+    if index.expired:
+        events.warning(str(index.expiry_warning()))
+
+
 def _refused_downgrade(
     version: str, signed_at: int | None, installed: str | None, installed_signed_at: int | None
 ) -> Exception:
     """Why ``version`` is not installed over ``installed`` without ``--allow-downgrade``."""
-    from updater.timestamps import utc_text
 
     how = f"to go back on purpose: mux update --version {version} --allow-downgrade"
     if signed_earlier(installed_signed_at, signed_at):
@@ -263,7 +264,6 @@ def _refused_downgrade(
 
 def _remember(index: VerifiedIndex | None, events: UpdateEvents) -> None:
     """Record the verified feed index's ``seq`` (a warning when the state cannot be written)."""
-    from updater.sources.feed_index import remember
 
     if index is not None:
         problem = remember(index)
@@ -338,7 +338,6 @@ def _with_verdicts(
 
     Reuses the status lines settling just read, when it read any (one round, not two).
     """
-    from updater.servers.client import query_reusing, server_addresses
 
     if result.protocol_version is None:
         return result

@@ -250,7 +250,6 @@ def _is_repo(value: object) -> bool:
 
 
 def _url(value: object) -> str | None:
-
     if not isinstance(value, str) or len(value) > 2000:
         return None
     try:

@@ -127,7 +127,6 @@ class ServerNotices:
         return self.installed.version if self.installed else self.server_version
 
     def check_command(self) -> list[str]:
-
         with self._lock:
             baseline = self._baseline()
         interval = check_interval(self._settings)

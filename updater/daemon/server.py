@@ -96,7 +96,6 @@ _ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
 
 
 def _log(message: str) -> None:
-
     stamp = rfc3339()
     print(f"{stamp} {safe_text(message)}", file=sys.stderr, flush=True)
 

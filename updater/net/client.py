@@ -375,7 +375,6 @@ class HttpClient:
         label: str,
         progress: Progress,
     ) -> tuple[int, str]:
-
         def too_large() -> VerificationError:
             limit = (
                 f"the {size} bytes it should have"

@@ -54,7 +54,6 @@ class ConditionalCache:
             return None
 
     def store(self, url: str, headers: Mapping[str, str], body: bytes) -> None:
-
         etag, modified = headers.get("etag"), headers.get("last-modified")
         if not (etag or modified):
             return

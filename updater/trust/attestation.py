@@ -208,7 +208,6 @@ def preload() -> None:
 
 
 def print_warning(message: str) -> None:
-
     print(f"warning: {safe_text(message)}", file=sys.stderr)
 
 

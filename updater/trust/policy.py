@@ -90,7 +90,6 @@ class TrustPolicy(NamedTuple):
         )
 
     def identity(self, tag: str) -> Any:
-
         return AttestationIdentity(
             repository=self.repository,
             signer_workflow=self.signer_workflow,

@@ -1,0 +1,140 @@
+"""The first steps of every command that asks a source: open -> resolve -> index -> layers 1-2.
+
+:func:`resolve_offer` is the one way ``mux update --check``, ``mux update`` and a server's
+background check learn which release is on offer: it opens the source, resolves the request
+to a tag (a feed's signed index decides which tags exist), derives the trust policy, verifies
+the release's small documents (the signed ``SHA256SUMS`` and the manifest it vouches for) and
+decides the release against the installed version. ``mux update`` goes on with the source
+still open (the download); the check turns the answer into its cacheable
+:class:`~updater.core.offer.ReleaseOffer` (:func:`find_offer`).
+
+This is the network half of the check, imported only on a cache miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from updater.core.offer import OfferedAsset, ReleaseOffer
+from updater.core.request import Decision, ReleaseRequest
+from updater.sources.feed_index import VerifiedIndex, remember
+from updater.sources.opener import open_source
+from updater.trust.layers import VerificationLog, VerifiedRelease
+from updater.trust.pipeline import verify_release_metadata
+from updater.trust.policy import TrustPolicy
+
+if TYPE_CHECKING:
+    from updater.config.buildinfo import BuildInfo
+    from updater.config.settings import Settings
+    from updater.sources.base import ReleaseSource
+
+
+class Resolved(NamedTuple):
+    """What a source offers for a request, its small documents verified, decided."""
+
+    source: ReleaseSource
+    tag: str
+    feed_index: VerifiedIndex | None  # a feed's verified index (None: GitHub)
+    policy: TrustPolicy
+    # Layers 1-2 on the release's documents; None when ``known`` answered for the same tag.
+    release: VerifiedRelease | None
+    decision: Decision
+
+
+@contextmanager
+def resolve_offer(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    *,
+    installed: str | None,
+    installed_signed_at: int | None,
+    log: VerificationLog,
+    known: ReleaseOffer | None = None,
+    on_index: Callable[[VerifiedIndex], None] | None = None,
+) -> Iterator[Resolved]:
+    """Open the source, resolve ``request`` and verify what it offers; the source stays open
+    while the caller holds the answer.
+
+    ``installed`` (and its recorded signed time) is what the release is decided against.
+    ``known`` is an earlier verified answer: when the source still offers that tag from the
+    same place, the release's documents are not fetched again (a release does not change
+    under its tag); the index is verified all the same, since it decides which tag that is.
+    ``on_index`` hears of a feed's verified index before the release is fetched (``mux
+    update`` warns of an expired one at once).
+    """
+    with open_source(settings, build_keys=build.trust.minisign_keys) as source:
+        tag = source.resolve(request)
+        index = source.verified_index()
+        if index is not None and on_index is not None:
+            on_index(index)
+        policy = TrustPolicy.for_update(source, build, settings)
+        if known is not None and (known.tag, known.source_location) == (tag, source.location):
+            release, offered, offered_signed_at = None, known.version, known.signed_at
+        else:
+            release = verify_release_metadata(source, tag, policy, log)
+            offered, offered_signed_at = release.manifest.version, release.signed_at
+        decision = request.decide(
+            installed,
+            offered,
+            current_signed_at=installed_signed_at,
+            offered_signed_at=offered_signed_at,
+        )
+        yield Resolved(source, tag, index, policy, release, decision)
+
+
+def find_offer(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    *,
+    installed_signed_at: int | None,
+    known: ReleaseOffer | None = None,
+) -> ReleaseOffer:
+    """The check's answer from the source: the release on offer for ``target``, decided
+    against this build. A feed's verified index ``seq`` is recorded once the answer stands."""
+    with resolve_offer(
+        request,
+        settings,
+        build,
+        installed=build.version,
+        installed_signed_at=installed_signed_at,
+        log=VerificationLog(),
+        known=known,
+    ) as resolved:
+        if resolved.release is None:
+            assert known is not None
+            return known._replace(
+                requested=request.exact, decision=resolved.decision, **_index_facts(resolved)
+            )
+        manifest = resolved.release.manifest
+        asset = manifest.asset_for(target)
+        return ReleaseOffer(
+            source_kind=resolved.source.kind,
+            source_location=resolved.source.location,
+            tag=resolved.tag,
+            version=manifest.version,
+            protocol_version=manifest.protocol_version,
+            released_at=manifest.released_at,
+            release_url=resolved.source.release_page(resolved.tag),
+            asset=OfferedAsset(asset.name, asset.size, asset.sha256) if asset else None,
+            requested=request.exact,
+            decision=resolved.decision,
+            signed_at=resolved.release.signed_at,
+            **_index_facts(resolved),
+        )
+
+
+def _index_facts(resolved: Resolved) -> dict[str, Any]:
+    """What a feed's verified index adds to an answer that stands: until when it may be
+    reused, and what to say with it; its seq is recorded now (a refused check records
+    nothing)."""
+    index = resolved.feed_index
+    if index is None:
+        return {}
+    warnings = [w for w in (index.expiry_warning(), remember(index)) if w]
+    fresh_until = None if index.expired else index.comment.expires
+    return {"fresh_until": fresh_until, "warnings": tuple(warnings)}
