@@ -69,7 +69,7 @@ VERSION_ALLOWED = {
     "updater.__main__",
     "updater.config.buildinfo",
     "updater.config.buildfolder",
-    "updater.cli.fast",
+    "updater.cli.version",
     "updater.errors",
     "updater.text",
     "updater.cli.render",
@@ -92,7 +92,14 @@ CACHED_CHECK_ALLOWED = {
     "updater.config.targets",
     "updater.commands.cache",
     "updater.commands.check",
-    "updater.core.plan",
+    "updater.cli.check",  # the one assembly of the check, shared with typer's `mux update`
+    # The pure core: the request and its decision, the offer, the servers' verdicts, the
+    # report, and the install record's rules (which the kept versions are read by).
+    "updater.core.request",
+    "updater.core.offer",
+    "updater.core.verdicts",
+    "updater.core.report",
+    "updater.core.retention",
     "updater.servers.client",
     "updater.config.settings",
     "updater.timestamps",

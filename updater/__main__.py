@@ -10,62 +10,39 @@ from __future__ import annotations
 
 import sys
 
-_CHECK_VALUE_FLAGS = {"--max-age", "--source", "--version"}
-_CHECK_LIST_FLAGS = {"--trust-key"}  # may be given more than once
-_CHECK_BARE_FLAGS = {"--check", "--json", "--pre", "--allow-expired-feed"}
-
-
-def _parse_check(args: list[str]) -> dict[str, object] | None:
-    """The flags of an ``update --check`` call, or None if it is anything else."""
-    flags: dict[str, object] = {}
-    position = 0
-    while position < len(args):
-        arg = args[position]
-        name, eq, value = arg.partition("=")
-        if name in _CHECK_VALUE_FLAGS or name in _CHECK_LIST_FLAGS:
-            if not eq:
-                position += 1
-                if position >= len(args):
-                    return None
-                value = args[position]
-            if name in _CHECK_LIST_FLAGS:
-                listed = flags.setdefault(name, [])
-                assert isinstance(listed, list)
-                listed.append(value)
-            else:
-                flags[name] = value
-        elif arg in _CHECK_BARE_FLAGS and not eq:
-            flags[arg] = True
-        else:
-            return None
-        position += 1
-    if "--check" not in flags:
-        return None
-    return flags
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _fast_path(args: list[str]) -> int | None:
+    # Each path imports what it runs, after the hold on this build (main): the fastest paths
+    # import none of the others (tests/test_imports.py).
     if args == ["__verify-attestation"]:  # updater.trust.attestation_worker.WORKER_ARG: its child
-        from updater.trust.attestation_worker import serve
-
-        return serve()
+        return _attestation_worker().serve()
     if args in (["version"], ["version", "--json"]):
-        from updater.cli.fast import print_version
+        from updater.cli.version import print_version
 
         return print_version(as_json=len(args) == 2)
-    if args[:1] == ["update"]:
-        flags = _parse_check(args[1:])
-        if flags is not None:
-            from updater.cli.fast import answer_check
+    if args[:1] == ["update"] and "--check" in args:
+        from updater.cli import check
 
-            return answer_check(flags)
+        flags = check.parse_check(args[1:])
+        if flags is not None:
+            return check.answer_check(flags)
     return None
+
+
+def _attestation_worker() -> Any:
+    from updater.trust import attestation_worker  # only mux update and its child start one
+
+    return attestation_worker
 
 
 def main() -> None:
     # First of all: this process uses its version folder, which no prune may remove until it
     # exits (updater.install.inuse). A build that was removed while this process started stops here.
-    from updater.install.inuse import hold_running_build
+    from updater.install.inuse import hold_running_build  # before any other import of mux
 
     removed = hold_running_build()
     if removed is not None:
@@ -76,10 +53,8 @@ def main() -> None:
     if code is None:
         if args[:1] == ["update"]:
             # Before the CLI's imports: the attestation's child imports sigstore beside them.
-            from updater.trust.attestation_worker import prestart
-
-            prestart(args[1:])
-        from updater.cli.app import run
+            _attestation_worker().prestart(args[1:])
+        from updater.cli.app import run  # typer and the CLI: every path the above does not take
 
         code = run(args)
     # The interpreter's last garbage collection walks every object still alive: after

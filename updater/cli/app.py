@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from updater.cli.render import report_error
+from updater.cli import render
+from updater.cli.check import CheckFlags, answer_check
+from updater.cli.render import notices_document, report_error, to_json_line
+from updater.cli.server import server_app
+from updater.cli.version import print_version
+from updater.config import buildinfo
+from updater.config.buildinfo import notices_file
+from updater.config.settings import load_for
+from updater.core.request import ReleaseRequest
 from updater.errors import EXIT_USAGE, MuxError, UsageError
 
 EXIT_CODES_HELP = """\
@@ -37,10 +45,6 @@ app = typer.Typer(
 
 
 def _mount_server_commands() -> None:
-    try:
-        from updater.cli.server import server_app
-    except ImportError:  # pragma: no cover - only while the module is being written
-        return
     app.add_typer(
         server_app,
         name="server",
@@ -57,30 +61,12 @@ def version(
 ) -> None:
     """Print what this mux was built as."""
     if notices:
-        from updater.config.buildinfo import notices_file
-        from updater.errors import MuxError
-
         path = notices_file()
         if path is None:
             raise MuxError("this mux ships no THIRD_PARTY_NOTICES.md")
-        from updater.cli.render import notices_document, to_json_line
-
         print(to_json_line(notices_document(path)) if as_json else path)
         return
-    from updater.cli.fast import print_version  # the same code answers the fast path
-
-    print_version(as_json=as_json)
-
-
-def _parse_max_age(value: str | None) -> float | None:
-    if value is None:
-        return None
-    from updater.timestamps import parse_duration
-
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise UsageError(f"--max-age: {exc}") from None
+    print_version(as_json=as_json)  # the same code answers the fast path
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -166,56 +152,47 @@ def update(
     GitHub Enterprise: MUX_GITHUB_URL, MUX_GITHUB_API_URL, MUX_GITHUB_DOWNLOAD_HOSTS (its
     storage hosts) and MUX_GITHUB_TOKEN.
     """
-    import os
-
-    from updater.cli import render
-    from updater.config import buildinfo
-    from updater.config.settings import load
-
+    if prune and (check or rollback or dry_run or version or pre or allow_downgrade):
+        raise UsageError("--prune goes alone (with --home, --json)")
+    if check:
+        code = answer_check(
+            CheckFlags(
+                as_json=as_json,
+                pre=pre,
+                allow_expired_feed=allow_expired_feed,
+                allow_downgrade=allow_downgrade,
+                skip_attestation=insecure_skip_attestation,
+                max_age=max_age,
+                source=source,
+                version=version,
+                home=None if home is None else str(home),
+                trust_keys=tuple(trust_key or ()),
+            )
+        )
+        raise typer.Exit(code)
     build = buildinfo.current()
-    settings = load(
-        os.environ,
-        build_repo=build.repo,
+    settings = load_for(
+        build,
         source=source,
         home=home,
         trust_keys=trust_key or (),
         skip_attestation=insecure_skip_attestation,
         allow_expired_feed=allow_expired_feed,
-        policy_file=build.policy_file,
-        development=build.development,
     )
-    if prune and (check or rollback or dry_run or version or pre or allow_downgrade):
-        raise UsageError("--prune goes alone (with --home, --json)")
+    commands = _update_commands()
     if prune:
-        from updater.commands.update import run_prune
-
-        result = run_prune(settings, build=build)
+        result = commands.run_prune(settings, build=build)
         print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
         raise typer.Exit(result.exit_code)
-    request = None
-    if not rollback or check:
-        from updater.core.request import ReleaseRequest
-
+    if max_age is not None:
+        raise UsageError("--max-age goes with --check")
+    if rollback:
+        result = commands.run_rollback(settings, build=build)
+    else:
         request = ReleaseRequest.from_flags(
             version=version, pre=pre, allow_downgrade=allow_downgrade
         )
-    if check:
-        from updater.commands.check import check as run_check
-
-        assert request is not None
-        report = run_check(request, settings, build=build, max_age=_parse_max_age(max_age))
-        print(_json_or_text(as_json, render.check_document(report), render.check_text(report)))
-        raise typer.Exit(report.exit_code)
-    if max_age is not None:
-        raise UsageError("--max-age goes with --check")
-    if request is None:
-        from updater.commands.update import run_rollback
-
-        result = run_rollback(settings, build=build)
-    else:
-        from updater.commands.update import run_update
-
-        result = run_update(
+        result = commands.run_update(
             request,
             settings,
             build=build,
@@ -226,9 +203,15 @@ def update(
     raise typer.Exit(result.exit_code)
 
 
-def _json_or_text(as_json: bool, document: dict[str, object], text: str) -> str:
-    from updater.cli.render import to_json_line
+def _update_commands() -> Any:
+    # (not at the top: the HTTP stack and the verification layers, which `mux server …` and
+    # `mux version --notices` do without)
+    from updater.commands import update
 
+    return update
+
+
+def _json_or_text(as_json: bool, document: dict[str, object], text: str) -> str:
     return to_json_line(document) if as_json else text
 
 

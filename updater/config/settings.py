@@ -30,6 +30,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the f
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from pathlib import Path
+    from typing import Any
+
+    from updater.config.buildinfo import BuildInfo
 
 DEFAULT_SOURCE = "github"
 TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
@@ -145,6 +148,20 @@ def load(
         allow_expired_feed=allow_expired_feed,
     )
     return apply_policy(settings, policy, environ=environ, flags=flags, build_repo=build_repo)
+
+
+def load_for(build: BuildInfo, environ: Mapping[str, str] | None = None, **flags: Any) -> Settings:
+    """:func:`load` for a command of ``build``: its baked repository, the machine policy file
+    it was built to read (a development build: ``MUX_POLICY_FILE``), and the command's
+    ``flags`` (``source``, ``home``, ``trust_keys``, ``skip_attestation``,
+    ``allow_expired_feed``). The one way a command of mux loads its settings."""
+    return load(
+        environ,
+        build_repo=build.repo,
+        policy_file=build.policy_file,
+        development=build.development,
+        **flags,
+    )
 
 
 def require_updates(settings: Settings, *, action: str) -> None:

@@ -23,6 +23,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from updater.childio import OutputTooLarge, read_bounded
+from updater.commands.check import offer_for
+from updater.config import buildinfo
+from updater.config.settings import load_for, require_updates
+from updater.config.targets import release_target
+from updater.core.request import ReleaseRequest
+from updater.errors import MuxError
+from updater.urls import is_loopback_host
 
 if TYPE_CHECKING:
     from updater.config.settings import Settings
@@ -59,8 +66,6 @@ def _on_this_machine(source: str) -> bool:
     if "://" not in source:
         return source != "github"  # a feed folder
     from urllib.parse import urlsplit
-
-    from updater.urls import is_loopback_host
 
     try:
         return is_loopback_host(urlsplit(source).hostname or "")
@@ -170,19 +175,12 @@ def run_check_child(argv_current: str | None, max_age: float) -> int:
     ``argv_current`` is the version the mux link points at (what ``mux update --check``
     run through the link compares with, so that both share a cache entry).
     """
-    from updater.commands.check import offer_for
-    from updater.config import buildinfo, settings
-    from updater.core.request import ReleaseRequest
-    from updater.errors import MuxError
 
     own = buildinfo.current()  # the build that checks: the server's, maybe not the installed
     build = own.replace(version=argv_current) if argv_current else own
     try:
-        current = settings.load(
-            build_repo=build.repo, policy_file=build.policy_file, development=build.development
-        )
-        settings.require_updates(current, action="check")
-        from updater.config.targets import release_target
+        current = load_for(build)
+        require_updates(current, action="check")
 
         offer, checked_at, cached = offer_for(
             ReleaseRequest.latest(),

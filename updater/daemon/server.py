@@ -46,8 +46,9 @@ from pathlib import Path
 from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
-from updater.config import buildinfo, settings
+from updater.config import buildinfo
 from updater.config.buildinfo import current_mux_command
+from updater.config.settings import load_for
 from updater.core.verdicts import restart_command_for
 from updater.daemon.hub import WatchHub
 from updater.daemon.notices import ServerNotices
@@ -468,12 +469,7 @@ def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> An
             server_version=str(fields.get("version")),
             server_protocol=int(fields.get("protocol_version") or 0),
             restart_command=restart_command_for(display),
-            settings=settings.load(
-                os.environ,
-                build_repo=info.repo,
-                policy_file=info.policy_file,
-                development=info.development,
-            ),
+            settings=load_for(info),
             development=info.development,
             check_command=current_mux_command,
             log=_log,
