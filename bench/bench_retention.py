@@ -169,7 +169,7 @@ def in_process_check(mux, runtime: Path, runs: int) -> str:
     from updater.install.layout import Layout, read_record, server_holds
     from updater.servers import client as servers
 
-    layout = Layout(mux.home, mux.bin_dir)
+    layout = Layout(str(mux.home), str(mux.bin_dir))
     os.environ["XDG_RUNTIME_DIR"] = str(runtime.parent)
     samples, base = [], []
     for _ in range(runs):

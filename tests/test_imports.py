@@ -106,7 +106,7 @@ CACHED_CHECK_ALLOWED = {
     # The versions the install keeps, and why (issue 11: a released build's check reports
     # them), read by the layout's rules on path strings: no pathlib (whose import, with
     # urllib.parse and ipaddress, was 12% of the check in the build; docs/build.md).
-    "updater.install.paths",
+    "updater.install.layout",
     # (updater.config.marker only for a packaged build: buildinfo.packager_marker_file)
 }
 
@@ -264,7 +264,7 @@ def test_the_cached_check_reads_an_installed_layout_without_pathlib(
     kept = {k["version"]: k for k in doc["kept_versions"]}
     assert set(kept) == {"0.0.9", "0.1.0"}, doc["kept_versions"]
     assert kept["0.1.0"]["size_bytes"] > 0  # the sizes were read from this install
-    assert "updater.install.paths" in imported
+    assert "updater.install.layout" in imported
     assert outside(imported, CACHED_CHECK_ALLOWED) == []
     assert not matching(imported, HEAVY)
 

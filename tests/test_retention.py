@@ -261,7 +261,7 @@ def test_rollback_with_a_server_on_the_previous_previous_version(
     assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
     assert servers(mux)[address]["pid"] == pid
     # The kept version is whole: its files still match what was installed.
-    record = read_record(Layout(mux.home, mux.bin_dir))
+    record = read_record(Layout(str(mux.home), str(mux.bin_dir)))
     expected = record["versions"]["1.0.0"]["files_sha256"]
     assert verify_files(mux.home / "versions" / "1.0.0", expected) is None
 
@@ -276,7 +276,7 @@ def test_kill_9_during_a_prune_leaves_a_runnable_mux_and_the_servers_version_who
     pid, address = start(mux)
     run_json(mux, "update", "--version", "1.1.0")
     run_json(mux, "update", "--version", "1.2.0")
-    layout = Layout(mux.home, mux.bin_dir)
+    layout = Layout(str(mux.home), str(mux.bin_dir))
     expected = read_record(layout)["versions"]["1.0.0"]["files_sha256"]
     versions_dir = mux.home / "versions"
 

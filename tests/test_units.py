@@ -211,10 +211,10 @@ def test_a_versions_protocol_is_read_where_the_contract_pins_its_build_info(tmp_
     from updater.config.buildfolder import build_info_in
     from updater.install.layout import Layout, installed_protocol
 
-    layout = Layout(home=tmp_path, bin_dir=tmp_path / "bin")
+    layout = Layout(home=str(tmp_path), bin_dir=str(tmp_path / "bin"))
 
     def info(version: str, code_folder: str, protocol: object) -> None:
-        path = layout.version_dir(version) / code_folder / "updater" / "_build_info.json"
+        path = Path(layout.version_dir(version)) / code_folder / "updater" / "_build_info.json"
         path.parent.mkdir(parents=True)
         path.write_text(json.dumps({"protocol_version": protocol}))
 
@@ -223,11 +223,11 @@ def test_a_versions_protocol_is_read_where_the_contract_pins_its_build_info(tmp_
     info("1.2.0", "_internal", 3)
     info("1.2.0", "lib", 4)  # two candidates: which one is the build's cannot be told
     info("1.3.0", "lib", True)  # not a protocol number
-    deep = layout.version_dir("1.4.0") / "a" / "b" / "updater" / "_build_info.json"
+    deep = Path(layout.version_dir("1.4.0")) / "a" / "b" / "updater" / "_build_info.json"
     deep.parent.mkdir(parents=True)
     deep.write_text(json.dumps({"protocol_version": 5}))
     assert build_info_in(str(layout.version_dir("1.0.0"))) == str(
-        layout.version_dir("1.0.0") / "_internal" / "updater" / "_build_info.json"
+        Path(layout.version_dir("1.0.0")) / "_internal" / "updater" / "_build_info.json"
     )
     assert [installed_protocol(layout, v) for v in ("1.0.0", "1.1.0", "1.2.0", "1.3.0")] == [
         3,
@@ -239,7 +239,7 @@ def test_a_versions_protocol_is_read_where_the_contract_pins_its_build_info(tmp_
     assert installed_protocol(layout, "9.9.9") is None
 
 
-# --- the layout's rules on path strings (updater.install.paths) against pathlib's ----------
+# --- the layout's rules on path strings (updater.install.layout) against pathlib's ---------
 
 _PATH_PARTS = st.sampled_from(["", ".", "..", "a", "versions", "mux", ".hidden", "x.partial-1"])
 
@@ -254,7 +254,7 @@ def test_path_strings_are_spelt_and_walked_as_pathlib_does(
 ) -> None:
     from pathlib import PurePosixPath
 
-    from updater.install import paths as _layout_paths
+    from updater.install import layout as _layout_paths
 
     path = head + "/".join(parts) + tail
     if not path:
@@ -265,11 +265,11 @@ def test_path_strings_are_spelt_and_walked_as_pathlib_does(
     assert _layout_paths.absolute(path) == str(Path(path).absolute())
 
 
-def test_the_layout_and_its_string_twin_read_an_install_alike(tmp_path: Path) -> None:
-    """Layout (pathlib) applies the string rules: both agree with what the layout says, through
-    a symlinked home, a relative link, partial and hidden folders and a link to a folder."""
+def test_the_layout_reads_an_install_on_path_strings_as_pathlib_would(tmp_path: Path) -> None:
+    """The one layout type, on strings: what it says of an install, through a symlinked home,
+    a relative link, partial and hidden folders and a link to a folder (each expected value
+    is what pathlib's reading gives)."""
     from updater.install.layout import Layout
-    from updater.install.paths import InstallPaths
 
     real = tmp_path / "real-home"
     versions = real / "versions"
@@ -281,28 +281,27 @@ def test_the_layout_and_its_string_twin_read_an_install_alike(tmp_path: Path) ->
     (tmp_path / "home").symlink_to(real)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    layout = Layout(home=tmp_path / "home", bin_dir=bin_dir)
-    paths = InstallPaths(str(layout.home), str(bin_dir))
-    assert layout.paths == paths
-
-    def both(read: str, *args: object) -> object:
-        found = getattr(layout, read)(*args), getattr(paths, read)(*args)
-        assert found[0] == found[1], (read, args, found)
-        return found[0]
-
-    assert both("installed_versions") == ["1.0.0", "1.1.0", "1.3.0"]
-    assert both("active_version") is None  # no link yet
+    layout = Layout(home=str(tmp_path / "home"), bin_dir=str(bin_dir))
+    assert layout.versions == str(Path(layout.home) / "versions")
+    assert layout.link == str(bin_dir / "mux")
+    pathlib_versions = sorted(
+        p.name
+        for p in (tmp_path / "home" / "versions").iterdir()
+        if p.is_dir() and not p.name.startswith(".") and ".partial-" not in p.name
+    )
+    assert layout.installed_versions() == pathlib_versions == ["1.0.0", "1.1.0", "1.3.0"]
+    assert layout.active_version() is None  # no link yet
     (bin_dir / "mux").symlink_to("../home/versions/1.1.0/mux")  # relative, through the link
-    assert both("active_version") == "1.1.0"
+    assert layout.active_version() == "1.1.0"
     (bin_dir / "mux").unlink()
     (bin_dir / "mux").symlink_to(versions / "1.0.0" / "mux" / "")  # a trailing slash
-    assert both("active_version") == "1.0.0"
+    assert layout.active_version() == "1.0.0"
     (bin_dir / "mux").unlink()
     (bin_dir / "mux").symlink_to(versions / "1.0.0" / "other")
-    assert both("active_version") is None  # not mux
+    assert layout.active_version() is None  # not mux
     (bin_dir / "mux").unlink()
     (bin_dir / "mux").symlink_to(tmp_path / "elsewhere" / "1.0.0" / "mux")
-    assert both("active_version") is None  # not this install's
+    assert layout.active_version() is None  # not this install's
     for executable, expected in [
         (versions / "1.0.0" / "_internal" / "mux", "1.0.0"),
         (versions / "1.2.0.partial-x" / "mux", None),
@@ -311,13 +310,12 @@ def test_the_layout_and_its_string_twin_read_an_install_alike(tmp_path: Path) ->
         (tmp_path / "home" / "versions" / "1.0.0" / "mux", None),  # not resolved: not ours
         (Path("versions/1.0.0/mux"), None),
     ]:
-        assert both("version_of", executable) == expected
-        assert both("version_of", str(executable)) == expected
+        assert layout.version_of(executable) == expected
+        assert layout.version_of(str(executable)) == expected
 
 
 def test_the_running_install_and_version_are_found_from_a_module_file(tmp_path: Path) -> None:
     from updater.install import layout
-    from updater.install import paths as _layout_paths
 
     home = tmp_path / "home"
     module = home / "versions" / "2.0.0" / "_internal" / "updater" / "layout.pyc"
@@ -325,20 +323,17 @@ def test_the_running_install_and_version_are_found_from_a_module_file(tmp_path: 
     module.write_bytes(b"")
     assert layout.running_install_home(str(module)) is None  # no install.json: not an install
     (home / "install.json").write_text("{}")
-    assert layout.running_install_home(str(module)) == home
-    assert _layout_paths.running_install_home(str(module)) == str(home)
-    here = layout.Layout(home=home, bin_dir=tmp_path / "bin")
+    assert layout.running_install_home(str(module)) == str(home)
+    here = layout.Layout(home=str(home), bin_dir=str(tmp_path / "bin"))
     assert layout.running_version(here, str(module)) == "2.0.0"
-    assert _layout_paths.running_version(str(home / "versions"), str(module)) == "2.0.0"
-    elsewhere = layout.Layout(home=tmp_path / "other", bin_dir=tmp_path / "bin")
+    elsewhere = layout.Layout(home=str(tmp_path / "other"), bin_dir=str(tmp_path / "bin"))
     assert layout.running_version(elsewhere, str(module)) is None
 
 
-def test_resolve_layout_wraps_the_string_rules(
+def test_resolve_layout_spells_paths_as_pathlib_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from updater.install.layout import resolve_layout
-    from updater.install.paths import resolve_install
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
@@ -353,11 +348,11 @@ def test_resolve_layout_wraps_the_string_rules(
     ]
     for home, bin_dir, expected_home, expected_bin in cases:
         layout = resolve_layout(home, bin_dir, development=True)
-        assert (layout.home, layout.bin_dir) == (expected_home, expected_bin)
-        paths = resolve_install(
+        assert (layout.home, layout.bin_dir) == (str(expected_home), str(expected_bin))
+        spelt = resolve_layout(
             str(home), None if bin_dir is None else str(bin_dir), development=True
         )
-        assert (paths.home, paths.bin_dir) == (str(expected_home), str(expected_bin))
+        assert (spelt.home, spelt.bin_dir) == (str(expected_home), str(expected_bin))
 
 
 def test_a_plain_connection_reads_what_has_arrived_at_once_a_tls_one_as_httpcore_asks() -> None:

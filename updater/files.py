@@ -12,10 +12,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    StrPath: TypeAlias = str | os.PathLike[str]
+
 _CHUNK = 1 << 20
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: StrPath) -> str:
     """The SHA-256 of a file's bytes, read in 1 MiB blocks."""
     import hashlib
 
@@ -26,13 +32,14 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_temp_beside(path: Path, data: bytes, *, mode: int | None = None) -> Path:
+def write_temp_beside(path: StrPath, data: bytes, *, mode: int | None = None) -> Path:
     """``data`` in a new fsynced ``.<name>.XXXX.tmp`` file next to ``path``; returns it.
 
     ``mode`` sets its permissions (default: ``tempfile``'s private 0600).
     """
     import tempfile
 
+    path = Path(path)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         if mode is not None:
@@ -47,8 +54,9 @@ def write_temp_beside(path: Path, data: bytes, *, mode: int | None = None) -> Pa
     return Path(temporary)
 
 
-def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
+def atomic_write(path: StrPath, data: bytes, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` in one rename (see the module docstring)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = write_temp_beside(path, data, mode=mode)
     try:
@@ -58,7 +66,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int | None = None) -> None:
         raise
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: StrPath) -> None:
     """Make the renames and links in a folder durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -67,7 +75,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def fsync_file(path: Path) -> None:
+def fsync_file(path: StrPath) -> None:
     """Make one file's bytes durable."""
     fd = os.open(path, os.O_RDONLY)
     try:

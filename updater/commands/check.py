@@ -19,10 +19,14 @@ import time
 from updater.commands import cache
 from updater.config import buildinfo
 from updater.config.settings import require_updates
+from updater.config.targets import release_target
 from updater.core.offer import ReleaseOffer
 from updater.core.report import CheckReport, Manager, plan_check
 from updater.core.request import ReleaseRequest
+from updater.core.retention import recorded_signed_at
 from updater.errors import MuxError
+from updater.install.layout import kept_versions, read_record, resolve_layout
+from updater.servers.client import query_all, retention_reports, server_addresses
 from updater.timestamps import rfc3339
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -145,14 +149,11 @@ def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
     """The signed time the install record keeps for this running mux, if it belongs to one."""
     if build.development and settings.home is None:
         return None  # a checkout belongs to no install unless MUX_HOME names one
-    from updater.core.retention import recorded_signed_at
-    from updater.install.paths import read_record, resolve_install
-
     try:
-        paths = resolve_install(settings.home, settings.bin_dir, development=build.development)
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
     except MuxError:
         return None
-    return recorded_signed_at(read_record(paths.record_path), build.version)
+    return recorded_signed_at(read_record(layout), build.version)
 
 
 def failure_to_cache(exc: MuxError) -> dict[str, Any]:
@@ -173,7 +174,6 @@ def cached_failure(doc: dict[str, Any]) -> MuxError | None:
 
 
 def _target(settings: Settings, build: BuildInfo) -> str:
-    from updater.config.targets import release_target
 
     return release_target(settings.target, build)
 
@@ -207,7 +207,6 @@ def _report(
     cached: bool,
     checked_at: float,
 ) -> CheckReport:
-    from updater.servers.client import query_all, server_addresses
 
     reports = query_all(server_addresses(settings.server_url))
     return plan_check(
@@ -228,19 +227,14 @@ def _kept_versions(
     """What the install this mux updates keeps and why, with sizes (read only)."""
     if settings.home is None and build.development:
         return []  # a checkout updates no install unless MUX_HOME names one
-    # The layout's rules on path strings: pathlib's import was 12% of the cached check.
-    from updater.install.paths import kept_versions, resolve_install
-
     try:
-        paths = resolve_install(settings.home, settings.bin_dir, development=build.development)
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
     except MuxError:
         return []
-    if not os.path.isdir(paths.versions):
+    if not os.path.isdir(layout.versions):
         return []
-    from updater.servers.client import retention_reports
-
     try:  # the servers retention asks, reusing the ones just asked for the verdicts
         asked = retention_reports(settings.server_url, known=reports)
     except MuxError:
         asked = reports
-    return kept_versions(paths, asked)
+    return kept_versions(layout, asked)

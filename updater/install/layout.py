@@ -3,30 +3,29 @@
 ``MUX_HOME/versions/<version>/`` holds one unpacked release each, with ``.mux-files``
 listing the sha256 of every file in it; ``MUX_HOME/install.json`` records what is installed;
 ``<bin dir>/mux`` is a symlink to the active version's executable and is the truth of which
-version is active. This module knows the layout and reads it; every change to it is made by
+version is active. This module knows the layout and reads it (which names are versions,
+which version the link makes active, which install and version this mux runs from, where its
+bin dir is, what settling it keeps); every change to it is made by
 :mod:`updater.install.transaction`.
 
-Its rules are written once, on path strings, in :mod:`updater.install.paths` (the cached
-check reads the layout through it without importing ``pathlib``); :class:`Layout` is the
-``pathlib`` record the rest of mux passes around, and applies them.
+One type, :class:`Layout`, on ``str`` paths with ``os.path`` and ``os.scandir``: the cached
+``mux update --check`` reports the versions an install keeps and must start fast, and
+importing ``pathlib`` (with ``urllib.parse`` and ``ipaddress``) was 12% of it in the released
+build (docs/build.md).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+import sys
 
 from updater._records import NamedTuple
 from updater.config.buildfolder import build_info_in
-from updater.install import paths as _paths
-from updater.install.paths import PARTIAL_MARK as PARTIAL_MARK  # (the layout's names, one place)
-from updater.install.paths import RECORD_NAME as RECORD_NAME
-from updater.install.paths import RECORD_SCHEMA as RECORD_SCHEMA
-from updater.install.paths import InstallPaths
-from updater.install.paths import package_manager_for as package_manager_for
-from updater.install.paths import tree_size as tree_size
-from updater.net.download import DOWNLOAD_PREFIX as DOWNLOAD_PREFIX
+from updater.config.buildinfo import packager_marker_file
+from updater.core.retention import RECORD_SCHEMA, InUseHold, ServerHold, settle
+from updater.errors import InstallError, UsageError
+from updater.install import inuse
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -34,64 +33,143 @@ if TYPE_CHECKING:
     from contextlib import ExitStack
     from typing import Any
 
-    from updater.core.retention import InUseHold, KeptVersion, ServerHold
+    from updater.core.retention import KeptVersion
     from updater.servers.client import ServerReport
 
+RECORD_NAME = "install.json"
 FILES_LIST_NAME = ".mux-files"
 LOCK_NAME = ".lock"
+# What a killed run leaves behind, which the next run (holding the lock) removes: a partial
+# unpack carries PARTIAL_MARK in its name, the others start with their prefix.
+PARTIAL_MARK = ".partial-"
 TRASH_PREFIX = ".trash-"
 LINK_TEMP_PREFIX = ".mux.tmp-"
 WRITE_PROBE_PREFIX = ".mux-write-probe-"
 
 
+def pure(path: str) -> str:
+    """``path`` spelt as ``pathlib`` spells it: no empty or ``.`` parts, no trailing slash
+    (``..`` kept: like ``pathlib``, nothing here resolves a path without asking the OS)."""
+    if path.startswith("//") and not path.startswith("///"):
+        head = "//"  # POSIX leaves the meaning of exactly two leading slashes open; so does pathlib
+    else:
+        head = "/" if path.startswith("/") else ""
+    parts = [part for part in path.split("/") if part and part != "."]
+    return head + "/".join(parts) or "."
+
+
+def absolute(path: str) -> str:
+    """``Path(path).absolute()``: joined to the working directory, not resolved."""
+    return pure(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+
+
+def _parent(path: str) -> str:
+    """``Path(path).parent`` of a :func:`pure` path."""
+    root = "//" if path.startswith("//") else "/" if path.startswith("/") else ""
+    rest = path[len(root) :]
+    if not rest:
+        return root or "."
+    head = rest.rpartition("/")[0]
+    return root + head if head else root or "."
+
+
+def _parents(path: str) -> list[str]:
+    """``Path(path).parents`` of a :func:`pure` path."""
+    found: list[str] = []
+    while True:
+        parent = _parent(path)
+        if parent == path or (parent == "." and path == "."):
+            return found
+        found.append(parent)
+        path = parent
+
+
+def is_version_name(name: str) -> bool:
+    """Whether a folder of ``versions/`` holds a version (not a partial unpack, not hidden)."""
+    return bool(name) and not name.startswith(".") and PARTIAL_MARK not in name
+
+
 class Layout(NamedTuple):
-    """Where an install lives (a NamedTuple, like its string twin
-    :class:`updater.install.paths.InstallPaths`, whose rules it applies)."""
+    """Where an install lives, as strings (a NamedTuple: the cached check defines it)."""
 
-    home: Path
-    bin_dir: Path
-
-    @property
-    def paths(self) -> InstallPaths:
-        return InstallPaths(str(self.home), str(self.bin_dir))
+    home: str
+    bin_dir: str
 
     @property
-    def versions(self) -> Path:
-        return self.home / "versions"
+    def versions(self) -> str:
+        return os.path.join(self.home, "versions")
 
     @property
-    def record_path(self) -> Path:
-        return self.home / RECORD_NAME
+    def record_path(self) -> str:
+        return os.path.join(self.home, RECORD_NAME)
 
     @property
-    def lock_path(self) -> Path:
-        return self.home / LOCK_NAME
+    def lock_path(self) -> str:
+        return os.path.join(self.home, LOCK_NAME)
 
     @property
-    def link(self) -> Path:
-        return self.bin_dir / "mux"
+    def link(self) -> str:
+        return os.path.join(self.bin_dir, "mux")
 
-    def version_dir(self, version: str) -> Path:
-        return self.versions / version
+    def version_dir(self, version: str) -> str:
+        return os.path.join(self.versions, version)
 
     def active_version(self) -> str | None:
         """The version the bin-dir link points at, if it points into this install."""
-        return self.paths.active_version()
+        try:
+            target = os.readlink(self.link)
+        except OSError:
+            return None
+        target = pure(target if os.path.isabs(target) else os.path.join(self.bin_dir, target))
+        if target.rpartition("/")[2] != "mux":
+            return None
+        version_dir = _parent(target)
+        # Compare resolved paths: MUX_HOME (or the link) may go through a symlink.
+        if os.path.realpath(_parent(version_dir)) != os.path.realpath(self.versions):
+            return None
+        return version_dir.rpartition("/")[2]
 
-    def version_of(self, path: str | Path) -> str | None:
+    def version_of(self, path: str | os.PathLike[str]) -> str | None:
         """The version folder ``path`` (a resolved executable) lies in, if it is one of ours."""
-        return self.paths.version_of(path)
+        inside, versions = pure(os.fspath(path)), os.path.realpath(self.versions)
+        if inside == versions:
+            return None
+        prefix = versions if versions.endswith("/") else versions + "/"
+        if not inside.startswith(prefix):
+            return None
+        name = inside[len(prefix) :].split("/", 1)[0]
+        return name if is_version_name(name) else None
 
     def installed_versions(self) -> list[str]:
-        return self.paths.installed_versions()
+        try:
+            with os.scandir(self.versions) as entries:
+                found = [entry for entry in entries if is_version_name(entry.name)]
+        except OSError:
+            return []
+        return sorted(entry.name for entry in found if _is_dir(entry))
 
 
-# -- the record ---------------------------------------------------------------------------
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()  # a link to a folder counts, as pathlib's is_dir() counts it
+    except OSError:
+        return False
 
 
 def read_record(layout: Layout) -> dict[str, Any]:
     """``install.json``; a missing or unreadable record is an empty one (the link rules)."""
-    return _paths.read_record(str(layout.record_path))
+    return _read_record(layout.record_path)
+
+
+def _read_record(record_path: str) -> dict[str, Any]:
+    try:
+        with open(record_path, "rb") as file:
+            doc = json.loads(file.read())
+    except (OSError, ValueError, RecursionError):
+        return {"schema": RECORD_SCHEMA, "versions": {}}
+    if not isinstance(doc, dict) or not isinstance(doc.get("versions"), dict):
+        return {"schema": RECORD_SCHEMA, "versions": {}}
+    return doc
 
 
 def installed_protocol(layout: Layout, version: str) -> int | None:
@@ -115,8 +193,18 @@ def installed_protocol(layout: Layout, version: str) -> int | None:
 
 
 def server_holds(layout: Layout, reports: Iterable[ServerReport]) -> list[ServerHold]:
-    """The servers that run from a version folder of ``layout`` (see :mod:`._layout_paths`)."""
-    return _paths.server_holds(layout.paths, reports)
+    """The servers that run from a version folder of the install: live ones by their status
+    line (or the OS), silent ones (hung, garbage) by what the OS says of the process behind
+    the socket. A server nothing can be learnt of holds nothing."""
+
+    holds = []
+    for report in reports:
+        if report.executable is None:
+            continue
+        version = layout.version_of(report.executable)
+        if version is not None:
+            holds.append(ServerHold(version, report.address, report.pid, report.state == "live"))
+    return holds
 
 
 def version_holds(
@@ -126,19 +214,68 @@ def version_holds(
     *,
     locks: ExitStack | None = None,
 ) -> list[ServerHold | InUseHold]:
-    """Who uses the ``candidates`` for removal, and with ``locks`` the exclusive locks of the
-    free ones (see :func:`updater.install.paths.version_holds`)."""
-    return _paths.version_holds(layout.paths, candidates, reports, locks=locks)
+    """Who uses the ``candidates`` for removal: servers that run from them (by their status
+    line or the OS), running mux processes that hold their lock (:mod:`updater.install.inuse`), and,
+    for a candidate nobody holds, this user's processes whose program lies in it (builds that
+    take no lock).
+
+    With ``locks``, each candidate nobody holds stays locked exclusively in it (the remover
+    renames it away before letting go); without, a lock is let go at once (a reader).
+    """
+
+    holds: list[ServerHold | InUseHold] = [*server_holds(layout, reports)]
+    free = []
+    for version in candidates:
+        probe = inuse.try_exclusive(layout.version_dir(version))
+        if locks is not None:
+            locks.enter_context(probe)
+        else:
+            probe.close()
+        if probe.acquired:
+            free.append(version)
+        else:
+            holds.append(InUseHold(version, probe.holders))
+    if free:
+        for version, pids in inuse.processes_running_from(layout.versions).items():
+            if version in free:
+                holds.append(InUseHold(version, pids))
+    return holds
 
 
 def kept_versions(layout: Layout, reports: Iterable[ServerReport]) -> list[KeptVersion]:
     """What settling this install keeps and why, with each version's size on disk (read only:
     what ``mux update --check`` reports)."""
-    return _paths.kept_versions(layout.paths, reports)
+
+    record, active = read_record(layout), layout.active_version()
+    installed, running = layout.installed_versions(), running_version(layout)
+    settlement = settle(record, active=active, installed=installed, running=running)
+    if settlement.remove:
+        holds = version_holds(layout, settlement.remove, reports)
+        settlement = settle(
+            record, active=active, installed=installed, running=running, holds=holds
+        )
+    return with_sizes(layout, settlement.kept)
 
 
 def with_sizes(layout: Layout, kept: Iterable[KeptVersion]) -> list[KeptVersion]:
-    return _paths.with_sizes(layout.paths, kept)
+    return [k._replace(size_bytes=tree_size(layout.version_dir(k.version))) for k in kept]
+
+
+def tree_size(root: str | os.PathLike[str]) -> int:
+    """Bytes used by the regular files below ``root`` (links not followed); 0 if it is gone."""
+    total = 0
+    pending = [os.fspath(root)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return total
 
 
 # -- the per-version file list -------------------------------------------------------------
@@ -159,12 +296,12 @@ class UnpackedFile(NamedTuple):
 UnpackedFiles = dict[str, UnpackedFile]  # by path relative to the unpacked folder
 
 
-def unpacked_file(path: str | Path, sha256: str) -> UnpackedFile:
+def unpacked_file(path: str | os.PathLike[str], sha256: str) -> UnpackedFile:
     st = os.lstat(path)
     return UnpackedFile(sha256, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def files_list(root: Path, unpacked: UnpackedFiles | None = None) -> bytes:
+def files_list(root: str | os.PathLike[str], unpacked: UnpackedFiles | None = None) -> bytes:
     """``sha256sum`` lines for every regular file below ``root``, as install.sh writes them.
 
     ``unpacked``: the digests taken as the files were unpacked, each used only while the file
@@ -172,13 +309,16 @@ def files_list(root: Path, unpacked: UnpackedFiles | None = None) -> bytes:
     """
     from updater.files import sha256_file  # the cached check reads the layout and hashes nothing
 
+    root = os.fspath(root)
     lines = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in filenames:
-            path = Path(dirpath) / name
-            relative = "./" + path.relative_to(root).as_posix()
-            if relative == f"./{FILES_LIST_NAME}" or path.is_symlink() or not path.is_file():
+            path = os.path.join(dirpath, name)
+            relative = "./" + os.path.relpath(path, root).replace(os.sep, "/")
+            if relative == f"./{FILES_LIST_NAME}" or os.path.islink(path):
+                continue
+            if not os.path.isfile(path):
                 continue
             known = unpacked.get(relative[2:]) if unpacked else None
             if known is not None and unpacked_file(path, known.sha256) == known:
@@ -189,16 +329,19 @@ def files_list(root: Path, unpacked: UnpackedFiles | None = None) -> bytes:
     return b"".join(line for _, line in sorted(lines))
 
 
-def verify_files(root: Path, expected_list_sha256: str | None) -> str | None:
+def verify_files(root: str | os.PathLike[str], expected_list_sha256: str | None) -> str | None:
     """None when ``root`` still holds exactly what was installed, else what differs."""
+    root = os.fspath(root)
+    listed = os.path.join(root, FILES_LIST_NAME)
     try:
-        recorded = (root / FILES_LIST_NAME).read_bytes()
+        with open(listed, "rb") as stream:
+            recorded = stream.read()
     except OSError:
         return f"{root} has no {FILES_LIST_NAME}"
     import hashlib  # only a check of the files pays for it: the cached check only reads
 
     if expected_list_sha256 and hashlib.sha256(recorded).hexdigest() != expected_list_sha256:
-        return f"{root / FILES_LIST_NAME} does not match the install record"
+        return f"{listed} does not match the install record"
     actual = files_list(root)
     if actual != recorded:
         return f"the files in {root} changed since they were installed"
@@ -207,19 +350,101 @@ def verify_files(root: Path, expected_list_sha256: str | None) -> str | None:
 
 # -- whose install is this -----------------------------------------------------------------
 
+# Path fragments of trees that package managers own, and the command that updates mux there:
+# a guess, for packages without a marker (updater.config.marker), which always wins.
+_PACKAGE_MANAGERS = (
+    ("/Cellar/", "Homebrew", "brew upgrade mux"),
+    ("/homebrew/", "Homebrew", "brew upgrade mux"),
+    ("/nix/store/", "Nix", "update mux through your Nix configuration (nix profile upgrade mux)"),
+    ("/pipx/venvs/", "pipx", "pipx upgrade mux"),
+    ("/uv/tools/", "uv tool", "uv tool upgrade mux"),
+    ("/.cargo/bin/", "cargo", "cargo install mux"),
+    ("/site-packages/", "a Python environment (pip)", "pip install --upgrade mux"),
+    ("/dist-packages/", "a Python environment (pip)", "pip install --upgrade mux"),
+)
 
-def running_install_home(module_file: str | None = None) -> Path | None:
+
+def package_manager_for(path: str | os.PathLike[str]) -> tuple[str, str] | None:
+    text = os.fspath(path) + "/"
+    for fragment, manager, command in _PACKAGE_MANAGERS:
+        if fragment in text:
+            return manager, command
+    return None
+
+
+def running_install_home(module_file: str | None = None) -> str | None:
     """The ``MUX_HOME`` the running mux was unpacked into, if it runs from one."""
-    home = _paths.running_install_home(module_file)
-    return None if home is None else Path(home)
+    here = pure(os.path.realpath(module_file or __file__))
+    for parent in _parents(here):
+        if parent.rpartition("/")[2] == "versions":
+            home = _parent(parent)
+            if os.path.exists(os.path.join(home, RECORD_NAME)):
+                return home
+    return None
 
 
 def running_version(layout: Layout, module_file: str | None = None) -> str | None:
     """The version folder of ``layout`` that the running mux was started from, if any."""
-    return _paths.running_version(str(layout.versions), module_file)
+    here = pure(os.path.realpath(module_file or __file__))
+    resolved = os.path.realpath(layout.versions)
+    for parent in _parents(here):
+        if _parent(parent) == resolved:
+            return parent.rpartition("/")[2]
+    return None
 
 
-def resolve_layout(home: Path | None, bin_dir: Path | None, *, development: bool) -> Layout:
-    """The install to update (the rules: :func:`updater.install.paths.resolve_install`)."""
-    paths = _paths.resolve_install(home, bin_dir, development=development)
-    return Layout(home=Path(paths.home), bin_dir=Path(paths.bin_dir))
+def resolve_layout(
+    home: str | os.PathLike[str] | None,
+    bin_dir: str | os.PathLike[str] | None,
+    *,
+    development: bool,
+) -> Layout:
+    """The install to update: ``home`` (``--home`` / ``MUX_HOME``), else the one this mux
+    belongs to. Its bin dir: ``bin_dir`` (``MUX_INSTALL_DIR`` / ``XDG_BIN_HOME``), else the one
+    on record, else ``~/.local/bin``."""
+    configured = None if bin_dir is None else os.fspath(bin_dir)
+    if home is not None:
+        home = os.fspath(home)
+        return Layout(absolute(os.path.expanduser(home)), bin_dir_for(home, configured))
+    if not development and packager_marker_file() is not None:
+        from updater.config.marker import (
+            find_marker,  # only for a packaged build: the cached check runs this
+        )
+
+        marker = find_marker()  # a packager's own word wins over every guess below
+        if marker is not None:
+            raise InstallError(
+                f"this mux is managed by {marker.manager} ({marker.path}), not by mux update",
+                hint=f"update it with: {marker.update_command}",
+            )
+    owned = running_install_home()
+    if owned is not None:
+        return Layout(owned, bin_dir_for(owned, configured))
+    location = os.path.realpath(sys.executable if getattr(sys, "frozen", False) else __file__)
+    argv0 = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    for candidate in (location, argv0):
+        found = package_manager_for(candidate) if candidate else None
+        if found:
+            manager, command = found
+            raise InstallError(
+                f"this mux ({candidate}) is managed by {manager}, not by mux update",
+                hint=f"update it with: {command}",
+            )
+    if development:
+        raise UsageError(
+            "this is a development checkout, not an installed mux",
+            hint="pass --home DIR (or set MUX_HOME) to update an install",
+        )
+    raise InstallError(
+        f"cannot tell which install this mux ({location}) belongs to",
+        hint="pass --home DIR (or set MUX_HOME), or reinstall with install.sh",
+    )
+
+
+def bin_dir_for(home: str, configured: str | None) -> str:
+    if configured is not None:
+        return absolute(configured)
+    recorded = _read_record(os.path.join(home, RECORD_NAME)).get("bin_dir")
+    if isinstance(recorded, str) and recorded:
+        return pure(recorded)
+    return absolute(os.path.join(os.path.expanduser("~"), ".local", "bin"))

@@ -45,10 +45,10 @@ from updater.files import Flush, atomic_write, fsync_dir, fsync_file, sha256_fil
 from updater.formats import models
 from updater.install import inuse
 from updater.install.layout import (
-    DOWNLOAD_PREFIX,
     FILES_LIST_NAME,
     LINK_TEMP_PREFIX,
     PARTIAL_MARK,
+    RECORD_NAME,
     TRASH_PREFIX,
     WRITE_PROBE_PREFIX,
     Layout,
@@ -60,6 +60,7 @@ from updater.install.layout import (
     with_sizes,
 )
 from updater.locks import flock_within
+from updater.net.download import DOWNLOAD_PREFIX
 from updater.servers import client as servers
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class Settled:
 @contextmanager
 def install_lock(layout: Layout, *, wait: float) -> Iterator[None]:
     """One install or update at a time per ``MUX_HOME`` (released by the kernel on kill)."""
-    layout.home.mkdir(parents=True, exist_ok=True)
+    os.makedirs(layout.home, exist_ok=True)
     fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if not flock_within(fd, fcntl.LOCK_EX, wait=wait, interval=0.1):
@@ -128,7 +129,7 @@ def remove_leftovers(layout: Layout) -> list[str]:
         (layout.bin_dir, (LINK_TEMP_PREFIX, WRITE_PROBE_PREFIX)),
     ):
         try:
-            entries = list(directory.iterdir())
+            entries = list(Path(directory).iterdir())
         except OSError:
             continue
         candidates += [p for p in entries if _is_leftover(p.name, markers)]
@@ -141,13 +142,13 @@ def remove_leftovers(layout: Layout) -> list[str]:
     return removed
 
 
-def ensure_writable(directory: Path) -> None:
+def ensure_writable(directory: str | Path) -> None:
     """Fail before downloading anything when a directory we must change is not writable.
 
     A real probe rather than ``os.access``: root passes every permission check, yet a
     read-only file system still says no.
     """
-    probe = directory
+    probe = Path(directory)
     while not probe.exists() and probe.parent != probe:
         probe = probe.parent
     try:
@@ -175,7 +176,7 @@ def ensure_writable(directory: Path) -> None:
     Path(name).unlink(missing_ok=True)  # a concurrent run's tidy may have removed it already
 
 
-def _write_error(directory: Path, exc: OSError) -> InstallError:
+def _write_error(directory: str | Path, exc: OSError) -> InstallError:
     return InstallError(
         f"cannot write {directory}: {exc.strerror or exc}; the installed mux is unchanged",
         hint="free some disk space or fix the permissions, then retry",
@@ -259,7 +260,7 @@ def _place(layout: Layout, staging: Path, version: str) -> Path:
     running mux or server, and a kill cannot leave the version missing. A stale copy that a
     running mux still uses is not replaced either: the update stops and says so.
     """
-    final = layout.version_dir(version)
+    final = Path(layout.version_dir(version))
     if final.exists():
         staged_list = sha256_file(staging / FILES_LIST_NAME)
         if layout.active_version() == version or verify_files(final, staged_list) is None:
@@ -281,9 +282,9 @@ def _place(layout: Layout, staging: Path, version: str) -> Path:
 
 def _switch_link(layout: Layout, version: str) -> None:
     """Point ``<bin>/mux`` at the version by renaming a new link over the old one."""
-    layout.bin_dir.mkdir(parents=True, exist_ok=True)
-    target = layout.version_dir(version) / "mux"
-    temp = layout.bin_dir / f"{LINK_TEMP_PREFIX}{os.getpid()}-{time.monotonic_ns()}"
+    os.makedirs(layout.bin_dir, exist_ok=True)
+    target = os.path.join(layout.version_dir(version), "mux")
+    temp = Path(layout.bin_dir, f"{LINK_TEMP_PREFIX}{os.getpid()}-{time.monotonic_ns()}")
     os.symlink(target, temp)
     try:
         os.replace(temp, layout.link)
@@ -346,12 +347,12 @@ class Transaction:
     def download_dir(self) -> Path:
         """Where a download streams to: ``MUX_HOME`` (one file system with ``versions/``, and
         a killed run's ``.download-`` file is a leftover the next run removes)."""
-        return self.layout.home
+        return Path(self.layout.home)
 
     def staging(self, version: str) -> Path:
         """A new empty ``versions/<version>.partial-XXXX`` folder."""
         try:
-            self.layout.versions.mkdir(parents=True, exist_ok=True)
+            os.makedirs(self.layout.versions, exist_ok=True)
             self._staging = Path(
                 tempfile.mkdtemp(dir=self.layout.versions, prefix=f"{version}{PARTIAL_MARK}")
             )
@@ -439,7 +440,7 @@ class Transaction:
 def tidy(layout: Layout, settings: InstallSettings) -> Settled | None:
     """Remove what killed runs left, when nothing else is running (best effort); None when
     it could not (another update holds the lock and tidies, or the home is not writable)."""
-    if not layout.home.is_dir():
+    if not os.path.isdir(layout.home):
         return None
     try:
         with install_lock(layout, wait=0):
@@ -468,9 +469,9 @@ def prune(layout: Layout, settings: InstallSettings) -> Settled:
 
 def _require_install(layout: Layout) -> None:
     """Refuse a home that holds no install (a typo in --home): never create one to prune."""
-    if not (layout.record_path.is_file() or layout.versions.is_dir()):
+    if not (os.path.isfile(layout.record_path) or os.path.isdir(layout.versions)):
         raise InstallError(
-            f"no mux install at {layout.home} (no {layout.record_path.name}, no versions/)",
+            f"no mux install at {layout.home} (no {RECORD_NAME}, no versions/)",
             hint="pass the MUX_HOME of an install with --home, or install mux with install.sh",
         )
 
@@ -527,7 +528,7 @@ def rollback(
         recorded_target = entry.get("target") if isinstance(entry, dict) else None
         target = str(recorded_target or record.get("target", ""))
         # The kept build runs once: its protocol comes from the same answer that is checked.
-        protocol_version = run_build(layout.version_dir(previous), previous, target)
+        protocol_version = run_build(Path(layout.version_dir(previous)), previous, target)
         try:
             _switch_link(layout, previous)
         except OSError as exc:
