@@ -15,6 +15,8 @@ progress bar imports it when it is drawn).
 
 from __future__ import annotations
 
+from updater.errors import printable
+
 import json
 import sys
 
@@ -53,7 +55,6 @@ def report_error(exc: MuxError, *, as_json: bool) -> int:
     """One line on stderr; with ``--json`` also one JSON object on stdout. Returns the code.
 
     The line is escaped as a whole: a message may carry text from a server or a file."""
-    from updater.errors import printable
 
     print(f"mux: {printable(str(exc))}", file=sys.stderr)
     if as_json:
@@ -333,10 +334,10 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
 
 
 def update_text(result: UpdateResult) -> str:
-    from updater.commands.update import UpdateAction
-
+    # result.action is an UpdateAction (a StrEnum), compared by value: its module imports
+    # the update machinery, which mux version and the cached check, rendered here, do without.
     lines = []
-    if result.action is UpdateAction.DRY_RUN and result.plan is not None:
+    if result.action == "dry-run" and result.plan is not None:
         plan = result.plan
         lines += [
             f"would update mux {result.from_version or '(not installed)'} → {result.to_version} "
@@ -349,11 +350,11 @@ def update_text(result: UpdateResult) -> str:
             "nothing was changed (--dry-run)",
         ]
         return safe_lines(lines)
-    if result.action is UpdateAction.PRUNED:
+    if result.action == "pruned":
         return safe_lines(_prune_lines(result))
-    if result.action is UpdateAction.UP_TO_DATE:
+    if result.action == "up-to-date":
         lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
-    elif result.action is UpdateAction.ROLLED_BACK:
+    elif result.action == "rolled-back":
         lines.append(f"rolled back mux {result.from_version} → {result.to_version}")
     else:
         lines.append(
@@ -362,11 +363,11 @@ def update_text(result: UpdateResult) -> str:
     for layer in result.verification:
         mark = "ok" if layer.status == "ok" else "SKIPPED"
         lines.append(f"  {layer.layer}: {mark}: {layer.detail}")
-    if result.action in (UpdateAction.UPDATED, UpdateAction.ROLLED_BACK):
+    if result.action in ("updated", "rolled-back"):
         lines.append(
             f"  {result.layout.link} → {result.layout.version_dir(str(result.to_version))}"
         )
-        if result.action is UpdateAction.UPDATED and result.from_version:
+        if result.action == "updated" and result.from_version:
             lines.append(f"  previous version {result.from_version} kept: mux update --rollback")
     lines += _kept_lines(result.kept_versions)
     for version in result.removed_versions:

@@ -7,6 +7,10 @@ Every failure is one line on stderr with the exit code of its :class:`MuxError`.
 
 from __future__ import annotations
 
+from updater.core.verdicts import server_verdicts
+from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch
+from updater.daemon.background import run_check_child
+
 import os
 import re
 from collections.abc import Callable
@@ -142,7 +146,6 @@ def restart_command_(
 
 def _verdicts(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
     """Servers judged against this mux (the installed one, when run through the link)."""
-    from updater.core.verdicts import server_verdicts
 
     info = buildinfo.current()
     return server_verdicts(
@@ -196,7 +199,6 @@ def watch_command(
     """
     import sys
 
-    from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch
 
     address = _run(lambda: _server_address(name, socket, url))
     silence = READ_TIMEOUT if read_timeout is None else read_timeout
@@ -228,6 +230,5 @@ def check_updates_command(
     max_age: Annotated[float, typer.Option("--max-age")] = 0.0,
 ) -> None:
     """One background check for a server (it runs this in a child process)."""
-    from updater.daemon.background import run_check_child
 
     raise typer.Exit(run_check_child(current, max_age))

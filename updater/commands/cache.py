@@ -16,6 +16,8 @@ Stdlib only: this is the fast path of ``mux update --check --max-age``.
 
 from __future__ import annotations
 
+from updater.config.dirs import user_cache_dir
+
 import json
 import os
 import time
@@ -34,7 +36,6 @@ def cache_dir() -> Path:
     """``<user cache dir>/mux``, platformdirs' answer (:mod:`updater.config.dirs`)."""
     from pathlib import Path
 
-    from updater.config.dirs import user_cache_dir
 
     return Path(user_cache_dir())
 
@@ -50,7 +51,6 @@ def load(
     key: dict[str, Any], max_age: float, *, now: float | None = None
 ) -> tuple[dict[str, Any], float] | None:
     """The cached answer for ``key`` and when it was made, if younger than ``max_age`` s."""
-    from updater.config.dirs import user_cache_dir
 
     try:
         # Plain os.path: a cache hit imports neither pathlib nor platformdirs.

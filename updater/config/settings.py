@@ -22,6 +22,9 @@ reason; ``pathlib`` is imported only when a variable names a path.
 
 from __future__ import annotations
 
+from updater.errors import PolicyError
+from updater.timestamps import parse_duration
+
 import os
 
 from updater._records import NamedTuple
@@ -170,7 +173,6 @@ def require_updates(settings: Settings, *, action: str) -> None:
     allowed = {"enabled": ("check", "update"), "check-only": ("check",)}
     if action in allowed.get(settings.updates, ()):
         return
-    from updater.errors import PolicyError
 
     what = "checking for updates" if action == "check" else "mux update"
     only = "; mux update --check still works" if settings.updates == "check-only" else ""
@@ -240,7 +242,6 @@ def _duration(value: str | None, default: float) -> float:
     """``90``, ``90s``, ``15m``, ``6h``; a malformed or negative value is the default."""
     if value is None:
         return default
-    from updater.timestamps import parse_duration  # stdlib; only when the variable is set
 
     try:
         seconds = parse_duration(value)

@@ -15,6 +15,10 @@ read and normalised to the plain path.
 
 from __future__ import annotations
 
+from updater.urls import is_loopback_host
+from updater.config.dirs import user_runtime_dir
+from updater.locks import lock_holders
+
 import os
 import time
 
@@ -126,7 +130,6 @@ def parse_server_address(text: str) -> ServerAddress:
         return UnixAddress(text)
     from urllib.parse import unquote, urlsplit  # only URL addresses need these
 
-    from updater.urls import is_loopback_host
 
     expected = "expected unix:///path/to.sock or http://127.0.0.1:PORT"
     try:
@@ -168,7 +171,6 @@ def runtime_dir() -> Path:
 
 
 def _runtime_dir() -> str:
-    from updater.config.dirs import user_runtime_dir
 
     try:
         return user_runtime_dir()
@@ -558,7 +560,6 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
 def socket_lock_holder(socket_path: str | Path) -> int | None:
     """The process holding the lock a server keeps beside its socket (``<socket>.lock``), as
     the OS says (Linux ``/proc/locks``); None when it does not say."""
-    from updater.locks import lock_holders
 
     holders = lock_holders(f"{socket_path}{SOCKET_LOCK_SUFFIX}")
     return holders[0] if len(holders) == 1 else None

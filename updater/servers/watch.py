@@ -9,6 +9,20 @@ sends reaches a terminal unescaped. The server side is :mod:`updater.daemon.hub`
 
 from __future__ import annotations
 
+from updater.protocol import StatusLineError, parse_watch_event
+from updater.core.verdicts import restart_command_for
+from updater.errors import MuxError
+from updater.protocol import WATCH_PATH, StatusLineError, parse_status_line
+from updater.servers.client import (
+    Peer,
+    ServerReport,
+    Watchdog,
+    open_connection,
+    parse_server_address,
+    query_server,
+    with_executable,
+)
+
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -66,7 +80,6 @@ class WatchStream:
         """Each event as it comes (heartbeats are not passed on); raises
         :class:`StreamEnded` when the stream ends, or when no line came for the read
         timeout (a server that is alive sends a heartbeat at least every 15 s)."""
-        from updater.protocol import StatusLineError, parse_watch_event
 
         last: WatchEvent | None = None
         lines = read_lines(self._response)
@@ -119,18 +132,6 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
     """
     import http.client
 
-    from updater.core.verdicts import restart_command_for
-    from updater.errors import MuxError
-    from updater.protocol import WATCH_PATH, StatusLineError, parse_status_line
-    from updater.servers.client import (
-        Peer,
-        ServerReport,
-        Watchdog,
-        open_connection,
-        parse_server_address,
-        query_server,
-        with_executable,
-    )
 
     target = parse_server_address(address)
     display = target.display
