@@ -32,6 +32,9 @@ MUX_MINISIGN_KEYS=''
 # administrator decides for every mux and every install.sh on the machine. A release may
 # name another path; nothing in the environment can.
 MUX_POLICY_FILE_PATH='/etc/mux/policy.toml'
+# The schema of install.json (docs/contracts.md), shared with mux: written from mux's own
+# definition (updater/core/retention.py, RECORD_SCHEMA) into every copy mux-release makes.
+MUX_RECORD_SCHEMA='1'
 # ---------------------------------------------------------------------------------------
 
 # shellcheck disable=SC2016 # the help text shows variable names, unexpanded
@@ -1830,7 +1833,7 @@ write_record() {
     tmp_record=$(mktemp "$mux_home/.install.json-XXXXXX")
     wr_source=$(json_escape "$source_label")
     {
-        printf '{\n  "schema": 1,\n'
+        printf '{\n  "schema": %s,\n' "$MUX_RECORD_SCHEMA"
         printf '  "bin_dir": "%s",\n' "$(json_escape "$bin_dir")"
         printf '  "target": "%s",\n' "$target"
         printf '  "source": "%s",\n' "$wr_source"

@@ -3,7 +3,9 @@
 ``install.sh`` on the main branch carries placeholders (``MUX_DEFAULT_REPO`` and an empty
 ``MUX_MINISIGN_KEYS``); the release workflow publishes a copy with the repository and the
 trusted minisign public keys written in, so that the one-liner from a release checks the
-signature with keys that are part of the script the user chose to run.
+signature with keys that are part of the script the user chose to run. The schema of the
+install record it writes is always written in from mux's own definition
+(:data:`updater.core.retention.RECORD_SCHEMA`), so the two cannot drift.
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from updater.config.buildinfo import MAX_TRUSTED_KEYS
+from updater.core.retention import RECORD_SCHEMA
 from updater.errors import ParseError, UsageError
 
 INSTALL_SH = Path(__file__).resolve().parent.parent / "install.sh"
 _KEYS_LINE = re.compile(r"^MUX_MINISIGN_KEYS='[^'\n]*'$", re.MULTILINE)
 _REPO_LINE = re.compile(r"^MUX_DEFAULT_REPO='[^'\n]*'$", re.MULTILINE)
 _POLICY_LINE = re.compile(r"^MUX_POLICY_FILE_PATH='[^'\n]*'$", re.MULTILINE)
+_RECORD_SCHEMA_LINE = re.compile(r"^MUX_RECORD_SCHEMA='[^'\n]*'$", re.MULTILINE)
 _POLICY_PATH = re.compile(r"/[A-Za-z0-9_./+-]*")
 _REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9_.-]+")
 
@@ -41,6 +45,9 @@ def render_install_script(
     except ParseError as exc:
         raise UsageError(f"--key: {exc.message}") from None
     text = source.read_text(encoding="utf-8")
+    text, count = _RECORD_SCHEMA_LINE.subn(f"MUX_RECORD_SCHEMA='{RECORD_SCHEMA}'", text)
+    if count != 1:
+        raise UsageError(f"{source} has no single MUX_RECORD_SCHEMA='…' line")
     text, count = _KEYS_LINE.subn(f"MUX_MINISIGN_KEYS='{' '.join(normalised)}'", text)
     if count != 1:
         raise UsageError(f"{source} has no single MUX_MINISIGN_KEYS='…' line")

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.releases import make_keypair
 
 
@@ -54,3 +56,22 @@ def test_bad_keys_and_repos_are_refused(tmp_path: Path) -> None:
         assert result.returncode == 2, (args, result.stderr)
         assert len(result.stderr.strip().splitlines()) == 1
         assert not (tmp_path / "install.sh").exists()
+
+
+def test_the_record_schema_is_written_in_from_mux_s_one_definition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """install.sh writes install.json with the schema mux reads records by
+    (updater.core.retention.RECORD_SCHEMA): every rendered copy gets it from there, and the
+    copy on the main branch, which tests and users may run as it is, says the same."""
+    from release import install_script
+    from updater.core.retention import RECORD_SCHEMA
+
+    key = make_keypair(tmp_path).public_key
+    checked_in = install_script.INSTALL_SH.read_text(encoding="utf-8")
+    assert f"MUX_RECORD_SCHEMA='{RECORD_SCHEMA}'\n" in checked_in
+    assert """printf '{\\n  "schema": %s,\\n' "$MUX_RECORD_SCHEMA\"""" in checked_in
+    monkeypatch.setattr(install_script, "RECORD_SCHEMA", RECORD_SCHEMA + 6)
+    rendered = install_script.render_install_script(keys=[key], repo=None)
+    assert f"MUX_RECORD_SCHEMA='{RECORD_SCHEMA + 6}'\n" in rendered
+    assert rendered.count("MUX_RECORD_SCHEMA=") == 1

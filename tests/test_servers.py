@@ -41,11 +41,13 @@ from updater.config import buildinfo
 from updater.daemon import server as server_daemon
 from updater.errors import EXIT_USAGE, MuxError, UsageError
 from updater.protocol import StatusLine, StatusLineError, parse_status_line
+from updater.servers import control
 from updater.servers.client import (
     ServerReport,
     TcpAddress,
     UnixAddress,
     discover_server_addresses,
+    http_request,
     parse_server_address,
     query_all,
     query_server,
@@ -353,18 +355,14 @@ def test_serve_tightens_a_loose_runtime_dir_but_no_other_dir(mux_runtime_dir):
 
 def test_unknown_endpoints_get_404(mux_runtime_dir):
     _pid, path = start_mux_server(mux_runtime_dir, "default")
-    code, body = server_daemon.http_request(
-        UnixAddress(str(path)), "GET", "/api/nothing", timeout=5
-    )
+    code, body = http_request(UnixAddress(str(path)), "GET", "/api/nothing", timeout=5)
     assert code == 404
     assert b"no such endpoint" in body
 
 
 def test_shutdown_request_stops_the_server_and_removes_its_socket(mux_runtime_dir):
     pid, path = start_mux_server(mux_runtime_dir, "default")
-    code, body = server_daemon.http_request(
-        UnixAddress(str(path)), "POST", "/api/shutdown", timeout=5
-    )
+    code, body = http_request(UnixAddress(str(path)), "POST", "/api/shutdown", timeout=5)
     assert code == 202
     assert json.loads(body) == {"shutting_down": True}
     assert wait_until(lambda: process_gone(pid) and not path.exists())
@@ -458,7 +456,7 @@ def test_two_servers_racing_for_one_socket_leave_exactly_one(mux_runtime_dir):
 
 def test_start_restart_stop_with_the_current_mux(mux_runtime_dir):
     path = mux_runtime_dir / "default.sock"
-    started = server_daemon.start(path, timeout=30)
+    started = control.start(path, timeout=30)
     assert started.state == "live" and started.status is not None
     first_pid = started.status.pid
     assert first_pid is not None and first_pid != os.getpid()
@@ -466,21 +464,21 @@ def test_start_restart_stop_with_the_current_mux(mux_runtime_dir):
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
     assert "listening on" in log.read_text()
 
-    restarted = server_daemon.restart(path, timeout=30)
+    restarted = control.restart(path, timeout=30)
     assert restarted.address == str(path)
     assert restarted.status is not None and restarted.status.pid != first_pid
     assert wait_until(lambda: process_gone(first_pid))
 
-    assert server_daemon.stop(path) == "stopped"
+    assert control.stop(path) == "stopped"
     assert not path.exists()
     assert query_server(str(path)).state == "stale"
-    assert server_daemon.stop(path) == "not-running"
+    assert control.stop(path) == "not-running"
 
 
 def test_restart_runs_the_new_mux_and_keeps_the_socket(mux_runtime_dir, tmp_path):
     old_pid, path = start_mux_server(mux_runtime_dir, "work", protocol_version=PROTOCOL)
     new_mux = write_fake_mux(tmp_path, protocol_version=PROTOCOL + 1, version="9.9.9")
-    report = server_daemon.restart(path, executable=str(new_mux), timeout=30)
+    report = control.restart(path, executable=str(new_mux), timeout=30)
     assert report.address == str(path)
     assert report.status is not None
     assert report.status.pid != old_pid
@@ -488,26 +486,26 @@ def test_restart_runs_the_new_mux_and_keeps_the_socket(mux_runtime_dir, tmp_path
     assert wait_until(lambda: process_gone(old_pid))
     [again] = query_all()
     assert again.status == report.status
-    server_daemon.stop(path)
+    control.stop(path)
 
 
 def test_stop_works_against_a_server_of_another_protocol(mux_runtime_dir):
     pid, path = start_mux_server(mux_runtime_dir, "old", protocol_version=PROTOCOL + 41)
-    assert server_daemon.stop(path) == "stopped"
+    assert control.stop(path) == "stopped"
     assert wait_until(lambda: process_gone(pid))
     assert not path.exists()
 
 
 def test_stop_over_tcp(mux_runtime_dir):
     pid, url = start_mux_server_url(mux_runtime_dir)
-    assert server_daemon.stop(url) == "stopped"
+    assert control.stop(url) == "stopped"
     assert wait_until(lambda: process_gone(pid))
     assert query_server(url).state == "stale"
 
 
 def test_stop_removes_a_stale_socket(mux_runtime_dir):
     stale = make_stale_socket(mux_runtime_dir / "dead.sock")
-    assert server_daemon.stop(stale) == "not-running"
+    assert control.stop(stale) == "not-running"
     assert not stale.exists()
     assert discover_server_addresses({}) == []
 
@@ -516,7 +514,7 @@ def test_stop_refused_by_a_foreign_server(mux_runtime_dir):
     path = mux_runtime_dir / "other.sock"
     start_fake_server("foreign", path)
     with pytest.raises(MuxError, match=r"refused the shutdown request \(HTTP 404\)"):
-        server_daemon.stop(path)
+        control.stop(path)
 
 
 def test_stop_gives_up_on_a_hung_server(mux_runtime_dir):
@@ -524,14 +522,14 @@ def test_stop_gives_up_on_a_hung_server(mux_runtime_dir):
     start_fake_server("hung", path)
     began = time.monotonic()
     with pytest.raises(MuxError, match=r"did not answer the shutdown request within 0\.5s"):
-        server_daemon.stop(path, timeout=0.5)
+        control.stop(path, timeout=0.5)
     assert time.monotonic() - began < 1.5
 
 
 def test_start_refuses_when_a_server_already_runs(mux_runtime_dir):
     pid, path = start_mux_server(mux_runtime_dir, "default")
     with pytest.raises(MuxError, match="already runs") as caught:
-        server_daemon.start(path, timeout=5)
+        control.start(path, timeout=5)
     assert caught.value.hint == f"to replace it: mux server restart --socket {path}"
     assert live_pid(path) == pid
 
@@ -542,7 +540,7 @@ def test_start_reports_a_server_that_exits(mux_runtime_dir, tmp_path):
     failing.chmod(0o755)
     path = mux_runtime_dir / "default.sock"
     with pytest.raises(MuxError, match=r"exited with code 7 .*broken build"):
-        server_daemon.start(path, executable=str(failing), timeout=30)
+        control.start(path, executable=str(failing), timeout=30)
     assert not path.exists()
 
 
@@ -553,13 +551,13 @@ def test_start_gives_up_on_a_server_that_never_answers_and_stops_it(mux_runtime_
     silent.chmod(0o755)
     path = mux_runtime_dir / "default.sock"
     with pytest.raises(MuxError, match=r"did not answer .* within 1s"):
-        server_daemon.start(path, executable=str(silent), timeout=1.0)
+        control.start(path, executable=str(silent), timeout=1.0)
     assert process_gone(int(pid_file.read_text()))
 
 
 def test_start_reports_a_missing_executable(mux_runtime_dir, tmp_path):
     with pytest.raises(MuxError, match="cannot run"):
-        server_daemon.start(mux_runtime_dir / "default.sock", executable=str(tmp_path / "nope"))
+        control.start(mux_runtime_dir / "default.sock", executable=str(tmp_path / "nope"))
 
 
 def test_current_mux_command_in_a_development_checkout_runs_this_code_from_anywhere(
@@ -577,7 +575,7 @@ def test_current_mux_command_in_a_development_checkout_runs_this_code_from_anywh
     (fake / "__main__.py").write_text("print('the wrong updater')\n")
     base = getattr(sys, "_base_executable", sys.executable)
     monkeypatch.setattr(sys, "executable", base)
-    command = server_daemon.current_mux_command()
+    command = buildinfo.current_mux_command()
     assert command[0] == base
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     result = subprocess.run(
@@ -606,10 +604,10 @@ def test_current_mux_command_in_a_standalone_build_is_its_own_versioned_path(mon
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     monkeypatch.setattr(sys, "argv", [str(bin_dir / "mux"), "server", "restart"])
     resolved = [os.path.realpath(real)]
-    assert server_daemon.current_mux_command() == resolved
+    assert buildinfo.current_mux_command() == resolved
     monkeypatch.setattr(sys, "argv", ["mux", "server", "restart"])
     monkeypatch.setenv("PATH", str(bin_dir))
-    assert server_daemon.current_mux_command() == resolved
+    assert buildinfo.current_mux_command() == resolved
     # Moving the link afterwards changes nothing for this process.
     other = tmp_path / "versions" / "0.3.0"
     other.mkdir()
@@ -617,12 +615,12 @@ def test_current_mux_command_in_a_standalone_build_is_its_own_versioned_path(mon
     (bin_dir / "mux").unlink()
     (bin_dir / "mux").symlink_to(other / "mux")
     monkeypatch.setattr(sys, "argv", [str(real), "server", "restart"])
-    assert server_daemon.current_mux_command() == resolved
+    assert buildinfo.current_mux_command() == resolved
     # A PyInstaller build knows itself by sys.executable.
     monkeypatch.setattr(sys, "_MEIPASS", str(versions / "_internal"), raising=False)
     monkeypatch.setattr(sys, "executable", str(real))
     monkeypatch.setattr(sys, "argv", ["mux"])
-    assert server_daemon.current_mux_command() == resolved
+    assert buildinfo.current_mux_command() == resolved
 
 
 # -- the CLI ----------------------------------------------------------------------------

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 
+# The first of mux's modules every process imports, and the only one before the hold (main).
+from updater.install.inuse import hold_running_build
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
     from typing import Any
@@ -42,8 +45,6 @@ def _attestation_worker() -> Any:
 def main() -> None:
     # First of all: this process uses its version folder, which no prune may remove until it
     # exits (updater.install.inuse). A build that was removed while this process started stops here.
-    from updater.install.inuse import hold_running_build  # before any other import of mux
-
     removed = hold_running_build()
     if removed is not None:
         print(f"mux: {removed}", file=sys.stderr)

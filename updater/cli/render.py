@@ -15,11 +15,10 @@ progress bar imports it when it is drawn).
 
 from __future__ import annotations
 
-from updater.errors import printable
-
 import json
 import sys
 
+from updater.errors import printable
 from updater.text import safe_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: mux version's fast path

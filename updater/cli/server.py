@@ -7,10 +7,6 @@ Every failure is one line on stderr with the exit code of its :class:`MuxError`.
 
 from __future__ import annotations
 
-from updater.core.verdicts import server_verdicts
-from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch
-from updater.daemon.background import run_check_child
-
 import os
 import re
 from collections.abc import Callable
@@ -28,7 +24,8 @@ from updater.cli.render import (
     verdict_document,
 )
 from updater.config import buildinfo
-from updater.core.verdicts import ServerVerdict
+from updater.core.verdicts import ServerVerdict, server_verdicts
+from updater.daemon.background import run_check_child
 from updater.errors import MuxError, UsageError
 from updater.servers.client import (
     DEFAULT_SOCKET_NAME,
@@ -40,6 +37,8 @@ from updater.servers.client import (
     query_all,
     runtime_dir,
 )
+from updater.servers.control import restart, start, stop
+from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch
 
 server_app = typer.Typer(
     name="server",
@@ -102,7 +101,7 @@ def run_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
     """Serve in the foreground (what `mux server start` runs in the background)."""
-    from updater.daemon.server import serve
+    from updater.daemon.server import serve  # the server itself: only `mux server run` loads it
 
     _run(lambda: serve(_server_address(name, socket, url)))
 
@@ -112,7 +111,6 @@ def start_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
     """Start a server in the background and wait until it answers."""
-    from updater.daemon.server import start
 
     report = _run(lambda: start(_server_address(name, socket, url)))
     print(server_line(f"started a mux server on {report.address}: {describe_live(report)}"))
@@ -123,7 +121,6 @@ def stop_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
     """Ask a server to shut down (works whatever protocol it speaks)."""
-    from updater.daemon.server import stop
 
     address = _run(lambda: _server_address(name, socket, url))
     result = _run(lambda: stop(address))
@@ -138,7 +135,6 @@ def restart_command_(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
     """Stop a server (whatever its protocol) and start this mux's server in its place."""
-    from updater.daemon.server import restart
 
     report = _run(lambda: restart(_server_address(name, socket, url)))
     print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
@@ -198,7 +194,6 @@ def watch_command(
     one line on stderr). See docs/scripting.md.
     """
     import sys
-
 
     address = _run(lambda: _server_address(name, socket, url))
     silence = READ_TIMEOUT if read_timeout is None else read_timeout

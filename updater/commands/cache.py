@@ -16,11 +16,11 @@ Stdlib only: this is the fast path of ``mux update --check --max-age``.
 
 from __future__ import annotations
 
-from updater.config.dirs import user_cache_dir
-
 import json
 import os
 import time
+
+from updater.config.dirs import user_cache_dir
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ CACHE_SCHEMA = 3
 def cache_dir() -> Path:
     """``<user cache dir>/mux``, platformdirs' answer (:mod:`updater.config.dirs`)."""
     from pathlib import Path
-
 
     return Path(user_cache_dir())
 

@@ -161,20 +161,6 @@ class BuildInfo(_Record):
         )
 
 
-def _development_build() -> BuildInfo:
-    from updater import __version__
-    from updater.config.targets import detect_target_or_empty
-    from updater.protocol import PROTOCOL_VERSION
-
-    return BuildInfo(
-        version=__version__,
-        protocol_version=PROTOCOL_VERSION,
-        target=detect_target_or_empty(),
-        repo="",
-        development=True,
-    )
-
-
 _cached: BuildInfo | None = None
 
 
@@ -186,7 +172,17 @@ def current() -> BuildInfo:
             with open(BUILD_INFO_PATH, "rb") as stream:
                 raw = stream.read()
         except FileNotFoundError:
-            _cached = _development_build()
+            # (not at the top: a release build never reads its version from the checkout)
+            from updater.config.devbuild import development_facts
+
+            version, protocol, target = development_facts()
+            _cached = BuildInfo(
+                version=version,
+                protocol_version=protocol,
+                target=target,
+                repo="",
+                development=True,
+            )
         else:
             _cached = BuildInfo.from_json(json.loads(raw))
     return _cached
@@ -209,7 +205,7 @@ def current_mux_command() -> list[str]:
       ``-P -m updater``, which finds nothing where the package is not installed (the
       release workflow runs ``python -m release`` from a checkout it does not install).
 
-    A server (:func:`updater.daemon.server.start`) and the attestation worker
+    A server (:func:`updater.servers.control.start`) and the attestation worker
     (:mod:`updater.trust.attestation_worker`) run this.
     """
     import sys

@@ -22,12 +22,11 @@ reason; ``pathlib`` is imported only when a variable names a path.
 
 from __future__ import annotations
 
-from updater.errors import PolicyError
-from updater.timestamps import parse_duration
-
 import os
 
 from updater._records import NamedTuple
+from updater.errors import PolicyError
+from updater.timestamps import parse_duration
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:

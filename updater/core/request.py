@@ -19,6 +19,7 @@ from updater.errors import UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
+    from types import ModuleType
     from typing import Any
 
     from packaging.version import Version
@@ -68,8 +69,7 @@ class ReleaseRequest(NamedTuple):
     @classmethod
     def exactly(cls, version: str, *, allow_downgrade: bool = False) -> ReleaseRequest:
         """mux's release ``v<version>``; a leading ``v`` is accepted. Raises UsageError."""
-        from updater.formats import models
-
+        models = _models()
         tag = models.tag_for(version.strip().removeprefix("v"))
         if not models.TAG_RE.fullmatch(tag):
             raise UsageError(
@@ -138,6 +138,12 @@ def signed_earlier(current_signed_at: int | None, offered_signed_at: int | None)
 
 
 def _version(value: str | Version) -> Version:
-    from updater.formats.models import parse_version
+    return _models().parse_version(value) if isinstance(value, str) else value
 
-    return parse_version(value) if isinstance(value, str) else value
+
+def _models() -> ModuleType:
+    # (not at the top: the release documents' parser imports dataclasses and packaging, which
+    # the cached check, whose request names no version and compares none, does without)
+    from updater.formats import models
+
+    return models

@@ -1,4 +1,4 @@
-"""mux's server control surface: a small daemon that serves the status line and a shutdown request.
+"""mux's server: a small daemon that serves the status line, its events and a shutdown request.
 
 It hosts no terminal sessions. It exists so that the server status contract
 (:mod:`updater.protocol`) has a real implementation: ``mux server start | stop | restart``
@@ -20,8 +20,7 @@ each other's socket. A loopback TCP port (``--url http://127.0.0.1:PORT``) is al
 for ``MUX_SERVER_URL=http://...`` setups; it refuses browser requests (any ``Origin`` header
 or a non-loopback ``Host``), since a web page can reach loopback ports.
 
-Which executable runs a started server: see :func:`current_mux_command`.
-"""
+Which executable runs a started server: see :func:`current_mux_command`."""
 
 from __future__ import annotations
 
@@ -31,19 +30,17 @@ import http.server
 import json
 import os
 import selectors
-import shlex
 import signal
 import socket
 import socketserver
 import stat
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 from updater.config import buildinfo
@@ -52,7 +49,7 @@ from updater.config.settings import load_for
 from updater.core.verdicts import restart_command_for
 from updater.daemon.hub import WatchHub
 from updater.daemon.notices import ServerNotices
-from updater.errors import MuxError, UsageError
+from updater.errors import MuxError
 from updater.protocol import (
     SERVICE_NAME,
     SHUTDOWN_ACCEPTED,
@@ -64,47 +61,31 @@ from updater.protocol import (
 )
 from updater.servers.client import (
     DEFAULT_TIMEOUT,
-    SOCKET_LOCK_SUFFIX,
-    NotHttp,
-    ServerAddress,
-    ServerReport,
     TcpAddress,
     UnixAddress,
-    http_request,
-    parse_server_address,
     query_server,
-    runtime_dir,
+)
+from updater.servers.control import (
+    ANSWERING,
+    answering_error,
+    as_address,
+    ensure_private_directory,
+    lock_path,
 )
 from updater.text import safe_text
 from updater.timestamps import rfc3339
 from updater.urls import is_loopback_host
 
-StopResult = Literal["stopped", "not-running"]
-
 SOCKET_MODE = 0o600
-DIRECTORY_MODE = 0o700
-LOCK_SUFFIX = SOCKET_LOCK_SUFFIX
 # A client that connects and says nothing must not hold a handler thread forever.
 REQUEST_TIMEOUT = 10.0
 # A request body we read (and ignore) before answering; shutdown takes none.
 MAX_BODY_BYTES = 64 * 1024
-# How long start() waits for a new server to answer. Only a deadline: start returns as soon
-# as the server is live (a fraction of a second), but a loaded 2-core CI machine can take
-# seconds to import a development mux.
-START_TIMEOUT = 15.0
-STOP_TIMEOUT = 5.0
-_ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
 
 
 def _log(message: str) -> None:
     stamp = rfc3339()
     print(f"{stamp} {safe_text(message)}", file=sys.stderr, flush=True)
-
-
-def _as_address(address: Path | str) -> ServerAddress:
-    if isinstance(address, Path):
-        return UnixAddress(str(address))
-    return parse_server_address(address)
 
 
 def status_fields(
@@ -264,46 +245,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send_json(404, {"error": f"no such endpoint: {self._route()}"})
 
 
-def lock_path(socket_path: Path) -> Path:
-    """The ``flock`` a server holds for as long as it serves ``socket_path``."""
-    return socket_path.with_name(socket_path.name + LOCK_SUFFIX)
-
-
-def _is_mux_runtime_dir(directory: Path) -> bool:
-    try:
-        return directory == runtime_dir()
-    except MuxError:
-        return False
-
-
-def _ensure_private_directory(directory: Path) -> None:
-    """Create ``directory`` with mode 0700; tighten mux's own runtime dir if it is looser."""
-    try:
-        directory.mkdir(parents=True, mode=DIRECTORY_MODE)
-    except FileExistsError:
-        if _is_mux_runtime_dir(directory):
-            info = directory.stat()
-            if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != DIRECTORY_MODE:
-                os.chmod(directory, DIRECTORY_MODE)
-        return
-    except OSError as exc:
-        raise MuxError(f"cannot create {directory}: {exc.strerror}") from None
-    os.chmod(directory, DIRECTORY_MODE)  # mkdir's mode went through the umask
-
-
-def _answering_error(report: ServerReport) -> MuxError:
-    if report.state == "live" and report.status is not None:
-        status = report.status
-        return MuxError(
-            f"a mux server already runs on {report.address} "
-            f"(pid {status.pid}, mux {status.version}, protocol {status.protocol_version})",
-            hint=f"to replace it: {restart_command_for(report.address)}",
-        )
-    return MuxError(
-        f"something already answers on {report.address} ({report.state}: {report.detail})"
-    )
-
-
 def _acquire_lock(socket_path: Path, timeout: float) -> int:
     """Take the socket's lock, waiting a little for a server that is on its way out."""
     path = lock_path(socket_path)
@@ -320,8 +261,8 @@ def _acquire_lock(socket_path: Path, timeout: float) -> int:
             except BlockingIOError:
                 pass
             probe = query_server(str(socket_path), timeout=min(DEFAULT_TIMEOUT, timeout))
-            if probe.state in _ANSWERING:
-                raise _answering_error(probe)
+            if probe.state in ANSWERING:
+                raise answering_error(probe)
             if time.monotonic() >= deadline:
                 raise MuxError(
                     f"another mux server is starting or stopping on {socket_path}",
@@ -344,12 +285,12 @@ def _same_file(path: Path, identity: tuple[int, int]) -> bool:
 def _bind_unix(
     socket_path: Path, cleanup: contextlib.ExitStack, lock_timeout: float
 ) -> _UnixServer:
-    _ensure_private_directory(socket_path.parent)
+    ensure_private_directory(socket_path.parent)
     lock_fd = _acquire_lock(socket_path, lock_timeout)
     cleanup.callback(os.close, lock_fd)  # closing the descriptor releases the flock
     probe = query_server(str(socket_path), timeout=DEFAULT_TIMEOUT)
-    if probe.state in _ANSWERING:  # a listener that does not take our lock
-        raise _answering_error(probe)
+    if probe.state in ANSWERING:  # a listener that does not take our lock
+        raise answering_error(probe)
     try:
         info = os.lstat(socket_path)
     except FileNotFoundError:
@@ -427,7 +368,7 @@ def serve(
     start when something answers on the socket; replaces a stale socket file.
     ``status_override`` replaces status line fields: for tests that need another protocol.
     """
-    target = _as_address(address)
+    target = as_address(address)
     started_at = rfc3339()
     stopper = _Stopper()
     with contextlib.ExitStack() as cleanup:
@@ -481,245 +422,3 @@ def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> An
     if notices.layout is not None:
         _log(f"watching {notices.layout.link} for updates")
     return notices
-
-
-# -- controlling a server from another process ------------------------------------------
-
-
-def _address_args(target: ServerAddress) -> list[str]:
-    if isinstance(target, UnixAddress):
-        return ["--socket", str(target.path)]
-    return ["--url", target.display]
-
-
-def log_path_for(target: ServerAddress) -> Path:
-    """Where a started server writes its log (truncated at each start)."""
-    if isinstance(target, UnixAddress):
-        name = target.path.name.removesuffix(".sock") or target.path.name
-        return target.path.with_name(f"{name}.log")
-    return runtime_dir() / f"tcp-{target.port}.log"
-
-
-def _last_log_line(path: Path) -> str:
-    try:
-        with path.open("rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - 4096))
-            tail = log.read().decode(errors="replace")
-    except OSError:
-        return ""
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
-    return lines[-1][:300] if lines else ""
-
-
-def _wait_for(condition: Callable[[], bool], deadline: float) -> bool:
-    """Poll ``condition`` until it holds or ``deadline`` (monotonic) passes."""
-    delay = 0.005
-    while True:
-        if condition():
-            return True
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        time.sleep(min(delay, remaining))
-        delay = min(delay * 2, 0.1)
-
-
-def _listening(target: ServerAddress, timeout: float) -> bool:
-    """Does anything accept connections at ``target``? (Connect only: no request.)"""
-    if isinstance(target, UnixAddress):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        where: Any = str(target.path)
-    else:
-        family = socket.AF_INET6 if ":" in target.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        where = (target.host, target.port)
-    with sock:
-        sock.settimeout(timeout)
-        try:
-            sock.connect(where)
-        except (FileNotFoundError, ConnectionRefusedError):
-            return False
-        except TimeoutError:
-            return True  # a full backlog: someone is there
-        except OSError:
-            return False
-        return True
-
-
-def _lock_is_free(socket_path: Path) -> bool:
-    try:
-        fd = os.open(lock_path(socket_path), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return True  # no lock file: a server that does not lock, or none at all
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)  # also drops our shared lock at once
-    return True
-
-
-def _remove_stale_socket(socket_path: Path) -> None:
-    """Remove a socket file nobody serves, unless a server is starting on it right now."""
-    try:
-        if not stat.S_ISSOCK(os.lstat(socket_path).st_mode):
-            return
-        fd = os.open(lock_path(socket_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        if not _listening(UnixAddress(str(socket_path)), DEFAULT_TIMEOUT):
-            socket_path.unlink(missing_ok=True)
-    except OSError:
-        pass  # locked by a starting server, or already gone
-    finally:
-        os.close(fd)
-
-
-def _terminate(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(2.0)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-# Started servers outlive the call; keeping their Popen objects avoids "still running"
-# warnings when they would otherwise be garbage-collected.
-_started: list[subprocess.Popen[bytes]] = []
-
-
-def start(
-    address: Path | str, *, executable: str | None = None, timeout: float = START_TIMEOUT
-) -> ServerReport:
-    """Start a detached server on ``address`` and wait until its status line answers.
-
-    Runs ``<executable or current_mux_command()> server run --socket P`` (``--url U`` for a
-    TCP address) in a new session, stdin from /dev/null, output to :func:`log_path_for`.
-    Raises :class:`MuxError` when something already answers there, or when the server
-    exits or stays silent for ``timeout`` seconds (the child is then stopped).
-    """
-    target = _as_address(address)
-    if isinstance(target, UnixAddress):
-        target = UnixAddress(os.path.abspath(target.path))  # the daemon runs from /
-    elif target.port == 0:
-        raise UsageError("a server started in the background needs a fixed port")
-    existing = query_server(target.display, timeout=min(timeout, DEFAULT_TIMEOUT))
-    if existing.state in _ANSWERING:
-        raise _answering_error(existing)
-    command = [executable] if executable else current_mux_command()
-    command += ["server", "run", *_address_args(target)]
-    log_path = log_path_for(target)
-    _ensure_private_directory(log_path.parent)
-    try:
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise MuxError(f"cannot write the server log {log_path}: {exc.strerror}") from None
-    try:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log_fd,
-            stderr=log_fd,
-            start_new_session=True,  # no controlling terminal: closing it does not stop us
-            close_fds=True,
-            cwd="/",  # do not pin whatever directory start was called from
-        )
-    except OSError as exc:
-        raise MuxError(f"cannot run {command[0]}: {exc.strerror or exc}") from None
-    finally:
-        os.close(log_fd)
-    try:
-        report = _wait_until_live(target, process, log_path, timeout)
-    except BaseException:
-        _terminate(process)
-        raise
-    _started.append(process)
-    return report
-
-
-def _wait_until_live(
-    target: ServerAddress, process: subprocess.Popen[bytes], log_path: Path, timeout: float
-) -> ServerReport:
-    deadline = time.monotonic() + timeout
-    latest: list[ServerReport] = []
-
-    def answered() -> bool:
-        remaining = max(0.05, deadline - time.monotonic())
-        latest[:] = [query_server(target.display, timeout=min(DEFAULT_TIMEOUT, remaining))]
-        if latest[0].state == "live":
-            return True
-        code = process.poll()
-        # A wrapper may exit 0 after handing over to the server it started.
-        if code is not None and code != 0:
-            reason = _last_log_line(log_path) or "no output"
-            raise MuxError(
-                f"the mux server exited with code {code} before answering on {target.display}: {reason}",
-                hint=f"full log: {log_path}",
-            )
-        return False
-
-    if not _wait_for(answered, deadline):
-        raise MuxError(
-            f"the mux server did not answer on {target.display} within {timeout:g}s",
-            hint=f"see {log_path}",
-        )
-    return latest[0]
-
-
-def stop(address: Path | str, *, timeout: float = STOP_TIMEOUT) -> StopResult:
-    """Ask the server on ``address`` to shut down and wait until it is gone.
-
-    The shutdown request is the same for every protocol version, so this stops older and
-    newer servers alike. Returns ``"not-running"`` (after removing a stale socket file)
-    when nobody listens. Raises :class:`MuxError` when the server does not take the request
-    or does not go away within ``timeout`` seconds.
-    """
-    target = _as_address(address)
-    display = target.display
-    deadline = time.monotonic() + timeout
-    try:
-        code, _body = http_request(target, "POST", SHUTDOWN_PATH, timeout=timeout)
-    except (FileNotFoundError, ConnectionRefusedError):
-        if isinstance(target, UnixAddress):
-            _remove_stale_socket(target.path)
-        return "not-running"
-    except TimeoutError:
-        hint = "it may be hung"
-        if isinstance(target, UnixAddress):
-            hint += f"; find its process with: fuser {shlex.quote(display)}"
-        raise MuxError(
-            f"the server on {display} did not answer the shutdown request within {timeout:g}s",
-            hint=hint,
-        ) from None
-    except NotHttp as exc:
-        raise MuxError(f"cannot ask the server on {display} to shut down: {exc}") from None
-    except OSError as exc:
-        reason = exc.strerror or exc.__class__.__name__
-        raise MuxError(f"cannot ask the server on {display} to shut down: {reason}") from None
-    if not 200 <= code < 300:
-        raise MuxError(
-            f"the server on {display} refused the shutdown request (HTTP {code})",
-            hint="`mux server status` shows what answers there",
-        )
-    gone = _wait_for(lambda: not _listening(target, DEFAULT_TIMEOUT), deadline)
-    if gone and isinstance(target, UnixAddress):
-        gone = _wait_for(lambda: _lock_is_free(target.path), deadline)
-    if not gone:
-        raise MuxError(
-            f"the server on {display} accepted the shutdown request but is still there after {timeout:g}s"
-        )
-    return "stopped"
-
-
-def restart(
-    address: Path | str, *, executable: str | None = None, timeout: float = START_TIMEOUT
-) -> ServerReport:
-    """Stop the server on ``address`` (whatever its protocol) and start the current mux there."""
-    stop(address, timeout=min(timeout, STOP_TIMEOUT))
-    return start(address, executable=executable, timeout=timeout)

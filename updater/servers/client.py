@@ -15,15 +15,14 @@ read and normalised to the plain path.
 
 from __future__ import annotations
 
-from updater.urls import is_loopback_host
-from updater.config.dirs import user_runtime_dir
-from updater.locks import lock_holders
-
 import os
 import time
 
 from updater._records import NamedTuple
+from updater.config.dirs import user_runtime_dir
 from updater.errors import MuxError, UsageError
+from updater.locks import lock_holders
+from updater.urls import is_loopback_host
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -129,7 +128,6 @@ def parse_server_address(text: str) -> ServerAddress:
             raise UsageError("empty server address")
         return UnixAddress(text)
     from urllib.parse import unquote, urlsplit  # only URL addresses need these
-
 
     expected = "expected unix:///path/to.sock or http://127.0.0.1:PORT"
     try:

@@ -9,10 +9,19 @@ sends reaches a terminal unescaped. The server side is :mod:`updater.daemon.hub`
 
 from __future__ import annotations
 
-from updater.protocol import StatusLineError, parse_watch_event
+from collections.abc import Iterator
+from typing import IO, Any
+
 from updater.core.verdicts import restart_command_for
 from updater.errors import MuxError
-from updater.protocol import WATCH_PATH, StatusLineError, parse_status_line
+from updater.protocol import (
+    MAX_WATCH_LINE,
+    WATCH_PATH,
+    StatusLineError,
+    WatchEvent,
+    parse_status_line,
+    parse_watch_event,
+)
 from updater.servers.client import (
     Peer,
     ServerReport,
@@ -22,11 +31,6 @@ from updater.servers.client import (
     query_server,
     with_executable,
 )
-
-from collections.abc import Iterator
-from typing import IO, Any
-
-from updater.protocol import MAX_WATCH_LINE, WatchEvent
 
 EVENT_SERVER_STOPPING = "server-stopping"
 EVENT_WATCH_DROPPED = "watch-dropped"
@@ -131,7 +135,6 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
     line is not a status line.
     """
     import http.client
-
 
     target = parse_server_address(address)
     display = target.display

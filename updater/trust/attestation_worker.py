@@ -33,9 +33,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from updater.childio import OutputTooLarge, read_bounded
+from updater.config.buildinfo import current_mux_command
 from updater.errors import VerificationError
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from updater.trust.attestation import AttestationIdentity, AttestationReport
 
 WORKER_ARG = "__verify-attestation"  # argv[1] of the child; not a command users type
@@ -73,8 +76,6 @@ class AttestationWorker:
         the child's own included.
         """
         from dataclasses import asdict
-
-        from updater.trust.attestation import AttestationReport
 
         process = self._process
         if process is None:
@@ -125,7 +126,7 @@ class AttestationWorker:
                 else "attestation: the verifier refused without saying why"
             )
         try:
-            report = AttestationReport.from_json(answer["report"])
+            report = _attestation().AttestationReport.from_json(answer["report"])
         except (KeyError, TypeError, ValueError):
             raise VerificationError("attestation: the verifier's answer is malformed") from None
         if answer.get("sha256") != sha256 or sha256 not in {s.sha256 for s in report.subjects}:
@@ -218,7 +219,6 @@ def start() -> AttestationWorker:
     A child that cannot be started is reported by :meth:`~AttestationWorker.verify`, as
     the attestation layer's failure, only if the layer is reached.
     """
-    from updater.config.buildinfo import current_mux_command
 
     command = [*current_mux_command(), WORKER_ARG]
     try:
@@ -267,8 +267,7 @@ def _exit_status(code: int | None) -> str:
 
 def serve() -> int:
     """The child: import sigstore, then answer the one request on stdin (see the module)."""
-    from updater.trust import attestation
-
+    attestation = _attestation()
     attestation.preload()  # the point of starting early: this takes most of the time
     warnings: list[str] = []
     try:
@@ -295,14 +294,11 @@ def serve() -> int:
 
 
 def _max_request() -> int:
-    from updater.trust.attestation import MAX_BUNDLE_BYTES, MAX_BUNDLES
-
-    return (MAX_BUNDLE_BYTES * 4 // 3 + 8) * MAX_BUNDLES + 64 * 1024
+    attestation = _attestation()
+    return (attestation.MAX_BUNDLE_BYTES * 4 // 3 + 8) * attestation.MAX_BUNDLES + 64 * 1024
 
 
 def _request(raw: bytes) -> tuple[list[bytes], str, AttestationIdentity, Path | None]:
-    from updater.trust.attestation import AttestationIdentity
-
     request = json.loads(raw)
     if not isinstance(request, dict):
         raise ValueError("not a JSON object")
@@ -320,6 +316,14 @@ def _request(raw: bytes) -> tuple[list[bytes], str, AttestationIdentity, Path | 
     return (
         [base64.b64decode(b, validate=True) for b in bundles],
         sha256,
-        AttestationIdentity(**fields),
+        _attestation().AttestationIdentity(**fields),
         None if root is None else Path(root),
     )
+
+
+def _attestation() -> ModuleType:
+    # (not at the top: the parent starts this child before its own imports, and what the
+    # attestation layer imports, sigstore's first, is the child's work: docs/build.md)
+    from updater.trust import attestation
+
+    return attestation

@@ -1,0 +1,336 @@
+"""Start, stop and restart a mux server from another process (``mux server start|stop|restart``).
+
+A server is started as a background child of this mux's own build
+(:func:`~updater.config.buildinfo.current_mux_command` ``server run``), its log in the runtime
+directory, and is waited for until it answers with its status line; stopping one is the
+shutdown request every protocol version understands (:mod:`updater.protocol`). The server
+itself is :mod:`updater.daemon.server`; these are the rules both sides share: where a
+socket's lock and log go, and which directory a socket may be made in.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shlex
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from updater.config.buildinfo import current_mux_command
+from updater.core.verdicts import restart_command_for
+from updater.errors import MuxError, UsageError
+from updater.protocol import (
+    SHUTDOWN_PATH,
+)
+from updater.servers.client import (
+    DEFAULT_TIMEOUT,
+    SOCKET_LOCK_SUFFIX,
+    NotHttp,
+    ServerAddress,
+    ServerReport,
+    UnixAddress,
+    http_request,
+    parse_server_address,
+    query_server,
+    runtime_dir,
+)
+
+StopResult = Literal["stopped", "not-running"]
+DIRECTORY_MODE = 0o700
+# Started servers outlive the call; keeping their Popen objects avoids "still running"
+# warnings when they would otherwise be garbage-collected.
+_started: list[subprocess.Popen[bytes]] = []
+# How long start() waits for a new server to answer. Only a deadline: start returns as soon
+# as the server is live (a fraction of a second), but a loaded 2-core CI machine can take
+# seconds to import a development mux.
+START_TIMEOUT = 15.0
+STOP_TIMEOUT = 5.0
+ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
+
+
+def as_address(address: Path | str) -> ServerAddress:
+    if isinstance(address, Path):
+        return UnixAddress(str(address))
+    return parse_server_address(address)
+
+
+def lock_path(socket_path: Path) -> Path:
+    """The ``flock`` a server holds for as long as it serves ``socket_path``."""
+    return socket_path.with_name(socket_path.name + SOCKET_LOCK_SUFFIX)
+
+
+def _is_mux_runtime_dir(directory: Path) -> bool:
+    try:
+        return directory == runtime_dir()
+    except MuxError:
+        return False
+
+
+def ensure_private_directory(directory: Path) -> None:
+    """Create ``directory`` with mode 0700; tighten mux's own runtime dir if it is looser."""
+    try:
+        directory.mkdir(parents=True, mode=DIRECTORY_MODE)
+    except FileExistsError:
+        if _is_mux_runtime_dir(directory):
+            info = directory.stat()
+            if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != DIRECTORY_MODE:
+                os.chmod(directory, DIRECTORY_MODE)
+        return
+    except OSError as exc:
+        raise MuxError(f"cannot create {directory}: {exc.strerror}") from None
+    os.chmod(directory, DIRECTORY_MODE)  # mkdir's mode went through the umask
+
+
+def answering_error(report: ServerReport) -> MuxError:
+    if report.state == "live" and report.status is not None:
+        status = report.status
+        return MuxError(
+            f"a mux server already runs on {report.address} "
+            f"(pid {status.pid}, mux {status.version}, protocol {status.protocol_version})",
+            hint=f"to replace it: {restart_command_for(report.address)}",
+        )
+    return MuxError(
+        f"something already answers on {report.address} ({report.state}: {report.detail})"
+    )
+
+
+# -- controlling a server from another process ------------------------------------------
+
+
+def _address_args(target: ServerAddress) -> list[str]:
+    if isinstance(target, UnixAddress):
+        return ["--socket", str(target.path)]
+    return ["--url", target.display]
+
+
+def log_path_for(target: ServerAddress) -> Path:
+    """Where a started server writes its log (truncated at each start)."""
+    if isinstance(target, UnixAddress):
+        name = target.path.name.removesuffix(".sock") or target.path.name
+        return target.path.with_name(f"{name}.log")
+    return runtime_dir() / f"tcp-{target.port}.log"
+
+
+def _last_log_line(path: Path) -> str:
+    try:
+        with path.open("rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - 4096))
+            tail = log.read().decode(errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _wait_for(condition: Callable[[], bool], deadline: float) -> bool:
+    """Poll ``condition`` until it holds or ``deadline`` (monotonic) passes."""
+    delay = 0.005
+    while True:
+        if condition():
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.1)
+
+
+def _listening(target: ServerAddress, timeout: float) -> bool:
+    """Does anything accept connections at ``target``? (Connect only: no request.)"""
+    if isinstance(target, UnixAddress):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        where: Any = str(target.path)
+    else:
+        family = socket.AF_INET6 if ":" in target.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        where = (target.host, target.port)
+    with sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(where)
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+        except TimeoutError:
+            return True  # a full backlog: someone is there
+        except OSError:
+            return False
+        return True
+
+
+def _lock_is_free(socket_path: Path) -> bool:
+    try:
+        fd = os.open(lock_path(socket_path), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return True  # no lock file: a server that does not lock, or none at all
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # also drops our shared lock at once
+    return True
+
+
+def _remove_stale_socket(socket_path: Path) -> None:
+    """Remove a socket file nobody serves, unless a server is starting on it right now."""
+    try:
+        if not stat.S_ISSOCK(os.lstat(socket_path).st_mode):
+            return
+        fd = os.open(lock_path(socket_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if not _listening(UnixAddress(str(socket_path)), DEFAULT_TIMEOUT):
+            socket_path.unlink(missing_ok=True)
+    except OSError:
+        pass  # locked by a starting server, or already gone
+    finally:
+        os.close(fd)
+
+
+def _terminate(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(2.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def start(
+    address: Path | str, *, executable: str | None = None, timeout: float = START_TIMEOUT
+) -> ServerReport:
+    """Start a detached server on ``address`` and wait until its status line answers.
+
+    Runs ``<executable or current_mux_command()> server run --socket P`` (``--url U`` for a
+    TCP address) in a new session, stdin from /dev/null, output to :func:`log_path_for`.
+    Raises :class:`MuxError` when something already answers there, or when the server
+    exits or stays silent for ``timeout`` seconds (the child is then stopped).
+    """
+    target = as_address(address)
+    if isinstance(target, UnixAddress):
+        target = UnixAddress(os.path.abspath(target.path))  # the daemon runs from /
+    elif target.port == 0:
+        raise UsageError("a server started in the background needs a fixed port")
+    existing = query_server(target.display, timeout=min(timeout, DEFAULT_TIMEOUT))
+    if existing.state in ANSWERING:
+        raise answering_error(existing)
+    command = [executable] if executable else current_mux_command()
+    command += ["server", "run", *_address_args(target)]
+    log_path = log_path_for(target)
+    ensure_private_directory(log_path.parent)
+    try:
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise MuxError(f"cannot write the server log {log_path}: {exc.strerror}") from None
+    try:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=log_fd,
+            start_new_session=True,  # no controlling terminal: closing it does not stop us
+            close_fds=True,
+            cwd="/",  # do not pin whatever directory start was called from
+        )
+    except OSError as exc:
+        raise MuxError(f"cannot run {command[0]}: {exc.strerror or exc}") from None
+    finally:
+        os.close(log_fd)
+    try:
+        report = _wait_until_live(target, process, log_path, timeout)
+    except BaseException:
+        _terminate(process)
+        raise
+    _started.append(process)
+    return report
+
+
+def _wait_until_live(
+    target: ServerAddress, process: subprocess.Popen[bytes], log_path: Path, timeout: float
+) -> ServerReport:
+    deadline = time.monotonic() + timeout
+    latest: list[ServerReport] = []
+
+    def answered() -> bool:
+        remaining = max(0.05, deadline - time.monotonic())
+        latest[:] = [query_server(target.display, timeout=min(DEFAULT_TIMEOUT, remaining))]
+        if latest[0].state == "live":
+            return True
+        code = process.poll()
+        # A wrapper may exit 0 after handing over to the server it started.
+        if code is not None and code != 0:
+            reason = _last_log_line(log_path) or "no output"
+            raise MuxError(
+                f"the mux server exited with code {code} before answering on {target.display}: {reason}",
+                hint=f"full log: {log_path}",
+            )
+        return False
+
+    if not _wait_for(answered, deadline):
+        raise MuxError(
+            f"the mux server did not answer on {target.display} within {timeout:g}s",
+            hint=f"see {log_path}",
+        )
+    return latest[0]
+
+
+def stop(address: Path | str, *, timeout: float = STOP_TIMEOUT) -> StopResult:
+    """Ask the server on ``address`` to shut down and wait until it is gone.
+
+    The shutdown request is the same for every protocol version, so this stops older and
+    newer servers alike. Returns ``"not-running"`` (after removing a stale socket file)
+    when nobody listens. Raises :class:`MuxError` when the server does not take the request
+    or does not go away within ``timeout`` seconds.
+    """
+    target = as_address(address)
+    display = target.display
+    deadline = time.monotonic() + timeout
+    try:
+        code, _body = http_request(target, "POST", SHUTDOWN_PATH, timeout=timeout)
+    except (FileNotFoundError, ConnectionRefusedError):
+        if isinstance(target, UnixAddress):
+            _remove_stale_socket(target.path)
+        return "not-running"
+    except TimeoutError:
+        hint = "it may be hung"
+        if isinstance(target, UnixAddress):
+            hint += f"; find its process with: fuser {shlex.quote(display)}"
+        raise MuxError(
+            f"the server on {display} did not answer the shutdown request within {timeout:g}s",
+            hint=hint,
+        ) from None
+    except NotHttp as exc:
+        raise MuxError(f"cannot ask the server on {display} to shut down: {exc}") from None
+    except OSError as exc:
+        reason = exc.strerror or exc.__class__.__name__
+        raise MuxError(f"cannot ask the server on {display} to shut down: {reason}") from None
+    if not 200 <= code < 300:
+        raise MuxError(
+            f"the server on {display} refused the shutdown request (HTTP {code})",
+            hint="`mux server status` shows what answers there",
+        )
+    gone = _wait_for(lambda: not _listening(target, DEFAULT_TIMEOUT), deadline)
+    if gone and isinstance(target, UnixAddress):
+        gone = _wait_for(lambda: _lock_is_free(target.path), deadline)
+    if not gone:
+        raise MuxError(
+            f"the server on {display} accepted the shutdown request but is still there after {timeout:g}s"
+        )
+    return "stopped"
+
+
+def restart(
+    address: Path | str, *, executable: str | None = None, timeout: float = START_TIMEOUT
+) -> ServerReport:
+    """Stop the server on ``address`` (whatever its protocol) and start the current mux there."""
+    stop(address, timeout=min(timeout, STOP_TIMEOUT))
+    return start(address, executable=executable, timeout=timeout)
