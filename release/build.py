@@ -504,9 +504,8 @@ OPTIONAL_NEVER_NEEDED: dict[str, str] = {
     "sniffio": "anyio's event-loop detection",
     # Shipped, PyInstaller's bootstrap imports it at every start (its ctypes hook): about
     # 16 M instructions on `mux version` and on every sidebar check (docs/build.md).
-    "ctypes": "a server's link watch (inotify) and, on macOS, a server's executable by pid "
-    "use it when present; without it the watch polls every second and the status line "
-    "names the executable",
+    "ctypes": "never used: a server's link watch polls, and a silent server's executable is "
+    "read from /proc on Linux (elsewhere its status line names it)",
 }
 
 # PyInstaller runtime hooks run before mux's own code at every start. Measured with

@@ -243,7 +243,7 @@ def peer_pid(sock: Any) -> int | None:
 def process_executable(pid: int) -> tuple[str, bool] | None:
     """The executable of process ``pid`` as the operating system names it, and whether it is
     still on disk; None when the OS does not say (no such process, another user's, no
-    ``/proc`` and no libproc)."""
+    ``/proc``: on macOS a server's status line is what names its executable)."""
     import sys
 
     if sys.platform.startswith("linux"):
@@ -254,22 +254,6 @@ def process_executable(pid: int) -> tuple[str, bool] | None:
         deleted = " (deleted)"
         if path.endswith(deleted) and not os.path.exists(path):
             return path.removesuffix(deleted), False
-        return path, os.path.exists(path)
-    if sys.platform == "darwin":
-        try:
-            import ctypes
-            import ctypes.util
-        except ImportError:  # the released build ships no ctypes: the status line says it
-            return None
-        try:
-            libproc = ctypes.CDLL(ctypes.util.find_library("proc") or "libproc.dylib")
-            buffer = ctypes.create_string_buffer(4096)
-            length = libproc.proc_pidpath(pid, buffer, len(buffer))
-        except (OSError, AttributeError):
-            return None
-        if length <= 0:
-            return None
-        path = buffer.raw[:length].decode(errors="replace")
         return path, os.path.exists(path)
     return None
 
