@@ -107,6 +107,8 @@ CACHED_CHECK_ALLOWED = {
     # them), read by the layout's rules on path strings: no pathlib (whose import, with
     # urllib.parse and ipaddress, was 12% of the check in the build; docs/build.md).
     "updater.install.layout",
+    "updater.files",  # its reads; what it writes imports pathlib and tempfile when it writes
+    "updater.urls",  # a server address may be a loopback URL (urllib only when one is)
     # (updater.config.marker only for a packaged build: buildinfo.packager_marker_file)
 }
 

@@ -1,19 +1,26 @@
-"""Durable file writes and file digests (stdlib only).
+"""Durable file writes, file digests and the one bounded read of a small file (stdlib only).
 
 A file that must never be seen half-written (``install.json``, the check cache, the feed
 index, ``pins.toml``) is written to a temporary file in the same folder, flushed and fsynced,
 then renamed over its target: a reader sees the old bytes or the new ones, never a mix, and
 a crash leaves at most a ``.<name>.XXXX.tmp`` file, which the next writer's owner tidies.
-``tempfile`` and ``hashlib`` are imported on first use: the cached check only reads.
+
+A small file that others may put in mux's way (the machine policy, a packager's marker,
+state files) is read by :func:`read_small_file`: never blocking, regular files only, bounded.
+
+``pathlib``, ``tempfile`` and ``hashlib`` are imported on first use: the cached check only
+reads, and imports this module for its reads.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import stat
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
     from typing import TypeAlias
 
     StrPath: TypeAlias = str | os.PathLike[str]
@@ -38,6 +45,7 @@ def write_temp_beside(path: StrPath, data: bytes, *, mode: int | None = None) ->
     ``mode`` sets its permissions (default: ``tempfile``'s private 0600).
     """
     import tempfile
+    from pathlib import Path
 
     path = Path(path)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -56,6 +64,8 @@ def write_temp_beside(path: StrPath, data: bytes, *, mode: int | None = None) ->
 
 def atomic_write(path: StrPath, data: bytes, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` in one rename (see the module docstring)."""
+    from pathlib import Path
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = write_temp_beside(path, data, mode=mode)
@@ -107,7 +117,7 @@ class Flush:
     def file(self, path: str) -> None:
         self._work.put(("file", path))
 
-    def tree(self, root: Path) -> None:
+    def tree(self, root: StrPath) -> None:
         self._work.put(("tree", os.fspath(root)))
 
     def join(self) -> None:
@@ -123,7 +133,7 @@ class Flush:
             kind, path = item
             try:
                 if kind == "file":
-                    fsync_file(Path(path))
+                    fsync_file(path)
                     self._flushed.add(path)
                 else:
                     self._flush_tree(path)
@@ -135,5 +145,41 @@ class Flush:
             for name in filenames:
                 file_path = os.path.join(dirpath, name)
                 if file_path not in self._flushed and not os.path.islink(file_path):
-                    fsync_file(Path(file_path))
-            fsync_dir(Path(dirpath))
+                    fsync_file(file_path)
+            fsync_dir(dirpath)
+
+
+class NotReadable(Exception):
+    """A small file is there but cannot be taken for what it should be; ``str()`` says why."""
+
+
+def read_small_file(
+    path: str, limit: int, *, inspect: Callable[[os.stat_result], None] | None = None
+) -> bytes | None:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them; None when nothing
+    is there (a link to nothing included: the caller may ask ``os.path.lexists``).
+
+    Opened without blocking, so a FIFO cannot hang the reader, and judged by what was opened,
+    never by a name that may change between a check and the read: anything but a regular
+    file, or one longer than ``limit``, raises :class:`NotReadable`. ``inspect`` sees the
+    opened file's status before a byte is read (the machine policy's owner rules).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise NotReadable(exc.strerror or str(exc)) from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotReadable("it is not a regular file")
+        if inspect is not None:
+            inspect(info)
+        try:
+            raw = handle.read(limit + 1)
+        except OSError as exc:
+            raise NotReadable(exc.strerror or str(exc)) from None
+    if len(raw) > limit:
+        raise NotReadable(f"it is larger than {limit} bytes")
+    return raw

@@ -21,6 +21,7 @@ import os
 import time
 
 from updater.config.dirs import user_cache_dir
+from updater.files import atomic_write
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -76,7 +77,6 @@ def store(key: dict[str, Any], answer: dict[str, Any], *, now: float | None = No
         "checked_at": time.time() if now is None else now,
         "answer": answer,
     }
-    from updater.files import atomic_write  # only writers pay for it; a cache hit only reads
 
     try:
         atomic_write(check_cache_path(), (json.dumps(doc, sort_keys=True) + "\n").encode())

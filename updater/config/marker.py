@@ -26,6 +26,7 @@ from updater._records import NamedTuple
 from updater.config.buildfolder import running_build_folder
 from updater.config.buildinfo import PACKAGER_MARKER
 from updater.errors import MuxError, UsageError
+from updater.files import NotReadable, read_small_file
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -50,20 +51,13 @@ def find_marker(folder: str | None = None) -> PackagerMarker | None:
     folder = folder if folder is not None else running_build_folder()
     if folder is None:
         return None
-    import stat  # (loaded with os already)
-
     path = os.path.join(folder, MARKER_NAME)
-    try:  # non-blocking and judged by what was opened: a FIFO there cannot hang mux
-        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise _invalid(path, "it is not a regular file")
-            raw = handle.read(MAX_MARKER_BYTES + 1)
-    except FileNotFoundError:
+    try:
+        raw = read_small_file(path, MAX_MARKER_BYTES)
+    except NotReadable as exc:
+        raise _invalid(path, str(exc)) from None
+    if raw is None:
         return None
-    except OSError as exc:
-        raise _invalid(path, exc.strerror or str(exc)) from None
-    if len(raw) > MAX_MARKER_BYTES:
-        raise _invalid(path, f"it is larger than {MAX_MARKER_BYTES} bytes")
     return parse_marker(raw, path)
 
 

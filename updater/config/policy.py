@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from updater.errors import NetworkError, ParseError, PolicyError, printable
+from updater.files import NotReadable, read_small_file
 from updater.formats.minisign import PublicKey
 from updater.urls import check_url_scheme, github_api_for, parse_download_host
 
@@ -94,25 +95,18 @@ def read_policy(path: str, *, fixed: bool) -> MachinePolicy | None:
     it); otherwise a development build's ``MUX_POLICY_FILE`` (root or the user may).
     Raises :class:`PolicyError` for a policy that cannot be trusted, read or parsed.
     """
-    try:  # judged by what was opened; non-blocking, so that a FIFO there cannot hang mux
-        handle = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb")
-    except FileNotFoundError:
+    try:
+        raw = read_small_file(
+            path,
+            MAX_POLICY_BYTES,
+            inspect=lambda info: _check_who_can_write(path, info, fixed=fixed),
+        )
+    except NotReadable as exc:
+        raise _unusable(path, str(exc)) from None
+    if raw is None:
         if os.path.lexists(path):  # a link to nothing is not "no policy"
-            raise _unusable(path, "it is a symbolic link to nothing") from None
+            raise _unusable(path, "it is a symbolic link to nothing")
         return None
-    except OSError as exc:
-        raise _unusable(path, exc.strerror or str(exc)) from None
-    with handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise _unusable(path, "it is not a regular file")
-        _check_who_can_write(path, info, fixed=fixed)
-        try:
-            raw = handle.read(MAX_POLICY_BYTES + 1)
-        except OSError as exc:
-            raise _unusable(path, exc.strerror or str(exc)) from None
-    if len(raw) > MAX_POLICY_BYTES:
-        raise _unusable(path, f"it is larger than {MAX_POLICY_BYTES} bytes")
     return parse_policy(raw, path)
 
 

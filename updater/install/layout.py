@@ -25,6 +25,7 @@ from updater.config.buildfolder import build_info_in
 from updater.config.buildinfo import packager_marker_file
 from updater.core.retention import RECORD_SCHEMA, InUseHold, ServerHold, settle
 from updater.errors import InstallError, UsageError
+from updater.files import sha256_file
 from updater.install import inuse
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -307,7 +308,6 @@ def files_list(root: str | os.PathLike[str], unpacked: UnpackedFiles | None = No
     ``unpacked``: the digests taken as the files were unpacked, each used only while the file
     is still what was written (:class:`UnpackedFile`); any other file is read and hashed.
     """
-    from updater.files import sha256_file  # the cached check reads the layout and hashes nothing
 
     root = os.fspath(root)
     lines = []
