@@ -368,12 +368,3 @@ def test_no_path_imports_a_module_the_build_leaves_out(every_path: dict[str, set
         argv: sorted(matching(mods - startup, left_out)) for argv, mods in every_path.items()
     }
     assert {argv: found for argv, found in offenders.items() if found} == {}
-
-
-def test_every_subpackage_init_is_empty() -> None:
-    """A fast path pays one import per subpackage it enters: each ``__init__`` of a
-    subpackage of ``updater`` holds nothing, so that import costs no more than finding it."""
-    package = Path(__file__).resolve().parent.parent / "updater"
-    inits = sorted(package.glob("*/**/__init__.py"))
-    assert inits, "updater has subpackages"
-    assert [str(p.relative_to(package)) for p in inits if p.read_bytes().strip()] == []

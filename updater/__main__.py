@@ -24,11 +24,11 @@ def _fast_path(args: list[str]) -> int | None:
     if args == ["__verify-attestation"]:  # updater.trust.attestation_worker.WORKER_ARG: its child
         return _attestation_worker().serve()
     if args in (["version"], ["version", "--json"]):
-        from updater.cli.version import print_version
+        from updater.cli.version import print_version  # render and the build info only
 
         return print_version(as_json=len(args) == 2)
     if args[:1] == ["update"] and "--check" in args:
-        from updater.cli import check
+        from updater.cli import check  # the cached check's modules, no HTTP stack
 
         flags = check.parse_check(args[1:])
         if flags is not None:

@@ -189,7 +189,7 @@ def current_manager(settings: Settings, build: BuildInfo) -> Manager | None:
     path = buildinfo.packager_marker_file()
     if path is None:
         return None  # (without importing the marker's reader: this is the fast path)
-    from updater.config.marker import find_marker
+    from updater.config.marker import find_marker  # a packaged build only (one lstat above)
 
     marker = find_marker(os.path.dirname(path))
     if marker is None:

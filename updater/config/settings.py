@@ -138,6 +138,7 @@ def load(
         policy_file, fixed = environ[POLICY_ENV], False
     if policy_file is None or not os.path.lexists(policy_file):
         return settings
+    # (not at the top: tomllib and the policy's rules, for a machine that has a policy file)
     from updater.config.policy import Requested, apply_policy, read_policy
 
     policy = read_policy(policy_file, fixed=fixed)

@@ -407,9 +407,8 @@ def resolve_layout(
         home = os.fspath(home)
         return Layout(absolute(os.path.expanduser(home)), bin_dir_for(home, configured))
     if not development and packager_marker_file() is not None:
-        from updater.config.marker import (
-            find_marker,  # only for a packaged build: the cached check runs this
-        )
+        # (not at the top: only a packaged build has a marker, and the cached check runs this)
+        from updater.config.marker import find_marker
 
         marker = find_marker()  # a packager's own word wins over every guess below
         if marker is not None:
