@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
+from tests.support.environment import scrubbed
+
 # Property tests run on a loaded 2-core machine beside servers and builds: a slow example is
 # load, not a bug. No per-example deadline, and no health check for slow data generation;
 # what each property asserts is unchanged.
@@ -27,31 +29,6 @@ hypothesis_settings.load_profile("mux")
 # otherwise run a few seconds into every test that keeps a server alive.
 os.environ.setdefault("MUX_UPDATE_CHECK_INTERVAL", "0")
 
-# Variables from the developer's or CI's environment that would change what mux does.
-_LEAKY = (
-    "GITHUB_TOKEN",
-    "MUX_GITHUB_TOKEN",
-    "MUX_REPO",
-    "MUX_UPDATE_SOURCE",
-    "MUX_GITHUB_URL",
-    "MUX_GITHUB_API_URL",
-    "MUX_SERVER_URL",
-    "MUX_HOME",
-    "MUX_INSTALL_DIR",
-    "MUX_TARGET",
-    "MUX_VERSION",
-    "MUX_DOWNLOAD_URL",
-    "MUX_NO_MODIFY_PATH",
-    "MUX_REQUIRE_SIGNATURE",
-    "MUX_SIGSTORE_TRUSTED_ROOT",
-    "MUX_POLICY_FILE",
-    "MUX_GITHUB_DOWNLOAD_HOSTS",
-    "MUX_ALLOW_EXPIRED_FEED",
-    "XDG_BIN_HOME",
-    "GITHUB_PATH",
-    "GITHUB_ACTIONS",
-)
-
 
 @pytest.fixture
 def sandbox_env(tmp_path: Path) -> Iterator[dict[str, str]]:
@@ -62,7 +39,7 @@ def sandbox_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     """
     home = tmp_path / "home"
     runtime = Path(tempfile.mkdtemp(prefix="mux-run-", dir="/tmp"))
-    env = {k: v for k, v in os.environ.items() if k not in _LEAKY}
+    env = scrubbed(os.environ)
     dirs = {
         "HOME": home,
         "XDG_CACHE_HOME": home / ".cache",

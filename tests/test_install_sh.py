@@ -58,31 +58,6 @@ LATEST = VERSIONS[-1]
 TARGET = detect_target()
 ARCHIVE = f"mux-{TARGET}.tar.gz"
 
-# Variables that would steer install.sh if they leaked in from the developer's shell.
-_INSTALL_VARS = (
-    "MUX_VERSION",
-    "MUX_DOWNLOAD_URL",
-    "MUX_NO_MODIFY_PATH",
-    "MUX_REQUIRE_SIGNATURE",
-    "MUX_INSTALL_PRINT",
-    "MUX_LOCK_TIMEOUT",
-    "ZDOTDIR",
-    "ENV",
-    "BASH_ENV",
-    # Proxies and TLS trust: the tests' servers are on loopback and set these themselves.
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "all_proxy",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "ALL_PROXY",
-    "CURL_CA_BUNDLE",
-    "SSL_CERT_FILE",
-    "WGETRC",
-    "CURL_HOME",
-)
 
 if find_tool("sh") is None:
     pytest.skip("no sh on this machine", allow_module_level=True)
@@ -113,7 +88,7 @@ def script(feed: Feed, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def env(sandbox_env: dict[str, str], tmp_path: Path, feed_url: str) -> dict[str, str]:
     """A sandboxed HOME, a curl toolbox as the whole PATH, the loopback feed."""
-    environment = {k: v for k, v in sandbox_env.items() if k not in _INSTALL_VARS}
+    environment = dict(sandbox_env)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     environment.update(

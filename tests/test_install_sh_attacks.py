@@ -53,23 +53,6 @@ STABLE = "0.3.0"
 SHELLS = ["dash", "bash", "busybox"]
 ESC = "\x1b"
 
-# Variables that would steer install.sh if they leaked in from the developer's shell.
-_LEAKY = (
-    "MUX_VERSION",
-    "MUX_DOWNLOAD_URL",
-    "MUX_ALLOW_EXPIRED_FEED",
-    "MUX_HTTP_DEADLINE",
-    "MUX_HTTP_MIN_SPEED",
-    "MUX_HTTP_SPEED_WINDOW",
-    "MUX_LOCK_TIMEOUT",
-    "http_proxy",
-    "https_proxy",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ENV",
-    "BASH_ENV",
-)
-
 
 # -- fixtures ------------------------------------------------------------------------------
 
@@ -99,7 +82,7 @@ def script(feed: Feed, next_key: KeyPair, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture
 def env(sandbox_env: dict[str, str], tmp_path: Path) -> dict[str, str]:
-    environment = {k: v for k, v in sandbox_env.items() if k not in _LEAKY}
+    environment = dict(sandbox_env)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     environment.update(

@@ -1,4 +1,4 @@
-"""One release file into a temporary file, hashed in the same pass (for :mod:`updater.sources.base`).
+"""One release file into a temporary file, hashed in the same pass (for :mod:`updater.sources`).
 
 The file goes to ``<directory>/.download-XXXXXX`` (inside ``MUX_HOME`` for an update, so the
 later rename stays on one file system, and a killed run's leftover is recognised). It never

@@ -1,4 +1,4 @@
-"""The decompressed bytes of a ``.tar.gz`` for :func:`updater.trust.pipeline.unpack`, read forward.
+"""The decompressed bytes of a ``.tar.gz`` for :func:`updater.trust.unpack.unpack`, read forward.
 
 Why not tarfile's own ``r|gz``: it inflates 10 KiB of input per step with the standard zlib
 and copies what is left of its buffer on every read; on a 64 MiB release archive that was
