@@ -62,7 +62,7 @@ from release.components import (
 from release.folder import BuildEntry, build_files
 from release.notices import LicenceText, NoticesError, normalise_text
 from release.sbom import SBOM_NAME
-from updater.config.buildfolder import BUILD_INFO_NAME, CODE_PACKAGE, is_build_info
+from updater.config.buildfolder import BUILD_INFO_NAME, CODE_PACKAGE, the_build_info
 from updater.config.buildinfo import NOTICES_NAME
 from updater.errors import MuxError
 from updater.files import sha256_file
@@ -344,12 +344,13 @@ def _record_index(dist: metadata.Distribution) -> tuple[set[str], set[str]]:
 
 def _contents_dir(entries: Iterable[BuildEntry]) -> PurePosixPath:
     """The folder holding the bundled packages: the parent of the build info's ``updater/``."""
-    found = sorted(PurePosixPath(e.path) for e in entries if is_build_info(e.path))
-    if len(found) != 1:
+    found = the_build_info(e.path for e in entries)
+    if found is None:
         raise InventoryError(
-            f"the folder holds {len(found)} <code folder>/{CODE_PACKAGE}/{BUILD_INFO_NAME}, not one"
+            f"the folder holds no single <code folder>/{CODE_PACKAGE}/{BUILD_INFO_NAME}"
+            " (exactly one, one folder below its top)"
         )
-    return found[0].parent.parent
+    return PurePosixPath(found).parent.parent
 
 
 def _relative_to(path: str, folder: PurePosixPath) -> str | None:

@@ -29,7 +29,12 @@ from release.folder import DIRECTORY, LINK, build_files
 from release.formats import format_sha256sums, manifest_document
 from release.sbom import SBOM_NAME, check_sbom_matches, sbom_asset_name
 from release.signing import SecretKey
-from updater.config.buildfolder import BUILD_INFO_NAME, CODE_PACKAGE, build_info_in
+from updater.config.buildfolder import (
+    BUILD_INFO_NAME,
+    CODE_PACKAGE,
+    build_infos_in,
+    the_build_info,
+)
 from updater.config.buildinfo import BuildInfo
 from updater.errors import MuxError, ParseError, UsageError
 from updater.files import atomic_write, sha256_file
@@ -69,14 +74,16 @@ def source_date_epoch() -> int:
 def read_build_info(build_dir: Path) -> BuildInfo:
     """The build info baked into a build folder, where the one rule puts it
     (:mod:`updater.config.buildfolder`)."""
-    found = build_info_in(str(build_dir))
-    if found is None:
+    listed = build_infos_in(str(build_dir))
+    relative = the_build_info(listed)
+    if relative is None:
         raise PackageError(
-            f"{build_dir} holds no single <code folder>/{CODE_PACKAGE}/{BUILD_INFO_NAME}, "
-            "one folder below its top"
+            f"{build_dir} holds {len(listed)} {CODE_PACKAGE}/{BUILD_INFO_NAME} files, expected "
+            f"exactly one, as <code folder>/{CODE_PACKAGE}/{BUILD_INFO_NAME}"
         )
+    found = Path(build_dir, relative)
     try:
-        info = BuildInfo.from_json(json.loads(Path(found).read_bytes()))
+        info = BuildInfo.from_json(json.loads(found.read_bytes()))
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise ParseError(f"{found} is not valid build info ({exc})") from None
     if info.development:

@@ -104,7 +104,7 @@ def test_standin_layout(tmp_path: Path, keys: tuple[KeyPair, KeyPair]) -> None:
     assert launcher.read_text().startswith("#!/bin/sh\n")
     assert (folder / "lib" / "mux_entry.py").is_file()
     package = folder / "lib" / "updater"
-    assert (package / "__main__.py").is_file() and (package / "buildinfo.py").is_file()
+    assert (package / "__main__.py").is_file() and (package / "config" / "buildinfo.py").is_file()
     assert not list(folder.rglob("__pycache__")) and not list(folder.rglob("*.pyc"))
     baked = json.loads((package / "_build_info.json").read_text())
     assert baked == expected_info("0.2.0", 4, HOST, "o/r", [current.public_key])

@@ -472,7 +472,7 @@ def test_mux_release_verify_checks_each_archives_sbom(tmp_path: Path, keypair: K
     dropped = verify(release, keypair)
     assert dropped.returncode == 3
     assert "verification failed (sbom)" in dropped.stderr
-    assert "lib/updater/layout.py is not in the SBOM" in dropped.stderr
+    assert "lib/updater/install/layout.py is not in the SBOM" in dropped.stderr
 
     # No SBOM at all: the release is incomplete.
     sbom.unlink()

@@ -14,6 +14,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 BUILD_INFO_NAME = "_build_info.json"
 CODE_PACKAGE = "updater"  # the folder of mux's own modules inside a build's code folder
 
@@ -46,17 +50,28 @@ def is_build_info(relative: str) -> bool:
     )
 
 
+def the_build_info(relatives: Iterable[str]) -> str | None:
+    """Of the ``/``-separated paths a build folder holds, its build info: there must be
+    exactly one ``updater/_build_info.json`` anywhere in it, where :func:`is_build_info`
+    puts it (a second copy, or one elsewhere, and which one is the build's cannot be told)."""
+    found = [r for r in relatives if r.endswith(f"/{CODE_PACKAGE}/{BUILD_INFO_NAME}")]
+    return found[0] if len(found) == 1 and is_build_info(found[0]) else None
+
+
+def build_infos_in(folder: str) -> list[str]:
+    """Every ``updater/_build_info.json`` in the build folder ``folder``, as ``/``-separated
+    paths inside it (links are not followed)."""
+    relatives = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        if BUILD_INFO_NAME in filenames and os.path.basename(dirpath) == CODE_PACKAGE:
+            path = os.path.join(dirpath, BUILD_INFO_NAME)
+            if os.path.isfile(path) and not os.path.islink(path):
+                relatives.append(os.path.relpath(path, folder).replace(os.sep, "/"))
+        dirnames[:] = [d for d in dirnames if not os.path.islink(os.path.join(dirpath, d))]
+    return sorted(relatives)
+
+
 def build_info_in(folder: str) -> str | None:
-    """The build info file of the build folder ``folder``; None unless there is exactly one
-    where the rule puts it (a code folder that is a link does not count)."""
-    try:
-        with os.scandir(folder) as entries:
-            found = [
-                os.path.join(entry.path, CODE_PACKAGE, BUILD_INFO_NAME)
-                for entry in entries
-                if entry.is_dir(follow_symlinks=False)
-            ]
-    except OSError:
-        return None
-    present = [path for path in found if os.path.isfile(path)]
-    return present[0] if len(present) == 1 else None
+    """The build info file of the build folder ``folder`` (:func:`the_build_info`), or None."""
+    found = the_build_info(build_infos_in(folder))
+    return None if found is None else os.path.join(folder, *found.split("/"))
