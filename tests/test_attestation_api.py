@@ -9,11 +9,10 @@ has served them since 2026-07-16 (docs/design.md, "GitHub's attestations API").
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -21,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from release.fake_sigstore import FakeSigstore
+from release.serve import serving
 from tests.support.github import FakeGitHub, serve_github
 from tests.test_snappy import compressed_chunk, encode_literals, framed, varint
 from updater.errors import NetworkError, VerificationError
@@ -85,15 +85,9 @@ def serve(server: Server) -> Iterator[Server]:
             self.end_headers()
             self.wfile.write(body)
 
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
-    server.url = f"http://{server.host}:{httpd.server_address[1]}"
-    try:
+    with serving(Handler) as httpd:
+        server.url = f"http://{server.host}:{httpd.server_address[1]}"
         yield server
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @pytest.fixture(autouse=True)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import http.server
 import json
 import os
 import socket
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from release.formats import format_sha256sums, manifest_document
 from release.package import trusted_comment_for
+from release.serve import serving, url_of
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.releases import KeyPair, make_keypair, serve_directory
@@ -407,13 +411,11 @@ def test_live_servers_and_their_protocols(tmp_path: Path, sandbox_env) -> None:
     assert "skipped:" in text.stdout and "stale" in text.stdout
 
 
-def _self_signed_https(directory: Path):
-    """A real HTTPS server on 127.0.0.1 with a certificate nobody trusts."""
+def _self_signed_tls(directory: Path) -> Any:
+    """The TLS context of a server on 127.0.0.1 with a certificate nobody trusts (written
+    to ``directory/cert.pem``)."""
     import datetime
-    import functools
-    import http.server
     import ssl
-    import threading
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -449,11 +451,7 @@ def _self_signed_https(directory: Path):
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(directory / "cert.pem", directory / "key.pem")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    return server
+    return context
 
 
 def test_tls_failure_names_ssl_cert_file_and_trusting_the_ca_works(
@@ -462,9 +460,10 @@ def test_tls_failure_names_ssl_cert_file_and_trusting_the_ca_works(
     feed = tmp_path / "feed"
     write_release(feed, "9.0.0")
     write_feed(feed, [("v9.0.0", False)])
-    server = _self_signed_https(feed)
-    try:
-        url = f"https://127.0.0.1:{server.server_address[1]}"
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(feed))
+    with serving(handler, tls=_self_signed_tls(feed)) as server:
+        url = url_of(server)
+        assert url.startswith("https://127.0.0.1:")
         result, _ = check(sandbox_env, "--source", url, *trusting())
         assert result.returncode == 1
         assert "TLS failure" in result.stderr and "SSL_CERT_FILE" in result.stderr
@@ -472,9 +471,6 @@ def test_tls_failure_names_ssl_cert_file_and_trusting_the_ca_works(
         result, doc = check(trusted, "--source", url, *trusting())
         assert result.returncode == 10, result.stderr
         assert doc["latest"]["version"] == "9.0.0"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_proxy_from_the_environment(github: FakeGitHub, sandbox_env) -> None:

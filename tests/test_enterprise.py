@@ -9,9 +9,9 @@ never sends the token there, while the Enterprise server itself gets it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import ExitStack
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -19,6 +19,7 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 from release.fake_sigstore import FakeSigstore
+from release.serve import serving, url_of
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap, snapshot
@@ -51,17 +52,17 @@ class Storage:
                 self.end_headers()
                 self.wfile.write(body or b"")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.host = f"localhost:{self.server.server_address[1]}"
+        self._handler = Handler
+        self._running = ExitStack()
+        self.host = ""
 
     def __enter__(self) -> Storage:
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        server = self._running.enter_context(serving(self._handler))
+        self.host = f"localhost:{server.server_address[1]}"
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._running.close()
 
 
 @pytest.fixture(scope="module")
@@ -203,17 +204,16 @@ class Recorder:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._handler = Handler
+        self._running = ExitStack()
+        self.url = ""
 
     def __enter__(self) -> Recorder:
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
+        self.url = url_of(self._running.enter_context(serving(self._handler)))
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._running.close()
 
 
 def test_without_an_api_url_the_enterprise_servers_own_api_gets_the_token(sandbox_env) -> None:

@@ -23,11 +23,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from release.serve import serving
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import Feed, make_feed, serve_directory
 from tests.support.servers import (
@@ -177,8 +179,7 @@ class RecordingFeed:
         self.path = path
         self.requests: list[dict[str, Any]] = []
         self.port = 0
-        self._server: http.server.ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: ExitStack | None = None  # the running server, closed by stop()
 
     @property
     def url(self) -> str:
@@ -203,19 +204,12 @@ class RecordingFeed:
                 super().send_response(code, message)
 
         handler = functools.partial(Handler, directory=str(self.path))
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
-        self._server.daemon_threads = True
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.05,), daemon=True
-        )
-        self._thread.start()
+        self._server = ExitStack()
+        self.port = self._server.enter_context(serving(handler, port=self.port)).server_address[1]
 
     def stop(self) -> None:
-        assert self._server is not None and self._thread is not None
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(10)
+        assert self._server is not None
+        self._server.close()
 
     def since(self, index: int, path: str | None = None) -> list[dict[str, Any]]:
         return [r for r in self.requests[index:] if path is None or r["path"] == path]

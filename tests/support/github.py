@@ -23,12 +23,14 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from release.serve import serving, url_of
 
 
 @dataclass
@@ -269,24 +271,11 @@ def _handler(fake: FakeGitHub, role: str) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serve_github(fake: FakeGitHub) -> Iterator[FakeGitHub]:
     """Start the web and API servers on 127.0.0.1 and fill in their URLs."""
-    servers = []
-    try:
-        for role in ("web", "api"):
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake, role))
-            server.daemon_threads = True
-            threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-            servers.append(server)
-            url = f"http://127.0.0.1:{server.server_address[1]}"
-            if role == "web":
-                fake.web_url = url
-            else:
-                fake.api_url = url
+    with ExitStack() as servers:
+        servers.callback(fake._release_hang.set)  # first thing on the way out: no handler waits
+        fake.web_url = url_of(servers.enter_context(serving(_handler(fake, "web"))))
+        fake.api_url = url_of(servers.enter_context(serving(_handler(fake, "api"))))
         yield fake
-    finally:
-        fake._release_hang.set()
-        for server in servers:
-            server.shutdown()
-            server.server_close()
 
 
 def github_env(fake: FakeGitHub) -> dict[str, str]:

@@ -44,12 +44,14 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+
+from release.serve import serving, url_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SH = REPO_ROOT / "install.sh"
@@ -582,31 +584,20 @@ def _site_handler(site: Site) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serve_site(site: Site, *, tls: TlsIdentity | None = None) -> Iterator[Site]:
     """Serve ``site`` on 127.0.0.1 (over HTTPS with ``tls``); fills in its url and port."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _site_handler(site))
-    server.daemon_threads = True
-    scheme = "http"
+    context = None
     if tls is not None:
         import ssl
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(tls.cert, tls.key)
-        # The handshake happens in the handler's thread, not in the accepting one.
-        server.socket = context.wrap_socket(
-            server.socket, server_side=True, do_handshake_on_connect=False
-        )
-        scheme = "https"
-    site.port = int(server.server_address[1])
-    site.url = f"{scheme}://127.0.0.1:{site.port}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield site
-    finally:
-        site._closing.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(_site_handler(site), tls=context, handshake_on_connect=False) as server:
+        site.port = int(server.server_address[1])
+        site.url = url_of(server)
+        try:
+            yield site
+        finally:
+            site._closing.set()
 
 
 @dataclass
@@ -690,14 +681,6 @@ def _proxy_handler(proxy: Proxy) -> type[BaseHTTPRequestHandler]:
 @contextmanager
 def serve_proxy(proxy: Proxy) -> Iterator[Proxy]:
     """Run ``proxy`` on 127.0.0.1; fills in its url (``http://127.0.0.1:<port>``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _proxy_handler(proxy))
-    server.daemon_threads = True
-    proxy.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
+    with serving(_proxy_handler(proxy)) as server:
+        proxy.url = url_of(server)
         yield proxy
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)

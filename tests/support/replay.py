@@ -12,14 +12,15 @@ GitHub source, or a whole ``mux`` process.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from release.serve import serving, url_of
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "github-recorded"
 GITHUB_API = "https://api.github.com"
@@ -106,12 +107,6 @@ def serve_replay(replay: Replay) -> Iterator[Replay]:
             self.end_headers()
             self.wfile.write(exchange.body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-    replay.url = f"http://127.0.0.1:{server.server_address[1]}"
-    try:
+    with serving(Handler) as server:
+        replay.url = url_of(server)
         yield replay
-    finally:
-        server.shutdown()
-        server.server_close()
