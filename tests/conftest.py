@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
+from tests.support import realbuild
 from tests.support.environment import scrubbed
 
 # Property tests run on a loaded 2-core machine beside servers and builds: a slow example is
@@ -85,3 +86,30 @@ def run_mux(
         check=False,
         preexec_fn=preexec_fn,
     )
+
+
+# -- one real build for the run, and the order tests run in ---------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest tests first (marked ``slow``), then those that use the shared real build
+    (building in the background by then), then the rest: with pytest-xdist, no worker is
+    left with a long test at the end while the other has nothing to do."""
+
+    def rank(item: pytest.Item) -> int:
+        if realbuild.FIXTURE in getattr(item, "fixturenames", ()):
+            return 1
+        return 0 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=rank)  # stable: within a rank, the files' own order
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    realbuild.start_if_needed(session.config, session.items)
+
+
+@pytest.fixture
+def real_build(request: pytest.FixtureRequest) -> realbuild.RealBuild:
+    """The run's one real PyInstaller build (``tests/support/realbuild.py``): mux 0.4.0,
+    protocol 5, repo owner/mux, trusting two keys. Copy it before changing anything in it."""
+    return realbuild.wait_for(request.config)

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from release.build import (
     write_build_info,
 )
 from release.package import package_release, sign_release
+from tests.support.realbuild import RealBuild
 from tests.support.releases import KeyPair, make_feed, make_keypair
 from updater.config.buildinfo import BuildInfo
 from updater.config.targets import TARGETS, detect_target
@@ -271,51 +271,6 @@ def test_standalone_refuses_cross_builds(tmp_path: Path, keys: tuple[KeyPair, Ke
             target=OTHER,
         )
     assert list(tmp_path.iterdir()) == []
-
-
-@dataclass(frozen=True)
-class RealBuild:
-    folder: Path
-    seconds: float
-    keys: tuple[KeyPair, KeyPair]
-
-
-@pytest.fixture(scope="module")
-def real_build(
-    tmp_path_factory: pytest.TempPathFactory, keys: tuple[KeyPair, KeyPair]
-) -> RealBuild:
-    """One real PyInstaller build (mux 0.4.0, protocol 5) for the tests below."""
-    current, following = keys
-    out = tmp_path_factory.mktemp("real-build")
-    started = time.monotonic()
-    # Through the command release engineers (and the release workflow) run.
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "release",
-            "build",
-            "--out",
-            str(out / "dist"),
-            "--version",
-            "0.4.0",
-            "--protocol-version",
-            "5",
-            "--repo",
-            "owner/mux",
-            "--key",
-            current.public_key,
-            "--key",
-            following.public_key,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1100,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    return RealBuild(out / "dist" / f"mux-{HOST}", time.monotonic() - started, keys)
 
 
 @pytest.mark.slow

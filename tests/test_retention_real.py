@@ -1,6 +1,6 @@
 """A server of the real one-folder build outlives updates (PyInstaller, ``mux-release build``).
 
-One build, made once; the releases 1.0.0, 1.1.0 and 1.2.0 (protocol 2, 2, 3) are that build
+The run's one real build (tests/support/realbuild.py); the releases 1.0.0, 1.1.0 and 1.2.0 (protocol 2, 2, 3) are that build
 with each version's build info (what a version and protocol bump changes, as the release
 rehearsal does), packaged and signed into a loopback feed by the same helpers as every other
 test. Installed by ``mux update``, the server started by the installed mux; then updates, a
@@ -14,49 +14,17 @@ import os
 import shlex
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from release.build import make_build_info, write_bill, write_build_info
 from tests.support.installs import bootstrap
+from tests.support.realbuild import RealBuild
 from tests.support.releases import make_feed, make_keypair, serve_directory
 from updater.config.buildinfo import BuildInfo
 
 pytestmark = pytest.mark.slow
-
-
-def _real_build(out: Path, public_key: str) -> Path:
-    if shutil.which("objdump") is None and sys.platform.startswith("linux"):
-        pytest.skip("PyInstaller needs objdump (Debian: apt-get install binutils)")
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "release",
-            "build",
-            "--out",
-            str(out),
-            "--version",
-            "1.0.0",
-            "--protocol-version",
-            "2",
-            "--repo",
-            "",
-            "--key",
-            public_key,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    assert built.returncode == 0, built.stderr
-    [folder] = out.iterdir()
-    return folder
 
 
 def _as_real_build(real: Path):
@@ -85,10 +53,10 @@ def _as_real_build(real: Path):
     return replace
 
 
-@pytest.mark.timeout(2400)  # one PyInstaller build (~1.5 min of CPU) and three packagings
-def test_a_real_builds_server_outlives_updates(tmp_path, sandbox_env):
+@pytest.mark.timeout(2400)  # the run's one PyInstaller build (~1.5 min of CPU), three packagings
+def test_a_real_builds_server_outlives_updates(tmp_path, sandbox_env, real_build: RealBuild):
     keypair = make_keypair(tmp_path / "keys")
-    real = _real_build(tmp_path / "dist", keypair.public_key)
+    real = real_build.folder
     feed = make_feed(
         tmp_path / "f",
         versions=["1.0.0", "1.1.0", "1.2.0"],
