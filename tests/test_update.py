@@ -711,8 +711,8 @@ def test_a_file_the_disk_cannot_flush_fails_the_update_with_one_line_and_leaves_
 
     real_fsync_file = files.fsync_file
 
-    def fsync_file(path: Path) -> None:
-        if ".partial-" in str(path) and path.name == "mux":
+    def fsync_file(path: str | Path) -> None:
+        if ".partial-" in str(path) and Path(path).name == "mux":
             raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
         real_fsync_file(path)
 

@@ -446,7 +446,13 @@ class RawWatcher:
 
 def test_100_watchers_and_one_that_stops_reading(mux_runtime_dir, tmp_path):
     home, bin_dir, targets = _fake_install(tmp_path)
-    env = {**os.environ, "MUX_HOME": str(home), "MUX_INSTALL_DIR": str(bin_dir)}
+    # The link is polled 50 times a second: 200 moves, each seen as soon as it is made.
+    env = {
+        **os.environ,
+        "MUX_HOME": str(home),
+        "MUX_INSTALL_DIR": str(bin_dir),
+        "MUX_LINK_POLL": "0.02",
+    }
     # The server runs the link's version: no event is in force when the watchers connect.
     _pid, path = start_mux_server(mux_runtime_dir, "busy", env=env, version="2.0.0")
     fast = [RawWatcher(path) for _ in range(100)]

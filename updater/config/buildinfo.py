@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from updater.config.buildfolder import RUNNING_BUILD_INFO, running_build_folder
+from updater.config.buildfolder import PACKAGE_FOLDER, RUNNING_BUILD_INFO, running_build_folder
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ def current_mux_command() -> list[str]:
     if not getattr(sys, "frozen", False):
         import os
 
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        here = os.path.dirname(PACKAGE_FOLDER)  # the folder that holds this updater package
         code = (
             f"import sys; sys.path.insert(0, {here!r}); from updater.__main__ import main; main()"
         )

@@ -1,6 +1,7 @@
 """Notice within a second when ``mux update`` moves the mux link (inside a server).
 
-A poll of ``readlink`` every second: one system call, and the only way a released build has
+A poll of ``readlink`` every second (``MUX_LINK_POLL``): one system call, and the only way a
+released build has
 (inotify and kqueue would need ctypes, which the build leaves out: it costs every start of
 every mux, docs/build.md). The callback runs in this watcher's own thread, only when the
 link's target changed.
@@ -29,8 +30,11 @@ def _read_link(link: Path) -> str | None:
 class LinkWatch:
     """Call ``on_change(target)`` in a thread of its own whenever ``link`` points elsewhere."""
 
-    def __init__(self, link: Path, on_change: Callable[[str | None], None]) -> None:
+    def __init__(
+        self, link: Path, on_change: Callable[[str | None], None], *, interval: float = POLL_SECONDS
+    ) -> None:
         self.link = link
+        self._interval = interval
         self._on_change = on_change
         self._last = _read_link(link)
         self._wake_read, self._wake_write = os.pipe()
@@ -58,7 +62,7 @@ class LinkWatch:
     def _run(self) -> None:
         self._check()  # a move between the first read and the thread starting
         while not self._stopped:
-            select.select([self._wake_read], [], [], POLL_SECONDS)  # the poll, or stop()
+            select.select([self._wake_read], [], [], self._interval)  # the poll, or stop()
             if self._stopped:
                 return
             try:

@@ -181,7 +181,9 @@ class ServerNotices:
             if self.installed is not None and self.installed.version != self.server_version:
                 # Started from another build than the link's: that is in force from the start.
                 self._publish_link_events(self.installed, in_force=True)
-            self._link_watch = LinkWatch(Path(self.layout.link), self._link_moved)
+            self._link_watch = LinkWatch(
+                Path(self.layout.link), self._link_moved, interval=settings.link_poll_interval
+            )
             self._link_watch.start()
         interval = check_interval(settings, self._log)
         if interval > 0 and settings.updates != "disabled":

@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from updater.childio import OutputTooLarge, read_bounded
-from updater.config.buildinfo import current_mux_command
-from updater.errors import VerificationError
+from updater.config import buildinfo
+from updater.config.settings import load_for
+from updater.errors import MuxError, VerificationError
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -168,11 +169,20 @@ def prestart(update_args: list[str]) -> None:
     ``mux update`` runs this before importing its CLI, which saves that import's time (about
     0.1 s of the build's) on the attestation's path; the arguments are only looked at, the
     CLI still parses them. Guessing wrong costs a child that is stopped unused.
+
+    Not for a build that knows no repository (a development checkout, a test build): no
+    attestation can name whose workflow built a release for it, so the layer can only fail
+    or be skipped, and a child would cost a second of CPU for nothing.
     """
     if any(arg.partition("=")[0] in _NO_ARCHIVE_FLAGS for arg in update_args):
         return
     if _prestarted or not spare_core():
         return
+    try:
+        if not load_for(buildinfo.current()).github.repo:
+            return
+    except MuxError:
+        return  # the CLI says what is wrong with the settings; nothing to start early
     import atexit
 
     worker = start()
@@ -180,14 +190,15 @@ def prestart(update_args: list[str]) -> None:
     atexit.register(worker.close)
 
 
-def early() -> AttestationWorker | None:
+def early(repository: str) -> AttestationWorker | None:
     """The child for an update about to run: the prestarted one, else a new one when a spare
     CPU can run it beside the update; None without one (one core, or a container's CPU
     quota under two: the attestation layer then starts its own when it gets there, where
-    it no longer slows anything else)."""
+    it no longer slows anything else), or when no ``repository`` is known whose workflow an
+    attestation could name (see :func:`prestart`)."""
     if _prestarted:
         return _prestarted.pop()
-    return start() if spare_core() else None
+    return start() if repository and spare_core() else None
 
 
 def spare_core(cgroup_root: str = "/sys/fs/cgroup", proc_self: str = "/proc/self") -> bool:
@@ -220,7 +231,7 @@ def start() -> AttestationWorker:
     the attestation layer's failure, only if the layer is reached.
     """
 
-    command = [*current_mux_command(), WORKER_ARG]
+    command = [*buildinfo.current_mux_command(), WORKER_ARG]
     try:
         process = subprocess.Popen(
             command,
