@@ -34,7 +34,6 @@ STEERING = (
     "MUX_HTTP_MIN_SPEED",
     "MUX_HTTP_SPEED_WINDOW",
     "MUX_LOCK_TIMEOUT",
-    "MUX_LINK_POLL",
     # what a shell or a downloader reads at start: the tests' servers are on loopback and
     # set proxies and TLS trust themselves
     "ZDOTDIR",
