@@ -764,6 +764,7 @@ def test_an_update_that_is_not_needed_stops_the_prestarted_verifier(
     from updater.trust import attestation_worker
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setenv("MUX_REPO", "acme/mux")  # a child starts early only for a known repository
     loaded = settings.load(
         installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
     )
