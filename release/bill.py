@@ -20,8 +20,9 @@ from datetime import datetime
 from pathlib import Path
 
 from release.inventory import Inventory, ShippedFile, SystemLookup, take_inventory
+from release.layout import SBOM_NAME
 from release.notices import Distribution, render_build_notices
-from release.sbom import SBOM_NAME, render_sbom, sbom_timestamp
+from release.sbom import render_sbom, sbom_timestamp
 from release.textdiff import name_some
 from updater.config.buildinfo import NOTICES_NAME
 from updater.errors import MuxError

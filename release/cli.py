@@ -131,7 +131,8 @@ def build(
     Every artifact pinned in pins.toml ships inside the build, after its size and sha256 were
     checked against the pin (exit 3 on a mismatch, nothing written).
     """
-    from release import build as builder
+    from release.build_standalone import build_standalone
+    from release.build_standin import build_standin
     from release.pins import DEFAULT_PINS_PATH
 
     if not keys:
@@ -144,7 +145,7 @@ def build(
         from updater.protocol import PROTOCOL_VERSION
 
         protocol_version = PROTOCOL_VERSION
-    make = builder.build_standin if standin else builder.build_standalone
+    make = build_standin if standin else build_standalone
     folder = make(
         out,
         version=version,
@@ -467,7 +468,8 @@ def notices_command(
     pins: _PinsOption = None,
 ) -> None:
     """Write THIRD_PARTY_NOTICES.md, or (--check) fail when it is stale."""
-    from release.notices import check_notices, generate_notices, write_text_atomically
+    from release.checkout import write_text_atomically
+    from release.notices import check_notices, generate_notices
 
     if check_build is not None:
         from release.bill import check_build as run_check_build

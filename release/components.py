@@ -1,19 +1,21 @@
-"""What a build folder is made of: the components its notices and SBOM list.
+"""What a build folder is made of: the components its notices and SBOM list, and their licence
+texts.
 
 One :class:`Component` per thing a build ships (mux, a Python distribution, CPython, the
-bootloader, a shared library, a pinned artifact), of one :class:`ComponentKind`. The inventory
-(:mod:`release.inventory`) finds them, the notices (:mod:`release.notices`) and the SBOM
-(:mod:`release.sbom`) render them; the kinds are spelled here only.
+bootloader, a shared library, a pinned artifact), of one :class:`ComponentKind`, carrying the
+:class:`LicenceText` files that hold its terms. The inventory (:mod:`release.inventory`) finds
+them, the notices (:mod:`release.notices`) and the SBOM (:mod:`release.sbom`) render them; the
+kinds are spelled here only, and so is how a licence file becomes text (:func:`normalise_text`)
+and the identifier the notices give each distinct text.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from release.notices import LicenceText
+TEXT_ID_LENGTH = 12
 
 
 class ComponentKind(StrEnum):
@@ -30,6 +32,33 @@ class ComponentKind(StrEnum):
 MAPPED_BY_BYTES = "bytes"
 MAPPED_BY_PATH = "path"
 MAPPED_BY_NAME = "name"
+
+
+@dataclass(frozen=True)
+class LicenceText:
+    """One licence file: where it comes from (a stable label) and its normalised text."""
+
+    label: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def text_id(self) -> str:
+        return self.sha256[:TEXT_ID_LENGTH]
+
+
+def normalise_text(raw: bytes) -> str:
+    """Licence bytes to text: UTF-8 (else Latin-1), no BOM, LF, no trailing blanks."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("latin-1")
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    lines = [line.rstrip() for line in text.split("\n")]
+    return "\n".join(lines).strip("\n") + "\n"
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from release.folder import build_files
+from release.textdiff import name_some
 from updater.errors import MuxError, UsageError
 
 if TYPE_CHECKING:
@@ -100,8 +101,6 @@ class GlibcRequirement:
     def describe(self) -> str:
         if self.version is None:
             return f"{self.elf_files} ELF files, none needs a versioned glibc symbol"
-        from release.textdiff import name_some
-
         return (
             f"needs glibc {self.version} ({self.elf_files} ELF files; the newest symbols are "
             f"asked for by {name_some(self.files, MAX_NAMED)})"
@@ -151,8 +150,6 @@ def check_glibc_floor(folder: Path, floor: str = GLIBC_FLOOR) -> GlibcRequiremen
     """``required_glibc``, failing when the build needs more than ``floor`` (naming every file
     above it, with what it needs) or more of the system's libgcc_s than :data:`LIBGCC_FLOOR`."""
     from packaging.version import InvalidVersion
-
-    from release.textdiff import name_some
 
     try:
         _parse(floor)

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from release.sbom import check_release_sbom
+from updater.config import settings as mux_settings
 from updater.config.settings import Settings
+from updater.config.targets import detect_target_or_empty
 from updater.core.request import ReleaseRequest
 from updater.errors import UsageError
 from updater.formats import models
@@ -54,9 +56,6 @@ def verify_release(
     ``settings`` (default: read from the environment) gives GitHub's URLs, the HTTP limits
     and, unless ``trusted_root`` is given, the Sigstore trust root.
     """
-    from updater.config import settings as mux_settings
-    from updater.config.targets import detect_target_or_empty
-
     settings = settings or mux_settings.load()
     policy = TrustPolicy.for_release(
         tuple(keys),

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-import release.build
-from release.build import (
+import release.build_standin
+from release.build_standalone import build_standalone
+from release.build_standin import build_standin
+from release.build_steps import (
     BuildError,
     PinnedFile,
-    build_standalone,
-    build_standin,
     check_pinned_artifacts,
     vendor_pinned_artifacts,
 )
@@ -230,14 +230,14 @@ def test_the_standalone_build_checks_pins_before_running_pyinstaller(setup: Setu
 def test_an_artifact_changed_after_its_check_is_refused_while_copying(
     setup: Setup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_check = release.build.check_pinned_artifacts
+    real_check = release.build_standin.check_pinned_artifacts
 
     def check_then_swap(*args: Any) -> list[PinnedFile]:
         checked = real_check(*args)
         flip_last_byte(setup.artifact)  # replaced between the check and the copy
         return checked
 
-    monkeypatch.setattr(release.build, "check_pinned_artifacts", check_then_swap)
+    monkeypatch.setattr(release.build_standin, "check_pinned_artifacts", check_then_swap)
     with pytest.raises(VerificationError, match=f"the pin says {setup.sha256}"):
         setup.build()
     assert list(setup.out.iterdir()) == []  # the half-made build folder was removed

@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from release.archive import write_archive
 from release.bill import UnmappedFilesError, _unmapped_error, write_build_bill
-from release.build import build_standin, write_build_info
+from release.build_standin import build_standin
+from release.build_steps import write_build_info
+from release.components import LicenceText
 from release.folder import BuildFolderError, build_files
 from release.inventory import (
     LibraryTable,
@@ -28,8 +31,7 @@ from release.inventory import (
     dpkg_lookup,
     load_library_table,
 )
-from release.notices import Distribution, LicenceText, RuntimeComponent
-from release.package import write_archive
+from release.notices import Distribution, RuntimeComponent
 from release.reproduce import compare_builds
 from release.sbom import folder_files, render_sbom
 from tests.support.releases import KeyPair, make_keypair

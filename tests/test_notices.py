@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from release.components import LicenceText, normalise_text
 from release.notices import (
     Distribution,
-    LicenceText,
     NoticesError,
     PinnedArtifact,
     RuntimeComponent,
@@ -23,7 +23,6 @@ from release.notices import (
     cpython_component,
     generate_notices,
     load_overrides,
-    normalise_text,
     pyinstaller_bootloader_component,
     render_notices,
     shipped_distributions,

@@ -16,14 +16,9 @@ from typing import Any
 
 import pytest
 
-from release.build import (
-    BuildError,
-    build_standalone,
-    build_standin,
-    make_build_info,
-    write_bill,
-    write_build_info,
-)
+from release.build_standalone import build_standalone
+from release.build_standin import build_standin
+from release.build_steps import BuildError, make_build_info, write_bill, write_build_info
 from release.package import package_release, sign_release
 from tests.support.releases import KeyPair, make_feed, make_keypair
 from updater.config.buildinfo import BuildInfo
@@ -414,15 +409,15 @@ def elf_sections(path: Path) -> set[str]:
 def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     tmp_path: Path, real_build: RealBuild, sandbox_env: dict[str, str]
 ) -> None:
-    """The guard of release.build's exclusions: the real build on every path of mux."""
+    """The guard of release.build_standalone's exclusions: the real build on every path of mux."""
     from PyInstaller.archive.readers import CArchiveReader, ZlibArchiveReader
 
-    from release.build import (
+    from release.build_standalone import (
         NEVER_IMPORTED,
         OPTIONAL_NEVER_NEEDED,
         UNNEEDED_RUNTIME_HOOKS,
-        make_build_info,
     )
+    from release.build_steps import make_build_info
     from release.fake_sigstore import FakeSigstore
     from release.feed import sign_feed_index
     from release.package import rehash_sums, sign_release
@@ -435,7 +430,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     current, _ = real_build.keys
     # What ships: no left-out module, no unneeded runtime hook, no symbol tables. Modules are
     # in the executable's module archive (PYZ), or .pyc files below _internal/ without one
-    # (release.build.MODULE_ARCHIVE), and extension modules.
+    # (release.build_standalone.MODULE_ARCHIVE), and extension modules.
     executable = CArchiveReader(str(folder / "mux"))
     assert not set(executable.toc) & set(UNNEEDED_RUNTIME_HOOKS)
     pyz = tmp_path / "PYZ.pyz"

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from release.build import build_standin, write_bill
+from release.build_standin import build_standin
+from release.build_steps import write_bill
 from release.fake_sigstore import FakeSigstore
 from release.glibc import (
     GLIBC_FLOOR,

@@ -16,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from release.build import build_standin, write_bill
+from release.build_standin import build_standin
+from release.build_steps import write_bill
 from release.feed import write_feed_index
-from release.package import (
-    PackageError,
-    package_release,
-    read_build_info,
-    rehash_sums,
-    sign_release,
-)
+from release.layout import PackageError, read_build_info
+from release.package import package_release, rehash_sums, sign_release
 from tests.support.releases import (
     KeyPair,
     flip_byte,

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
+from release.components import LicenceText
 from release.fake_sigstore import FakeSigstore
 from release.formats import format_releases_json, format_sha256sums
-from release.notices import Distribution, LicenceText, generate_notices
+from release.notices import Distribution, generate_notices
 from release.pins import check_pins, load_pins
 from release.repin import RepinRefused, RepinResult, repin, write_together
 from tests.support.github import FakeGitHub, serve_github

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from release.components import LicenceText
 from release.fake_sigstore import FakeSigstore
 from release.formats import format_sha256sums
-from release.notices import Distribution, LicenceText, generate_notices
+from release.notices import Distribution, generate_notices
 from release.pins import PinsError, check_pins, load_pins
 from release.repin import RepinRefused, repin
 from tests.support.github import FakeGitHub, serve_github

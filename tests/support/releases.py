@@ -1,6 +1,6 @@
 """Real releases, feeds and a loopback server for end-to-end tests.
 
-Everything here goes through the production code (``release.build``, ``release.package``,
+Everything here goes through the production code (``release.build_standin``, ``release.package``,
 ``release.signing``), so a test that installs or updates from these releases exercises the
 same bytes a real release would have. Typical use::
 
@@ -20,7 +20,7 @@ What you get:
 
 * :func:`make_keypair` makes a minisign key pair with our generator (password-protected,
   with cheap scrypt settings so signing takes milliseconds; the real ``minisign`` accepts it).
-* :func:`make_release` builds stand-in builds (``release.build.build_standin``: a ``sh``
+* :func:`make_release` builds stand-in builds (``release.build_standin.build_standin``: a ``sh``
   launcher running this checkout's ``updater`` with the test's Python), packages them into
   ``<feed>/v<version>/`` (archives, ``manifest.json``, ``SHA256SUMS``), signs
   ``SHA256SUMS.minisig`` and rewrites ``<feed>/releases.json``. ``build={...}`` overrides
@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release.build import build_standin
+from release.build_standin import build_standin
 from release.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index, write_feed_index
 from release.package import package_release, sign_release, trusted_comment_for
 from release.serve import serve_directory as serve_directory  # re-exported for tests
