@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from release.formats import format_sha256sums, manifest_document
-from release.package import trusted_comment_for
+from release.publish.formats import format_sha256sums, manifest_document
+from release.publish.package import trusted_comment_for
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.releases import KeyPair, make_keypair, serve_directory

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
+from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap, snapshot

@@ -982,8 +982,8 @@ def _mislabel_build(release: Path, feed: Feed, **baked: str) -> None:
     baked build info says another target or version: only running it can tell."""
     import tarfile
 
-    from release.archive import write_archive
-    from release.package import rehash_sums
+    from release.folder.archive import write_archive
+    from release.publish.package import rehash_sums
 
     scratch = release.parent / "unpacked"
     with tarfile.open(release / ARCHIVE) as tar:

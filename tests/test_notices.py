@@ -1,4 +1,4 @@
-"""release/notices.py: deterministic THIRD_PARTY_NOTICES.md from distributions and pins."""
+"""release/bill/notices.py: deterministic THIRD_PARTY_NOTICES.md from distributions and pins."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from release.components import LicenceText, normalise_text
-from release.notices import (
+from release.bill.components import LicenceText, normalise_text
+from release.bill.notices import (
     Distribution,
     NoticesError,
     PinnedArtifact,
@@ -28,7 +28,7 @@ from release.notices import (
     shipped_distributions,
     standalone_components,
 )
-from release.pins import (
+from release.pins.pinfile import (
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
     Pin,

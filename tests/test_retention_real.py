@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build_steps import make_build_info, write_bill, write_build_info
+from release.build.steps import make_build_info, write_bill, write_build_info
 from tests.support.installs import bootstrap
 from tests.support.releases import make_feed, make_keypair, serve_directory
 from updater.config.buildinfo import BuildInfo

@@ -129,7 +129,7 @@ def render_install_sh(
     """A copy of install.sh at ``dest`` trusting ``keys`` (and defaulting to ``repo``, and
     reading the machine policy at ``policy_file``), made by the same code the release
     workflow publishes it with (``mux-release install-sh``)."""
-    from release.install_script import write_install_script
+    from release.publish.install_script import write_install_script
 
     return write_install_script(Path(dest), keys=keys, repo=repo, policy_file=policy_file)
 

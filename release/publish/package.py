@@ -6,9 +6,9 @@ docs/contracts.md: one deterministic ``mux-<target>.tar.gz`` per build, its SBOM
 first), ``manifest.json`` and ``SHA256SUMS``. :func:`sign_release` adds
 ``SHA256SUMS.minisig``; :func:`rehash_sums` recomputes ``SHA256SUMS`` after a file (the
 Sigstore bundle) was added. A static feed's ``releases.json`` and its signature are
-:mod:`release.feed`'s.
+:mod:`release.publish.feed`'s.
 
-Determinism: the same build folders give the same archive bytes (:mod:`release.archive`), so
+Determinism: the same build folders give the same archive bytes (:mod:`release.folder.archive`), so
 anyone can rebuild and compare.
 """
 
@@ -20,11 +20,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from release.archive import source_date_epoch, write_archive
-from release.formats import format_sha256sums, manifest_document
-from release.layout import SBOM_NAME, PackageError, read_build_info
-from release.sbom import check_sbom_matches, sbom_asset_name
-from release.signing import SecretKey
+from release.bill.sbom import check_sbom_matches, sbom_asset_name
+from release.folder.archive import source_date_epoch, write_archive
+from release.folder.layout import SBOM_NAME, PackageError, read_build_info
+from release.publish.formats import format_sha256sums, manifest_document
+from release.publish.signing import SecretKey
 from updater.errors import MuxError, UsageError
 from updater.files import atomic_write, sha256_file
 from updater.formats.models import (

@@ -1,10 +1,10 @@
 """The stand-in build: a fast mux for tests and the release rehearsal, no PyInstaller.
 
 :func:`build_standin` writes a build folder of the same layout as the standalone build
-(:mod:`release.layout`): a POSIX ``sh`` launcher ``mux`` (starting with
-:data:`~release.layout.LAUNCHER_HEADER`, so the inventory knows it) that runs a copy of the
+(:mod:`release.folder.layout`): a POSIX ``sh`` launcher ``mux`` (starting with
+:data:`~release.folder.layout.LAUNCHER_HEADER`, so the inventory knows it) that runs a copy of the
 ``updater`` package with a given Python, its build info, the pinned artifacts and its bill, by
-the same steps (:mod:`release.build_steps`). Stand-in builds are never published.
+the same steps (:mod:`release.build.steps`). Stand-in builds are never published.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from release.build_steps import (
+from release.build.steps import (
     PACKAGE_DIR,
     check_pinned_artifacts,
     fresh_output_folder,
@@ -25,7 +25,7 @@ from release.build_steps import (
     write_bill,
     write_build_info,
 )
-from release.layout import LAUNCHER_HEADER
+from release.folder.layout import LAUNCHER_HEADER
 from updater.config.buildfolder import BUILD_INFO_NAME
 from updater.config.buildinfo import POLICY_FILE, BuildInfo
 

@@ -3,8 +3,8 @@
 :func:`write_archive` turns a ``mux-<target>/`` build folder into ``mux-<target>.tar.gz``:
 the same folder gives the same bytes (sorted members, mtime 0 or ``SOURCE_DATE_EPOCH``, owner
 0/0 with empty names, modes 0755/0644, gzip without name or timestamp), so anyone can rebuild
-and compare (:mod:`release.reproduce`). :func:`source_date_epoch` is that time, also the SBOM's
-and the signatures' when set.
+and compare (:mod:`release.build.reproduce`). :func:`source_date_epoch` is that time, also the
+SBOM's and the signatures' when set.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import os
 import tarfile
 from pathlib import Path
 
-from release.folder import DIRECTORY, LINK, build_files
-from release.layout import build_folder_name
+from release.folder.layout import build_folder_name
+from release.folder.walk import DIRECTORY, LINK, build_files
 from updater.errors import UsageError
 
 
@@ -55,7 +55,7 @@ def write_archive(build_dir: Path, target: str, destination: Path) -> None:
         directory = _tar_info(top, 0o755, mtime)
         directory.type = tarfile.DIRTYPE
         tar.addfile(directory)
-        # The folder's entries by one rule for all tools (release.folder): a link stays
+        # The folder's entries by one rule for all tools (release.folder.walk): a link stays
         # inside and names a file, so the updater's unpacking accepts it.
         for entry in build_files(root, directories=True):
             name = f"{top}/{entry.path}"

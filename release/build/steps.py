@@ -1,10 +1,10 @@
 """What every build does besides making its executable: the build info, the pinned
 artifacts, the bill.
 
-Two builders write the same layout (:mod:`release.layout`), ``<out_dir>/mux-<target>/`` with
+Two builders write the same layout (:mod:`release.folder.layout`), ``<out_dir>/mux-<target>/`` with
 the ``mux`` executable at its top and ``updater/_build_info.json`` somewhere below (see
-docs/contracts.md): :func:`release.standalone.build_standalone`, the real thing, and
-:func:`release.standin.build_standin`, a fast stand-in for tests and the release rehearsal.
+docs/contracts.md): :func:`release.build.standalone.build_standalone`, the real thing, and
+:func:`release.build.standin.build_standin`, a fast stand-in for tests and the release rehearsal.
 Both take these steps, in this order:
 
 1. :func:`make_build_info` validates the declared settings (version, protocol, target, repo,
@@ -16,13 +16,13 @@ Both take these steps, in this order:
    never downloads: the release engineer or the release workflow puts each of them, under its
    asset name, into one folder and passes it as ``artifacts_dir`` (``mux-release build
    --artifacts DIR``), e.g. with ``mux-release fetch-artifacts --target T --out DIR``
-   (:mod:`release.fetch_artifacts`). Every file is checked against its pin (size, then a
+   (:mod:`release.pins.fetch`). Every file is checked against its pin (size, then a
    streamed sha256) before anything is written, and :func:`vendor_pinned_artifacts` hashes it
    again while it copies it in as ``vendor/<name>/<asset>``, so a file that changes in between
    still fails closed. A missing file is a :class:`BuildError`, a size or digest mismatch a
    :class:`~updater.errors.VerificationError` (exit 3); either way no build folder is left
    behind. With no pins this is a no-op.
-3. :func:`write_bill` records what the folder ships (:mod:`release.bill`): the third-party
+3. :func:`write_bill` records what the folder ships (:mod:`release.bill.bill`): the third-party
    notices (``THIRD_PARTY_NOTICES.md``) and the CycloneDX SBOM, both derived from the same
    mapping of every file of the folder to its origin.
 """
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import updater
-from release.bill import write_build_bill
-from release.layout import VENDOR_DIR_NAME, build_folder_name
-from release.pins import Pin, PinnedAsset, check_file_against_pin, load_pins, shipped_pins
+from release.bill.bill import write_build_bill
+from release.folder.layout import VENDOR_DIR_NAME, build_folder_name
+from release.pins.pinfile import Pin, PinnedAsset, check_file_against_pin, load_pins, shipped_pins
 from updater.config.buildfolder import BUILD_INFO_NAME
 from updater.config.buildinfo import MAX_TRUSTED_KEYS, POLICY_FILE, BuildInfo, TrustSettings
 from updater.config.targets import TARGETS, detect_target

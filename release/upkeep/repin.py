@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from release.notices import Distribution, generate_notices
-from release.pins import (
+from release.bill.notices import Distribution, generate_notices
+from release.pins.pinfile import (
     ARTIFACTS_KEY,
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,

@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
-from release.package import rehash_sums
+from release.publish.package import rehash_sums
 from updater.formats import models
 from updater.timestamps import rfc3339
 

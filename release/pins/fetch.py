@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from release.pins import Pin, PinnedAsset, check_file_against_pin, load_pins, shipped_pins
+from release.pins.pinfile import Pin, PinnedAsset, check_file_against_pin, load_pins, shipped_pins
 from updater.cli.render import make_progress
 from updater.config import settings as mux_settings
 from updater.config.targets import TARGETS

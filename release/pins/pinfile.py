@@ -13,7 +13,7 @@ digests live in ``[artifacts.<name>.pinned.<target>]`` (``url``, ``sha256``, ``s
 
 Reading is pure (:func:`read_pins` on a parsed document); :func:`check_pins` is the offline CI
 check behind ``mux-release pins --check``. tomlkit (style-preserving) parses, so the same
-document can be edited in place by :mod:`release.repin`.
+document can be edited in place by :mod:`release.upkeep.repin`.
 """
 
 from __future__ import annotations

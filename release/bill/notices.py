@@ -40,9 +40,9 @@ from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from release.bill.components import Component, ComponentKind, LicenceText, normalise_text
 from release.checkout import REPO_ROOT
-from release.components import Component, ComponentKind, LicenceText, normalise_text
-from release.pins import Pin, PinnedAsset, load_pins, pin_marker
+from release.pins.pinfile import Pin, PinnedAsset, load_pins, pin_marker
 from release.textdiff import capped_unified_diff
 from updater.errors import MuxError
 
@@ -607,7 +607,7 @@ def render_notices(
 
 
 def _component_entry(component: Component) -> _Entry:
-    """An entry for a :class:`release.components.Component` (what a build folder ships)."""
+    """An entry for a :class:`release.bill.components.Component` (what a build folder ships)."""
     lines = [f"- Part: {component.role}", f"- Licence: {component.licence}"]
     if component.source:
         lines.insert(1, f"- From: {component.source}")

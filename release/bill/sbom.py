@@ -1,7 +1,7 @@
 """The CycloneDX SBOM of a build, from the same inventory as its notices.
 
 :func:`render_sbom` (cyclonedx-python-lib, CycloneDX 1.6 JSON) lists every component of a
-build folder (:mod:`release.inventory`) with its licence and Package URL, and nests under each
+build folder (:mod:`release.bill.inventory`) with its licence and Package URL, and nests under each
 component the files of the folder that come from it, each with its SHA-256: the SBOM is the
 build's file list. It is deterministic: the serial number is derived from the content, the
 timestamp is ``SOURCE_DATE_EPOCH`` (else 0), so two builds of one commit give the same bytes.
@@ -20,17 +20,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from release.archive import source_date_epoch
-from release.components import ComponentKind
-from release.folder import BuildFolderError, build_files
-from release.layout import SBOM_NAME
+from release.bill.components import ComponentKind
+from release.folder.archive import source_date_epoch
+from release.folder.layout import SBOM_NAME
+from release.folder.walk import BuildFolderError, build_files
 from release.textdiff import name_some
 from updater.errors import NetworkError, ParseError, VerificationError
 from updater.files import sha256_file
 
 if TYPE_CHECKING:
-    from release.components import Component
-    from release.inventory import Inventory, ShippedFile
+    from release.bill.components import Component
+    from release.bill.inventory import Inventory, ShippedFile
     from updater.sources.base import ReleaseSource
     from updater.trust.layers import VerificationLog, VerifiedRelease
 
@@ -193,7 +193,7 @@ def sbom_files(raw: bytes, *, what: str = "the SBOM") -> dict[str, str]:
 
 def folder_files(folder: Path, *, skip: tuple[str, ...] = (SBOM_NAME,)) -> dict[str, str]:
     """``{path: sha256}`` of every file (and link, by its target) below ``folder``, as
-    :func:`release.folder.build_files` lists them (one rule for links everywhere)."""
+    :func:`release.folder.walk.build_files` lists them (one rule for links everywhere)."""
     return {
         entry.path: sha256_file(entry.content)
         for entry in build_files(folder)

@@ -1,7 +1,7 @@
 """Reproducible builds as a checked property: two builds of one commit must be identical.
 
 :func:`compare_builds` packages two build folders of the same target the deterministic way
-(:func:`release.archive.write_archive`, ``SOURCE_DATE_EPOCH`` for member times) and compares
+(:func:`release.folder.archive.write_archive`, ``SOURCE_DATE_EPOCH`` for member times) and compares
 the archives byte for byte; when they differ it names the files whose bytes, modes or links
 differ, so the report says what is not reproducible. ``mux-release compare-builds A B`` runs it
 (the release workflow compares a second, independent build of one target with the first;
@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.archive import write_archive
-from release.folder import DIRECTORY, LINK, build_files
-from release.layout import read_build_info
+from release.folder.archive import write_archive
+from release.folder.layout import read_build_info
+from release.folder.walk import DIRECTORY, LINK, build_files
 from release.textdiff import name_some
 from updater.errors import MuxError, ParseError
 from updater.files import sha256_file

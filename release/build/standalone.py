@@ -2,7 +2,7 @@
 machine, and what it ships.
 
 :func:`build_standalone` makes it for the running machine's target (PyInstaller does not
-cross-compile), by the steps every build takes (:mod:`release.build_steps`): the build info is
+cross-compile), by the steps every build takes (:mod:`release.build.steps`): the build info is
 checked and baked in, the pinned artifacts checked and vendored, the bill written last.
 PyInstaller is a development dependency, run in its own process (:func:`pyinstaller_command`,
 ``release/mux.spec``) so nothing of it is imported here. The decisions about what the build
@@ -21,7 +21,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from release.build_steps import (
+from release.build.glibc import leave_out_system_libraries
+from release.build.steps import (
     PACKAGE_DIR,
     BuildError,
     check_pinned_artifacts,
@@ -32,7 +33,6 @@ from release.build_steps import (
     write_build_info,
 )
 from release.checkout import RELEASE_DIR
-from release.glibc import leave_out_system_libraries
 from updater.config.buildinfo import POLICY_FILE
 from updater.config.targets import detect_target
 from updater.errors import UsageError
@@ -121,7 +121,7 @@ def build_standalone(
         if not (built / "mux").is_file():
             raise BuildError("PyInstaller finished but produced no mux executable")
         if target.endswith("-linux-gnu"):
-            # The system's own (libgcc_s), never the build machine's copy: release/glibc.py.
+            # The system's own (libgcc_s), never the build machine's copy: release/build/glibc.py.
             leave_out_system_libraries(built)
         # Into the scratch build, so the output folder only ever appears complete.
         vendor_pinned_artifacts(pinned, built)

@@ -1,7 +1,7 @@
 """What a build folder ships, file by file: the data behind its notices and its SBOM.
 
 :func:`take_inventory` maps every file of a ``mux-<target>/`` build folder (as
-:func:`release.folder.build_files` lists it) to the component it comes from, in this order (the
+:func:`release.folder.walk.build_files` lists it) to the component it comes from, in this order (the
 first rule that claims a file wins):
 
 1. mux itself: its build info (``updater/_build_info.json``); for a stand-in also the Python
@@ -33,7 +33,7 @@ like an unmapped file.
 
 Collection does I/O (hashing, ``importlib.metadata``, ``dpkg``/``apk``); the rules are small
 functions that return the component a file belongs to, and :func:`build_inventory` alone
-records them. Rendering (:mod:`release.notices`, :mod:`release.sbom`) is pure.
+records them. Rendering (:mod:`release.bill.notices`, :mod:`release.bill.sbom`) is pure.
 """
 
 from __future__ import annotations
@@ -52,8 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from release.checkout import RELEASE_DIR, REPO_ROOT
-from release.components import (
+from release.bill.components import (
     MAPPED_BY_BYTES,
     MAPPED_BY_NAME,
     MAPPED_BY_PATH,
@@ -62,9 +61,7 @@ from release.components import (
     LicenceText,
     normalise_text,
 )
-from release.folder import BuildEntry, build_files
-from release.layout import LAUNCHER_HEADER, SBOM_NAME, VENDOR_DIR_NAME, read_build_info
-from release.notices import (
+from release.bill.notices import (
     OVERRIDES_NAME,
     Distribution,
     NoticesError,
@@ -74,7 +71,10 @@ from release.notices import (
     shipped_distributions,
     standalone_components,
 )
-from release.pins import Pin, PinnedAsset, load_pins
+from release.checkout import RELEASE_DIR, REPO_ROOT
+from release.folder.layout import LAUNCHER_HEADER, SBOM_NAME, VENDOR_DIR_NAME, read_build_info
+from release.folder.walk import BuildEntry, build_files
+from release.pins.pinfile import Pin, PinnedAsset, load_pins
 from updater.config.buildfolder import BUILD_INFO_NAME, CODE_PACKAGE, is_build_info
 from updater.config.buildinfo import NOTICES_NAME
 from updater.errors import MuxError

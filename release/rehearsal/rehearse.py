@@ -28,21 +28,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from release.bill.bill import check_build
+
 # The builders by module: a test replaces one (tests/test_rehearse.py).
-from release import build_standalone as standalone_builder
-from release import build_standin as standin_builder
-from release.bill import check_build
-from release.build_steps import make_build_info, write_bill, write_build_info
-from release.fake_sigstore import FakeSigstore
-from release.feed import sign_feed_index
-from release.glibc import required_glibc
-from release.install_script import write_install_script
-from release.layout import read_build_info
-from release.package import package_release, sign_release
-from release.reproduce import compare_builds
-from release.serve import serve_directory
-from release.signing import SecretKey, generate_keypair
-from release.verify_release import verify_release
+from release.build import standalone as standalone_builder
+from release.build import standin as standin_builder
+from release.build.glibc import required_glibc
+from release.build.reproduce import compare_builds
+from release.build.steps import make_build_info, write_bill, write_build_info
+from release.folder.layout import read_build_info
+from release.publish.feed import sign_feed_index
+from release.publish.install_script import write_install_script
+from release.publish.package import package_release, sign_release
+from release.publish.signing import SecretKey, generate_keypair
+from release.publish.verify import verify_release
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.rehearsal.serve import serve_directory
 from updater.errors import MuxError
 from updater.formats.minisign import PublicKey
 
