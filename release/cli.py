@@ -153,9 +153,8 @@ def build(
     Every artifact pinned in pins.toml ships inside the build, after its size and sha256 were
     checked against the pin (exit 3 on a mismatch, nothing written).
     """
-    # importlib.metadata, through the bill (module docstring).
-    from release.build.standalone import build_standalone
-    from release.build.standin import build_standin
+    from release.build.standalone import build_standalone  # importlib.metadata (docstring)
+    from release.build.standin import build_standin  # importlib.metadata (docstring)
 
     if not keys:
         raise UsageError("give at least one trusted minisign public key with --key")
@@ -396,7 +395,7 @@ def repin_command(
     ] = None,
 ) -> None:
     """Move a pin to a verified release asset, and regenerate the notices."""
-    from release.upkeep.repin import repin as run_repin  # httpx (module docstring)
+    from release.upkeep.repin import repin as run_repin  # httpx (docstring)
 
     result = run_repin(
         name,
@@ -464,9 +463,8 @@ def notices_command(
     pins: _PinsOption = None,
 ) -> None:
     """Write THIRD_PARTY_NOTICES.md, or (--check) fail when it is stale."""
-    # importlib.metadata (module docstring).
-    from release.bill.bill import check_build as run_check_build
-    from release.bill.notices import check_notices, generate_notices
+    from release.bill.bill import check_build as run_check_build  # importlib.metadata
+    from release.bill.notices import check_notices, generate_notices  # importlib.metadata
 
     if check_build is not None:
         if not check_build.is_dir():
@@ -539,7 +537,7 @@ def verify_command(
     ] = False,
 ) -> None:
     """Run exactly the verification `mux update` runs, and print each layer's result."""
-    from release.publish.verify import verify_release  # httpx (module docstring)
+    from release.publish.verify import verify_release  # httpx (docstring)
 
     try:
         result = verify_release(
@@ -571,7 +569,7 @@ def rehearse_command(
     keep: Annotated[bool, typer.Option("--keep", help="Keep the work folder.")] = False,
 ) -> None:
     """Rehearse a whole release offline: build, sign, attest, serve, install, update, restart."""
-    from release.rehearsal.rehearse import rehearse  # httpx, cryptography (module docstring)
+    from release.rehearsal.rehearse import rehearse  # httpx, cryptography (docstring)
 
     try:
         rehearse(standin=standin, keep=keep)
@@ -626,7 +624,7 @@ def fetch_artifacts_command(
 ) -> None:
     """Download the pinned artifacts a build for TARGET ships (and nothing else), checked
     against their pins; then `mux-release build --artifacts DIR` ships them."""
-    from release.pins.fetch import fetch_artifacts  # httpx (module docstring)
+    from release.pins.fetch import fetch_artifacts  # httpx (docstring)
 
     fetched = fetch_artifacts(
         _pins_path(pins), target, out, quiet=False, settings=settings.load(os.environ)
