@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
+from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.support.installs import bootstrap
 from tests.support.releases import make_keypair, make_release, serve_directory
 from updater.config import buildinfo

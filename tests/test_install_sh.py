@@ -957,7 +957,8 @@ def _mislabel_build(release: Path, feed: Feed, **baked: str) -> None:
     baked build info says another target or version: only running it can tell."""
     import tarfile
 
-    from release.package import rehash_sums, write_archive
+    from release.folder.archive import write_archive
+    from release.publish.package import rehash_sums
 
     scratch = release.parent / "unpacked"
     with tarfile.open(release / ARCHIVE) as tar:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from release.feed import read_index_signature
+from release.publish.feed import read_index_signature
 from tests.support.attacks import key_id, lock_is_free, mirror, seq_file
 from tests.support.installsh import (
     Site,

@@ -46,8 +46,8 @@ def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up() -> None:
 def test_a_failing_step_stops_the_rehearsal_with_its_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from release import rehearse as rehearsal
-    from release.fake_sigstore import FakeSigstore
+    from release.rehearsal import rehearse as rehearsal
+    from release.rehearsal.fake_sigstore import FakeSigstore
 
     attest = FakeSigstore.attest
 
@@ -69,8 +69,9 @@ def test_a_failing_step_stops_the_rehearsal_with_its_error(
 def test_the_reproducibility_step_fails_when_the_second_build_differs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from release import build as builder
-    from release import rehearse as rehearsal
+    from release.build import standin as builder
+    from release.build.steps import write_bill
+    from release.rehearsal import rehearse as rehearsal
 
     real_build = builder.build_standin
 
@@ -78,7 +79,7 @@ def test_the_reproducibility_step_fails_when_the_second_build_differs(
         folder = real_build(out_dir, **kwargs)
         if Path(out_dir).name == "again":  # the rehearsal's second build of the same version
             (folder / "lib" / "updater" / "stamp.py").write_text("# built at another time\n")
-            builder.write_bill(folder, None)
+            write_bill(folder, None)
         return folder
 
     monkeypatch.setattr(builder, "build_standin", differing_second_build)

@@ -15,15 +15,10 @@ from typing import Any
 
 import pytest
 
-from release.build import (
-    BuildError,
-    build_standalone,
-    build_standin,
-    make_build_info,
-    write_bill,
-    write_build_info,
-)
-from release.package import package_release, sign_release
+from release.build.standalone import build_standalone
+from release.build.standin import build_standin
+from release.build.steps import BuildError, make_build_info, write_bill, write_build_info
+from release.publish.package import package_release, sign_release
 from tests.support.realbuild import RealBuild
 from tests.support.releases import KeyPair, make_feed, make_keypair
 from updater.config.buildinfo import BuildInfo
@@ -306,7 +301,7 @@ def test_real_standalone_build_reports_its_build_info(
     assert "1 file(s) map to no notice entry: _internal/libmystery.so.1" in unmapped.stderr
     if HOST.endswith("-linux-gnu") and shutil.which("objdump"):
         # The system's libgcc_s, not this machine's copy, whose glibc need is not the floor's
-        # (release/glibc.py); what is left needs this machine's interpreter's glibc.
+        # (release/build/glibc.py); what is left needs this machine's interpreter's glibc.
         assert not list(folder.rglob("libgcc_s.so*"))
         glibc = mux_release("glibc", str(folder), "--max", "9.99")
         assert glibc.returncode == 0 and " needs glibc 2." in glibc.stdout, glibc.stderr
@@ -369,18 +364,18 @@ def elf_sections(path: Path) -> set[str]:
 def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     tmp_path: Path, real_build: RealBuild, sandbox_env: dict[str, str]
 ) -> None:
-    """The guard of release.build's exclusions: the real build on every path of mux."""
+    """The guard of release.build.standalone's exclusions: the real build on every path of mux."""
     from PyInstaller.archive.readers import CArchiveReader, ZlibArchiveReader
 
-    from release.build import (
+    from release.build.standalone import (
         NEVER_IMPORTED,
         OPTIONAL_NEVER_NEEDED,
         UNNEEDED_RUNTIME_HOOKS,
-        make_build_info,
     )
-    from release.fake_sigstore import FakeSigstore
-    from release.feed import sign_feed_index
-    from release.package import rehash_sums, sign_release
+    from release.build.steps import make_build_info
+    from release.publish.feed import sign_feed_index
+    from release.publish.package import rehash_sums, sign_release
+    from release.rehearsal.fake_sigstore import FakeSigstore
     from tests.support.imports import matching
     from tests.support.releases import serve_directory
     from tests.support.terminal import on_a_terminal
@@ -390,7 +385,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     current, _ = real_build.keys
     # What ships: no left-out module, no unneeded runtime hook, no symbol tables. Modules are
     # in the executable's module archive (PYZ), or .pyc files below _internal/ without one
-    # (release.build.MODULE_ARCHIVE), and extension modules.
+    # (release.build.standalone.MODULE_ARCHIVE), and extension modules.
     executable = CArchiveReader(str(folder / "mux"))
     assert not set(executable.toc) & set(UNNEEDED_RUNTIME_HOOKS)
     pyz = tmp_path / "PYZ.pyz"

@@ -1,4 +1,4 @@
-"""release.package and `mux-release package/sign/keygen`: deterministic, checkable releases."""
+"""release.publish.package and `mux-release package/sign/keygen`: deterministic, checkable releases."""
 
 from __future__ import annotations
 
@@ -16,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from release.build import build_standin, write_bill
-from release.feed import write_feed_index
-from release.package import (
-    PackageError,
-    package_release,
-    read_build_info,
-    rehash_sums,
-    sign_release,
-)
+from release.build.standin import build_standin
+from release.build.steps import write_bill
+from release.folder.layout import PackageError, read_build_info
+from release.publish.feed import write_feed_index
+from release.publish.package import package_release, rehash_sums, sign_release
 from tests.support.releases import (
     KeyPair,
     flip_byte,

@@ -190,7 +190,7 @@ def test_build_that_lies_about_itself(
     installed: Install, feed: Feed, lie: str, tmp_path: Path
 ) -> None:
     """A build whose checksum is published but which is not what the manifest says it is."""
-    from release.build import build_standin
+    from release.build.standin import build_standin
 
     settings = (
         {"report_version": "9.9.9"}

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from release.serve import serving
+from release.rehearsal.serve import serving
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import Feed, make_feed, serve_directory
 from tests.support.servers import (

@@ -1,8 +1,8 @@
 """Real releases, feeds and a loopback server for end-to-end tests.
 
-Everything here goes through the production code (``release.build``, ``release.package``,
-``release.signing``), so a test that installs or updates from these releases exercises the
-same bytes a real release would have. Typical use::
+Everything here goes through the production code (``release.build.standin``,
+``release.publish.package``, ``release.publish.signing``), so a test that installs or updates
+from these releases exercises the same bytes a real release would have. Typical use::
 
     from tests.support.releases import make_feed, make_keypair, make_release, serve_directory
 
@@ -20,21 +20,21 @@ What you get:
 
 * :func:`make_keypair` makes a minisign key pair with our generator (password-protected,
   with cheap scrypt settings so signing takes milliseconds; the real ``minisign`` accepts it).
-* :func:`make_release` builds stand-in builds (``release.build.build_standin``: a ``sh``
+* :func:`make_release` builds stand-in builds (``release.build.standin.build_standin``: a ``sh``
   launcher running this checkout's ``updater`` with the test's Python), packages them into
   ``<feed>/v<version>/`` (archives, ``manifest.json``, ``SHA256SUMS``), signs
   ``SHA256SUMS.minisig`` and rewrites ``<feed>/releases.json``. ``build={...}`` overrides
   ``build_standin`` keyword arguments (``report_version``, ``report_target``, ``python``,
   ``minisign_keys``, ``repo``); ``sign=False`` leaves the release unsigned; ``extra_files``
   are copied in and covered by ``SHA256SUMS`` (add a Sigstore bundle this way, or later with
-  ``release.package.rehash_sums`` and then :func:`sign_release_dir`). ``post_build`` is
+  ``release.publish.package.rehash_sums`` and then :func:`sign_release_dir`). ``post_build`` is
   called with each build folder before it is packaged (``tests.support.standins``).
 * :func:`make_feed` makes a whole feed of several releases with one key pair (given, else
   this process's :func:`default_keypair`). A release asked for again with the same build
   settings, targets and release time is packaged once per process and copied (then signed
   with its own timestamp): the tests' feeds cost a copy, not a build.
 * :func:`sign_index` (re)signs a feed's ``releases.json`` (``releases.json.minisig``, through
-  ``release.feed``) with a chosen ``seq``, ``expires`` and ``timestamp``: stale, rolled-back
+  ``release.publish.feed``) with a chosen ``seq``, ``expires`` and ``timestamp``: stale, rolled-back
   and expired feeds. :func:`make_release` and :func:`make_feed` sign the index as they go
   (``seq`` 1, 2, ... unless told), valid for 14 days.
 * :func:`serve_directory` serves a folder over real HTTP on 127.0.0.1;
@@ -63,12 +63,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release.build import build_standin
-from release.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index, write_feed_index
-from release.package import package_release, sign_release, trusted_comment_for
-from release.serve import serve_directory as serve_directory  # re-exported for tests
-from release.serve import serve_handler
-from release.signing import SecretKey, generate_keypair
+from release.build.standin import build_standin
+from release.publish.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index, write_feed_index
+from release.publish.package import package_release, sign_release, trusted_comment_for
+from release.publish.signing import SecretKey, generate_keypair
+from release.rehearsal.serve import serve_directory as serve_directory  # re-exported for tests
+from release.rehearsal.serve import serve_handler
 from updater.config.targets import detect_target
 from updater.formats.minisign import PublicKey
 from updater.formats.models import (

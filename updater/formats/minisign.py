@@ -9,7 +9,7 @@ Formats (jedisct1/minisign ``src/minisign.h``):
   message.
 
 The client only ever checks signatures: secret keys, key generation and signing live in
-:mod:`release.signing`, which the installed mux does not carry. Parsing failures raise
+:mod:`release.publish.signing`, which the installed mux does not carry. Parsing failures raise
 :class:`ParseError` (keys) or :class:`VerificationError` (signatures); :func:`verify` raises
 nothing but :class:`VerificationError`. ``cryptography`` is imported only when a signature is
 checked.

@@ -3,7 +3,7 @@
 A release holds ``mux-<target>.tar.gz`` per target, ``manifest.json``, ``SHA256SUMS``,
 ``SHA256SUMS.minisig`` and ``mux-<version>.sigstore.json``. A static feed adds
 ``releases.json``. Every parser raises :class:`ParseError` and nothing else; unknown fields
-are ignored. The writers are release tooling (:mod:`release.formats`). ``packaging`` is
+are ignored. The writers are release tooling (:mod:`release.publish.formats`). ``packaging`` is
 imported on first use, so that the cached check can import this module for free.
 """
 

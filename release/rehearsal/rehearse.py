@@ -14,11 +14,13 @@ rehearsal with its error.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,7 +28,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from release.bill.bill import check_build
+
+# The builders by module: a test replaces one (tests/test_rehearse.py).
+from release.build import standalone as standalone_builder
+from release.build import standin as standin_builder
+from release.build.glibc import required_glibc
+from release.build.reproduce import compare_builds
+from release.build.steps import make_build_info, write_bill, write_build_info
+from release.folder.layout import read_build_info
+from release.publish.feed import sign_feed_index
+from release.publish.install_script import write_install_script
+from release.publish.package import package_release, sign_release
+from release.publish.signing import SecretKey, generate_keypair
+from release.publish.verify import verify_release
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.rehearsal.serve import serve_directory
 from updater.errors import MuxError
+from updater.formats.minisign import PublicKey
 
 REHEARSAL_REPO = "mux-rehearsal/mux"
 
@@ -112,9 +131,6 @@ def _status_line(status: dict[str, Any]) -> str:
 
 def _standalone_build_unavailable() -> str | None:
     """Why PyInstaller cannot build here, if it cannot (it needs objdump on Linux)."""
-    import importlib.util
-    import sys
-
     if importlib.util.find_spec("PyInstaller") is None:
         return "PyInstaller is not installed (it is a development dependency: uv sync)"
     if sys.platform.startswith("linux") and shutil.which("objdump") is None:
@@ -149,25 +165,6 @@ def rehearse(
 
 
 def _run_steps(r: Rehearsal, runtime: Path) -> None:
-    from release.build import (
-        build_standalone,
-        build_standin,
-        make_build_info,
-        write_bill,
-        write_build_info,
-    )
-    from release.fake_sigstore import FakeSigstore
-    from release.feed import sign_feed_index
-    from release.install_script import write_install_script
-    from release.package import (
-        package_release,
-        read_build_info,
-        sign_release,
-    )
-    from release.serve import serve_directory
-    from release.signing import SecretKey, generate_keypair
-    from updater.formats.minisign import PublicKey
-
     keys: dict[str, Any] = {}
     builds: dict[str, Path] = {}
     feed = r.workdir / "feed"
@@ -183,14 +180,14 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         old = r.workdir / "builds" / r.old_version
         new = r.workdir / "builds" / r.new_version
         if r.standin:
-            builds[r.old_version] = build_standin(
+            builds[r.old_version] = standin_builder.build_standin(
                 old,
                 version=r.old_version,
                 protocol_version=r.old_protocol,
                 repo=REHEARSAL_REPO,
                 minisign_keys=key,
             )
-            builds[r.new_version] = build_standin(
+            builds[r.new_version] = standin_builder.build_standin(
                 new,
                 version=r.new_version,
                 protocol_version=r.new_protocol,
@@ -201,7 +198,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         else:
             # One PyInstaller build; the second release is the same binary with the next
             # version's build info baked in, which is all a version and protocol bump changes.
-            folder = build_standalone(
+            folder = standalone_builder.build_standalone(
                 old,
                 version=r.old_version,
                 protocol_version=r.old_protocol,
@@ -229,8 +226,6 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         ]
 
     def check_build_bill() -> list[str]:
-        from release.bill import check_build
-
         folder = builds[r.old_version]
         bill = check_build(folder, pins_path=None)  # the rehearsal ships no pinned artifact
         lines = [
@@ -238,14 +233,10 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
             "THIRD_PARTY_NOTICES.md and sbom.cdx.json are current",
         ]
         if not r.standin and folder.name.endswith("-linux-gnu") and shutil.which("objdump"):
-            from release.glibc import required_glibc
-
             lines.append(f"glibc: {required_glibc(folder).describe()}")
         return lines
 
     def reproduce() -> list[str]:
-        from release.reproduce import compare_builds
-
         again = r.workdir / "builds" / "again"
         settings: dict[str, Any] = {
             "version": r.old_version,
@@ -253,7 +244,9 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
             "repo": REHEARSAL_REPO,
             "minisign_keys": [keys["public"]],
         }
-        build_again = build_standin if r.standin else build_standalone
+        build_again = (
+            standin_builder.build_standin if r.standin else standalone_builder.build_standalone
+        )
         second = build_again(again, **settings)
         result = compare_builds(builds[r.old_version], second)
         return [
@@ -262,8 +255,6 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         ]
 
     def verify_releases() -> list[str]:
-        from release.verify_release import verify_release
-
         lines = []
         for version in (r.old_version, r.new_version):
             result = verify_release(
