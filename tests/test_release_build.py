@@ -24,6 +24,7 @@ from tests.support.releases import KeyPair, make_feed, make_keypair
 from updater.config.buildinfo import BuildInfo
 from updater.config.targets import TARGETS, detect_target
 from updater.errors import ParseError, UsageError
+from updater.install.layout import files_list
 
 HOST = detect_target()
 OTHER = next(t for t in TARGETS if t != HOST)
@@ -100,7 +101,14 @@ def test_standin_layout(tmp_path: Path, keys: tuple[KeyPair, KeyPair]) -> None:
     assert (folder / "lib" / "mux_entry.py").is_file()
     package = folder / "lib" / "updater"
     assert (package / "__main__.py").is_file() and (package / "config" / "buildinfo.py").is_file()
-    assert not list(folder.rglob("__pycache__")) and not list(folder.rglob("*.pyc"))
+    # Its modules compiled, as a real build ships them: one hash-checked .pyc per source,
+    # in the source's own __pycache__, and nothing else.
+    compiled = sorted(folder.rglob("*.pyc"))
+    assert {p.parent.parent / (p.name.split(".")[0] + ".py") for p in compiled} == set(
+        package.rglob("*.py")
+    )
+    assert all(p.parent.name == "__pycache__" for p in compiled)
+    assert all(int.from_bytes(p.read_bytes()[4:8], "little") == 0b11 for p in compiled)
     baked = json.loads((package / "_build_info.json").read_text())
     assert baked == expected_info("0.2.0", 4, HOST, "o/r", [current.public_key])
     check = subprocess.run(["sh", "-n", str(launcher)], capture_output=True)
@@ -178,6 +186,8 @@ def test_packaged_standin_installed_by_hand_reports_its_build_info(
     )
     package_release([folder], tmp_path / "rel", released_at="2024-01-01T00:00:00Z")
     mux = install_by_hand(tmp_path / "rel" / f"mux-{HOST}.tar.gz", tmp_path / "home", "0.3.1")
+    installed_folder = tmp_path / "home" / "versions" / "0.3.1"
+    listed_before = files_list(installed_folder)
 
     expected = expected_info(
         "0.3.1", 6, HOST, "owner/mux", [current.public_key, following.public_key]
@@ -198,8 +208,9 @@ def test_packaged_standin_installed_by_hand_reports_its_build_info(
         )
         assert by_path.returncode == 0, (shell, by_path.stderr)
         assert json.loads(by_path.stdout) == expected
-    # Running it wrote nothing into the installed folder (its file list is re-checked later).
-    assert not list((tmp_path / "home" / "versions").rglob("__pycache__"))
+    # Running it wrote nothing into the installed folder (its file list is re-checked later):
+    # every file there is one the archive holds, with its bytes.
+    assert files_list(installed_folder) == listed_before
 
 
 def test_launcher_without_readlink_f_follows_relative_links(

@@ -455,8 +455,10 @@ def _claim_mux(rel: str | None, sources: _Sources) -> Component | None:
     if rel == f"{CODE_PACKAGE}/{BUILD_INFO_NAME}" or (
         not sources.standalone
         and rel is not None
-        and rel.endswith(".py")
-        and (rel.startswith("updater/") or rel == "mux_entry.py")
+        and (
+            (rel.startswith("updater/") and rel.endswith((".py", ".pyc")))
+            or rel == "mux_entry.py"
+        )
     ):
         return _mux_component(sources)
     return None

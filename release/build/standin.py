@@ -9,14 +9,17 @@ the same steps (:mod:`release.build.steps`). Stand-in builds are never published
 
 from __future__ import annotations
 
+import py_compile
 import shlex
 import shutil
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from release.build.steps import (
     PACKAGE_DIR,
+    BuildError,
     check_pinned_artifacts,
     fresh_output_folder,
     make_build_info,
@@ -31,11 +34,44 @@ from updater.config.buildinfo import POLICY_FILE, BuildInfo
 
 
 def _copy_updater_package(destination: Path) -> None:
+    """The checkout's ``updater`` package, with its modules compiled, as a real build ships
+    them (in its module archive): a stand-in's every start would otherwise compile them all.
+
+    The bytecode is checked against its source by hash, not by time: an archive's members
+    carry one normalised time (release.folder.archive), and a test that edits a stand-in's
+    module gets that module compiled from its new source, as any Python would."""
     shutil.copytree(
         PACKAGE_DIR,
         destination,
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc", BUILD_INFO_NAME),
     )
+    # In a process of its own with a fixed hash seed: the order a set literal is marshalled
+    # in follows its strings' hashes, which are random in every other process.
+    compiled = subprocess.run(
+        [
+            *(sys.executable, "-E", "-c", _COMPILE, str(destination)),
+            py_compile.PycInvalidationMode.CHECKED_HASH.name,
+        ],
+        env={"PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if compiled.returncode != 0:
+        raise BuildError(
+            f"cannot compile the updater package copied into {destination}: "
+            + (compiled.stdout + compiled.stderr).strip()[-300:]
+        )
+
+
+# ddir: the name the bytecode records for its source, not this folder's, so that two builds
+# are identical.
+_COMPILE = """\
+import compileall, py_compile, sys
+mode = py_compile.PycInvalidationMode[sys.argv[2]]
+ok = compileall.compile_dir(sys.argv[1], ddir="updater", quiet=1, invalidation_mode=mode)
+sys.exit(0 if ok else 1)
+"""
 
 
 _LAUNCHER = (
