@@ -456,8 +456,7 @@ def _claim_mux(rel: str | None, sources: _Sources) -> Component | None:
         not sources.standalone
         and rel is not None
         and (
-            (rel.startswith("updater/") and rel.endswith((".py", ".pyc")))
-            or rel == "mux_entry.py"
+            (rel.startswith("updater/") and rel.endswith((".py", ".pyc"))) or rel == "mux_entry.py"
         )
     ):
         return _mux_component(sources)

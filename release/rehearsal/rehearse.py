@@ -65,6 +65,9 @@ class Rehearsal:
     steps: list[tuple[str, float]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     feed_url: str = ""
+    # A standalone build of this checkout (mux-release build) to start from instead of
+    # building one: its build info is re-baked for each release, as the second release's is.
+    prebuilt: Path | None = None
 
     @property
     def new_protocol(self) -> int:
@@ -139,9 +142,21 @@ def _standalone_build_unavailable() -> str | None:
 
 
 def rehearse(
-    *, standin: bool = False, keep: bool = False, say: Callable[[str], None] = print
+    *,
+    standin: bool = False,
+    keep: bool = False,
+    build: Path | None = None,
+    say: Callable[[str], None] = print,
 ) -> Rehearsal:
-    """Run the rehearsal; raises :class:`RehearsalError` at the first failing step."""
+    """Run the rehearsal; raises :class:`RehearsalError` at the first failing step.
+
+    ``build``: a standalone build of this checkout (``mux-release build``) to rehearse with
+    instead of making one; the reproducibility step still builds once and compares."""
+    if build is not None and (standin or not (Path(build) / "mux").is_file()):
+        raise RehearsalError(
+            f"--build {build}: give a standalone build folder (mux-release build), "
+            "without --standin"
+        )
     workdir = Path(tempfile.mkdtemp(prefix="mux-rehearsal-"))
     # Unix socket paths are short: keep the runtime dir directly under /tmp.
     runtime = Path(
@@ -153,7 +168,7 @@ def rehearse(
         if reason:
             say(f"note: using stand-in builds instead of standalone ones: {reason}")
             standin = True
-    r = Rehearsal(workdir=workdir, standin=standin, say=say)
+    r = Rehearsal(workdir=workdir, standin=standin, say=say, prebuilt=build)
     say(f"rehearsing a release of mux {r.old_version} → {r.new_version} in {workdir}")
     try:
         _run_steps(r, runtime)
@@ -162,6 +177,31 @@ def rehearse(
     total = sum(seconds for _, seconds in r.steps)
     say(f"rehearsal passed: {len(r.steps)} steps in {total:.1f} s")
     return r
+
+
+def _rebaked(
+    source: Path,
+    out: Path,
+    version: str,
+    protocol: int,
+    keys: list[str],
+    read_info: Callable[[Path], Any],
+) -> Path:
+    """A copy of the standalone build ``source`` in ``out`` as ``version`` (``protocol``),
+    trusting ``keys``: what ``mux-release build`` would have made of this checkout."""
+    folder = out / source.name
+    shutil.copytree(source, folder, symlinks=True)
+    (package_dir,) = {p.parent for p in folder.rglob("_build_info.json")}
+    info = make_build_info(
+        version=version,
+        protocol_version=protocol,
+        target=read_info(source).target,
+        repo=REHEARSAL_REPO,
+        minisign_keys=keys,
+    )
+    write_build_info(package_dir, info)
+    write_bill(folder, None)  # its notices and SBOM name this version
+    return folder
 
 
 def _run_steps(r: Rehearsal, runtime: Path) -> None:
@@ -198,13 +238,18 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         else:
             # One PyInstaller build; the second release is the same binary with the next
             # version's build info baked in, which is all a version and protocol bump changes.
-            folder = standalone_builder.build_standalone(
-                old,
-                version=r.old_version,
-                protocol_version=r.old_protocol,
-                repo=REHEARSAL_REPO,
-                minisign_keys=key,
-            )
+            if r.prebuilt is None:
+                folder = standalone_builder.build_standalone(
+                    old,
+                    version=r.old_version,
+                    protocol_version=r.old_protocol,
+                    repo=REHEARSAL_REPO,
+                    minisign_keys=key,
+                )
+            else:
+                folder = _rebaked(
+                    r.prebuilt, old, r.old_version, r.old_protocol, key, read_build_info
+                )
             builds[r.old_version] = folder
             builds[r.new_version] = new / folder.name
             shutil.copytree(folder, builds[r.new_version], symlinks=True)
@@ -218,7 +263,9 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
             )
             write_build_info(package_dir, info)
             write_bill(builds[r.new_version], None)  # its notices and SBOM name the new version
-            kind = "a standalone PyInstaller one-folder build"
+            kind = "a standalone PyInstaller one-folder build" + (
+                f" (from {r.prebuilt})" if r.prebuilt is not None else ""
+            )
         return [
             f"{kind}: mux {r.old_version} (protocol {r.old_protocol}) and "
             f"mux {r.new_version} (protocol {r.new_protocol})",
