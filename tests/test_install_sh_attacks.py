@@ -833,6 +833,7 @@ def test_the_lock_file_is_never_removed_so_every_run_locks_the_same_inode(
         assert installed(env) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", ["dash", "bash", "busybox", "ksh93", "mksh", "yash", "posh"])
 def test_the_lock_is_held_for_the_whole_run_in_every_shell(
     shell: str, feed: Feed, script: Path, env: dict[str, str], served: Site

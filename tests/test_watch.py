@@ -226,6 +226,7 @@ def recording(feed: Feed) -> Iterator[RecordingFeed]:
             recorder.stop()
 
 
+@pytest.mark.slow
 def test_the_background_check_runs_on_schedule_and_survives_the_feed_going_away(
     tmp_path, sandbox_env, feed, recording
 ):
@@ -280,6 +281,7 @@ def test_the_background_check_runs_on_schedule_and_survives_the_feed_going_away(
     assert watcher.wait(10) == 0
 
 
+@pytest.mark.slow
 def test_a_check_by_either_counts_for_both(tmp_path, sandbox_env, feed, recording):
     mux = bootstrap(
         tmp_path,
@@ -301,6 +303,7 @@ def test_a_check_by_either_counts_for_both(tmp_path, sandbox_env, feed, recordin
     assert mux.run("server", "stop").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_server_answers_its_own_checks_answer_to_a_sidebar(
     tmp_path, sandbox_env, feed, recording
 ):
@@ -342,6 +345,7 @@ def plugin_script() -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", ["dash", "sh", "busybox"])
 def test_the_documented_plugin_runs(tmp_path, sandbox_env, feed, recording, shell):
     command = [shell] if shell != "busybox" else ["busybox", "sh"]
