@@ -154,7 +154,11 @@ class NotReadable(Exception):
 
 
 def read_small_file(
-    path: str, limit: int, *, inspect: Callable[[os.stat_result], None] | None = None
+    path: str,
+    limit: int,
+    *,
+    inspect: Callable[[os.stat_result], None] | None = None,
+    follow_links: bool = True,
 ) -> bytes | None:
     """The bytes of the regular file at ``path``, at most ``limit`` of them; None when nothing
     is there (a link to nothing included: the caller may ask ``os.path.lexists``).
@@ -163,12 +167,19 @@ def read_small_file(
     never by a name that may change between a check and the read: anything but a regular
     file, or one longer than ``limit``, raises :class:`NotReadable`. ``inspect`` sees the
     opened file's status before a byte is read (the machine policy's owner rules).
+    ``follow_links=False``: a symbolic link at ``path`` itself is not followed (``O_NOFOLLOW``)
+    and raises :class:`NotReadable`.
     """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if not follow_links and _is_link(path):  # ELOOP, whose number differs by system
+            raise NotReadable("it is a symbolic link") from None
         raise NotReadable(exc.strerror or str(exc)) from None
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(fd)
@@ -183,3 +194,10 @@ def read_small_file(
     if len(raw) > limit:
         raise NotReadable(f"it is larger than {limit} bytes")
     return raw
+
+
+def _is_link(path: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
