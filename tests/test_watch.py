@@ -102,6 +102,17 @@ def event(line: str | None) -> tuple[str, dict[str, Any]]:
     return doc["type"], doc["data"]
 
 
+def watch_start(lines: Lines) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The first two lines of `mux server watch`: the server's status line itself, then the
+    `server` event (the server as `mux server status --json` lists it)."""
+    status = json.loads(lines.next() or "")
+    assert status["service"] == "mux", status  # what plugins of the status-line contract check
+    assert "address" not in status and "status" not in status
+    kind, entry = event(lines.next())
+    assert kind == "server", kind
+    return status, entry
+
+
 def update(install: Install, version: str, code: int) -> None:
     result = install.run("update", "--version", version)
     assert result.returncode == code, (result.stdout, result.stderr)
@@ -119,14 +130,23 @@ def test_watchers_see_each_event_once_and_in_order(tmp_path, sandbox_env, feed):
         address = str(Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.sock")
         watchers = [spawn(mux, "server", "watch") for _ in range(3)]
         for _process, lines in watchers:
-            first = json.loads(lines.next() or "")
-            assert (first["address"], first["state"], first["version"]) == (
+            first, entry = watch_start(lines)
+            assert (first["protocol_version"], first["version"]) == (2, "1.0.0")
+            assert set(first) == {
+                "service",
+                "protocol_version",
+                "version",
+                "pid",
+                "started_at",
+                "executable",
+            }
+            assert first["executable"] == str((mux.home / "versions" / "1.0.0" / "mux").resolve())
+            assert (entry["address"], entry["state"], entry["version"]) == (
                 address,
                 "live",
                 "1.0.0",
             )
-            assert first["protocol_version"] == 2 and first["status"]["protocol_version"] == 2
-            assert first["executable"] == str((mux.home / "versions" / "1.0.0" / "mux").resolve())
+            assert entry["executable"] == first["executable"] and "status" not in entry
 
         update(mux, "1.1.0", 0)
         for _process, lines in watchers:
@@ -141,7 +161,7 @@ def test_watchers_see_each_event_once_and_in_order(tmp_path, sandbox_env, feed):
         update(mux, "1.2.0", 20)
         # A watcher that connects now gets what is in force: the link's version, the restart.
         late, late_lines = spawn(mux, "server", "watch")
-        assert json.loads(late_lines.next() or "")["version"] == "1.0.0"
+        assert watch_start(late_lines)[0]["version"] == "1.0.0"
         assert [event(late_lines.next())[0] for _ in range(2)] == [
             "update-installed",
             "restart-needed",
@@ -241,7 +261,7 @@ def test_the_background_check_runs_on_schedule_and_survives_the_feed_going_away(
     assert mux.run("server", "start").returncode == 0
     log = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.log"
     watcher, lines = spawn(mux, "server", "watch")
-    assert json.loads(lines.next() or "")["version"] == "1.0.0"
+    assert watch_start(lines)[0]["version"] == "1.0.0"
     kind, data = event(lines.next())
     assert (kind, data["version"], data["tag"]) == ("update-available", "1.2.0", "v1.2.0")
 
@@ -607,7 +627,8 @@ def test_the_link_watch_notices_a_move_within_two_seconds(tmp_path):
 
 
 def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
-    """The policy's ``updates = "disabled"`` reaches the server through Settings."""
+    """The policy's ``updates = "disabled"`` reaches the server through Settings: the
+    schedule runs (the policy may allow checks later), and asks before each check."""
     from updater.config.settings import Settings
     from updater.daemon.notices import ServerNotices
 
@@ -627,7 +648,8 @@ def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
         )
         notices.start()
         try:
-            assert (notices._check is not None) == expect_check, updates
+            assert notices._check is not None
+            assert notices._check_allowed() == expect_check, updates
             off = "background update checks are off (the machine policy disables updates)"
             assert (off in logged) == (not expect_check)
         finally:
@@ -708,7 +730,7 @@ def test_a_rollback_to_a_compatible_version_withdraws_restart_needed(tmp_path, s
         )
         assert mux.run("server", "start").returncode == 0
         early, lines = spawn(mux, "server", "watch")
-        assert json.loads(lines.next() or "")["version"] == "1.0.0"
+        assert watch_start(lines)[0]["version"] == "1.0.0"
         update(mux, "1.1.0", 0)
         update(mux, "1.2.0", 20)
         rolled = mux.run("update", "--rollback")
@@ -721,8 +743,8 @@ def test_a_rollback_to_a_compatible_version_withdraws_restart_needed(tmp_path, s
             ("update-installed", "1.1.0"),
         ]
         late, late_lines = spawn(mux, "server", "watch")
-        first = json.loads(late_lines.next() or "")
-        assert (first["version"], first["restart_needed"]) == ("1.0.0", False)
+        first, entry = watch_start(late_lines)
+        assert (first["version"], entry["restart_needed"]) == ("1.0.0", False)
         kind, data = event(late_lines.next())
         assert (kind, data["version"], data["compatible"]) == ("update-installed", "1.1.0", True)
         assert mux.run("server", "stop").returncode == 0
@@ -766,40 +788,35 @@ def test_an_answer_counts_only_for_the_build_that_checked(tmp_path, sandbox_env,
     assert again.returncode == 10 and json.loads(again.stdout)["cached"] is True
 
 
-def _hub_stream(hub: WatchHub) -> tuple[socket.socket, threading.Thread, list[bool]]:
+def _hub_stream(hub: WatchHub) -> tuple[socket.socket, threading.Thread | None]:
     """One watcher on ``hub`` over a real socket pair: (the reader's end, the stream's thread,
-    whether it was accepted)."""
+    None when the hub refused it)."""
     reader, server_side = socket.socketpair()
-    accepted: list[bool] = []
-
-    def run() -> None:
-        try:
-            hub.serve(server_side, accepted.append, {"service": "mux"})
-        finally:
-            server_side.close()
-
-    thread = threading.Thread(target=run, daemon=True)
+    watcher = hub.admit({"service": "mux"})
+    if watcher is None:
+        server_side.close()
+        return reader, None
+    thread = threading.Thread(target=hub.stream, args=(server_side, watcher, b""), daemon=True)
     thread.start()
-    wait_until(lambda: accepted, timeout=5, what="the stream to begin")
-    return reader, thread, accepted
+    return reader, thread
 
 
 def test_a_watcher_that_hangs_up_frees_its_place_at_once():
     hub = WatchHub(max_watchers=1)
     try:
-        reader, thread, accepted = _hub_stream(hub)
-        assert accepted == [True]
+        reader, thread = _hub_stream(hub)
+        assert thread is not None
         reader.settimeout(5)
         assert reader.recv(4096).startswith(b'{"service"')
-        _other, _thread, refused = _hub_stream(hub)
-        assert refused == [False]  # the one place is taken
+        _other, refused = _hub_stream(hub)
+        assert refused is None  # the one place is taken
         reader.close()
         # Gone at once, not at the next heartbeat (15 s) or event.
         wait_until(lambda: hub.watcher_count == 0, timeout=5, what="the place to be freed")
         thread.join(5)
         assert not thread.is_alive()
-        again, _thread, taken = _hub_stream(hub)
-        assert taken == [True]
+        again, taken = _hub_stream(hub)
+        assert taken is not None
         again.close()
     finally:
         hub.close("the test is over")
@@ -809,7 +826,7 @@ def test_an_idle_stream_sends_heartbeats_that_the_client_skips(monkeypatch):
     monkeypatch.setattr(hub_module, "HEARTBEAT", 0.2)
     hub = WatchHub()
     try:
-        reader, _thread, _accepted = _hub_stream(hub)
+        reader, _thread = _hub_stream(hub)
         reader.settimeout(10)
         received = b""
         while received.count(b"\n") < 3:
@@ -845,7 +862,7 @@ def test_watch_gives_up_on_a_server_that_hangs_mid_stream(mux_runtime_dir):
         text=True,
     )
     lines = Lines(process)
-    assert json.loads(lines.next() or "")["state"] == "live"
+    assert watch_start(lines)[1]["state"] == "live"
     os.kill(pid, signal.SIGSTOP)
     try:
         assert process.wait(30) == 1
