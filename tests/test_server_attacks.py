@@ -45,7 +45,7 @@ from tests.support.users import (
 )
 from updater.daemon.connections import REQUEST_DEADLINE
 from updater.servers import control
-from updater.servers.client import parse_server_address, query_server
+from updater.servers.client import connect_unix, parse_server_address, query_server
 from updater.servers.watch import open_watch
 
 __all__ = ["mux_runtime_dir", "other_users"]  # fixtures, imported for pytest
@@ -112,9 +112,10 @@ def first_watch_line(address: str | Path) -> dict:
 
 
 def unix_client(path: Path) -> socket.socket:
+    """A connection to ``path``, waiting (10 s at most) while its listen queue is full."""
     client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     client.settimeout(10)
-    client.connect(str(path))
+    connect_unix(client, str(path), time.monotonic() + 10)
     return client
 
 
@@ -530,6 +531,7 @@ def test_a_socket_folder_others_can_write_is_refused(other_users, mode):
         socket_path = shared / "s.sock"
         for args in (["start"], ["run"]):
             result = mux_as(OWNER_UID, ["server", *args, "--socket", str(socket_path)], env)
+            assert precious.read_text() == other.read_text() == "precious\n", args
             assert result.returncode == 1, (args, result.stdout, result.stderr)
             assert result.stderr.count("\n") == 1, result.stderr
             assert "other users can write to it" in result.stderr, result.stderr
@@ -551,6 +553,7 @@ def test_a_link_or_a_hard_link_where_a_server_writes_is_never_followed(mux_runti
         ("locked", "locked.sock.lock: it is a symbolic link"),
     ):
         result = mux("server", "start", "--name", name)
+        assert precious.read_text() == "precious\n", name
         assert result.returncode == 1, (name, result.stdout, result.stderr)
         assert said in result.stderr, result.stderr
         assert query_server(str(mux_runtime_dir / f"{name}.sock")).state == "stale"
