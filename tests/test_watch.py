@@ -31,7 +31,7 @@ import pytest
 
 from release.serve import serving
 from tests.support.installs import Install, bootstrap
-from tests.support.releases import Feed, make_feed, serve_directory
+from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
 from tests.support.servers import (
     mux_runtime_dir,
     start_fake_server,
@@ -927,3 +927,170 @@ def test_the_check_interval_has_a_floor(source, asked, used):
     settings = SimpleNamespace(update_check_interval=asked, source=source)
     assert check_interval(settings, heard.append) == used  # type: ignore[arg-type]
     assert bool(heard) == (0 < asked < used)
+
+
+# -- issue 24: the policy as it changes, and the first line ----------------------------------
+
+
+class RawStream:
+    """A watch stream read straight from the socket by a thread: every line, heartbeats too."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(str(path))
+        self.sock.sendall(b"GET /api/watch HTTP/1.0\r\n\r\n")
+        self._lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        buffer, head_done = b"", False
+        with contextlib.suppress(OSError):
+            while data := self.sock.recv(65536):
+                buffer += data
+                if not head_done and b"\r\n\r\n" in buffer:
+                    head, buffer = buffer.split(b"\r\n\r\n", 1)
+                    assert head.startswith(b"HTTP/1.0 200"), head
+                    head_done = True
+                while head_done and b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    self._lines.put(json.loads(line))
+        self._lines.put(None)
+
+    def next(self, timeout: float = 30.0) -> dict[str, Any] | None:
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line within {timeout:g}s") from None
+
+    def next_event(self, timeout: float = 30.0) -> tuple[str, dict[str, Any]]:
+        """The next line that is not a heartbeat."""
+        while True:
+            line = self.next(timeout)
+            assert line is not None, "the stream ended"
+            if line.get("type") != "heartbeat":
+                return line["type"], line["data"]
+
+
+def test_a_running_server_follows_the_machine_policy_as_it_changes(tmp_path, sandbox_env):
+    """The policy switched to check-only, then disabled, then enabled again while a server
+    runs: its watchers are told what installs the update as the policy now says, a new
+    watcher gets only what the policy allows, and no check child runs while it disables
+    updates."""
+    policy = tmp_path / "root" / "etc" / "mux" / "policy.toml"
+    policy.parent.mkdir(parents=True)
+    keypair = make_keypair(tmp_path / "keys")
+    feed_dir = tmp_path / "feed"
+    now = int(time.time())
+    for number, version in enumerate(("1.0.0", "1.1.0")):
+        make_release(
+            feed_dir,
+            version,
+            protocol_version=2,
+            keypair=keypair,
+            build={"policy_file": str(policy)},  # what the installed build reads
+            signed_at=now - 3600 * (2 - number),
+        )
+    recording = RecordingFeed(feed_dir)
+    recording.start()
+
+    def set_policy(updates: str) -> None:
+        temporary = policy.with_name(".policy.toml.tmp")
+        temporary.write_text(f'updates = "{updates}"\n')
+        temporary.chmod(0o644)
+        os.replace(temporary, policy)
+
+    try:
+        mux = bootstrap(
+            tmp_path, sandbox_env, source=recording.url, version="1.0.0",
+            public_key=keypair.public_key,
+        )  # fmt: skip
+        mux.env["MUX_UPDATE_CHECK_INTERVAL"] = "1"
+        assert mux.run("server", "start").returncode == 0
+        path = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.sock"
+        log = path.with_name("default.log")
+        watcher = RawStream(path)
+        assert watcher.next() is not None  # the status line
+        kind, data = watcher.next_event()
+        assert (kind, data["version"], data["install_command"]) == (
+            "update-available",
+            "1.1.0",
+            "mux update",
+        )
+
+        set_policy("check-only")
+        # Said again to the watcher as the policy now has it: no command, the policy manages.
+        kind, data = watcher.next_event()
+        assert (kind, data["install_command"], data["managed_by"]["kind"]) == (
+            "update-available",
+            None,
+            "policy",
+        )
+        late = RawStream(path)
+        assert late.next() is not None
+        kind, data = late.next_event()
+        assert (kind, data["install_command"]) == ("update-available", None)
+        late.sock.close()
+
+        set_policy("disabled")
+        wait_until(lambda: 'now sets updates = "disabled"' in log.read_text(), what="the change")
+        wait_until(lambda: "background check skipped" in log.read_text(), what="a skipped check")
+        asked = len(recording.since(0, "/releases.json"))
+        answered = log.read_text().count("background check: ") + log.read_text().count(
+            "background check (cached)"
+        )
+        # A new watcher gets nothing in force: its first line after the status line is the
+        # heartbeat, 15 s of the server's own time later, in which a dozen checks would have run.
+        quiet = RawStream(path)
+        assert quiet.next() is not None
+        assert quiet.next(30) == {"type": "heartbeat", "data": {"interval": 15.0}}
+        assert len(recording.since(0, "/releases.json")) == asked
+        assert (
+            log.read_text().count("background check: ")
+            + log.read_text().count("background check (cached)")
+            == answered
+        )
+
+        set_policy("enabled")
+        kind, data = watcher.next_event()  # the next check, allowed again
+        assert (kind, data["install_command"]) == ("update-available", "mux update")
+        assert quiet.next_event()[0] == "update-available"
+        assert mux.run("server", "stop").returncode == 0
+        assert watcher.next_event()[0] == quiet.next_event()[0] == "server-stopping"
+    finally:
+        with contextlib.suppress(AssertionError, OSError):
+            recording.stop()
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+def test_the_first_line_is_the_status_line_a_plugin_checks(mux_runtime_dir):
+    """A plugin written for the status-line contract checks `.service == "mux"` on the first
+    line (jq here, as such plugins do): it is the server's status line itself, exactly what
+    GET /api/status answers; the server's entry follows as an event."""
+    from updater.servers.client import UnixAddress, http_request
+
+    _pid, path = start_mux_server(mux_runtime_dir, "plugin")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "updater", "server", "watch", "--socket", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = Lines(process)
+    first, second = lines.next(), lines.next()
+    assert first is not None and second is not None
+    checked = subprocess.run(
+        ["jq", "-e", '.service == "mux" and (.protocol_version | type) == "number"'],
+        input=first,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert checked.returncode == 0, (first, checked.stdout, checked.stderr)
+    _code, body = http_request(UnixAddress(str(path)), "GET", "/api/status", timeout=5)
+    assert json.loads(first) == json.loads(body)
+    kind, entry = event(second)
+    assert (kind, entry["address"], entry["state"]) == ("server", str(path), "live")
+    assert entry["pid"] == json.loads(first)["pid"] and "status" not in entry
+    process.terminate()
+    process.wait(10)
