@@ -565,3 +565,56 @@ def test_a_link_or_a_hard_link_where_a_server_writes_is_never_followed(mux_runti
         assert said in result.stderr, result.stderr
         assert query_server(str(mux_runtime_dir / f"{name}.sock")).state == "stale"
     assert precious.read_text() == "precious\n"
+
+
+def _plant(path: Path, kind: str) -> None:
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "device":
+        os.symlink("/dev/null", path)  # a link to a device: never followed
+    elif kind == "huge":
+        with path.open("wb") as handle:
+            handle.truncate(1 << 30)  # sparse: large, costs no disk
+    elif kind == "other-owner":
+        path.write_text("someone else's\n")
+        os.chown(path, OTHER_UID, OTHER_UID)
+    else:
+        raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "device", "other-owner"])
+@pytest.mark.parametrize("where", ["log", "lock"])
+def test_every_kind_of_file_where_a_server_writes_is_one_line(mux_runtime_dir, kind, where):
+    if kind == "other-owner" and os.geteuid() != 0:
+        pytest.skip("only root can make a file of another user's")
+    name = f"{where}-{kind}"
+    _plant(mux_runtime_dir / (f"{name}.log" if where == "log" else f"{name}.sock.lock"), kind)
+    began = time.monotonic()
+    result = mux("server", "start", "--name", name, timeout=60)
+    assert time.monotonic() - began < 30
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "refusing to open" in result.stderr or "cannot open" in result.stderr, result.stderr
+    assert query_server(str(mux_runtime_dir / f"{name}.sock")).state == "stale"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "device", "huge", "other-owner"])
+def test_every_kind_of_file_at_the_secret_is_no_secret_and_one_line(mux_runtime_dir, kind):
+    """What stands at `tcp-<port>.secret` when a client reads it: it sends no secret, the
+    server refuses, and the client says so in one line; no hang, no traceback."""
+    if kind == "other-owner" and os.geteuid() != 0:
+        pytest.skip("only root can make a file of another user's")
+    _pid, url = start_mux_server_url(mux_runtime_dir)
+    port = int(url.rsplit(":", 1)[1])
+    secret = mux_runtime_dir / f"tcp-{port}.secret"
+    secret.unlink()
+    _plant(secret, kind)
+    began = time.monotonic()
+    result = mux("server", "status", env={**os.environ, "MUX_SERVER_URL": url})
+    assert time.monotonic() - began < 30
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("\n") == 1, result.stdout
+    assert "error (HTTP 401" in result.stdout and "answers only the user" in result.stdout
+    assert "Traceback" not in result.stderr

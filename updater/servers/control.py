@@ -118,7 +118,7 @@ def open_own_file(path: Path, *, truncate: bool = False) -> int:
     """Open ``path`` to read and write, creating it (0600): never through a symbolic link,
     and only when what was opened is a regular file of this user's with no other name (a
     hard link to someone's file is refused, not truncated). ``truncate`` empties it then."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
