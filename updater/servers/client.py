@@ -401,7 +401,8 @@ def _unix_connection_class() -> Callable[[str, float, Peer | None], http.client.
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
                     sock.settimeout(self.timeout)
-                    connect_unix(sock, self.socket_path, time.monotonic() + self.timeout)
+                    waiting = self.timeout if self.timeout is not None else DEFAULT_TIMEOUT
+                    connect_unix(sock, self.socket_path, time.monotonic() + waiting)
                 except BaseException:
                     sock.close()
                     raise
