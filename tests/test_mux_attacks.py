@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -881,6 +882,87 @@ def test_no_escape_byte_from_a_server_reaches_the_terminal(
     assert ESC not in as_json.stdout
     [server] = json.loads(as_json.stdout)["servers"]
     assert server["status"]["version"] == f"6.6.6{PAYLOAD}"  # JSON stays JSON, escaped by it
+
+
+def _strict_json(text: str) -> Any:
+    """What a strict JSON parser reads (jq, JSON.parse): no NaN, no Infinity, no overflow."""
+
+    def finite(number: str) -> float:
+        value = float(number)
+        assert value not in (float("inf"), float("-inf")), number
+        return value
+
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_server_s_nan_or_infinity_is_refused_and_never_written(
+    feed: Feed, env: dict[str, str], tmp_path: Path, value: str
+) -> None:
+    """A "mux server" whose status line, or a watch event, holds a non-standard number: the
+    server is reported as garbage, and `--check --json`, `server status --json` and `server
+    watch` write only standard JSON."""
+    from tests.support.servers import start_fake_server
+
+    runtime = Path(env["XDG_RUNTIME_DIR"]) / "mux"
+    runtime.mkdir(mode=0o700)
+    good = b'{"service": "mux", "protocol_version": 1, "version": "0.3.0", "pid": 7'
+    bad = good + b', "load": ' + value.encode() + b"}"
+    head = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(bad)
+    stream = b"HTTP/1.0 200 OK\r\n\r\n"
+    event = b'{"type": "update-available", "data": {"tag": ' + value.encode() + b"}}"
+    fakes = [
+        start_fake_server("raw", runtime / "nan.sock", payload=head + bad),
+        start_fake_server("raw", runtime / "first.sock", payload=stream + bad + b"\n"),
+    ]
+    genuine = mirror(feed, tmp_path / "genuine")
+    sign_index(genuine, feed.keypair, seq=10)
+    try:
+        with serve_directory(genuine) as url:
+            checked = run_mux(
+                [
+                    "update",
+                    "--check",
+                    "--json",
+                    "--source",
+                    url,
+                    "--trust-key",
+                    feed.keypair.public_key,
+                ],
+                {**env, "MUX_SERVER_URL": f"unix://{runtime / 'nan.sock'}"},
+            )
+        listed = run_mux(["server", "status", "--json"], env)
+        first = run_mux(["server", "watch", "--name", "first"], env)
+        for fake in fakes:
+            fake.close()
+        fakes = [
+            start_fake_server(
+                "raw", runtime / "event.sock", payload=stream + good + b"}\n" + event + b"\n"
+            )
+        ]
+        streamed = run_mux(["server", "watch", "--name", "event"], env)
+    finally:
+        for fake in fakes:
+            fake.close()
+    assert checked.returncode == 10, checked.stderr
+    [server] = _strict_json(checked.stdout)["servers"]
+    assert (server["state"], server["status"]) == ("garbage", None), server
+    assert "standard JSON" in server["detail"], server
+    servers = {Path(s["address"]).name: s for s in _strict_json(listed.stdout)["servers"]}
+    assert servers["nan.sock"]["state"] == "garbage"
+    assert "standard JSON" in servers["nan.sock"]["detail"]
+    assert (first.returncode, first.stdout) == (1, ""), first.stderr
+    assert "did not start its stream with a status line" in first.stderr, first.stderr
+    assert "standard JSON" in first.stderr
+    assert streamed.returncode == 1, streamed.stderr
+    assert "not an event" in streamed.stderr and "standard JSON" in streamed.stderr
+    printed = [_strict_json(line) for line in streamed.stdout.splitlines()]
+    assert [line.get("type") for line in printed] == [None, "server"]  # nothing of the event
+    for result in (checked, listed, first, streamed):
+        assert "Traceback" not in result.stderr
 
 
 def test_no_control_byte_from_a_live_servers_fields_reaches_the_terminal(

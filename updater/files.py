@@ -158,7 +158,11 @@ class NotReadable(Exception):
 
 
 def read_small_file(
-    path: str, limit: int, *, inspect: Callable[[os.stat_result], None] | None = None
+    path: str,
+    limit: int,
+    *,
+    inspect: Callable[[os.stat_result], None] | None = None,
+    follow_links: bool = True,
 ) -> bytes | None:
     """The bytes of the regular file at ``path``, at most ``limit`` of them; None when nothing
     is there (a link to nothing included: the caller may ask ``os.path.lexists``).
@@ -167,17 +171,25 @@ def read_small_file(
     never by a name that may change between a check and the read: anything but a regular
     file, or one longer than ``limit``, raises :class:`NotReadable`. ``inspect`` sees the
     opened file's status before a byte is read (the machine policy's owner rules).
+    ``follow_links=False``: a symbolic link at ``path`` itself is not followed (``O_NOFOLLOW``)
+    and raises :class:`NotReadable`.
     """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if not follow_links and _is_link(path):  # ELOOP, whose number differs by system
+            raise NotReadable("it is a symbolic link") from None
         raise NotReadable(exc.strerror or str(exc)) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # judged before fdopen, which refuses a folder itself
+        os.close(fd)
+        raise NotReadable("it is not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotReadable("it is not a regular file")
         if inspect is not None:
             inspect(info)
         try:
@@ -187,3 +199,10 @@ def read_small_file(
     if len(raw) > limit:
         raise NotReadable(f"it is larger than {limit} bytes")
     return raw
+
+
+def _is_link(path: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
