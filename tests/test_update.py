@@ -46,6 +46,18 @@ def assert_untouched(install: Install, before: dict[str, str]) -> None:
     assert install.reported_version()["version"] == "0.1.0"
 
 
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_mux_dash_dash_version_answers_what_mux_version_answers(
+    installed: Install, flag: str
+) -> None:
+    """``mux --version`` (and tmux's ``-V``) is not a usage error: the installed mux prints
+    exactly what ``mux version`` prints, exit 0 (its imports: tests/test_imports.py)."""
+    expected = installed.run("version")
+    assert expected.returncode == 0 and "0.1.0" in expected.stdout, expected.stderr
+    answered = installed.run(flag)
+    assert (answered.returncode, answered.stdout, answered.stderr) == (0, expected.stdout, "")
+
+
 def test_update_switches_atomically_and_keeps_previous(installed: Install) -> None:
     assert installed.active() == "0.1.0"
     assert installed.reported_version()["protocol_version"] == 1
