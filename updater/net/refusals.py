@@ -233,9 +233,13 @@ def _when(at: float) -> str:
     return f"at {clock:%H:%M} UTC (in {round(seconds / 60)} min)"
 
 
-def status_error(url: str, response: httpx.Response, body: bytes = b"") -> NetworkError:
+def status_error(
+    url: str, response: httpx.Response, body: bytes = b"", *, token_host: bool = True
+) -> NetworkError:
     """One line for an error answer (``body``: as much of it as was read): a rate limit with
-    when to retry, else the status with the server's own message (escaped)."""
+    when to retry, else the status with the server's own message (escaped). ``url`` as it
+    may be shown (:func:`updater.urls.shown_url`); ``token_host``: whether the token could
+    go there at all (a storage host's refusal never "needs a token")."""
     retry_at = rate_limit_of(response, body)
     if retry_at is not None:
         return _rate_limit_error(url, response, body, retry_at)
@@ -257,6 +261,9 @@ def status_error(url: str, response: httpx.Response, body: bytes = b"") -> Netwo
                 "check MUX_GITHUB_TOKEN / GITHUB_TOKEN (its scopes, and SSO authorization)"
                 if with_token
                 else "it needs a token: set MUX_GITHUB_TOKEN (or GITHUB_TOKEN)"
+                if token_host
+                else "a download host that never sees the token refused it (a pre-signed "
+                "link expires within minutes): retry"
             ),
             status=status,
         )
