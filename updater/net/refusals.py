@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from updater.errors import NetworkError, RateLimitError, printable
-from updater.files import atomic_write
+from updater.files import (
+    STATE_FILE_LIMIT,
+    NotReadable,
+    atomic_write,
+    owned_by_this_user,
+    read_small_file,
+)
 from updater.urls import url_origin
 
 if TYPE_CHECKING:
@@ -176,9 +182,10 @@ class RateLimits:
     def _read(self) -> dict[str, Any]:
         import json
 
-        try:
-            doc = json.loads(self.path.read_bytes())
-        except (OSError, ValueError, RecursionError):
+        try:  # (no FIFO, device or other user's file: read_small_file; anything else is empty)
+            raw = read_small_file(str(self.path), STATE_FILE_LIMIT, inspect=owned_by_this_user)
+            doc = json.loads(raw) if raw is not None else {}
+        except (NotReadable, ValueError, RecursionError):
             return {}
         limits = doc.get("limits") if isinstance(doc, dict) else None
         return limits if isinstance(limits, dict) else {}
@@ -214,7 +221,9 @@ class RateLimits:
         }
         limits[self.key(url, credential)] = {"until": error.retry_at, "kind": error.kind}
         try:
-            atomic_write(self.path, json.dumps({"schema": 1, "limits": limits}).encode())
+            atomic_write(
+                self.path, json.dumps({"schema": 1, "limits": limits}).encode(), private=True
+            )
         except OSError:
             pass  # a read-only cache: this process still stops; others may ask once more
 
