@@ -2155,12 +2155,45 @@ configure_signature() {
 # such strings (it may span lines); comments and blank lines anywhere TOML allows them.
 # Anything else fails with "line N: why" on standard output: install.sh refuses a policy it
 # cannot read rather than guess (mux, which reads all of TOML, agrees on every file this
-# reads, and refuses the rest the same way).
+# reads, and refuses the rest the same way). Like tomllib: the file is UTF-8 (checked byte
+# by byte, as awk in the C locale sees bytes), holds no NUL (which some awks drop: checked
+# before awk reads it) and no carriage return but before a line feed (one at the very end
+# of a file included).
 toml_settings() {
-    LC_ALL=C awk '
+    ts_size=$(file_size "$1") || {
+        printf 'its size cannot be read\n'
+        return 1
+    }
+    ts_kept=$(tr -d '\000' <"$1" | wc -c | tr -d ' ')
+    if [ "$ts_kept" != "$ts_size" ]; then
+        printf 'a NUL byte\n'
+        return 1
+    fi
+    ts_open=$(tail -c 1 "$1" | tr -d '\n' | wc -c | tr -d ' ')
+    LC_ALL=C awk -v open_end="$ts_open" '
+    BEGIN { for (i = 1; i < 256; i++) code[sprintf("%c", i)] = i }
     function fail(why) { printf "line %d: %s\n", line, why; bad = 1; exit 1 }
     function ch() { return substr(text, pos, 1) }
-    function control(c) { return (c < " " && c != "\t") || c == "\177" }
+    function control(c,   k) { k = code[c] + 0; return (k < 32 && k != 9) || k == 127 }
+    # Well-formed UTF-8 (RFC 3629: no overlong form, no surrogate, nothing past U+10FFFF).
+    function utf8(   i, k, need, low, high) {
+        line = 1
+        for (i = 1; i <= n; i++) {
+            k = code[substr(text, i, 1)] + 0
+            if (k == 10) line++
+            if (k < 128) continue
+            low = 128; high = 191
+            if (k >= 194 && k <= 223) need = 1
+            else if (k >= 224 && k <= 239) { need = 2; if (k == 224) low = 160; if (k == 237) high = 159 }
+            else if (k >= 240 && k <= 244) { need = 3; if (k == 240) low = 144; if (k == 244) high = 143 }
+            else fail("a byte that is not UTF-8")
+            for (; need > 0; need--) {
+                k = code[substr(text, ++i, 1)] + 0
+                if (k < low || k > high) fail("a byte that is not UTF-8")
+                low = 128; high = 191
+            }
+        }
+    }
     function blanks() { while (pos <= n && (ch() == " " || ch() == "\t")) pos++ }
     function comment() {
         if (ch() != "#") return
@@ -2186,10 +2219,13 @@ toml_settings() {
         }
         fail("a string does not end")
     }
-    { sub(/\r$/, ""); text = text $0 "\n" }
+    { last_cr = sub(/\r$/, ""); text = text $0 "\n" }
     END {
         if (bad) exit 1
-        n = length(text); pos = 1; line = 1; out = ""
+        n = length(text); line = NR
+        if (open_end == 1 && last_cr) fail("a carriage return without a line feed")
+        utf8()
+        pos = 1; line = 1; out = ""
         while (1) {
             spaces()
             if (pos > n) break
