@@ -795,13 +795,36 @@ proxy_bypassed() {
 }
 
 # The GitHub token for a request: only to the configured GitHub web host (github.com
-# unless MUX_GITHUB_URL says otherwise), decided hop by hop (GitHub sends downloads to
+# unless MUX_GITHUB_URL says otherwise), the same scheme, host and port as written,
+# decided hop by hop (GitHub sends downloads to
 # other hosts, which never see it), and only through curl, which reads it from standard
 # input: wget would need it on its command line, where ps shows it.
 token_for() {
     [ "$downloader" = curl ] && [ -n "${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}" ] || return 0
+    [ "${1%%://*}" = "${github_url%%://*}" ] || return 0
     [ "$(url_authority "$1")" = "$(url_authority "$github_url")" ] || return 0
     printf '%s' "${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}"
+}
+
+# The token must be a bearer token (RFC 6750's b64token: A-Z a-z 0-9 - . _ ~ + /, then =
+# padding), as mux requires: anything else (a trailing newline from a file or a CI secret,
+# a quote) could end the header line curl reads from its config and add options of its own.
+# Refused with the variable's name, never its value.
+check_token() {
+    if [ -n "${MUX_GITHUB_TOKEN:-}" ]; then
+        ct_name=MUX_GITHUB_TOKEN
+    elif [ -n "${GITHUB_TOKEN:-}" ]; then
+        ct_name=GITHUB_TOKEN
+    else
+        return 0
+    fi
+    ct_body=${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}
+    while [ "${ct_body%=}" != "$ct_body" ]; do ct_body=${ct_body%=}; done
+    case $ct_body in
+        '' | *[!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~+/-]*)
+            usage_error "$ct_name is not a token HTTP can carry: it holds a line break, white space or another character outside A-Z a-z 0-9 - . _ ~ + / (and = at its end); nothing was sent, and its value is never shown"
+            ;;
+    esac
 }
 
 curl_scheme_options() {
@@ -1177,14 +1200,20 @@ resolve_paths() {
 }
 
 # mkdir -p that remembers which directories it made, so a failed first install (and
-# --uninstall) can take them away again.
+# --uninstall) can take them away again. make_dirs DIR private: every folder it makes is
+# 0700 (MUX_HOME and versions/, as mux makes them: nobody else may open, so lock, anything
+# in them).
 make_dirs() {
     md_dir=$1
     while [ -n "$md_dir" ] && [ ! -d "$md_dir" ]; do
         created="${created}dir	$md_dir$nl"
         md_dir=${md_dir%/*}
     done
-    mkdir -p "$1" || die 1 "could not create the directory $1" "check that you own its parent directory"
+    if [ "${2:-}" = private ]; then
+        (umask 077 && mkdir -p "$1")
+    else
+        mkdir -p "$1"
+    fi || die 1 "could not create the directory $1" "check that you own its parent directory"
 }
 
 note_created() {
@@ -1211,6 +1240,11 @@ flush_created() {
 # "the" lock.
 take_lock() {
     lock_path=$mux_home/.lock
+    # flock works on any descriptor, a read-only one too: the file is 0600 (made so when it
+    # is an older one of this user's), so that no other user can open it, and hold it.
+    [ ! -L "$lock_path" ] || die 1 "the lock file $lock_path is a symbolic link" "remove it (it holds nothing) and run this again"
+    [ -e "$lock_path" ] || (umask 077 && : >>"$lock_path") 2>/dev/null || :
+    chmod 600 "$lock_path" 2>/dev/null || :
     exec 9>>"$lock_path" || die 1 "could not open the lock file $lock_path" "check the permissions of $mux_home"
     if has flock; then
         set -- flock -n 8
@@ -1415,11 +1449,12 @@ record_feed_seq() {
             note_created dir "$rs_new"
             rs_new=${rs_new%/*}
         done
-        mkdir -p "$rs_dir" 2>/dev/null || {
+        (umask 077 && mkdir -p "$rs_dir") 2>/dev/null || {
             warn "could not create $rs_dir, so the feed's sequence number $index_seq was not recorded"
             return 0
         }
     fi
+    chmod go-rwx "$rs_dir" 2>/dev/null || : # as mux makes it: nobody else may lock it
     tmp_state=$(mktemp "$rs_dir/.feed-seq.XXXXXX") || {
         warn "could not write in $rs_dir, so the feed's sequence number $index_seq was not recorded"
         return 0
@@ -1788,7 +1823,7 @@ unpack() {
     [ -z "$un_escape" ] || die 3 "$release_url/$archive_name holds a link that leaves the build folder: $un_escape" "report it"
     chmod 755 "$staged" "$staged/mux"
     smoke_test "$staged"
-    (cd "$staged" && list_files) >"$partial_dir/.mux-files" ||
+    (umask 077 && cd "$staged" && list_files >"$partial_dir/.mux-files") ||
         die 1 "could not hash the unpacked files in $staged" ""
     mv "$partial_dir/.mux-files" "$staged/.mux-files"
     files_sha256=$(sha256_of "$staged/.mux-files")
@@ -2100,6 +2135,7 @@ configure_source() {
             *) usage_error "MUX_REPO=$repo is not of the form owner/name" ;;
         esac
         source_label=$github_url/$repo
+        check_token
     fi
     requested_version=${opt_version:-${MUX_VERSION:-}}
     requested_version=${requested_version#v}
@@ -2599,7 +2635,7 @@ cmd_install() {
     fi
 
     installing=1
-    make_dirs "$versions_dir"
+    make_dirs "$versions_dir" private
     take_lock
     remove_garbage
     work_dir=$(mktemp -d "$mux_home/.download-XXXXXX") ||
