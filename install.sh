@@ -990,7 +990,8 @@ request_wget() {
                 ;;
         esac
     fi
-    [ "$rw_status" = 0 ] || [ "$rw_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rw_out.log" >&2
+    # (without any URL's query: a pre-signed storage link's signature is in it)
+    [ "$rw_status" = 0 ] || [ "$rw_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rw_out.log" | LC_ALL=C sed 's/[?][^[:space:]]*//g' >&2
     rm -f "$rw_out.log"
     return "$rw_status"
 }
@@ -1027,7 +1028,8 @@ request_busybox() {
         printf 'refused the redirect to %s (plain http is allowed only to this machine; BusyBox wget had followed it, and nothing it fetched is used)\n' "$rb_refused" >&2
         return 98
     fi
-    [ "$rb_status" = 0 ] || [ "$rb_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rb_out.log" >&2
+    # (without any URL's query: a pre-signed storage link's signature is in it)
+    [ "$rb_status" = 0 ] || [ "$rb_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rb_out.log" | LC_ALL=C sed 's/[?][^[:space:]]*//g' >&2
     rm -f "$rb_out.log"
     return "$rb_status"
 }
@@ -1054,7 +1056,7 @@ fetch_hops() {
         fi
         [ -n "$next_url" ] || return 0
         if ! check_url_scheme "$next_url"; then
-            printf 'refused the redirect to %s (plain http is allowed only to this machine)\n' "$next_url" >&2
+            printf 'refused the redirect to %s (plain http is allowed only to this machine)\n' "${next_url%%[?#]*}" >&2
             return 1
         fi
         fh_hops=$((fh_hops + 1))
