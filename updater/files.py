@@ -206,10 +206,11 @@ def read_small_file(
         return None
     except OSError as exc:
         raise NotReadable(exc.strerror or str(exc)) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # (before fdopen, which refuses a folder itself)
+        os.close(fd)
+        raise NotReadable("it is not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotReadable("it is not a regular file")
         if inspect is not None:
             inspect(info)
         try:
