@@ -406,10 +406,38 @@ def policy_documents(draw: st.DrawFn) -> str:
     return newline.join(lines) + draw(st.sampled_from(["", newline]))
 
 
-def read_with_install_sh(lib: Path, tmp_path: Path, text: str) -> dict[str, object] | None:
+AWKS = ("awk", "busybox awk")  # the system's (Debian: mawk), and BusyBox's (Alpine's)
+
+
+@pytest.fixture(scope="module")
+def busybox_awk(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """A folder whose ``awk`` is BusyBox's applet, to put first on PATH."""
+    import shutil
+
+    busybox = shutil.which("busybox")
+    if busybox is None:
+        return None
+    folder = tmp_path_factory.mktemp("busybox-awk")
+    (folder / "awk").symlink_to(busybox)
+    return folder
+
+
+def read_with_install_sh(
+    lib: Path, tmp_path: Path, text: str | bytes, awk_dir: Path | None = None
+) -> dict[str, object] | None:
     path = tmp_path / "p.toml"
-    path.write_bytes(text.encode())
-    shown = call(lib, f'toml_settings "{path}"')
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    if awk_dir is None:
+        shown = call(lib, f'toml_settings "{path}"')
+    else:
+        shown = subprocess.run(
+            ["dash", "-c", f'. "$0"; toml_settings "{path}"', str(lib)],
+            env={**os.environ, "PATH": f"{awk_dir}{os.pathsep}{os.environ['PATH']}"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     if shown.returncode != 0:
         return None
     values: dict[str, object] = {}
@@ -429,12 +457,85 @@ def read_with_install_sh(lib: Path, tmp_path: Path, text: str) -> dict[str, obje
 @settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
+@pytest.mark.parametrize("awk", AWKS)
 @given(policy_documents())
 @example('updates = "check-only"\n')
 @example("keys = [\n]\n")
 @example("a = [ 'x' , \"y\" , ]  # done\n")
-def test_the_reader_agrees_with_tomllib(library: Path, tmp_path: Path, text: str) -> None:  # noqa: F811
-    assert read_with_install_sh(library, tmp_path, text) == tomllib.loads(text)
+@example('a = "h\u00e9llo \u20ac \U0001f600 \u0085 \ufffe"\n')  # UTF-8 of every length
+def test_the_reader_agrees_with_tomllib(
+    library: Path,  # noqa: F811
+    busybox_awk: Path | None,
+    tmp_path: Path,
+    awk: str,
+    text: str,
+) -> None:
+    if awk == "busybox awk" and busybox_awk is None:
+        pytest.skip("busybox is not installed")
+    awk_dir = busybox_awk if awk != "awk" else None
+    assert read_with_install_sh(library, tmp_path, text, awk_dir) == tomllib.loads(text)
+
+
+def read_with_tomllib(raw: bytes) -> dict[str, object] | None:
+    """What mux reads (``updater.config.policy``: UTF-8, then tomllib); None: refused."""
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+
+
+# Everything a file may hold that the documents above never do: every control character
+# (NUL, a lone CR, ESC, DEL...) and bytes that are not UTF-8 (a lone continuation byte, a
+# lead byte without its continuation, an overlong form, a surrogate, past U+10FFFF).
+_STRAY = st.one_of(
+    st.sampled_from([bytes([c]) for c in (*range(0x20), 0x7F)]),
+    st.sampled_from([b"\x80", b"\xbf", b"\xc0\x80", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80"]),
+    st.sampled_from([b"\xf4\x90\x80\x80", b"\xf8\x88\x80\x80\x80", b"\xfe", b"\xff"]),
+    st.binary(min_size=1, max_size=3),
+)
+
+
+@st.composite
+def documents_with_stray_bytes(draw: st.DrawFn) -> bytes:
+    """A policy document with stray bytes put anywhere (at its end included)."""
+    raw = draw(policy_documents()).encode()
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(raw)))
+        raw = raw[:at] + draw(_STRAY) + raw[at:]
+    return raw
+
+
+@pytest.mark.parametrize("awk", AWKS)
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(documents_with_stray_bytes())
+@example(b'a = "x"\r')  # a lone CR at the very end: the awk record loses it
+@example(b'a = "x"\r\r\n')
+@example(b'a = "\xff"\n')  # invalid UTF-8 in a string
+@example(b'a = "\xc3"\n')
+@example(b"# \xed\xa0\x80\n")  # a surrogate, in a comment
+@example(b'\x00updates = "disabled"\n')  # BusyBox awk drops the NUL: "updates = disabled"
+@example(b'updates = "dis\x00abled"\n')
+@example(b'updates = "disabled"\n\x00')
+@example(b"a = 'x'\x1b\n")
+def test_the_reader_never_reads_what_tomllib_refuses(
+    library: Path,  # noqa: F811
+    busybox_awk: Path | None,
+    tmp_path: Path,
+    awk: str,
+    raw: bytes,
+) -> None:
+    """Control characters and bytes that are not UTF-8 anywhere: install.sh (under each awk)
+    refuses every file tomllib refuses, and reads the others as tomllib does or refuses."""
+    if awk == "busybox awk" and busybox_awk is None:
+        pytest.skip("busybox is not installed")
+    shown = read_with_install_sh(library, tmp_path, raw, busybox_awk if awk != "awk" else None)
+    expected = read_with_tomllib(raw)
+    if expected is None:
+        assert shown is None, (raw, shown)
+    else:
+        assert shown in (None, expected), (raw, shown, expected)
 
 
 @pytest.mark.parametrize(

@@ -1096,6 +1096,133 @@ def test_a_signer_uri_with_a_query_or_fragment_is_refused(
     assert install.active() == "0.1.0"
 
 
+# -- secrets: no token and no signed URL in any output, cache or log -----------------------
+
+SECRET = "ghp_4c0ffee5ecret0t0kenZZ"
+
+
+def written_by_mux(env: dict[str, str]) -> str:
+    """Everything mux may have kept: every file under the sandbox's cache and state dirs
+    (the check cache, the rate limits, the ETag store, feed-seq)."""
+    texts = []
+    for variable in ("XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        for path in Path(env[variable]).rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                texts.append(path.read_bytes().decode(errors="replace"))
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize(
+    ("variable", "token"),
+    [
+        ("MUX_GITHUB_TOKEN", SECRET + "\n"),  # a CI secret or $(cat file) with its newline
+        ("GITHUB_TOKEN", SECRET + '"\noutput = "/tmp/x'),  # what curl's config would obey
+        ("MUX_GITHUB_TOKEN", f"Bearer {SECRET}"),  # white space
+        ("GITHUB_TOKEN", SECRET + "\x7f"),
+    ],
+)
+def test_a_token_http_cannot_carry_is_one_error_naming_its_variable_never_its_value(
+    feed: Feed, env: dict[str, str], tmp_path: Path, variable: str, token: str
+) -> None:
+    """A token that is no header value: one usage error naming the variable (exit 2), never
+    the value, in --check (text and JSON), mux update and a server's check child; nothing is
+    sent with it, nothing cached (without the token the next check asks afresh)."""
+    with serve_github(FakeGitHub(root=feed.path, repo="acme/mux")) as github:
+        github_env_ = {**env, **github_env(github), variable: token}
+        pinned = ["--version", STABLE]
+        results = [
+            run_mux(["update", "--check", *pinned], github_env_),
+            run_mux(["update", "--check", "--json", *pinned], github_env_),
+            run_mux(
+                ["update", *pinned, "--home", str(tmp_path / "home")],
+                {**github_env_, "MUX_INSTALL_DIR": str(tmp_path / "bin")},
+            ),
+        ]
+        for result in results:
+            line = refused(result, 2, f"{variable} is not a token HTTP can carry")
+            assert SECRET not in result.stdout + result.stderr, line
+        child = run_mux(["server", "check-updates"], github_env_)  # what a server logs
+        assert json.loads(child.stdout)["ok"] is False, child.stdout
+        assert variable in child.stdout and SECRET not in child.stdout + child.stderr
+        assert not [r for r in github.requests if "Authorization" in r.headers]
+        assert SECRET not in written_by_mux(env)
+        assert not (tmp_path / "home" / "versions").exists()
+
+        without = {k: v for k, v in github_env_.items() if k != variable}
+        fresh = run_mux(["update", "--check", "--json", "--max-age", "1h", *pinned], without)
+    assert fresh.returncode == 10, fresh.stdout + fresh.stderr
+    assert json.loads(fresh.stdout)["cached"] is False
+
+
+class _SignedStorage:
+    """A storage host that refuses every pre-signed link (an expired one)."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        storage = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                storage.paths.append(self.path)
+                body = b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
+                self.send_response(403)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.handler = Handler
+
+
+SIGNED_QUERY = (
+    "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAEXAMPLE5ECRET%2F20260101"
+    "&X-Amz-Signature=5eb1e5f00dcafe0123456789abcdef&response-content-disposition=attachment"
+)
+
+
+def test_a_pre_signed_url_is_shown_and_cached_without_its_query(
+    feed: Feed, env: dict[str, str], tmp_path: Path
+) -> None:
+    """GitHub sends a download to a storage host with a pre-signed link; that host refuses
+    it (HTTP 403). The error names the URL without its query, in text, JSON, mux update and
+    the check cache, and says no "needs a token": that host never sees one."""
+    storage = _SignedStorage()
+    with (
+        serve_handler(storage.handler) as storage_url,
+        serve_github(FakeGitHub(root=feed.path, repo="acme/mux")) as github,
+    ):
+        github.foreign_download_url = storage_url
+        github.foreign_download_query = SIGNED_QUERY
+        github_env_ = {
+            **env,
+            **github_env(github),
+            "MUX_GITHUB_DOWNLOAD_HOSTS": storage_url.removeprefix("http://"),
+        }
+        pinned = ["--version", STABLE]
+        results = [
+            run_mux(["update", "--check", *pinned], github_env_),
+            run_mux(["update", "--check", "--json", *pinned], github_env_),
+            run_mux(["update", "--check", "--max-age", "1h", *pinned], github_env_),  # cached
+            run_mux(
+                ["update", *pinned, "--home", str(tmp_path / "home")],
+                {**github_env_, "MUX_INSTALL_DIR": str(tmp_path / "bin")},
+            ),
+        ]
+    assert storage.paths and all("X-Amz-Signature=" in path for path in storage.paths)
+    for result in results:
+        line = refused(result, 1, f"{storage_url}/v{STABLE}/", "refused access (HTTP 403)")
+        output = result.stdout + result.stderr
+        for secret in ("X-Amz", "5eb1e5f00dcafe", "AKIAEXAMPLE", "?"):
+            assert secret not in output, line
+        assert "needs a token" not in output and "set MUX_GITHUB_TOKEN" not in output
+    assert "cached result" in results[2].stderr
+    assert "X-Amz" not in written_by_mux(env) and "5eb1e5f00dcafe" not in written_by_mux(env)
+
+
 # -- the lock file -------------------------------------------------------------------------
 
 
