@@ -44,6 +44,7 @@ from tests.support.releases import (
     sign_index,
     sign_release_dir,
 )
+from tests.support.users import holding, open_sandbox, traversable_folder
 from updater.config.targets import detect_target
 from updater.formats.minisign import PublicKey
 
@@ -925,8 +926,6 @@ def test_what_install_sh_creates_no_other_user_can_open_so_none_can_hold_its_loc
     .mux-files 0600, the state folder 0700 with feed-seq 0600, as mux makes them, so the
     second user can open (so flock) none of MUX_HOME/.lock, a version's .mux-files or the
     state folder. An older install's 0644 lock file is made 0600 before it is locked."""
-    from tests.support.localusers import holding, open_sandbox, traversable_folder
-
     shell_argv(shell)
     with traversable_folder() as base:
         open_env = open_sandbox(base, env)

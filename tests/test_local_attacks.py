@@ -1,6 +1,6 @@
 """mux against the other users of its machine, and against what may sit where its state lives.
 
-Another local user (``nobody``, through ``setpriv``; tests/support/localusers.py) tries to
+Another local user (uid 1501, through ``setpriv``; tests/support/users.py) tries to
 open, and ``flock``, every lock mux takes: ``MUX_HOME/.lock`` (the install lock, shared with
 install.sh), every version's ``.mux-files`` (each mux process's shared hold) and the state
 folder (feed-seq's writers). ``flock`` works on a read-only descriptor, so whoever can open
@@ -27,14 +27,14 @@ from tests.conftest import run_mux
 from tests.support.attacks import key_id, seq_file
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap
-from tests.support.localusers import (
+from tests.support.releases import Feed, make_feed, serve_directory, sign_index
+from tests.support.users import (
     OTHER_UID,
     holding,
     open_sandbox,
     other_user_prefix,
     traversable_folder,
 )
-from tests.support.releases import Feed, make_feed, serve_directory, sign_index
 from updater.install.inuse import START_WAIT
 
 
