@@ -15,6 +15,7 @@ import os
 import resource
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -573,7 +574,9 @@ def _plant(path: Path, kind: str) -> None:
     elif kind == "folder":
         path.mkdir()
     elif kind == "device":
-        os.symlink("/dev/null", path)  # a link to a device: never followed
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+    elif kind == "link-to-device":
+        os.symlink("/dev/null", path)  # never followed
     elif kind == "huge":
         with path.open("wb") as handle:
             handle.truncate(1 << 30)  # sparse: large, costs no disk
@@ -584,11 +587,18 @@ def _plant(path: Path, kind: str) -> None:
         raise AssertionError(kind)
 
 
-@pytest.mark.parametrize("kind", ["fifo", "folder", "device", "other-owner"])
+def _needs_root(kind: str) -> None:
+    if kind in ("device", "other-owner") and os.geteuid() != 0:
+        pytest.skip("only root can make a device node or a file of another user's")
+
+
+FILE_KINDS = ["fifo", "folder", "device", "link-to-device", "huge", "other-owner"]
+
+
+@pytest.mark.parametrize("kind", [kind for kind in FILE_KINDS if kind != "huge"])
 @pytest.mark.parametrize("where", ["log", "lock"])
 def test_every_kind_of_file_where_a_server_writes_is_one_line(mux_runtime_dir, kind, where):
-    if kind == "other-owner" and os.geteuid() != 0:
-        pytest.skip("only root can make a file of another user's")
+    _needs_root(kind)
     name = f"{where}-{kind}"
     _plant(mux_runtime_dir / (f"{name}.log" if where == "log" else f"{name}.sock.lock"), kind)
     began = time.monotonic()
@@ -600,12 +610,27 @@ def test_every_kind_of_file_where_a_server_writes_is_one_line(mux_runtime_dir, k
     assert query_server(str(mux_runtime_dir / f"{name}.sock")).state == "stale"
 
 
-@pytest.mark.parametrize("kind", ["fifo", "folder", "device", "huge", "other-owner"])
+@pytest.mark.parametrize("where", ["log", "lock"])
+def test_a_huge_log_or_lock_of_this_users_is_started_over(mux_runtime_dir, where):
+    """A 1 GiB log or lock file (this user's own, one name): the server starts, reads none of
+    it, and the log starts over."""
+    name = f"{where}-huge"
+    planted = mux_runtime_dir / (f"{name}.log" if where == "log" else f"{name}.sock.lock")
+    _plant(planted, "huge")
+    result = mux("server", "start", "--name", name, timeout=60)
+    try:
+        assert result.returncode == 0, (result.stdout, result.stderr)
+        answers_within_a_second(mux_runtime_dir / f"{name}.sock")
+        assert (mux_runtime_dir / f"{name}.log").stat().st_size < 4096
+    finally:
+        assert mux("server", "stop", "--name", name).returncode == 0
+
+
+@pytest.mark.parametrize("kind", FILE_KINDS)
 def test_every_kind_of_file_at_the_secret_is_no_secret_and_one_line(mux_runtime_dir, kind):
     """What stands at `tcp-<port>.secret` when a client reads it: it sends no secret, the
     server refuses, and the client says so in one line; no hang, no traceback."""
-    if kind == "other-owner" and os.geteuid() != 0:
-        pytest.skip("only root can make a file of another user's")
+    _needs_root(kind)
     _pid, url = start_mux_server_url(mux_runtime_dir)
     port = int(url.rsplit(":", 1)[1])
     secret = mux_runtime_dir / f"tcp-{port}.secret"
