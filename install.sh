@@ -795,13 +795,36 @@ proxy_bypassed() {
 }
 
 # The GitHub token for a request: only to the configured GitHub web host (github.com
-# unless MUX_GITHUB_URL says otherwise), decided hop by hop (GitHub sends downloads to
+# unless MUX_GITHUB_URL says otherwise), the same scheme, host and port as written,
+# decided hop by hop (GitHub sends downloads to
 # other hosts, which never see it), and only through curl, which reads it from standard
 # input: wget would need it on its command line, where ps shows it.
 token_for() {
     [ "$downloader" = curl ] && [ -n "${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}" ] || return 0
+    [ "${1%%://*}" = "${github_url%%://*}" ] || return 0
     [ "$(url_authority "$1")" = "$(url_authority "$github_url")" ] || return 0
     printf '%s' "${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}"
+}
+
+# The token must be a bearer token (RFC 6750's b64token: A-Z a-z 0-9 - . _ ~ + /, then =
+# padding), as mux requires: anything else (a trailing newline from a file or a CI secret,
+# a quote) could end the header line curl reads from its config and add options of its own.
+# Refused with the variable's name, never its value.
+check_token() {
+    if [ -n "${MUX_GITHUB_TOKEN:-}" ]; then
+        ct_name=MUX_GITHUB_TOKEN
+    elif [ -n "${GITHUB_TOKEN:-}" ]; then
+        ct_name=GITHUB_TOKEN
+    else
+        return 0
+    fi
+    ct_body=${MUX_GITHUB_TOKEN:-${GITHUB_TOKEN:-}}
+    while [ "${ct_body%=}" != "$ct_body" ]; do ct_body=${ct_body%=}; done
+    case $ct_body in
+        '' | *[!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._~+/-]*)
+            usage_error "$ct_name is not a token HTTP can carry: it holds a line break, white space or another character outside A-Z a-z 0-9 - . _ ~ + / (and = at its end); nothing was sent, and its value is never shown"
+            ;;
+    esac
 }
 
 curl_scheme_options() {
@@ -967,7 +990,8 @@ request_wget() {
                 ;;
         esac
     fi
-    [ "$rw_status" = 0 ] || [ "$rw_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rw_out.log" >&2
+    # (without any URL's query: a pre-signed storage link's signature is in it)
+    [ "$rw_status" = 0 ] || [ "$rw_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rw_out.log" | LC_ALL=C sed 's/[?][^[:space:]]*//g' >&2
     rm -f "$rw_out.log"
     return "$rw_status"
 }
@@ -1004,7 +1028,8 @@ request_busybox() {
         printf 'refused the redirect to %s (plain http is allowed only to this machine; BusyBox wget had followed it, and nothing it fetched is used)\n' "$rb_refused" >&2
         return 98
     fi
-    [ "$rb_status" = 0 ] || [ "$rb_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rb_out.log" >&2
+    # (without any URL's query: a pre-signed storage link's signature is in it)
+    [ "$rb_status" = 0 ] || [ "$rb_status" = 99 ] || LC_ALL=C grep -v '^ ' "$rb_out.log" | LC_ALL=C sed 's/[?][^[:space:]]*//g' >&2
     rm -f "$rb_out.log"
     return "$rb_status"
 }
@@ -1031,7 +1056,7 @@ fetch_hops() {
         fi
         [ -n "$next_url" ] || return 0
         if ! check_url_scheme "$next_url"; then
-            printf 'refused the redirect to %s (plain http is allowed only to this machine)\n' "$next_url" >&2
+            printf 'refused the redirect to %s (plain http is allowed only to this machine)\n' "${next_url%%[?#]*}" >&2
             return 1
         fi
         fh_hops=$((fh_hops + 1))
@@ -1177,14 +1202,20 @@ resolve_paths() {
 }
 
 # mkdir -p that remembers which directories it made, so a failed first install (and
-# --uninstall) can take them away again.
+# --uninstall) can take them away again. make_dirs DIR private: every folder it makes is
+# 0700 (MUX_HOME and versions/, as mux makes them: nobody else may open, so lock, anything
+# in them).
 make_dirs() {
     md_dir=$1
     while [ -n "$md_dir" ] && [ ! -d "$md_dir" ]; do
         created="${created}dir	$md_dir$nl"
         md_dir=${md_dir%/*}
     done
-    mkdir -p "$1" || die 1 "could not create the directory $1" "check that you own its parent directory"
+    if [ "${2:-}" = private ]; then
+        (umask 077 && mkdir -p "$1")
+    else
+        mkdir -p "$1"
+    fi || die 1 "could not create the directory $1" "check that you own its parent directory"
 }
 
 note_created() {
@@ -1211,6 +1242,11 @@ flush_created() {
 # "the" lock.
 take_lock() {
     lock_path=$mux_home/.lock
+    # flock works on any descriptor, a read-only one too: the file is 0600 (made so when it
+    # is an older one of this user's), so that no other user can open it, and hold it.
+    [ ! -L "$lock_path" ] || die 1 "the lock file $lock_path is a symbolic link" "remove it (it holds nothing) and run this again"
+    [ -e "$lock_path" ] || (umask 077 && : >>"$lock_path") 2>/dev/null || :
+    chmod 600 "$lock_path" 2>/dev/null || :
     exec 9>>"$lock_path" || die 1 "could not open the lock file $lock_path" "check the permissions of $mux_home"
     if has flock; then
         set -- flock -n 8
@@ -1415,11 +1451,12 @@ record_feed_seq() {
             note_created dir "$rs_new"
             rs_new=${rs_new%/*}
         done
-        mkdir -p "$rs_dir" 2>/dev/null || {
+        (umask 077 && mkdir -p "$rs_dir") 2>/dev/null || {
             warn "could not create $rs_dir, so the feed's sequence number $index_seq was not recorded"
             return 0
         }
     fi
+    chmod go-rwx "$rs_dir" 2>/dev/null || : # as mux makes it: nobody else may lock it
     tmp_state=$(mktemp "$rs_dir/.feed-seq.XXXXXX") || {
         warn "could not write in $rs_dir, so the feed's sequence number $index_seq was not recorded"
         return 0
@@ -1788,7 +1825,7 @@ unpack() {
     [ -z "$un_escape" ] || die 3 "$release_url/$archive_name holds a link that leaves the build folder: $un_escape" "report it"
     chmod 755 "$staged" "$staged/mux"
     smoke_test "$staged"
-    (cd "$staged" && list_files) >"$partial_dir/.mux-files" ||
+    (umask 077 && cd "$staged" && list_files >"$partial_dir/.mux-files") ||
         die 1 "could not hash the unpacked files in $staged" ""
     mv "$partial_dir/.mux-files" "$staged/.mux-files"
     files_sha256=$(sha256_of "$staged/.mux-files")
@@ -2100,6 +2137,7 @@ configure_source() {
             *) usage_error "MUX_REPO=$repo is not of the form owner/name" ;;
         esac
         source_label=$github_url/$repo
+        check_token
     fi
     requested_version=${opt_version:-${MUX_VERSION:-}}
     requested_version=${requested_version#v}
@@ -2155,12 +2193,45 @@ configure_signature() {
 # such strings (it may span lines); comments and blank lines anywhere TOML allows them.
 # Anything else fails with "line N: why" on standard output: install.sh refuses a policy it
 # cannot read rather than guess (mux, which reads all of TOML, agrees on every file this
-# reads, and refuses the rest the same way).
+# reads, and refuses the rest the same way). Like tomllib: the file is UTF-8 (checked byte
+# by byte, as awk in the C locale sees bytes), holds no NUL (which some awks drop: checked
+# before awk reads it) and no carriage return but before a line feed (one at the very end
+# of a file included).
 toml_settings() {
-    LC_ALL=C awk '
+    ts_size=$(file_size "$1") || {
+        printf 'its size cannot be read\n'
+        return 1
+    }
+    ts_kept=$(tr -d '\000' <"$1" | wc -c | tr -d ' ')
+    if [ "$ts_kept" != "$ts_size" ]; then
+        printf 'a NUL byte\n'
+        return 1
+    fi
+    ts_open=$(tail -c 1 "$1" | tr -d '\n' | wc -c | tr -d ' ')
+    LC_ALL=C awk -v open_end="$ts_open" '
+    BEGIN { for (i = 1; i < 256; i++) code[sprintf("%c", i)] = i }
     function fail(why) { printf "line %d: %s\n", line, why; bad = 1; exit 1 }
     function ch() { return substr(text, pos, 1) }
-    function control(c) { return (c < " " && c != "\t") || c == "\177" }
+    function control(c,   k) { k = code[c] + 0; return (k < 32 && k != 9) || k == 127 }
+    # Well-formed UTF-8 (RFC 3629: no overlong form, no surrogate, nothing past U+10FFFF).
+    function utf8(   i, k, need, low, high) {
+        line = 1
+        for (i = 1; i <= n; i++) {
+            k = code[substr(text, i, 1)] + 0
+            if (k == 10) line++
+            if (k < 128) continue
+            low = 128; high = 191
+            if (k >= 194 && k <= 223) need = 1
+            else if (k >= 224 && k <= 239) { need = 2; if (k == 224) low = 160; if (k == 237) high = 159 }
+            else if (k >= 240 && k <= 244) { need = 3; if (k == 240) low = 144; if (k == 244) high = 143 }
+            else fail("a byte that is not UTF-8")
+            for (; need > 0; need--) {
+                k = code[substr(text, ++i, 1)] + 0
+                if (k < low || k > high) fail("a byte that is not UTF-8")
+                low = 128; high = 191
+            }
+        }
+    }
     function blanks() { while (pos <= n && (ch() == " " || ch() == "\t")) pos++ }
     function comment() {
         if (ch() != "#") return
@@ -2186,10 +2257,13 @@ toml_settings() {
         }
         fail("a string does not end")
     }
-    { sub(/\r$/, ""); text = text $0 "\n" }
+    { last_cr = sub(/\r$/, ""); text = text $0 "\n" }
     END {
         if (bad) exit 1
-        n = length(text); pos = 1; line = 1; out = ""
+        n = length(text); line = NR
+        if (open_end == 1 && last_cr) fail("a carriage return without a line feed")
+        utf8()
+        pos = 1; line = 1; out = ""
         while (1) {
             spaces()
             if (pos > n) break
@@ -2563,7 +2637,7 @@ cmd_install() {
     fi
 
     installing=1
-    make_dirs "$versions_dir"
+    make_dirs "$versions_dir" private
     take_lock
     remove_garbage
     work_dir=$(mktemp -d "$mux_home/.download-XXXXXX") ||

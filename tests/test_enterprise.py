@@ -182,6 +182,99 @@ def test_the_policy_names_the_storage_host_for_every_mux(
 # -- the token stays with the server it belongs to ---------------------------------------------
 
 
+def _free_loopback_port_80() -> str | None:
+    """A loopback address whose port 80 this process can bind (root, nothing there)."""
+    import random
+    import socket
+
+    for _ in range(20):
+        address = (
+            f"127.{random.randrange(1, 255)}.{random.randrange(255)}.{random.randrange(1, 255)}"
+        )
+        with socket.socket() as probe:
+            try:
+                probe.bind((address, 80))
+            except OSError:
+                continue
+        return address
+    return None
+
+
+def test_a_portless_enterprise_url_gives_the_token_to_its_port_only(
+    tmp_path: Path, sandbox_env, keypair: KeyPair, sigstore: FakeSigstore
+) -> None:
+    """MUX_GITHUB_URL=http://<loopback> (as https://ghe.example.com names no port) and its
+    storage host on another port of the same host: the token goes to port 80 (the web) and
+    the configured API, never to the storage port, on the check and on the update. Origins
+    compare scheme, host and effective port; a host without a port was any port."""
+    address = _free_loopback_port_80()
+    if address is None:
+        pytest.skip("cannot bind port 80 on a loopback address (needs root)")
+    root = tmp_path / "releases"
+    for version, protocol in (("0.1.0", 1), ("0.2.0", 2)):
+        release = make_release(root, version, protocol_version=protocol, keypair=keypair, repo=REPO)
+        attest(release, keypair, sigstore)
+    storage = Storage(root)
+    with (
+        serve_github(FakeGitHub(root=root, repo=REPO), host=address, web_port=80) as ghe,
+        ExitStack() as running,
+    ):
+        server = running.enter_context(serving(storage._handler, host=address))
+        storage.host = f"{address}:{server.server_address[1]}"
+        ghe.foreign_download_url = f"http://{storage.host}"
+        assert ghe.web_url == f"http://{address}"  # no port in it
+        env = {
+            **sandbox_env,
+            **github_env(ghe),
+            "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+            "MUX_GITHUB_TOKEN": TOKEN,
+            "MUX_GITHUB_DOWNLOAD_HOSTS": storage.host,
+            "MUX_INSTALL_DIR": str(tmp_path / "bin"),
+        }
+        trust = ["--trust-key", keypair.public_key]
+        check = run_mux(["update", "--check", *trust], env)
+        assert check.returncode == 10, check.stdout + check.stderr
+        home = tmp_path / "mux-home"
+        update = run_mux(["update", "--home", str(home), "--version", "0.2.0", *trust], env)
+        assert update.returncode == 0, update.stdout + update.stderr
+    assert Install(home, tmp_path / "bin", env).active() == "0.2.0"
+    downloaded = {urlsplit(path).path.rsplit("/", 1)[-1] for path, _ in storage.requests}
+    assert {"SHA256SUMS", "manifest.json"} <= downloaded
+    assert any(name.endswith(".tar.gz") for name in downloaded)
+    assert _authorized(storage.requests) == []  # the storage port never saw it
+    web = [r for r in ghe.requests_to("web") if "/releases/download/" in r.path]
+    assert web and all(r.headers.get("Authorization") == f"Bearer {TOKEN}" for r in web)
+
+
+def test_the_token_goes_to_an_origin_never_to_another_port_or_scheme() -> None:
+    from updater.sources.github import GitHubSource
+
+    portless = GitHubSource(
+        REPO,
+        web_url="https://ghe.corp.example",
+        token=TOKEN,
+        download_hosts=["ghe.corp.example:8443"],
+    )
+    for url in (
+        "https://ghe.corp.example/x",
+        "https://ghe.corp.example:443/x",
+        "https://GHE.corp.example/api/v3/repos/x/y/releases",
+    ):
+        assert portless.policy.may_see_token(url), url
+    for url in (
+        "https://ghe.corp.example:8443/x",  # its storage port: allowed, never the token
+        "http://ghe.corp.example:443/x",
+        "https://ghe.corp.example.evil/x",
+    ):
+        assert not portless.policy.may_see_token(url), url
+    portless.policy.check("https://ghe.corp.example:8443/blob")
+    with pytest.raises(Exception, match="not an allowed release host"):
+        portless.policy.check("https://ghe.corp.example:9443/blob")
+    public = GitHubSource(REPO, token=TOKEN)
+    assert not public.policy.may_see_token("https://github.com:8443/acme/mux/releases/latest")
+    assert not public.policy.may_see_token("https://api.github.com:444/repos")
+
+
 class Recorder:
     """One loopback Enterprise host: every request recorded, every answer an empty list."""
 

@@ -192,7 +192,7 @@ def run_released(
     return imported_by([str(entry), *args], env, python_flags=["-E", "-B"])
 
 
-@pytest.mark.parametrize("args", [["version"], ["version", "--json"]])
+@pytest.mark.parametrize("args", [["version"], ["version", "--json"], ["--version"], ["-V"]])
 def test_mux_version_imports_only_its_allow_list(
     released_entry: Path, sandbox_env: dict[str, str], args: list[str]
 ) -> None:
@@ -324,6 +324,7 @@ def every_path(
         expected: list[tuple[list[str], int]] = [
             (["version"], 0),
             (["version", "--json"], 0),
+            (["--version"], 0),
             (["update", "--check", "--json", "--trust-key", keypair.public_key], 10),
             (["update", "--check", "--max-age", "1h", "--trust-key", keypair.public_key], 10),
             (["update", "--version", "0.1.0", *trust], 0),

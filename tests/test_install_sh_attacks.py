@@ -44,6 +44,7 @@ from tests.support.releases import (
     sign_index,
     sign_release_dir,
 )
+from tests.support.users import holding, open_sandbox, traversable_folder
 from updater.config.targets import detect_target
 from updater.formats.minisign import PublicKey
 
@@ -865,3 +866,99 @@ def test_the_lock_is_held_for_the_whole_run_in_every_shell(
     assert process.returncode == 1, stderr
     assert "slower than" in stderr
     assert lock_is_free(mux_home)
+
+
+# -- a token that is no token: refused, never pasted into curl's config ----------------------
+
+SECRET = "4c0ffee5ecret0t0kenZZ"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(
+    ("variable", "tail"),
+    [
+        ("GITHUB_TOKEN", '"\noutput = "{planted}"\nurl = "http://127.0.0.1:9/'),  # curl options
+        ("MUX_GITHUB_TOKEN", "\n"),  # a CI secret's trailing newline
+        ("MUX_GITHUB_TOKEN", " x"),
+    ],
+)
+def test_a_token_outside_the_token_alphabet_is_refused_and_never_reaches_curl(
+    shell: str,
+    variable: str,
+    tail: str,
+    feed: Feed,
+    script: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """install.sh gave the token to curl as a config line (header = "Authorization: Bearer
+    %s" on curl -K -): a quote and a newline in it added options of their own (a test token
+    made curl write a file). A token outside RFC 6750's alphabet is one usage error naming
+    its variable, never its value, before anything is fetched."""
+    from tests.support.github import FakeGitHub, serve_github
+
+    planted = tmp_path / "written-by-curl"
+    token = f"ghp_{SECRET}" + tail.format(planted=planted)
+    home = Path(env["HOME"])
+    before = snapshot(home)
+    with serve_github(FakeGitHub(root=feed.path, repo="acme/mux")) as github:
+        result = run_install(
+            script,
+            shell=shell,
+            env={**env, "MUX_GITHUB_URL": github.web_url, "MUX_REPO": "acme/mux", variable: token},
+        )
+        sent = [r for r in github.requests if "Authorization" in r.headers]
+    refused(result, 2, f"{variable} is not a token HTTP can carry")
+    assert SECRET not in result.stdout + result.stderr
+    assert not planted.exists()
+    assert sent == []
+    assert snapshot(home) == before
+
+
+# -- what another local user can open --------------------------------------------------------
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_what_install_sh_creates_no_other_user_can_open_so_none_can_hold_its_locks(
+    shell: str, feed: Feed, script: Path, env: dict[str, str]
+) -> None:
+    """In a home others may look into (0755): MUX_HOME and versions/ are 0700, .lock and
+    .mux-files 0600, the state folder 0700 with feed-seq 0600, as mux makes them, so the
+    second user can open (so flock) none of MUX_HOME/.lock, a version's .mux-files or the
+    state folder. An older install's 0644 lock file is made 0600 before it is locked."""
+    shell_argv(shell)
+    with traversable_folder() as base:
+        open_env = open_sandbox(base, env)
+        with serve_directory(feed.path) as url:
+            result = install_from(script, open_env, url, shell=shell)
+            assert result.returncode == 0, result.stderr
+            _, mux_home, _ = paths(open_env)
+            state = seq_file(open_env)
+
+            def mode(path: Path) -> int:
+                return path.lstat().st_mode & 0o777
+
+            for folder in (mux_home, mux_home / "versions", state.parent):
+                assert mode(folder) == 0o700, folder
+            for file in (
+                mux_home / ".lock",
+                mux_home / "versions" / STABLE / ".mux-files",
+                mux_home / "install.json",
+                state,
+            ):
+                assert mode(file) == 0o600, file
+            for target in (
+                mux_home / ".lock",
+                mux_home / "versions" / STABLE / ".mux-files",
+                state.parent,
+            ):
+                with holding(target, as_other_user=True) as holder:
+                    assert not holder.held, (target, holder.answer)
+
+            mux_home.chmod(0o755)
+            (mux_home / ".lock").chmod(0o644)  # as an older install.sh or mux left it
+            again = install_from(script, open_env, url, "--version", "0.2.0", "--allow-downgrade")
+        assert again.returncode == 0, again.stderr
+        assert mode(mux_home / ".lock") == 0o600
+        with holding(mux_home / ".lock", as_other_user=True) as holder:
+            assert not holder.held, holder.answer

@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -883,6 +884,87 @@ def test_no_escape_byte_from_a_server_reaches_the_terminal(
     assert server["status"]["version"] == f"6.6.6{PAYLOAD}"  # JSON stays JSON, escaped by it
 
 
+def _strict_json(text: str) -> Any:
+    """What a strict JSON parser reads (jq, JSON.parse): no NaN, no Infinity, no overflow."""
+
+    def finite(number: str) -> float:
+        value = float(number)
+        assert value not in (float("inf"), float("-inf")), number
+        return value
+
+    def refuse(name: str) -> Any:
+        raise AssertionError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse, parse_float=finite)
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_server_s_nan_or_infinity_is_refused_and_never_written(
+    feed: Feed, env: dict[str, str], tmp_path: Path, value: str
+) -> None:
+    """A "mux server" whose status line, or a watch event, holds a non-standard number: the
+    server is reported as garbage, and `--check --json`, `server status --json` and `server
+    watch` write only standard JSON."""
+    from tests.support.servers import start_fake_server
+
+    runtime = Path(env["XDG_RUNTIME_DIR"]) / "mux"
+    runtime.mkdir(mode=0o700)
+    good = b'{"service": "mux", "protocol_version": 1, "version": "0.3.0", "pid": 7'
+    bad = good + b', "load": ' + value.encode() + b"}"
+    head = b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(bad)
+    stream = b"HTTP/1.0 200 OK\r\n\r\n"
+    event = b'{"type": "update-available", "data": {"tag": ' + value.encode() + b"}}"
+    fakes = [
+        start_fake_server("raw", runtime / "nan.sock", payload=head + bad),
+        start_fake_server("raw", runtime / "first.sock", payload=stream + bad + b"\n"),
+    ]
+    genuine = mirror(feed, tmp_path / "genuine")
+    sign_index(genuine, feed.keypair, seq=10)
+    try:
+        with serve_directory(genuine) as url:
+            checked = run_mux(
+                [
+                    "update",
+                    "--check",
+                    "--json",
+                    "--source",
+                    url,
+                    "--trust-key",
+                    feed.keypair.public_key,
+                ],
+                {**env, "MUX_SERVER_URL": f"unix://{runtime / 'nan.sock'}"},
+            )
+        listed = run_mux(["server", "status", "--json"], env)
+        first = run_mux(["server", "watch", "--name", "first"], env)
+        for fake in fakes:
+            fake.close()
+        fakes = [
+            start_fake_server(
+                "raw", runtime / "event.sock", payload=stream + good + b"}\n" + event + b"\n"
+            )
+        ]
+        streamed = run_mux(["server", "watch", "--name", "event"], env)
+    finally:
+        for fake in fakes:
+            fake.close()
+    assert checked.returncode == 10, checked.stderr
+    [server] = _strict_json(checked.stdout)["servers"]
+    assert (server["state"], server["status"]) == ("garbage", None), server
+    assert "standard JSON" in server["detail"], server
+    servers = {Path(s["address"]).name: s for s in _strict_json(listed.stdout)["servers"]}
+    assert servers["nan.sock"]["state"] == "garbage"
+    assert "standard JSON" in servers["nan.sock"]["detail"]
+    assert (first.returncode, first.stdout) == (1, ""), first.stderr
+    assert "did not start its stream with a status line" in first.stderr, first.stderr
+    assert "standard JSON" in first.stderr
+    assert streamed.returncode == 1, streamed.stderr
+    assert "not an event" in streamed.stderr and "standard JSON" in streamed.stderr
+    printed = [_strict_json(line) for line in streamed.stdout.splitlines()]
+    assert [line.get("type") for line in printed] == [None, "server"]  # nothing of the event
+    for result in (checked, listed, first, streamed):
+        assert "Traceback" not in result.stderr
+
+
 def test_no_control_byte_from_a_live_servers_fields_reaches_the_terminal(
     feed: Feed, env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -1012,6 +1094,133 @@ def test_a_signer_uri_with_a_query_or_fragment_is_refused(
     )
     assert on_disk(env, install) == before
     assert install.active() == "0.1.0"
+
+
+# -- secrets: no token and no signed URL in any output, cache or log -----------------------
+
+SECRET = "ghp_4c0ffee5ecret0t0kenZZ"
+
+
+def written_by_mux(env: dict[str, str]) -> str:
+    """Everything mux may have kept: every file under the sandbox's cache and state dirs
+    (the check cache, the rate limits, the ETag store, feed-seq)."""
+    texts = []
+    for variable in ("XDG_CACHE_HOME", "XDG_STATE_HOME"):
+        for path in Path(env[variable]).rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                texts.append(path.read_bytes().decode(errors="replace"))
+    return "\n".join(texts)
+
+
+@pytest.mark.parametrize(
+    ("variable", "token"),
+    [
+        ("MUX_GITHUB_TOKEN", SECRET + "\n"),  # a CI secret or $(cat file) with its newline
+        ("GITHUB_TOKEN", SECRET + '"\noutput = "/tmp/x'),  # what curl's config would obey
+        ("MUX_GITHUB_TOKEN", f"Bearer {SECRET}"),  # white space
+        ("GITHUB_TOKEN", SECRET + "\x7f"),
+    ],
+)
+def test_a_token_http_cannot_carry_is_one_error_naming_its_variable_never_its_value(
+    feed: Feed, env: dict[str, str], tmp_path: Path, variable: str, token: str
+) -> None:
+    """A token that is no header value: one usage error naming the variable (exit 2), never
+    the value, in --check (text and JSON), mux update and a server's check child; nothing is
+    sent with it, nothing cached (without the token the next check asks afresh)."""
+    with serve_github(FakeGitHub(root=feed.path, repo="acme/mux")) as github:
+        github_env_ = {**env, **github_env(github), variable: token}
+        pinned = ["--version", STABLE]
+        results = [
+            run_mux(["update", "--check", *pinned], github_env_),
+            run_mux(["update", "--check", "--json", *pinned], github_env_),
+            run_mux(
+                ["update", *pinned, "--home", str(tmp_path / "home")],
+                {**github_env_, "MUX_INSTALL_DIR": str(tmp_path / "bin")},
+            ),
+        ]
+        for result in results:
+            line = refused(result, 2, f"{variable} is not a token HTTP can carry")
+            assert SECRET not in result.stdout + result.stderr, line
+        child = run_mux(["server", "check-updates"], github_env_)  # what a server logs
+        assert json.loads(child.stdout)["ok"] is False, child.stdout
+        assert variable in child.stdout and SECRET not in child.stdout + child.stderr
+        assert not [r for r in github.requests if "Authorization" in r.headers]
+        assert SECRET not in written_by_mux(env)
+        assert not (tmp_path / "home" / "versions").exists()
+
+        without = {k: v for k, v in github_env_.items() if k != variable}
+        fresh = run_mux(["update", "--check", "--json", "--max-age", "1h", *pinned], without)
+    assert fresh.returncode == 10, fresh.stdout + fresh.stderr
+    assert json.loads(fresh.stdout)["cached"] is False
+
+
+class _SignedStorage:
+    """A storage host that refuses every pre-signed link (an expired one)."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        storage = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                storage.paths.append(self.path)
+                body = b"<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>"
+                self.send_response(403)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.handler = Handler
+
+
+SIGNED_QUERY = (
+    "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAEXAMPLE5ECRET%2F20260101"
+    "&X-Amz-Signature=5eb1e5f00dcafe0123456789abcdef&response-content-disposition=attachment"
+)
+
+
+def test_a_pre_signed_url_is_shown_and_cached_without_its_query(
+    feed: Feed, env: dict[str, str], tmp_path: Path
+) -> None:
+    """GitHub sends a download to a storage host with a pre-signed link; that host refuses
+    it (HTTP 403). The error names the URL without its query, in text, JSON, mux update and
+    the check cache, and says no "needs a token": that host never sees one."""
+    storage = _SignedStorage()
+    with (
+        serve_handler(storage.handler) as storage_url,
+        serve_github(FakeGitHub(root=feed.path, repo="acme/mux")) as github,
+    ):
+        github.foreign_download_url = storage_url
+        github.foreign_download_query = SIGNED_QUERY
+        github_env_ = {
+            **env,
+            **github_env(github),
+            "MUX_GITHUB_DOWNLOAD_HOSTS": storage_url.removeprefix("http://"),
+        }
+        pinned = ["--version", STABLE]
+        results = [
+            run_mux(["update", "--check", *pinned], github_env_),
+            run_mux(["update", "--check", "--json", *pinned], github_env_),
+            run_mux(["update", "--check", "--max-age", "1h", *pinned], github_env_),  # cached
+            run_mux(
+                ["update", *pinned, "--home", str(tmp_path / "home")],
+                {**github_env_, "MUX_INSTALL_DIR": str(tmp_path / "bin")},
+            ),
+        ]
+    assert storage.paths and all("X-Amz-Signature=" in path for path in storage.paths)
+    for result in results:
+        line = refused(result, 1, f"{storage_url}/v{STABLE}/", "refused access (HTTP 403)")
+        output = result.stdout + result.stderr
+        for secret in ("X-Amz", "5eb1e5f00dcafe", "AKIAEXAMPLE", "?"):
+            assert secret not in output, line
+        assert "needs a token" not in output and "set MUX_GITHUB_TOKEN" not in output
+    assert "cached result" in results[2].stderr
+    assert "X-Amz" not in written_by_mux(env) and "5eb1e5f00dcafe" not in written_by_mux(env)
 
 
 # -- the lock file -------------------------------------------------------------------------

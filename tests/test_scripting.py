@@ -19,14 +19,18 @@ from tests.test_watch import plugin_script
 from updater.core.notices import offer_notice
 from updater.core.report import Manager
 from updater.daemon.hub import encode
+from updater.protocol import StatusLine
+from updater.servers.watch import server_event
 
 
 def _lines() -> bytes:
     offer = _offer(Decision.UPDATE)
-    status = {"address": "/run/mux/default.sock", "protocol_version": 2, "version": "1.0.0"}
+    status = StatusLine("mux", 2, "1.0.0", 42, "2026-01-01T00:00:00Z", "/v/1.0.0/mux")
+    entry = {"address": "/run/mux/default.sock", "state": "live", "version": "1.0.0"}
     brew = Manager("packager", "Homebrew", "brew upgrade mux", "/x/mux-packager.json", 0.0)
     admin = Manager("policy", "the machine policy", None, "/etc/mux/policy.toml")
-    lines = [encode({**status, "status": dict(status)})]
+    # What `mux server watch` prints: the status line itself, then the server's entry.
+    lines = [encode(status.to_json()), encode(server_event(entry))]
     for manager in (None, brew, admin):
         notice = offer_notice(offer, installed_version="1.0.0", manager=manager)
         assert notice is not None

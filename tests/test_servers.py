@@ -34,6 +34,7 @@ from tests.support.servers import (
     start_fake_server,
     start_mux_server,
     start_mux_server_url,
+    tcp_secret,
     write_fake_mux,
 )
 from updater.cli.server import server_app
@@ -312,6 +313,7 @@ def test_tcp_server_refuses_browser_requests(mux_runtime_dir):
     _pid, url = start_mux_server_url(mux_runtime_dir)
     address = parse_server_address(url)
     assert isinstance(address, TcpAddress)
+    owner = {"Authorization": f"Bearer {tcp_secret(url)}"}
 
     def ask(method: str, headers: dict[str, str]) -> int:
         connection = http.client.HTTPConnection(address.host, address.port, timeout=5)
@@ -323,10 +325,14 @@ def test_tcp_server_refuses_browser_requests(mux_runtime_dir):
         finally:
             connection.close()
 
-    assert ask("POST", {"Origin": "https://evil.example"}) == 403
-    assert ask("GET", {"Host": f"evil.example:{address.port}"}) == 403
-    assert ask("GET", {"Host": "localhost"}) == 200
-    assert query_server(url).state == "live"  # still serving
+    # Even with the owner's secret (a page cannot read it, but refuse what only a page sends).
+    assert ask("POST", {**owner, "Origin": "https://evil.example"}) == 403
+    assert ask("GET", {**owner, "Host": f"evil.example:{address.port}"}) == 403
+    assert ask("GET", {**owner, "Sec-Fetch-Mode": "no-cors"}) == 403
+    assert ask("GET", {"Host": "localhost"}) == 401  # no secret
+    assert ask("GET", {"Authorization": "Bearer " + "0" * 64}) == 401
+    assert ask("GET", {**owner, "Host": "localhost"}) == 200
+    assert query_server(url).state == "live"  # still serving, and mux's client sends it
 
 
 # -- the daemon -------------------------------------------------------------------------

@@ -46,6 +46,18 @@ def assert_untouched(install: Install, before: dict[str, str]) -> None:
     assert install.reported_version()["version"] == "0.1.0"
 
 
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_mux_dash_dash_version_answers_what_mux_version_answers(
+    installed: Install, flag: str
+) -> None:
+    """``mux --version`` (and tmux's ``-V``) is not a usage error: the installed mux prints
+    exactly what ``mux version`` prints, exit 0 (its imports: tests/test_imports.py)."""
+    expected = installed.run("version")
+    assert expected.returncode == 0 and "0.1.0" in expected.stdout, expected.stderr
+    answered = installed.run(flag)
+    assert (answered.returncode, answered.stdout, answered.stderr) == (0, expected.stdout, "")
+
+
 def test_update_switches_atomically_and_keeps_previous(installed: Install) -> None:
     assert installed.active() == "0.1.0"
     assert installed.reported_version()["protocol_version"] == 1
@@ -183,6 +195,91 @@ def test_unsafe_archive(installed: Install, feed: Feed, attack: str, tmp_path: P
     republish(feed.releases["0.2.0"], feed.keypair.secret_key(), archive=_tarball(members))
     _fails_and_leaves_everything(installed, code=3, text="verification failed (archive)")
     assert not (tmp_path / "evil").exists()
+
+
+def _python_before_data_filters() -> str | None:
+    """An interpreter of Python 3.11.0-3.11.3 on this machine (Debian 12's is 3.11.2): the
+    versions whose tarfile has no extraction filters."""
+    import shutil
+    import subprocess
+
+    for name in ("/usr/bin/python3.11", "/usr/bin/python3", "python3.11"):
+        path = shutil.which(name)
+        if path is None:
+            continue
+        probe = subprocess.run(
+            [path, "-c", "import sys; print(*sys.version_info[:3])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        version = tuple(int(part) for part in probe.stdout.split() or (0,))
+        if (3, 11, 0) <= version < (3, 11, 4):
+            return path
+    return None
+
+
+@pytest.mark.parametrize("python", ["before-3.11.4", "this one"])
+def test_an_update_under_python_before_3_11_4_unpacks_with_the_same_rules(
+    tmp_path: Path, sandbox_env: dict[str, str], feed: Feed, served: str, python: str
+) -> None:
+    """``extractall(filter="data")`` arrived in Python 3.11.4: on 3.11.2 (Debian 12) mux
+    crashed after downloading and verifying. The development mux under such a Python (and
+    under this one) refuses an archive that escapes, then installs a release whose archive
+    asks for setuid, group/other-writable files and another owner, and gets what the data
+    filter gives: none of that."""
+    import site
+    import stat
+    import sys
+
+    interpreter = _python_before_data_filters() if python != "this one" else sys.executable
+    if interpreter is None:
+        pytest.skip("no Python 3.11.0-3.11.3 on this machine (Debian 12's python3 is one)")
+    top = f"mux-{TARGET}"
+    release = feed.releases["0.2.0"]
+    genuine = (release / f"mux-{TARGET}.tar.gz").read_bytes()
+    checkout = Path(__file__).resolve().parent.parent
+    env = {**sandbox_env, "PYTHONPATH": os.pathsep.join([str(checkout), *site.getsitepackages()])}
+    env["MUX_INSTALL_DIR"] = str(tmp_path / "bin")
+    home = tmp_path / "mux-home"
+    mux = [interpreter, "-m", "updater"]
+    args = ["update", "--version", "0.2.0", "--source", served, "--home", str(home)]
+    args += ["--trust-key", feed.keypair.public_key]
+
+    escaping = [_file(f"{top}/mux", b"#!/bin/sh\necho pwned\n"), _file(f"{top}/../../evil", b"x")]
+    republish(release, feed.keypair.secret_key(), archive=_tarball(escaping))
+    refused = run_mux(args, env, executable=mux)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "verification failed (archive)" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert not (tmp_path / "evil").exists()
+
+    members = []
+    with tarfile.open(fileobj=io.BytesIO(genuine)) as original:
+        for info in original.getmembers():
+            data = original.extractfile(info).read() if info.isfile() else None  # type: ignore[union-attr]
+            info.uid, info.gid, info.uname, info.gname = 4321, 4321, "someone", "others"
+            if info.name == f"{top}/mux":
+                info.mode = 0o6777
+            elif info.isfile():
+                info.mode = 0o1666
+            members.append((info, data))
+    republish(release, feed.keypair.secret_key(), archive=_tarball(members))
+    result = run_mux(args, env, executable=mux)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    version_dir = home / "versions" / "0.2.0"
+    for path in version_dir.rglob("*"):
+        info = path.lstat()
+        assert info.st_uid == os.getuid(), path
+        if stat.S_ISLNK(info.st_mode):
+            continue
+        assert not info.st_mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX), path
+        assert not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH), path
+        if path.is_dir():
+            assert stat.S_IMODE(info.st_mode) == 0o755, path
+    assert stat.S_IMODE((version_dir / "mux").stat().st_mode) == 0o755
+    assert stat.S_IMODE(next(version_dir.rglob("*.py")).stat().st_mode) == 0o644
 
 
 @pytest.mark.parametrize("lie", ["version", "target"])

@@ -31,7 +31,7 @@ import pytest
 
 from release.rehearsal.serve import serving
 from tests.support.installs import Install, bootstrap
-from tests.support.releases import Feed, make_feed, serve_directory
+from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
 from tests.support.servers import (
     mux_runtime_dir,
     start_fake_server,
@@ -102,6 +102,17 @@ def event(line: str | None) -> tuple[str, dict[str, Any]]:
     return doc["type"], doc["data"]
 
 
+def watch_start(lines: Lines) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The first two lines of `mux server watch`: the server's status line itself, then the
+    `server` event (the server as `mux server status --json` lists it)."""
+    status = json.loads(lines.next() or "")
+    assert status["service"] == "mux", status  # what plugins of the status-line contract check
+    assert "address" not in status and "status" not in status
+    kind, entry = event(lines.next())
+    assert kind == "server", kind
+    return status, entry
+
+
 def update(install: Install, version: str, code: int) -> None:
     result = install.run("update", "--version", version)
     assert result.returncode == code, (result.stdout, result.stderr)
@@ -119,14 +130,23 @@ def test_watchers_see_each_event_once_and_in_order(tmp_path, sandbox_env, feed):
         address = str(Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.sock")
         watchers = [spawn(mux, "server", "watch") for _ in range(3)]
         for _process, lines in watchers:
-            first = json.loads(lines.next() or "")
-            assert (first["address"], first["state"], first["version"]) == (
+            first, entry = watch_start(lines)
+            assert (first["protocol_version"], first["version"]) == (2, "1.0.0")
+            assert set(first) == {
+                "service",
+                "protocol_version",
+                "version",
+                "pid",
+                "started_at",
+                "executable",
+            }
+            assert first["executable"] == str((mux.home / "versions" / "1.0.0" / "mux").resolve())
+            assert (entry["address"], entry["state"], entry["version"]) == (
                 address,
                 "live",
                 "1.0.0",
             )
-            assert first["protocol_version"] == 2 and first["status"]["protocol_version"] == 2
-            assert first["executable"] == str((mux.home / "versions" / "1.0.0" / "mux").resolve())
+            assert entry["executable"] == first["executable"] and "status" not in entry
 
         update(mux, "1.1.0", 0)
         for _process, lines in watchers:
@@ -141,7 +161,7 @@ def test_watchers_see_each_event_once_and_in_order(tmp_path, sandbox_env, feed):
         update(mux, "1.2.0", 20)
         # A watcher that connects now gets what is in force: the link's version, the restart.
         late, late_lines = spawn(mux, "server", "watch")
-        assert json.loads(late_lines.next() or "")["version"] == "1.0.0"
+        assert watch_start(late_lines)[0]["version"] == "1.0.0"
         assert [event(late_lines.next())[0] for _ in range(2)] == [
             "update-installed",
             "restart-needed",
@@ -242,7 +262,7 @@ def test_the_background_check_runs_on_schedule_and_survives_the_feed_going_away(
     assert mux.run("server", "start").returncode == 0
     log = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.log"
     watcher, lines = spawn(mux, "server", "watch")
-    assert json.loads(lines.next() or "")["version"] == "1.0.0"
+    assert watch_start(lines)[0]["version"] == "1.0.0"
     kind, data = event(lines.next())
     assert (kind, data["version"], data["tag"]) == ("update-available", "1.2.0", "v1.2.0")
 
@@ -617,7 +637,8 @@ def test_the_link_watch_notices_a_move_within_two_seconds(tmp_path):
 
 
 def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
-    """The policy's ``updates = "disabled"`` reaches the server through Settings."""
+    """The policy's ``updates = "disabled"`` reaches the server through Settings: the
+    schedule runs (the policy may allow checks later), and asks before each check."""
     from updater.config.settings import Settings
     from updater.daemon.notices import ServerNotices
 
@@ -637,7 +658,8 @@ def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
         )
         notices.start()
         try:
-            assert (notices._check is not None) == expect_check, updates
+            assert notices._check is not None
+            assert notices._check_allowed() == expect_check, updates
             off = "background update checks are off (the machine policy disables updates)"
             assert (off in logged) == (not expect_check)
         finally:
@@ -718,7 +740,7 @@ def test_a_rollback_to_a_compatible_version_withdraws_restart_needed(tmp_path, s
         )
         assert mux.run("server", "start").returncode == 0
         early, lines = spawn(mux, "server", "watch")
-        assert json.loads(lines.next() or "")["version"] == "1.0.0"
+        assert watch_start(lines)[0]["version"] == "1.0.0"
         update(mux, "1.1.0", 0)
         update(mux, "1.2.0", 20)
         rolled = mux.run("update", "--rollback")
@@ -731,8 +753,8 @@ def test_a_rollback_to_a_compatible_version_withdraws_restart_needed(tmp_path, s
             ("update-installed", "1.1.0"),
         ]
         late, late_lines = spawn(mux, "server", "watch")
-        first = json.loads(late_lines.next() or "")
-        assert (first["version"], first["restart_needed"]) == ("1.0.0", False)
+        first, entry = watch_start(late_lines)
+        assert (first["version"], entry["restart_needed"]) == ("1.0.0", False)
         kind, data = event(late_lines.next())
         assert (kind, data["version"], data["compatible"]) == ("update-installed", "1.1.0", True)
         assert mux.run("server", "stop").returncode == 0
@@ -776,40 +798,35 @@ def test_an_answer_counts_only_for_the_build_that_checked(tmp_path, sandbox_env,
     assert again.returncode == 10 and json.loads(again.stdout)["cached"] is True
 
 
-def _hub_stream(hub: WatchHub) -> tuple[socket.socket, threading.Thread, list[bool]]:
+def _hub_stream(hub: WatchHub) -> tuple[socket.socket, threading.Thread | None]:
     """One watcher on ``hub`` over a real socket pair: (the reader's end, the stream's thread,
-    whether it was accepted)."""
+    None when the hub refused it)."""
     reader, server_side = socket.socketpair()
-    accepted: list[bool] = []
-
-    def run() -> None:
-        try:
-            hub.serve(server_side, accepted.append, {"service": "mux"})
-        finally:
-            server_side.close()
-
-    thread = threading.Thread(target=run, daemon=True)
+    watcher = hub.admit({"service": "mux"})
+    if watcher is None:
+        server_side.close()
+        return reader, None
+    thread = threading.Thread(target=hub.stream, args=(server_side, watcher, b""), daemon=True)
     thread.start()
-    wait_until(lambda: accepted, timeout=5, what="the stream to begin")
-    return reader, thread, accepted
+    return reader, thread
 
 
 def test_a_watcher_that_hangs_up_frees_its_place_at_once():
     hub = WatchHub(max_watchers=1)
     try:
-        reader, thread, accepted = _hub_stream(hub)
-        assert accepted == [True]
+        reader, thread = _hub_stream(hub)
+        assert thread is not None
         reader.settimeout(5)
         assert reader.recv(4096).startswith(b'{"service"')
-        _other, _thread, refused = _hub_stream(hub)
-        assert refused == [False]  # the one place is taken
+        _other, refused = _hub_stream(hub)
+        assert refused is None  # the one place is taken
         reader.close()
         # Gone at once, not at the next heartbeat (15 s) or event.
         wait_until(lambda: hub.watcher_count == 0, timeout=5, what="the place to be freed")
         thread.join(5)
         assert not thread.is_alive()
-        again, _thread, taken = _hub_stream(hub)
-        assert taken == [True]
+        again, taken = _hub_stream(hub)
+        assert taken is not None
         again.close()
     finally:
         hub.close("the test is over")
@@ -819,7 +836,7 @@ def test_an_idle_stream_sends_heartbeats_that_the_client_skips(monkeypatch):
     monkeypatch.setattr(hub_module, "HEARTBEAT", 0.2)
     hub = WatchHub()
     try:
-        reader, _thread, _accepted = _hub_stream(hub)
+        reader, _thread = _hub_stream(hub)
         reader.settimeout(10)
         received = b""
         while received.count(b"\n") < 3:
@@ -855,7 +872,7 @@ def test_watch_gives_up_on_a_server_that_hangs_mid_stream(mux_runtime_dir):
         text=True,
     )
     lines = Lines(process)
-    assert json.loads(lines.next() or "")["state"] == "live"
+    assert watch_start(lines)[1]["state"] == "live"
     os.kill(pid, signal.SIGSTOP)
     try:
         assert process.wait(30) == 1
@@ -920,3 +937,171 @@ def test_the_check_interval_has_a_floor(source, asked, used):
     settings = SimpleNamespace(update_check_interval=asked, source=source)
     assert check_interval(settings, heard.append) == used  # type: ignore[arg-type]
     assert bool(heard) == (0 < asked < used)
+
+
+# -- issue 24: the policy as it changes, and the first line ----------------------------------
+
+
+class RawStream:
+    """A watch stream read straight from the socket by a thread: every line, heartbeats too."""
+
+    def __init__(self, path: Path) -> None:
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(str(path))
+        self.sock.sendall(b"GET /api/watch HTTP/1.0\r\n\r\n")
+        self._lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        buffer, head_done = b"", False
+        with contextlib.suppress(OSError):
+            while data := self.sock.recv(65536):
+                buffer += data
+                if not head_done and b"\r\n\r\n" in buffer:
+                    head, buffer = buffer.split(b"\r\n\r\n", 1)
+                    assert head.startswith(b"HTTP/1.0 200"), head
+                    head_done = True
+                while head_done and b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    self._lines.put(json.loads(line))
+        self._lines.put(None)
+
+    def next(self, timeout: float = 30.0) -> dict[str, Any] | None:
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no line within {timeout:g}s") from None
+
+    def next_event(self, timeout: float = 30.0) -> tuple[str, dict[str, Any]]:
+        """The next line that is not a heartbeat, within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.next(max(0.0, deadline - time.monotonic()))
+            assert line is not None, "the stream ended"
+            if line.get("type") != "heartbeat":
+                return line["type"], line["data"]
+
+
+def test_a_running_server_follows_the_machine_policy_as_it_changes(tmp_path, sandbox_env):
+    """The policy switched to check-only, then disabled, then enabled again while a server
+    runs: its watchers are told what installs the update as the policy now says, a new
+    watcher gets only what the policy allows, and no check child runs while it disables
+    updates."""
+    policy = tmp_path / "root" / "etc" / "mux" / "policy.toml"
+    policy.parent.mkdir(parents=True)
+    keypair = make_keypair(tmp_path / "keys")
+    feed_dir = tmp_path / "feed"
+    now = int(time.time())
+    for number, version in enumerate(("1.0.0", "1.1.0")):
+        make_release(
+            feed_dir,
+            version,
+            protocol_version=2,
+            keypair=keypair,
+            build={"policy_file": str(policy)},  # what the installed build reads
+            signed_at=now - 3600 * (2 - number),
+        )
+    recording = RecordingFeed(feed_dir)
+    recording.start()
+
+    def set_policy(updates: str) -> None:
+        temporary = policy.with_name(".policy.toml.tmp")
+        temporary.write_text(f'updates = "{updates}"\n')
+        temporary.chmod(0o644)
+        os.replace(temporary, policy)
+
+    try:
+        mux = bootstrap(
+            tmp_path, sandbox_env, source=recording.url, version="1.0.0",
+            public_key=keypair.public_key,
+        )  # fmt: skip
+        mux.env["MUX_UPDATE_CHECK_INTERVAL"] = "1"
+        assert mux.run("server", "start").returncode == 0
+        path = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "default.sock"
+        log = path.with_name("default.log")
+        watcher = RawStream(path)
+        assert watcher.next() is not None  # the status line
+        kind, data = watcher.next_event()
+        assert (kind, data["version"], data["install_command"]) == (
+            "update-available",
+            "1.1.0",
+            "mux update",
+        )
+
+        set_policy("check-only")
+        # Said again to the watcher as the policy now has it: no command, the policy manages.
+        kind, data = watcher.next_event()
+        assert (kind, data["install_command"], data["managed_by"]["kind"]) == (
+            "update-available",
+            None,
+            "policy",
+        )
+        late = RawStream(path)
+        assert late.next() is not None
+        kind, data = late.next_event()
+        assert (kind, data["install_command"]) == ("update-available", None)
+        late.sock.close()
+
+        set_policy("disabled")
+        wait_until(lambda: 'now sets updates = "disabled"' in log.read_text(), what="the change")
+        wait_until(lambda: "background check skipped" in log.read_text(), what="a skipped check")
+        asked = len(recording.since(0, "/releases.json"))
+        answered = log.read_text().count("background check: ") + log.read_text().count(
+            "background check (cached)"
+        )
+        # A new watcher gets nothing in force: its first line after the status line is the
+        # heartbeat, 15 s of the server's own time later, in which a dozen checks would have run.
+        quiet = RawStream(path)
+        assert quiet.next() is not None
+        assert quiet.next(30) == {"type": "heartbeat", "data": {"interval": 15.0}}
+        assert len(recording.since(0, "/releases.json")) == asked
+        assert (
+            log.read_text().count("background check: ")
+            + log.read_text().count("background check (cached)")
+            == answered
+        )
+
+        set_policy("enabled")
+        kind, data = watcher.next_event()  # the next check, allowed again
+        assert (kind, data["install_command"]) == ("update-available", "mux update")
+        assert quiet.next_event()[0] == "update-available"
+        assert mux.run("server", "stop").returncode == 0
+        assert watcher.next_event()[0] == quiet.next_event()[0] == "server-stopping"
+    finally:
+        with contextlib.suppress(AssertionError, OSError):
+            recording.stop()
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed")
+def test_the_first_line_is_the_status_line_a_plugin_checks(mux_runtime_dir):
+    """A plugin written for the status-line contract checks `.service == "mux"` on the first
+    line (jq here, as such plugins do): it is the server's status line itself, exactly what
+    GET /api/status answers; the server's entry follows as an event."""
+    from updater.servers.client import UnixAddress, http_request
+
+    _pid, path = start_mux_server(mux_runtime_dir, "plugin")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "updater", "server", "watch", "--socket", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = Lines(process)
+    first = lines.next()
+    assert first is not None
+    checked = subprocess.run(
+        ["jq", "-e", '.service == "mux" and (.protocol_version | type) == "number"'],
+        input=first,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert checked.returncode == 0, (first, checked.stdout, checked.stderr)
+    _code, body = http_request(UnixAddress(str(path)), "GET", "/api/status", timeout=5)
+    assert json.loads(first) == json.loads(body)
+    kind, entry = event(lines.next())
+    assert (kind, entry["address"], entry["state"]) == ("server", str(path), "live")
+    assert entry["pid"] == json.loads(first)["pid"] and "status" not in entry
+    process.terminate()
+    process.wait(10)

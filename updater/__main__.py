@@ -18,15 +18,20 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# `mux --version` and `mux -V` answer as `mux version` does, on its path (what uv, gh, rustup
+# and mise answer to --version, and tmux to -V).
+VERSION_FLAGS = (["--version"], ["-V"])
+
+
 def _fast_path(args: list[str]) -> int | None:
     # Each path imports what it runs, after the hold on this build (main): the fastest paths
     # import none of the others (tests/test_imports.py).
     if args == ["__verify-attestation"]:  # updater.trust.attestation_worker.WORKER_ARG: its child
         return _attestation_worker().serve()
-    if args in (["version"], ["version", "--json"]):
+    if args in (["version"], ["version", "--json"], *VERSION_FLAGS):
         from updater.cli.version import print_version  # render and the build info only
 
-        return print_version(as_json=len(args) == 2)
+        return print_version(as_json=args[-1] == "--json")
     if args[:1] == ["update"] and "--check" in args:
         from updater.cli import check  # the cached check's modules, no HTTP stack
 

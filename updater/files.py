@@ -40,6 +40,25 @@ def sha256_file(path: StrPath) -> str:
     return digest.hexdigest()
 
 
+def private_folders(path: StrPath) -> None:
+    """Create the folder ``path`` and every missing folder above it with mode 0700 (the XDG
+    base directory rule, which ``os.makedirs`` applies only to the last one)."""
+    missing = []
+    folder = os.path.abspath(path)
+    while not os.path.isdir(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(folder):
+                raise
+
+
 def write_temp_beside(path: StrPath, data: bytes, *, mode: int | None = None) -> Path:
     """``data`` in a new fsynced ``.<name>.XXXX.tmp`` file next to ``path``; returns it.
 
@@ -64,13 +83,20 @@ def write_temp_beside(path: StrPath, data: bytes, *, mode: int | None = None) ->
     return Path(temporary)
 
 
-def atomic_write(path: StrPath, data: bytes, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` in one rename (see the module docstring)."""
+def atomic_write(
+    path: StrPath, data: bytes, *, mode: int | None = None, private: bool = False
+) -> None:
+    """Replace ``path`` with ``data`` in one rename (see the module docstring); ``private``:
+    a state file of the user's, whose missing folders are made 0700 (the file itself is
+    0600 unless ``mode`` says otherwise)."""
     # deferred: this module is on a fast path (docs/build.md)
     from pathlib import Path
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if private:
+        private_folders(path.parent)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     temporary = write_temp_beside(path, data, mode=mode)
     try:
         os.replace(temporary, path)
@@ -157,8 +183,22 @@ class NotReadable(Exception):
     """A small file is there but cannot be taken for what it should be; ``str()`` says why."""
 
 
+STATE_FILE_LIMIT = 1 << 20  # a state file mux writes (a record, a cache, a counter) is far smaller
+
+
+def owned_by_this_user(info: os.stat_result) -> None:
+    """For :func:`read_small_file`'s ``inspect``: a state file of this user's must be this
+    user's (one that another user made could say anything: a cached answer, a rate limit)."""
+    if info.st_uid != os.geteuid():
+        raise NotReadable(f"it belongs to another user (uid {info.st_uid})")
+
+
 def read_small_file(
-    path: str, limit: int, *, inspect: Callable[[os.stat_result], None] | None = None
+    path: str,
+    limit: int,
+    *,
+    inspect: Callable[[os.stat_result], None] | None = None,
+    follow_links: bool = True,
 ) -> bytes | None:
     """The bytes of the regular file at ``path``, at most ``limit`` of them; None when nothing
     is there (a link to nothing included: the caller may ask ``os.path.lexists``).
@@ -167,17 +207,25 @@ def read_small_file(
     never by a name that may change between a check and the read: anything but a regular
     file, or one longer than ``limit``, raises :class:`NotReadable`. ``inspect`` sees the
     opened file's status before a byte is read (the machine policy's owner rules).
+    ``follow_links=False``: a symbolic link at ``path`` itself is not followed (``O_NOFOLLOW``)
+    and raises :class:`NotReadable`.
     """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except FileNotFoundError:
         return None
     except OSError as exc:
+        if not follow_links and _is_link(path):  # ELOOP, whose number differs by system
+            raise NotReadable("it is a symbolic link") from None
         raise NotReadable(exc.strerror or str(exc)) from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # judged before fdopen, which refuses a folder itself
+        os.close(fd)
+        raise NotReadable("it is not a regular file")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise NotReadable("it is not a regular file")
         if inspect is not None:
             inspect(info)
         try:
@@ -187,3 +235,10 @@ def read_small_file(
     if len(raw) > limit:
         raise NotReadable(f"it is larger than {limit} bytes")
     return raw
+
+
+def _is_link(path: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False

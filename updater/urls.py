@@ -78,14 +78,47 @@ def github_api_for(web_url: str | None) -> str:
     return f"{web}/api/v3"
 
 
+DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
 def url_origin(url: str) -> str:
-    """``host`` or ``host:port`` (when the URL names a port), lower case."""
+    """The URL's origin, ``scheme://host:port`` with the effective port (443 for https, 80
+    for http, when the URL names none), lower case: what decides who may see a token. Two
+    URLs have one origin only when scheme, host and port all agree (RFC 6454)."""
+    # deferred: this module is on a fast path (docs/build.md)
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"  # an IPv6 literal, bracketed as in a URL
+    port = parts.port or DEFAULT_PORTS.get(scheme)
+    return f"{scheme}://{host}:{port}"
+
+
+def url_authority(url: str) -> str:
+    """``host`` or ``host:port`` as the URL names it, lower case, for messages."""
     # deferred: this module is on a fast path (docs/build.md)
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
     return f"{host}:{parts.port}" if parts.port else host
+
+
+def shown_url(url: str) -> str:
+    """``url`` as a message or a cache may carry it: without its query and fragment (a
+    pre-signed storage link's ``X-Amz-Signature``, ``sig``, ``token``...) and without user
+    info. Plain string work, so that even a URL no parser reads is shown safely."""
+    text = url.split("#", 1)[0].split("?", 1)[0]
+    scheme, separator, rest = text.partition("://")
+    if separator:
+        authority, slash, path = rest.partition("/")
+        text = f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+    return text
 
 
 # An exact host name or IP literal, optionally with a port: no scheme, path or wildcard.

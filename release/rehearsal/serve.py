@@ -24,10 +24,12 @@ def serving(
     handler: Callable[..., http.server.BaseHTTPRequestHandler],
     *,
     port: int = 0,
+    host: str = "127.0.0.1",
     tls: ssl.SSLContext | None = None,
     handshake_on_connect: bool = True,
 ) -> Iterator[http.server.ThreadingHTTPServer]:
-    """Serve ``handler`` on 127.0.0.1 (``port``, default a free one), over TLS with ``tls``;
+    """Serve ``handler`` on ``host`` (a loopback address, default 127.0.0.1) and ``port``
+    (default a free one), over TLS with ``tls``;
     yields the running server. The one lifecycle of every loopback server the rehearsal and
     the tests run.
 
@@ -36,7 +38,7 @@ def serving(
     ``handshake_on_connect=False`` does a TLS handshake in the handler's thread, not in the
     accepting one (a client that never speaks cannot stall the others).
     """
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = http.server.ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     if tls is not None:
         server.socket = tls.wrap_socket(
@@ -55,9 +57,10 @@ def serving(
 
 
 def url_of(server: http.server.ThreadingHTTPServer) -> str:
-    """``http://127.0.0.1:<port>`` (``https://`` for a TLS server) of a :func:`serving` server."""
+    """``http://<host>:<port>`` (``https://`` for a TLS server) of a :func:`serving` server."""
     scheme = "https" if hasattr(server.socket, "context") else "http"
-    return f"{scheme}://127.0.0.1:{server.server_address[1]}"
+    host, port = server.server_address[:2]
+    return f"{scheme}://{host!s}:{port}"
 
 
 @contextmanager

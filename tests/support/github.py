@@ -50,6 +50,7 @@ class FakeGitHub:
     rate_limited: bool = False
     reject_token: str | None = None  # this token gets a 401 (a stale token)
     foreign_download_url: str | None = None  # redirect downloads there instead
+    foreign_download_query: str = ""  # ... with this query (a pre-signed link's signature)
     truncate: dict[str, int] = field(default_factory=dict)  # file name -> bytes sent
     lie_length: bool = False  # with truncate: announce the full length anyway
     truncate_once: bool = False  # with truncate: only the first response is cut short
@@ -162,7 +163,8 @@ def _handler(fake: FakeGitHub, role: str) -> type[BaseHTTPRequestHandler]:
                     self._send(404)
                     return
                 base = fake.foreign_download_url or f"{fake.api_url}/_dl"
-                self._send(302, headers={"Location": f"{base}/{tag}/{name}"})
+                query = f"?{fake.foreign_download_query}" if fake.foreign_download_query else ""
+                self._send(302, headers={"Location": f"{base}/{tag}/{name}{query}"})
                 return
             self._send(404)
 
@@ -269,12 +271,16 @@ def _handler(fake: FakeGitHub, role: str) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def serve_github(fake: FakeGitHub) -> Iterator[FakeGitHub]:
-    """Start the web and API servers on 127.0.0.1 and fill in their URLs."""
+def serve_github(
+    fake: FakeGitHub, *, host: str = "127.0.0.1", web_port: int = 0
+) -> Iterator[FakeGitHub]:
+    """Start the web and API servers on ``host`` (a loopback address) and fill in their
+    URLs; ``web_port`` 80 gives a web URL that names no port (``http://<host>``)."""
     with ExitStack() as servers:
         servers.callback(fake._release_hang.set)  # first thing on the way out: no handler waits
-        fake.web_url = url_of(servers.enter_context(serving(_handler(fake, "web"))))
-        fake.api_url = url_of(servers.enter_context(serving(_handler(fake, "api"))))
+        web = servers.enter_context(serving(_handler(fake, "web"), host=host, port=web_port))
+        fake.web_url = url_of(web).removesuffix(":80")
+        fake.api_url = url_of(servers.enter_context(serving(_handler(fake, "api"), host=host)))
         yield fake
 
 

@@ -338,8 +338,8 @@ def changes_besides_the_lock(
         if old == new:
             continue
         if old is None and path in allowed:
-            if path.endswith("/.lock") and new != ("file", "0o644", hashlib.sha256().hexdigest()):
-                changed[path] = (old, new)  # the lock file holds nothing
+            if path.endswith("/.lock") and new != ("file", "0o600", hashlib.sha256().hexdigest()):
+                changed[path] = (old, new)  # the lock file holds nothing, and is private
             continue
         changed[path] = (old, new)
     return changed

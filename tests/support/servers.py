@@ -53,7 +53,7 @@ FakeKind = Literal[
 SERVE_SCRIPT = (
     "import json, sys\n"
     "from updater.daemon.server import serve\n"
-    "serve(sys.argv[1], status_override=json.loads(sys.argv[2]))\n"
+    "serve(sys.argv[1], status_override=json.loads(sys.argv[2]), **json.loads(sys.argv[3]))\n"
 )
 
 _processes: list[subprocess.Popen[bytes]] = []
@@ -81,16 +81,30 @@ def _override(protocol_version: int | None, version: str | None) -> dict[str, An
 
 
 def _spawn_server(
-    address: str, override: dict[str, Any], log_path: Path, env: dict[str, str] | None = None
+    address: str,
+    override: dict[str, Any],
+    log_path: Path,
+    env: dict[str, str] | None = None,
+    *,
+    serve_args: dict[str, Any] | None = None,
+    preexec_fn: Any = None,
 ) -> subprocess.Popen[bytes]:
-    with log_path.open("wb") as log:
+    with log_path.open("w+b") as log:  # read and write, as `mux server start` opens it
         process = subprocess.Popen(
-            [sys.executable, "-c", SERVE_SCRIPT, address, json.dumps(override)],
+            [
+                sys.executable,
+                "-c",
+                SERVE_SCRIPT,
+                address,
+                json.dumps(override),
+                json.dumps(serve_args or {}),
+            ],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
             start_new_session=True,
             env=env,
+            preexec_fn=preexec_fn,
         )
     _processes.append(process)
     return process
@@ -119,18 +133,24 @@ def start_mux_server(
     version: str | None = None,
     timeout: float = 15.0,
     env: dict[str, str] | None = None,
+    serve_args: dict[str, Any] | None = None,
+    preexec_fn: Any = None,
     **fields: Any,
 ) -> tuple[int, Path]:
     """Run a real server on ``runtime_dir/<name>.sock``; return (pid, socket path) once live.
 
     ``protocol_version``/``version`` (and any other status line ``fields``, e.g.
     ``executable=None`` for a server that does not say) make it answer as another mux build
-    would; ``env`` is its environment (default: this process's).
+    would; ``env`` is its environment (default: this process's); ``serve_args`` more
+    arguments of ``serve`` (``log_limit``); ``preexec_fn`` runs in the child before it
+    starts (a lower descriptor limit).
     """
     socket_path = runtime_dir / f"{name}.sock"
     log_path = server_log(runtime_dir, name)
     override = {**_override(protocol_version, version), **fields}
-    process = _spawn_server(str(socket_path), override, log_path, env)
+    process = _spawn_server(
+        str(socket_path), override, log_path, env, serve_args=serve_args, preexec_fn=preexec_fn
+    )
 
     def live() -> bool:
         _check_alive(process, log_path)
@@ -141,14 +161,21 @@ def start_mux_server(
 
 
 def start_mux_server_url(
-    log_dir: Path, *, protocol_version: int | None = None, timeout: float = 15.0
+    log_dir: Path,
+    *,
+    protocol_version: int | None = None,
+    timeout: float = 15.0,
+    serve_args: dict[str, Any] | None = None,
 ) -> tuple[int, str]:
     """Run a real server on a free loopback TCP port; return (pid, ``http://127.0.0.1:PORT``).
 
     The server picks the port (port 0) and the helper reads it from the server's log line.
+    Its log is :func:`tcp_server_log` of the URL.
     """
     log_path = server_log(log_dir, f"tcp-{len(_processes)}")
-    process = _spawn_server("http://127.0.0.1:0", _override(protocol_version, None), log_path)
+    process = _spawn_server(
+        "http://127.0.0.1:0", _override(protocol_version, None), log_path, serve_args=serve_args
+    )
     found: list[str] = []
 
     def listening() -> bool:
@@ -159,7 +186,22 @@ def start_mux_server_url(
         return bool(found) and query_server(found[0]).state == "live"
 
     wait_until(listening, timeout, "a mux server on a loopback port")
+    _tcp_logs[found[0]] = log_path
     return process.pid, found[0]
+
+
+_tcp_logs: dict[str, Path] = {}
+
+
+def tcp_server_log(url: str) -> Path:
+    """The log of the server :func:`start_mux_server_url` started on ``url``."""
+    return _tcp_logs[url]
+
+
+def tcp_secret(url: str) -> str:
+    """The owner secret of this user's server on ``url`` (what mux's clients send)."""
+    port = int(url.rsplit(":", 1)[1])
+    return (runtime_dir() / f"tcp-{port}.secret").read_text().strip()
 
 
 class FakeServer:

@@ -44,6 +44,28 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print_version(as_json=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_print_version,
+            is_eager=True,
+            help="Print what this mux was built as (mux version) and exit.",
+        ),
+    ] = False,
+) -> None:
+    """mux: terminal multiplexer distribution and protocol-version manager."""
+
+
 def _mount_server_commands() -> None:
     app.add_typer(
         server_app,

@@ -39,7 +39,7 @@ from updater.servers.client import (
     runtime_dir,
 )
 from updater.servers.control import restart, start, stop
-from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch
+from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch, server_event
 
 server_app = typer.Typer(
     name="server",
@@ -188,6 +188,8 @@ def watch_command(
 ) -> None:
     """Print a server's status line, then its events as they happen, one JSON object per line.
 
+    The first line is the server's status line (service, protocol_version, version, pid,
+    ...); the second a "server" event with the server as `mux server status --json` lists it.
     Events: update-available (from the server's background check, every
     MUX_UPDATE_CHECK_INTERVAL, default 6h, 0 disables), update-installed, restart-needed;
     readers skip types they do not know. Ends when the server stops (exit 0), or when it
@@ -199,8 +201,11 @@ def watch_command(
     silence = READ_TIMEOUT if read_timeout is None else read_timeout
     stream = _run(lambda: open_watch(str(address), timeout=timeout, read_timeout=silence))
     try:
-        [first] = _verdicts([stream.report])
-        print(to_json_line(verdict_document(first)), flush=True)
+        # The server's status line itself, as it sent it; then what this mux makes of the
+        # server (its entry in `mux server status --json`) as an event readers may skip.
+        print(to_json_line(stream.status.to_json()), flush=True)
+        [entry] = _verdicts([stream.report])
+        print(to_json_line(server_event(verdict_document(entry))), flush=True)
         for event in stream.events():
             print(to_json_line(event.to_json()), flush=True)
     except StreamEnded as ended:

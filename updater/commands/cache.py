@@ -9,7 +9,9 @@ One contained piece of state with clear rules (after pip's ``self_outdated_check
   while the signed index it came from has not expired);
 * only verified answers are cached (a feed's signed index, the release's signed metadata);
 * a failed lookup is cached too, so an offline machine does not retry on every call;
-* a corrupt or unreadable cache is a miss, never an error.
+* a corrupt or unreadable cache is a miss, never an error: so is anything but a regular file
+  of this user's of at most 1 MiB (a FIFO, a device, a link to /dev/zero: read without
+  blocking, judged before a byte is read, :func:`updater.files.read_small_file`).
 
 Stdlib only: this is the fast path of ``mux update --check --max-age``.
 """
@@ -21,7 +23,13 @@ import os
 import time
 
 from updater.config.dirs import user_cache_dir
-from updater.files import atomic_write
+from updater.files import (
+    STATE_FILE_LIMIT,
+    NotReadable,
+    atomic_write,
+    owned_by_this_user,
+    read_small_file,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -55,9 +63,15 @@ def load(
 
     try:
         # Plain os.path: a cache hit imports neither pathlib nor platformdirs.
-        with open(os.path.join(user_cache_dir(), _CHECK_FILE), "rb") as stream:
-            doc = json.loads(stream.read())
-    except (OSError, ValueError, RecursionError):
+        raw = read_small_file(
+            os.path.join(user_cache_dir(), _CHECK_FILE),
+            STATE_FILE_LIMIT,
+            inspect=owned_by_this_user,
+        )
+        if raw is None:
+            return None
+        doc = json.loads(raw)
+    except (NotReadable, ValueError, RecursionError):
         return None
     if not isinstance(doc, dict) or doc.get("schema") != CACHE_SCHEMA or doc.get("key") != key:
         return None
@@ -80,6 +94,8 @@ def store(key: dict[str, Any], answer: dict[str, Any], *, now: float | None = No
     }
 
     try:
-        atomic_write(check_cache_path(), (json.dumps(doc, sort_keys=True) + "\n").encode())
+        atomic_write(
+            check_cache_path(), (json.dumps(doc, sort_keys=True) + "\n").encode(), private=True
+        )
     except OSError:
         pass  # a read-only cache dir must not break the check itself

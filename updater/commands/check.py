@@ -24,7 +24,7 @@ from updater.core.offer import ReleaseOffer
 from updater.core.report import CheckReport, Manager, plan_check
 from updater.core.request import ReleaseRequest
 from updater.core.retention import recorded_signed_at
-from updater.errors import MuxError
+from updater.errors import MuxError, UsageError
 from updater.install.layout import kept_versions, read_record, resolve_layout
 from updater.servers.client import query_all, retention_reports, server_addresses
 from updater.timestamps import rfc3339
@@ -101,6 +101,8 @@ def offer_for(
             installed_signed_at=_installed_signed_at(settings, build),
             known=known,
         )
+    except UsageError:
+        raise  # what this command was told is wrong, not what the source answered: not cached
     except MuxError as exc:
         cache.store(key, failure_to_cache(exc), now=now)
         raise

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 
 from updater._records import NamedTuple
-from updater.errors import PolicyError
+from updater.errors import PolicyError, UsageError
 from updater.timestamps import parse_duration
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -67,7 +67,8 @@ class GitHubSettings(NamedTuple):
     repo: str = ""  # owner/name: MUX_REPO, else the one baked into the build
     web_url: str | None = None  # MUX_GITHUB_URL (GitHub Enterprise, loopback tests)
     api_url: str | None = None  # MUX_GITHUB_API_URL
-    token: str | None = None  # MUX_GITHUB_TOKEN, else GITHUB_TOKEN
+    token: str | None = None  # MUX_GITHUB_TOKEN, else GITHUB_TOKEN (check_token's alphabet)
+    token_variable: str = "MUX_GITHUB_TOKEN"  # the one of the two it came from
     # MUX_GITHUB_DOWNLOAD_HOSTS: exact hosts downloads may be redirected to (an Enterprise
     # server's storage host), as written; checked by the GitHub source. Never given the token.
     download_hosts: tuple[str, ...] = ()
@@ -169,6 +170,36 @@ def load_for(build: BuildInfo, environ: Mapping[str, str] | None = None, **flags
     )
 
 
+# RFC 6750's b64token, what an "Authorization: Bearer" header carries: GitHub's tokens
+# (ghp_, github_pat_, ghs_..., the old 40 hex digits) are all in it. install.sh refuses the
+# same characters (docs/contracts.md).
+TOKEN_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/")
+
+
+def check_token(token: str, variable: str) -> str:
+    """``token`` when it is a bearer token (:data:`TOKEN_ALPHABET`, then ``=`` padding);
+    else a :class:`UsageError` naming ``variable`` and what is wrong, never the value (an
+    error line ends up in ``--json``, in the check cache, in a server's log)."""
+    body = token.rstrip("=")
+    bad = next((c for c in body if c not in TOKEN_ALPHABET), None)
+    if body and bad is None:
+        return token
+    if bad is None:
+        what = "nothing but '='"
+    elif bad in "\r\n":
+        what = "a line break (a trailing newline from a file or a CI secret?)"
+    elif bad.isspace():
+        what = "white space"
+    elif ord(bad) < 32 or ord(bad) == 127:
+        what = "a control character"
+    else:
+        what = "a character outside A-Z a-z 0-9 - . _ ~ + / (and = at its end)"
+    raise UsageError(
+        f"{variable} is not a token HTTP can carry: it holds {what}; nothing was sent",
+        hint=f"set {variable} to the token alone (its value is never shown)",
+    )
+
+
 def require_updates(settings: Settings, *, action: str) -> None:
     """Refuse ``action`` (``"check"``: ``mux update --check``; ``"update"``: everything else
     ``mux update`` does) when the machine policy's ``updates`` does not allow it (exit 4)."""
@@ -217,6 +248,7 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
             web_url=text("MUX_GITHUB_URL"),
             api_url=text("MUX_GITHUB_API_URL"),
             token=text("MUX_GITHUB_TOKEN") or text("GITHUB_TOKEN"),
+            token_variable="MUX_GITHUB_TOKEN" if text("MUX_GITHUB_TOKEN") else "GITHUB_TOKEN",
             download_hosts=tuple((environ.get(DOWNLOAD_HOSTS_ENV) or "").replace(",", " ").split()),
         ),
         http=HttpSettings(

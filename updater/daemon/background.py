@@ -30,6 +30,7 @@ from updater.config.settings import load_for, require_updates
 from updater.config.targets import release_target
 from updater.core.request import ReleaseRequest
 from updater.errors import MuxError
+from updater.servers.client import strict_json
 from updater.urls import is_loopback_host
 
 if TYPE_CHECKING:
@@ -98,8 +99,11 @@ class BackgroundCheck:
         interval: float,
         on_answer: Callable[[dict[str, Any]], None],
         log: Callable[[str], None],
+        *,
+        allowed: Callable[[], bool] | None = None,
     ) -> None:
         self._command = command
+        self._allowed = allowed  # asked before each check: False skips it (the policy)
         self._interval = interval
         self._on_answer = on_answer
         self._log = log
@@ -124,6 +128,9 @@ class BackgroundCheck:
         delay = first_delay(self._interval)
         while not self._stop.wait(delay):
             try:
+                if self._allowed is not None and not self._allowed():
+                    delay = next_delay(self._interval)
+                    continue
                 answer = self._check_once()
                 if self._stop.is_set():
                     return
@@ -160,8 +167,8 @@ class BackgroundCheck:
         if self._stop.is_set():
             return {"ok": False, "error": "the server is stopping"}
         try:
-            answer = json.loads(out)
-        except ValueError:
+            answer = strict_json(out)  # its offer is written back to watchers: only JSON
+        except (ValueError, RecursionError):
             reason = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
             return {"ok": False, "error": f"the check exited {child.returncode}: {reason[0][:300]}"}
         if not isinstance(answer, dict):

@@ -6,6 +6,12 @@ on the mux link of the install the server belongs to (``update-installed``, and
 :class:`~updater.daemon.background.BackgroundCheck` (``update-available``). The rules of which event
 to send are :func:`updater.core.plan.link_notices` and :func:`updater.core.plan.offer_notice`; this
 module only keeps track of what was already said, so that each event is sent once.
+
+The machine policy may change while a server runs: it is read again before each background
+check and before each new watcher is served (:meth:`ServerNotices.refresh_policy`; one
+``lstat`` when there is no policy file). Under ``updates = "disabled"`` (or a policy that
+cannot be trusted: it fails closed) no check child is started and ``update-available`` is
+withdrawn; under ``"check-only"`` the event names no install command, as the check does.
 """
 
 from __future__ import annotations
@@ -49,12 +55,15 @@ class ServerNotices:
         development: bool,
         check_command: Callable[[], Sequence[str]],
         log: Callable[[str], None],
+        reload: Callable[[], Settings] | None = None,
     ) -> None:
         self.hub = hub
         self.server_version = server_version
         self.server_protocol = server_protocol
         self.restart_command = restart_command
         self._settings = settings
+        self._reload = reload  # the settings as they are now (the machine policy re-read)
+        self._updates = settings.updates  # what the policy allowed when last read
         self._check_command = check_command
         self._log = log
         self._development = development
@@ -74,7 +83,7 @@ class ServerNotices:
         try:
             return current_manager(settings, buildinfo.current())
         except MuxError as exc:  # an unreadable marker: the check says so; events name none
-            self._log(f"update notices name no packager: {exc.message}")
+            self._log_noisy("marker", f"update notices name no packager: {exc.message}")
             return None
 
     # -- the link ------------------------------------------------------------------------
@@ -120,6 +129,63 @@ class ServerNotices:
             in_force=in_force,
         )
 
+    # -- the machine policy --------------------------------------------------------------
+
+    def refresh_policy(self) -> bool:
+        """Read the machine policy again; withdraw or restate ``update-available`` when what
+        it allows changed. True when background checks are allowed now."""
+        if self._reload is None:
+            return self._updates != "disabled"
+        try:
+            settings: Settings | None = self._reload()
+            problem = None
+        except MuxError as exc:  # a policy that cannot be trusted fails closed
+            settings, problem = None, exc.message
+        updates = settings.updates if settings is not None else "disabled"
+        manager = self._manager(settings) if settings is not None else None
+        with self._lock:
+            changed = (updates, manager) != (self._updates, self.manager)
+            self._updates, self.manager = updates, manager
+            if settings is not None:
+                self._settings = settings
+            if not changed:
+                return updates != "disabled"
+            if problem is not None:
+                self._log(f"the machine policy cannot be trusted now, so no updates: {problem}")
+            else:
+                self._log(f'the machine policy now sets updates = "{updates}"')
+            offer = self._offer
+            if updates == "disabled" or offer is None:
+                self.hub.retract(EVENT_UPDATE_AVAILABLE)
+                self._announced_tag = None
+            else:
+                notice = offer_notice(offer, installed_version=self._baseline(), manager=manager)
+                if notice is None:
+                    self.hub.retract(EVENT_UPDATE_AVAILABLE)
+                    self._announced_tag = None
+                elif self._announced_tag is not None:  # said before: say it as it is now
+                    self._announced_tag = str(notice.data.get("tag"))
+                    self.hub.replace(
+                        [EVENT_UPDATE_AVAILABLE], [WatchEvent(notice.type, notice.data)]
+                    )
+        return updates != "disabled"
+
+    def _check_allowed(self) -> bool:
+        allowed = self.refresh_policy()
+        if not allowed:
+            self._log_noisy(
+                "policy-skip",
+                "background check skipped: the machine policy disables updates",
+            )
+        return allowed
+
+    def _log_noisy(self, kind: str, message: str) -> None:
+        noisy = getattr(self._log, "noisy", None)
+        if noisy is not None:
+            noisy(kind, message)
+        else:
+            self._log(message)
+
     # -- the background check ------------------------------------------------------------
 
     def _baseline(self) -> str:
@@ -155,6 +221,10 @@ class ServerNotices:
         )
         with self._lock:
             self._offer = offer
+            if self._updates == "disabled":  # changed while the check ran
+                self.hub.retract(EVENT_UPDATE_AVAILABLE)
+                self._announced_tag = None
+                return
             notice = offer_notice(offer, installed_version=self._baseline(), manager=self.manager)
             if notice is None:
                 self.hub.retract(EVENT_UPDATE_AVAILABLE)
@@ -186,10 +256,17 @@ class ServerNotices:
             )
             self._link_watch.start()
         interval = check_interval(settings, self._log)
-        if interval > 0 and settings.updates != "disabled":
-            self._check = BackgroundCheck(self.check_command, interval, self._answered, self._log)
+        if interval > 0:
+            # Started even when the policy disables updates now: it may allow them later.
+            self._check = BackgroundCheck(
+                self.check_command,
+                interval,
+                self._answered,
+                self._log,
+                allowed=self._check_allowed,
+            )
             self._check.start()
-        else:
+        if interval <= 0 or settings.updates == "disabled":
             why = "the machine policy disables updates" if interval > 0 else "interval 0"
             self._log(f"background update checks are off ({why})")
 

@@ -16,9 +16,21 @@ run it, the tests and the rehearsal talk to it, and the restart command mux prin
 
 Each server listens on a Unix socket (mode 0600, in a 0700 directory) and holds an ``flock``
 on ``<socket>.lock`` for its whole life, so two servers starting on one path cannot remove
-each other's socket. A loopback TCP port (``--url http://127.0.0.1:PORT``) is also possible,
-for ``MUX_SERVER_URL=http://...`` setups; it refuses browser requests (any ``Origin`` header
-or a non-loopback ``Host``), since a web page can reach loopback ports.
+each other's socket. A folder other users can write is refused, and the lock (like the log
+``mux server start`` opens) is never opened through a link
+(:func:`updater.servers.control.check_socket_folder`, ``open_own_file``).
+
+A loopback TCP port (``--url http://127.0.0.1:PORT``) is also possible, for
+``MUX_SERVER_URL=http://...`` setups. Every user of the machine can reach it, so it answers
+only its owner: at its start the server writes a new random secret into
+``<runtime dir>/tcp-<port>.secret`` (0600, created with ``O_EXCL|O_NOFOLLOW`` in the private
+runtime dir, removed when it stops), and a request must carry it
+(``Authorization: Bearer <secret>``, compared in constant time); others get ``401``. Browser
+requests are refused before that (``403``: an ``Origin`` or ``Sec-Fetch-*`` header, or a
+non-loopback ``Host``), since a web page can reach loopback ports.
+
+Connections are read by one thread, within bounds (:mod:`updater.daemon.connections`); the
+log says what an operator needs, bounded (:mod:`updater.daemon.serverlog`).
 
 Which executable runs a started server: see :func:`current_mux_command`."""
 
@@ -26,29 +38,33 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import http.server
-import json
+import hmac
 import os
-import selectors
 import signal
 import socket
-import socketserver
 import stat
-import sys
 import threading
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
-from urllib.parse import urlsplit
+from typing import Any
 
 from updater.config import buildinfo
 from updater.config.buildinfo import current_mux_command
 from updater.config.settings import load_for
 from updater.core.verdicts import restart_command_for
-from updater.daemon.hub import WatchHub
+from updater.daemon.connections import (
+    MAX_PENDING,
+    Connections,
+    Reply,
+    Request,
+    descriptor_budget,
+    http_head,
+    json_answer,
+)
+from updater.daemon.hub import MAX_WATCHERS, WatchHub
 from updater.daemon.notices import ServerNotices
+from updater.daemon.serverlog import LOG_LIMIT, ServerLog
 from updater.errors import MuxError
 from updater.protocol import (
     SERVICE_NAME,
@@ -60,32 +76,37 @@ from updater.protocol import (
     StatusLine,
 )
 from updater.servers.client import (
+    AUTHORIZATION,
     DEFAULT_TIMEOUT,
     TcpAddress,
     UnixAddress,
+    connect_host,
     query_server,
+    runtime_dir,
+    tcp_secret_path,
 )
 from updater.servers.control import (
     ANSWERING,
+    DIRECTORY_MODE,
     answering_error,
     as_address,
+    check_socket_folder,
     ensure_private_directory,
     lock_path,
+    open_own_file,
 )
-from updater.text import safe_text
 from updater.timestamps import rfc3339
 from updater.urls import is_loopback_host
 
 SOCKET_MODE = 0o600
-# A client that connects and says nothing must not hold a handler thread forever.
-REQUEST_TIMEOUT = 10.0
-# A request body we read (and ignore) before answering; shutdown takes none.
-MAX_BODY_BYTES = 64 * 1024
-
-
-def _log(message: str) -> None:
-    stamp = rfc3339()
-    print(f"{stamp} {safe_text(message)}", file=sys.stderr, flush=True)
+SECRET_MODE = 0o600
+# Connections the kernel queues before the server accepts them. socketserver's default of
+# 5 made a burst of clients (a sidebar, status queries while the server is busy or stopped)
+# fail at once with EAGAIN; a full queue still reads as hung, never as gone.
+LISTEN_BACKLOG = 128
+# What only a browser sends: a web page can reach a loopback port, and must get nothing.
+_BROWSER_HEADERS = ("origin", "sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest")
+_WATCH_HEAD = http_head(200, {"Content-Type": WATCH_CONTENT_TYPE, "Cache-Control": "no-store"})
 
 
 def status_fields(
@@ -131,127 +152,92 @@ class _Stopper:
         os.close(self._write_fd)
 
 
-@dataclass
-class _Control:
-    status_fields: dict[str, Any]
-    stopper: _Stopper
-    refuse_browsers: bool
-    hub: WatchHub
+class _Service:
+    """What the server answers: the status line, a watch stream, the shutdown request."""
 
+    def __init__(
+        self,
+        fields: dict[str, Any],
+        stopper: _Stopper,
+        hub: WatchHub,
+        log: ServerLog,
+        *,
+        secret: str | None,
+    ) -> None:
+        self._fields = fields
+        self._status = json_answer(200, fields)
+        self._stopper = stopper
+        self._hub = hub
+        self._log = log
+        self._secret = secret  # a TCP server's: every request must carry it
+        self.notices: ServerNotices | None = None
 
-# Connections the kernel queues before the server accepts them. socketserver's default of
-# 5 made a burst of clients (a sidebar, status queries while the server is busy or stopped)
-# fail at once with EAGAIN; a full queue still reads as hung, never as gone.
-LISTEN_BACKLOG = 128
-
-
-class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    block_on_close = False
-    timeout = 1.0  # handle_request() never blocks longer, even if a connection vanished
-    request_queue_size = LISTEN_BACKLOG
-    control: _Control
-
-
-class _TcpServer(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    block_on_close = False
-    allow_reuse_address = True
-    timeout = 1.0
-    request_queue_size = LISTEN_BACKLOG
-    control: _Control
-
-
-class _Tcp6Server(_TcpServer):
-    address_family = socket.AF_INET6
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.0"  # one request per connection
-    server_version = "mux-server"
-    timeout = REQUEST_TIMEOUT
-
-    @property
-    def _control(self) -> _Control:
-        return cast(_UnixServer | _TcpServer, self.server).control
-
-    def address_string(self) -> str:
-        # A Unix socket peer has no address; the base class would index into "".
-        return self.client_address[0] if isinstance(self.client_address, tuple) else "local"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        _log(f"{self.address_string()} {format % args}")
-
-    def _route(self) -> str:
-        return self.path.split("?", 1)[0]
-
-    def _send_json(self, code: int, doc: Mapping[str, Any]) -> None:
-        body = json.dumps(doc, sort_keys=True).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _begin_stream(self, accepted: bool) -> None:
-        if not accepted:
-            self._send_json(503, {"error": "too many watchers, or the server is stopping"})
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", WATCH_CONTENT_TYPE)
-        self.send_header("Cache-Control", "no-store")
-        self.end_headers()
-
-    def _browser_refused(self) -> bool:
-        """On a TCP port, refuse what a web page could send (cross-site or DNS rebinding)."""
-        if not self._control.refuse_browsers:
-            return False
-        try:
-            hostname = urlsplit("//" + self.headers.get("Host", "")).hostname or ""
-        except ValueError:
-            hostname = ""
-        if self.headers.get("Origin") is not None or not is_loopback_host(hostname):
-            self._send_json(403, {"error": "browser requests are refused"})
-            return True
-        return False
-
-    def do_GET(self) -> None:
-        if self._browser_refused():
-            return
-        if self._route() == STATUS_PATH:
-            self._send_json(200, self._control.status_fields)
-        elif self._route() == WATCH_PATH:
-            self._control.hub.serve(
-                self.connection, self._begin_stream, self._control.status_fields
+    def respond(self, request: Request) -> Reply:
+        if self._secret is not None:
+            refused = self._refused(request)
+            if refused is not None:
+                return refused
+        route = request.path
+        if route == STATUS_PATH and request.method == "GET":
+            return Reply(self._status)
+        if route == WATCH_PATH and request.method == "GET":
+            return self._watch()
+        if route == SHUTDOWN_PATH and request.method == "POST":
+            return Reply(
+                json_answer(SHUTDOWN_ACCEPTED, {"shutting_down": True}),
+                then=lambda: self._stopper.request("shutdown request"),
             )
-        else:
-            self._send_json(404, {"error": f"no such endpoint: {self._route()}"})
+        if route in (STATUS_PATH, WATCH_PATH, SHUTDOWN_PATH):
+            return Reply(json_answer(405, {"error": f"{request.method[:20]} is not allowed"}))
+        return Reply(json_answer(404, {"error": f"no such endpoint: {route[:200]}"}))
 
-    def do_POST(self) -> None:
-        # Read any body first: closing a TCP socket with unread input resets the connection
-        # and can destroy the answer before the client reads it.
+    def _refused(self, request: Request) -> Reply | None:
+        """On a TCP port: refuse what a web page could send (cross-site or DNS rebinding),
+        then anyone without the owner's secret."""
+        host = request.header("Host")  # a browser always sends one; nc and curl -0 may not
         try:
-            length = int(self.headers.get("Content-Length") or 0)
+            foreign_host = host is not None and not is_loopback_host(urlsplit_host(host))
         except ValueError:
-            length = 0
-        if 0 < length <= MAX_BODY_BYTES:
-            self.rfile.read(length)
-        if self._browser_refused():
-            return
-        if self._route() == SHUTDOWN_PATH:
-            self._send_json(SHUTDOWN_ACCEPTED, {"shutting_down": True})
-            self._control.stopper.request("shutdown request")
-        else:
-            self._send_json(404, {"error": f"no such endpoint: {self._route()}"})
+            foreign_host = True
+        if foreign_host or any(name in request.headers for name in _BROWSER_HEADERS):
+            self._log.noisy("browser", "refused a browser request on the loopback port")
+            return Reply(json_answer(403, {"error": "browser requests are refused"}))
+        assert self._secret is not None
+        given = request.header(AUTHORIZATION) or ""
+        expected = f"Bearer {self._secret}"
+        if not hmac.compare_digest(given.encode("latin-1"), expected.encode("latin-1")):
+            self._log.noisy(
+                "unauthorized",
+                "refused a request without its owner's secret on the loopback port "
+                "(another user, or a client that cannot read the secret file)",
+            )
+            return Reply(
+                json_answer(401, {"error": "this server answers only the user who started it"})
+            )
+        return None
+
+    def _watch(self) -> Reply:
+        if self.notices is not None:
+            self.notices.refresh_policy()  # what a new watcher is told follows the policy
+        watcher = self._hub.admit(self._fields)
+        if watcher is None:
+            return Reply(
+                json_answer(503, {"error": "too many watchers, or the server is stopping"})
+            )
+        hub = self._hub
+        return Reply(takeover=lambda connection: hub.start(connection, watcher, _WATCH_HEAD))
+
+
+def urlsplit_host(value: str) -> str:
+    """The host name of a ``Host`` header (``host``, ``host:port``, ``[v6]:port``)."""
+    from urllib.parse import urlsplit  # (stdlib; a TCP server's requests only)
+
+    return urlsplit("//" + value).hostname or ""
 
 
 def _acquire_lock(socket_path: Path, timeout: float) -> int:
     """Take the socket's lock, waiting a little for a server that is on its way out."""
-    path = lock_path(socket_path)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise MuxError(f"cannot open {path}: {exc.strerror}") from None
+    fd = open_own_file(lock_path(socket_path))
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -274,7 +260,7 @@ def _acquire_lock(socket_path: Path, timeout: float) -> int:
         raise
 
 
-def _same_file(path: Path, identity: tuple[int, int]) -> bool:
+def _same_file(path: Path | str, identity: tuple[int, int]) -> bool:
     try:
         info = os.lstat(path)
     except OSError:
@@ -283,9 +269,10 @@ def _same_file(path: Path, identity: tuple[int, int]) -> bool:
 
 
 def _bind_unix(
-    socket_path: Path, cleanup: contextlib.ExitStack, lock_timeout: float
-) -> _UnixServer:
+    socket_path: Path, cleanup: contextlib.ExitStack, lock_timeout: float, log: ServerLog
+) -> socket.socket:
     ensure_private_directory(socket_path.parent)
+    check_socket_folder(socket_path.parent)
     lock_fd = _acquire_lock(socket_path, lock_timeout)
     cleanup.callback(os.close, lock_fd)  # closing the descriptor releases the flock
     probe = query_server(str(socket_path), timeout=DEFAULT_TIMEOUT)
@@ -299,12 +286,14 @@ def _bind_unix(
         if not stat.S_ISSOCK(info.st_mode):
             raise MuxError(f"{socket_path} exists and is not a socket; refusing to replace it")
         # We hold the lock and nobody answers: the socket's server is gone.
-        _log(f"replacing stale socket {socket_path}")
+        log(f"replacing stale socket {socket_path}")
         socket_path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # the socket is created 0600, with no window of a looser mode
     try:
-        server = _UnixServer(str(socket_path), _Handler)
+        listener.bind(str(socket_path))
     except OSError as exc:
+        listener.close()
         raise MuxError(f"cannot listen on {socket_path}: {exc.strerror or exc}") from None
     finally:
         os.umask(old_umask)
@@ -318,31 +307,71 @@ def _bind_unix(
             socket_path.unlink(missing_ok=True)
 
     cleanup.callback(remove_socket)
-    cleanup.callback(server.server_close)  # runs first: stop listening, then unlink
-    return server
+    cleanup.callback(listener.close)  # runs first: stop listening, then unlink
+    listener.listen(LISTEN_BACKLOG)
+    return listener
 
 
-def _bind_tcp(address: TcpAddress, cleanup: contextlib.ExitStack) -> _TcpServer:
-    host = "127.0.0.1" if address.host == "localhost" else address.host
-    server_class = _Tcp6Server if ":" in host else _TcpServer
+def _bind_tcp(address: TcpAddress, cleanup: contextlib.ExitStack) -> tuple[socket.socket, int, str]:
+    """Listen on a loopback port; (the listener, its port, the owner's secret)."""
+    host = connect_host(address)
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    cleanup.callback(listener.close)
     try:
-        server = server_class((host, address.port), _Handler)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, address.port))
     except OSError as exc:
         raise MuxError(f"cannot listen on {address.display}: {exc.strerror or exc}") from None
-    cleanup.callback(server.server_close)
-    return server
+    port = int(listener.getsockname()[1])
+    secret = _write_secret(port, cleanup)  # before it listens: nothing is answered without
+    listener.listen(LISTEN_BACKLOG)
+    return listener, port, secret
 
 
-def _serve_until_stopped(server: _UnixServer | _TcpServer, stopper: _Stopper) -> None:
-    # Our own loop instead of serve_forever(): that one polls for its shutdown flag, which
-    # delays every stop by up to its poll interval; the self-pipe wakes us at once.
-    with selectors.DefaultSelector() as selector:
-        selector.register(server.fileno(), selectors.EVENT_READ, "listener")
-        selector.register(stopper.wake_fd, selectors.EVENT_READ, "wake")
-        while not stopper.requested:
-            for key, _events in selector.select():
-                if key.data == "listener" and not stopper.requested:
-                    server.handle_request()
+def _write_secret(port: int, cleanup: contextlib.ExitStack) -> str:
+    """A new secret for this server, in ``<runtime dir>/tcp-<port>.secret`` (0600, only this
+    user's private runtime dir), removed when the server stops."""
+    directory = runtime_dir()
+    ensure_private_directory(directory)
+    info = os.lstat(directory)
+    if (
+        not stat.S_ISDIR(info.st_mode)
+        or info.st_uid != os.geteuid()
+        or stat.S_IMODE(info.st_mode) != DIRECTORY_MODE
+    ):
+        raise MuxError(
+            f"cannot keep a loopback server's secret in {directory}: it is not a private "
+            "folder of this user's (mode 0700)"
+        )
+    path = tcp_secret_path(port)
+    secret = os.urandom(32).hex()
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, SECRET_MODE)
+    except FileExistsError:
+        # A dead server's: the port is ours now, so no server of ours still uses it.
+        try:
+            os.unlink(path)
+            fd = os.open(path, flags, SECRET_MODE)
+        except OSError as exc:
+            raise MuxError(f"cannot write {path}: {exc.strerror}") from None
+    except OSError as exc:
+        raise MuxError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        os.fchmod(fd, SECRET_MODE)
+        os.write(fd, secret.encode() + b"\n")
+        written = os.fstat(fd)
+    finally:
+        os.close(fd)
+    identity = (written.st_dev, written.st_ino)
+
+    def remove_secret() -> None:
+        if _same_file(path, identity):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    cleanup.callback(remove_secret)
+    return secret
 
 
 def _install_signal_handlers(stopper: _Stopper, cleanup: contextlib.ExitStack) -> None:
@@ -355,52 +384,85 @@ def _install_signal_handlers(stopper: _Stopper, cleanup: contextlib.ExitStack) -
         cleanup.callback(signal.signal, signum, previous)
 
 
+def _log_thread_errors(log: ServerLog, cleanup: contextlib.ExitStack) -> None:
+    """An error in a thread of the server is one line of its log, not a traceback."""
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if args.exc_type is SystemExit:
+            return
+        name = args.thread.name if args.thread is not None else "a thread"
+        log(f"unexpected error in {name}: {args.exc_type.__name__}: {args.exc_value}")
+
+    threading.excepthook = hook
+    cleanup.callback(setattr, threading, "excepthook", previous)
+
+
+def _connection_limits() -> tuple[int, int]:
+    """(connections read at once, watchers): within the descriptors this process may open,
+    so that a crowd of clients never runs the server out of them."""
+    budget = descriptor_budget()
+    pending = max(2, min(MAX_PENDING, budget // 4))
+    return pending, max(1, min(MAX_WATCHERS, budget - pending))
+
+
 def serve(
     address: Path | str,
     *,
     status_override: Mapping[str, Any] | None = None,
     lock_timeout: float = 5.0,
+    log_limit: int = LOG_LIMIT,
 ) -> None:
     """Serve the control surface in the foreground until a shutdown request or SIGTERM/SIGINT.
 
     ``address`` is a socket path (``Path``, a path string or ``unix:///...``) or a loopback
     ``http://127.0.0.1:PORT`` (port 0 picks a free one; the log line names it). Refuses to
     start when something answers on the socket; replaces a stale socket file.
-    ``status_override`` replaces status line fields: for tests that need another protocol.
+    ``status_override`` replaces status line fields: for tests that need another protocol;
+    ``log_limit`` is the most the log (stderr, when it is a file) may grow to.
     """
     target = as_address(address)
     started_at = rfc3339()
+    log = ServerLog(limit=log_limit)
     stopper = _Stopper()
     with contextlib.ExitStack() as cleanup:
         cleanup.callback(stopper.close)
-        server: _UnixServer | _TcpServer
+        secret: str | None = None
         if isinstance(target, UnixAddress):
-            server = _bind_unix(target.path, cleanup, lock_timeout)
+            listener = _bind_unix(target.path, cleanup, lock_timeout, log)
             display = target.display
         else:
-            server = _bind_tcp(target, cleanup)
-            display = TcpAddress(target.host, server.server_address[1]).display
+            listener, port, secret = _bind_tcp(target, cleanup)
+            display = TcpAddress(target.host, port).display
+            secret_file = tcp_secret_path(port)
         fields = status_fields(started_at, status_override)
-        hub = WatchHub()
-        server.control = _Control(
-            fields, stopper, refuse_browsers=isinstance(target, TcpAddress), hub=hub
-        )
+        max_pending, max_watchers = _connection_limits()
+        hub = WatchHub(max_watchers=max_watchers)
+        service = _Service(fields, stopper, hub, log, secret=secret)
         _install_signal_handlers(stopper, cleanup)
-        _log(
+        _log_thread_errors(log, cleanup)
+        log(
             f"mux server {fields.get('version')} (protocol {fields.get('protocol_version')}) "
             f"listening on {display}, pid {os.getpid()}, from {fields.get('executable')}"
         )
-        notices = _start_notices(hub, fields, display)
+        if secret is not None:
+            log(f"answering only its owner, who can read {secret_file}")
+        service.notices = _start_notices(hub, fields, display, log)
+        log.keep_head()
+        connections = Connections(listener, service.respond, log, max_pending=max_pending)
         try:
-            _serve_until_stopped(server, stopper)
+            connections.run(stopper.wake_fd, lambda: stopper.requested)
         finally:
-            _log(f"stopping on {stopper.reason or 'an error'}")
+            log.flush()  # how many refusals and such went untold
+            log(f"stopping on {stopper.reason or 'an error'}")
             hub.close(f"the server is stopping ({stopper.reason or 'an error'})")
-            if notices is not None:
-                notices.stop()
+            if service.notices is not None:
+                service.notices.stop()
 
 
-def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> Any:
+def _start_notices(
+    hub: WatchHub, fields: Mapping[str, Any], display: str, log: Callable[[str], None]
+) -> ServerNotices | None:
     """Watch the mux link and check for releases in the background (never fatal)."""
 
     info = buildinfo.current()
@@ -411,14 +473,15 @@ def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> An
             server_protocol=int(fields.get("protocol_version") or 0),
             restart_command=restart_command_for(display),
             settings=load_for(info),
+            reload=lambda: load_for(info),
             development=info.development,
             check_command=current_mux_command,
-            log=_log,
+            log=log,
         )
         notices.start()
     except Exception as exc:  # the server serves its status line whatever happens here
-        _log(f"no update notices: {exc.__class__.__name__}: {exc}")
+        log(f"no update notices: {exc.__class__.__name__}: {exc}")
         return None
     if notices.layout is not None:
-        _log(f"watching {notices.layout.link} for updates")
+        log(f"watching {notices.layout.link} for updates")
     return notices

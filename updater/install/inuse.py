@@ -32,15 +32,20 @@ process, ``mux version`` included.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from updater.config.buildfolder import RUNNING_BUILD_INFO, running_build_folder
-from updater.locks import flock_within, lock_holders
+from updater.locks import flock_within, held_by_other_users, lock_holders
 
 HOLD_FILE = ".mux-files"  # the contract's file list: every installed version has one
 # A remover holds the exclusive lock only while it renames the folder away; a starting mux
-# that finds it held waits this long at most, then runs without a hold.
+# that finds it held waits this long at most, then runs without a hold. It does not wait at
+# all when only other users' processes hold it: no remover of this user's, and a file list
+# mux writes is 0600, so only a descriptor opened before (an older mux's 0644 list) can.
 START_WAIT = 5.0
+# Opened without blocking (a FIFO planted there must not hang every start), never a link.
+_OPEN_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
 
 _held: int | None = None  # this process's shared lock, kept open for its whole life
 
@@ -58,7 +63,7 @@ def hold_running_build() -> str | None:
         return None
     path = os.path.join(folder, HOLD_FILE)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
         if os.path.exists(RUNNING_BUILD_INFO):
             return None  # a build folder that is not an installed version (a smoke test)
@@ -69,7 +74,9 @@ def hold_running_build() -> str | None:
     import fcntl
 
     try:
-        taken = flock_within(fd, fcntl.LOCK_SH, wait=START_WAIT, interval=0.01)
+        taken = _is_regular(fd) and flock_within(
+            fd, fcntl.LOCK_SH, wait=START_WAIT, interval=0.01, unless=held_by_other_users
+        )
     except OSError:
         taken = False
     if not taken:
@@ -80,6 +87,10 @@ def hold_running_build() -> str | None:
         return _removed(folder)
     _held = fd
     return None
+
+
+def _is_regular(fd: int) -> bool:
+    return stat.S_ISREG(os.fstat(fd).st_mode)
 
 
 def _removed(folder: str) -> str:
@@ -133,7 +144,7 @@ def try_exclusive(folder: str | os.PathLike[str]) -> Exclusive:
 
     path = os.path.join(folder, HOLD_FILE)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(path, _OPEN_FLAGS)
     except OSError:
         return Exclusive(None, True)
     try:

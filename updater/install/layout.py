@@ -25,7 +25,7 @@ from updater.config.buildfolder import build_info_in
 from updater.config.buildinfo import packager_marker_file
 from updater.core.retention import RECORD_SCHEMA, InUseHold, ServerHold, settle
 from updater.errors import InstallError, UsageError
-from updater.files import sha256_file
+from updater.files import STATE_FILE_LIMIT, NotReadable, read_small_file, sha256_file
 from updater.install import inuse
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 RECORD_NAME = "install.json"
 FILES_LIST_NAME = ".mux-files"
 LOCK_NAME = ".lock"
+FILES_LIST_LIMIT = 64 << 20  # a .mux-files line per file: 50,000 members (layer 4) fit easily
 # What a killed run leaves behind, which the next run (holding the lock) removes: a partial
 # unpack carries PARTIAL_MARK in its name, the others start with their prefix.
 PARTIAL_MARK = ".partial-"
@@ -163,10 +164,12 @@ def read_record(layout: Layout) -> dict[str, Any]:
 
 
 def _read_record(record_path: str) -> dict[str, Any]:
+    # Not a regular file of at most 1 MiB (a FIFO, a device, a link to /dev/zero): read as
+    # an unreadable record is, and replaced by the next write (a rename).
     try:
-        with open(record_path, "rb") as file:
-            doc = json.loads(file.read())
-    except (OSError, ValueError, RecursionError):
+        raw = read_small_file(record_path, STATE_FILE_LIMIT)
+        doc = json.loads(raw) if raw is not None else None
+    except (NotReadable, ValueError, RecursionError):
         return {"schema": RECORD_SCHEMA, "versions": {}}
     if not isinstance(doc, dict) or not isinstance(doc.get("versions"), dict):
         return {"schema": RECORD_SCHEMA, "versions": {}}
@@ -180,9 +183,9 @@ def installed_protocol(layout: Layout, version: str) -> int | None:
     if path is None:
         return None
     try:
-        with open(path, "rb") as stream:
-            doc = json.loads(stream.read())
-    except (OSError, ValueError, RecursionError):
+        raw = read_small_file(path, STATE_FILE_LIMIT)
+        doc = json.loads(raw) if raw is not None else None
+    except (NotReadable, ValueError, RecursionError):
         return None
     protocol = doc.get("protocol_version") if isinstance(doc, dict) else None
     if isinstance(protocol, int) and not isinstance(protocol, bool):
@@ -334,9 +337,10 @@ def verify_files(root: str | os.PathLike[str], expected_list_sha256: str | None)
     root = os.fspath(root)
     listed = os.path.join(root, FILES_LIST_NAME)
     try:
-        with open(listed, "rb") as stream:
-            recorded = stream.read()
-    except OSError:
+        recorded = read_small_file(listed, FILES_LIST_LIMIT)
+    except NotReadable as exc:
+        return f"{listed} cannot be read: {exc}"
+    if recorded is None:
         return f"{root} has no {FILES_LIST_NAME}"
     import hashlib  # only a check of the files pays for it: the cached check only reads
 

@@ -24,6 +24,7 @@ import json
 import os
 import pwd
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -42,12 +43,20 @@ from updater.core.retention import (
     settle,
 )
 from updater.errors import InstallError, MuxError, VerificationError
-from updater.files import Flush, atomic_write, fsync_dir, fsync_file, sha256_file
+from updater.files import (
+    Flush,
+    atomic_write,
+    fsync_dir,
+    fsync_file,
+    private_folders,
+    sha256_file,
+)
 from updater.formats import models
 from updater.install import inuse
 from updater.install.layout import (
     FILES_LIST_NAME,
     LINK_TEMP_PREFIX,
+    LOCK_NAME,
     PARTIAL_MARK,
     RECORD_NAME,
     TRASH_PREFIX,
@@ -60,7 +69,7 @@ from updater.install.layout import (
     version_holds,
     with_sizes,
 )
-from updater.locks import flock_within
+from updater.locks import flock_within, held_by_other_users, lock_holders, process_uid
 from updater.net.download import DOWNLOAD_PREFIX
 from updater.servers import client as servers
 
@@ -96,18 +105,51 @@ class Settled:
 
 @contextmanager
 def install_lock(layout: Layout, *, wait: float) -> Iterator[None]:
-    """One install or update at a time per ``MUX_HOME`` (released by the kernel on kill)."""
-    os.makedirs(layout.home, exist_ok=True)
-    fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    """One install or update at a time per ``MUX_HOME`` (released by the kernel on kill).
+
+    ``flock`` works on any descriptor, so whoever can open the lock file can hold it: a
+    ``MUX_HOME`` mux creates is 0700 and its lock file 0600 (opened without following a
+    link), and a lock file of this user's that others may read (an older mux's, 0644) is
+    made 0600 here. A lock only other users hold (a descriptor they opened before) is said
+    at once, with who holds it, rather than waited for.
+    """
+    private_folders(layout.home)
     try:
-        if not flock_within(fd, fcntl.LOCK_EX, wait=wait, interval=0.1):
-            raise InstallError(
-                f"another mux update is running on {layout.home}",
-                hint="wait for it to finish, then retry",
-            )
+        fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise InstallError(
+            f"cannot open the lock file {layout.lock_path}: {exc.strerror or exc}",
+            hint=f"it must be a regular file of yours (remove what is there: {LOCK_NAME} "
+            "holds nothing else)",
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InstallError(f"the lock file {layout.lock_path} is not a regular file")
+        if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+            os.fchmod(fd, 0o600)  # an older mux's or install.sh's: nobody else may hold it
+        if not flock_within(fd, fcntl.LOCK_EX, wait=wait, interval=0.1, unless=held_by_other_users):
+            raise _lock_busy(layout, fd)
         yield
     finally:
         os.close(fd)
+
+
+def _lock_busy(layout: Layout, fd: int) -> InstallError:
+    holders = lock_holders(fd)
+    others = [(pid, process_uid(pid)) for pid in holders]
+    if others and all(uid not in (None, 0, os.geteuid()) for _, uid in others):
+        named = ", ".join(f"pid {pid} (uid {uid})" for pid, uid in others)
+        return InstallError(
+            f"{layout.lock_path} is held by another user's process ({named}), which opened it "
+            "before mux made it private",
+            hint="that is no mux update of yours: end that process (or have root end it), "
+            "then retry",
+        )
+    return InstallError(
+        f"another mux update is running on {layout.home}",
+        hint="wait for it to finish, then retry",
+    )
 
 
 def _is_leftover(name: str, markers: tuple[str, ...]) -> bool:
@@ -186,7 +228,8 @@ def _write_error(directory: str | Path, exc: OSError) -> InstallError:
 
 
 def write_record(layout: Layout, record: dict[str, Any]) -> None:
-    atomic_write(layout.record_path, (json.dumps(record, indent=2, sort_keys=True) + "\n").encode())
+    text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+    atomic_write(layout.record_path, text.encode(), private=True)
 
 
 def _settle(layout: Layout, settings: InstallSettings, *, prune: bool = True) -> Settled:
@@ -279,6 +322,15 @@ def _place(layout: Layout, staging: Path, version: str) -> Path:
     return final
 
 
+def _write_private(path: Path, data: bytes) -> None:
+    """A new file of this user's only (0600), such as ``.mux-files``, whose lock every mux
+    process of the version holds: nobody else can open it, so nobody else can hold it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)  # (a file of that name the archive brought is replaced in place)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
 def _switch_link(layout: Layout, version: str) -> None:
     """Point ``<bin>/mux`` at the version by renaming a new link over the old one."""
     os.makedirs(layout.bin_dir, exist_ok=True)
@@ -351,7 +403,7 @@ class Transaction:
     def staging(self, version: str) -> Path:
         """A new empty ``versions/<version>.partial-XXXX`` folder."""
         try:
-            os.makedirs(self.layout.versions, exist_ok=True)
+            private_folders(self.layout.versions)
             self._staging = Path(
                 tempfile.mkdtemp(dir=self.layout.versions, prefix=f"{version}{PARTIAL_MARK}")
             )
@@ -404,7 +456,7 @@ class Transaction:
             listing = files_list(staged, unpacked)
             # Left set on a failure above, the flush is joined by __exit__ before the folder goes.
             self._join_flush()
-            (staged / FILES_LIST_NAME).write_bytes(listing)
+            _write_private(staged / FILES_LIST_NAME, listing)
             fsync_file(staged / FILES_LIST_NAME)
             fsync_dir(staged)
         except OSError as exc:

@@ -31,7 +31,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from updater.config.settings import HttpSettings
+from updater.config.settings import HttpSettings, check_token
 from updater.errors import NetworkError, RateLimitError, UsageError, VerificationError
 from updater.net.budget import (
     Budget,
@@ -43,6 +43,7 @@ from updater.net.budget import (
 )
 from updater.net.hosts import HostPolicy
 from updater.net.refusals import ERROR_BODY_LIMIT, RateLimits, status_error
+from updater.urls import shown_url
 
 if TYPE_CHECKING:
     from updater.net.download import Progress
@@ -66,7 +67,16 @@ def _proxy_for(url: str) -> str | None:
 
 
 def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
-    text = str(exc) or exc.__class__.__name__
+    """One line for a failure below HTTP. ``url`` is shown without its query, and the
+    exception's own text never when it may quote what mux sent (a header value)."""
+    text = _without_url(exc, url)
+    url = shown_url(url)
+    if isinstance(exc, httpx.LocalProtocolError):
+        # h11's words quote the header it refused ("Illegal header value b'Bearer …'").
+        return NetworkError(
+            f"cannot send the request to {url}: one of its headers is not valid HTTP",
+            hint="check MUX_GITHUB_TOKEN / GITHUB_TOKEN",
+        )
     lowered = text.lower()
     proxy = _proxy_for(url)
     if (
@@ -75,7 +85,9 @@ def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
         or (proxy and isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)))
     ):
         return NetworkError(
-            f"cannot reach {url} through the proxy {proxy or ''}: {text}".replace("  ", " "),
+            f"cannot reach {url} through the proxy {shown_url(proxy or '')}: {text}".replace(
+                "  ", " "
+            ),
             hint="check HTTPS_PROXY / HTTP_PROXY / NO_PROXY",
         )
     if "certificate" in lowered or "ssl" in lowered or "tls" in lowered:
@@ -134,7 +146,8 @@ class HttpClient:
         self.policy = policy or HostPolicy()
         self.rate_limits = rate_limits
         self.plain_loopback_only = plain_loopback_only
-        self.token = token or None
+        # A token no header can carry is refused here too (the settings name the variable).
+        self.token = check_token(token, "the GitHub token") if token else None
         settings = settings or HttpSettings()
         self.retries = settings.retries
         self._backoff = settings.backoff
@@ -205,6 +218,10 @@ class HttpClient:
         finally:
             self._budgets.current = None
 
+    def _token_host(self, url: str) -> bool:
+        """Whether the token could go to ``url`` (a refusal there may want one)."""
+        return self.policy.may_see_token(url)
+
     def _credential(self, url: str, use_token: bool) -> str:
         """Whose rate limit a request to ``url`` spends: the token's or the anonymous one."""
         if use_token and self.token and self.policy.may_see_token(url):
@@ -261,11 +278,11 @@ class HttpClient:
                     self.policy.check(current, redirected_from=redirected_from)
                     if self.plain_loopback_only and not current.startswith("http://"):
                         raise NetworkError(
-                            f"refusing {current}: this client speaks plain http only"
+                            f"refusing {shown_url(current)}: this client speaks plain http only"
                         )
                     if self.rate_limits is not None:
                         waiting = self.rate_limits.blocked(
-                            current, self._credential(current, use_token)
+                            shown_url(current), self._credential(current, use_token)
                         )
                         if waiting is not None:
                             raise waiting
@@ -277,21 +294,27 @@ class HttpClient:
                         location = response.headers.get("location")
                         response.close()
                         if not location:
-                            raise NetworkError(f"{current} redirected without a location")
+                            raise NetworkError(
+                                f"{shown_url(current)} redirected without a location"
+                            )
                         redirected_from, current = current, urljoin(current, location)
                         continue
                     break
                 else:
-                    raise NetworkError(f"too many redirects starting at {url}")
+                    raise NetworkError(f"too many redirects starting at {shown_url(url)}")
             except NetworkError:
                 raise
             except UnicodeEncodeError:
                 raise UsageError(
-                    "the GitHub token has characters HTTP headers cannot carry",
+                    "a request header holds characters HTTP cannot carry",
                     hint="check MUX_GITHUB_TOKEN / GITHUB_TOKEN",
                 ) from None
+            except httpx.LocalProtocolError as exc:  # what mux would send: never retried
+                raise _describe_transport_error(current, exc) from None
             except (httpx.InvalidURL, ValueError) as exc:
-                raise NetworkError(f"invalid URL {current[:200]!r}: {exc}") from None
+                raise NetworkError(
+                    f"invalid URL {shown_url(current)[:200]!r}: {_without_url(exc, current)}"
+                ) from None
             except httpx.HTTPError as exc:
                 attempt += 1
                 if attempt > self.retries:
@@ -313,7 +336,9 @@ class HttpClient:
                     body = _read_capped(response, ERROR_BODY_LIMIT)
                 finally:
                     response.close()
-                error = status_error(current, response, body)
+                error = status_error(
+                    shown_url(current), response, body, token_host=self._token_host(current)
+                )
                 if isinstance(error, RateLimitError) and self.rate_limits is not None:
                     self.rate_limits.close(current, self._credential(current, use_token), error)
                 raise error
@@ -336,7 +361,9 @@ class HttpClient:
                 for chunk in response.iter_bytes():
                     total += len(chunk)
                     if total > max_size:
-                        raise NetworkError(f"{url} is larger than {max_size} bytes; refusing it")
+                        raise NetworkError(
+                            f"{shown_url(url)} is larger than {max_size} bytes; refusing it"
+                        )
                     chunks.append(chunk)
             except httpx.HTTPError as exc:
                 raise _describe_transport_error(url, exc) from None
@@ -415,14 +442,14 @@ class HttpClient:
             except (httpx.TransportError, httpx.StreamError) as exc:
                 if size is None:  # no length to resume towards: never a partial file
                     raise NetworkError(
-                        f"download of {url} failed after {done} bytes: "
+                        f"download of {shown_url(url)} failed after {done} bytes: "
                         f"{exc or exc.__class__.__name__}",
                         hint="check the network, then retry",
                     ) from None
                 failures += 1
                 if failures > self.retries:
                     raise NetworkError(
-                        f"download of {url} failed after {done} of {size} bytes: "
+                        f"download of {shown_url(url)} failed after {done} of {size} bytes: "
                         f"{exc.__class__.__name__}",
                         hint="check the network, then retry",
                     ) from None
@@ -432,7 +459,7 @@ class HttpClient:
                 failures += 1
                 if failures > self.retries:
                     raise NetworkError(
-                        f"download of {url} stopped at {done} of {size} bytes",
+                        f"download of {shown_url(url)} stopped at {done} of {size} bytes",
                         hint="retry; if it persists the release file is truncated on the server",
                     )
                 self._back_off_within(url, failures)
@@ -446,9 +473,14 @@ class HttpClient:
             raise _gave_up(url, exc) from None
 
 
+def _without_url(exc: Exception, url: str) -> str:
+    """What an exception about ``url`` says, with the URL in it shown as messages show it."""
+    return (str(exc) or exc.__class__.__name__).replace(url, shown_url(url))
+
+
 def _gave_up(url: str, exc: OverBudget) -> NetworkError:
     return NetworkError(
-        f"could not download {url}: {exc}",
+        f"could not download {shown_url(url)}: {exc}",
         hint="check the network or the mirror, then retry (on a slow link, raise "
         "MUX_HTTP_DEADLINE or lower MUX_HTTP_MIN_SPEED)",
     )

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from updater.errors import NetworkError, RateLimitError, printable
-from updater.files import atomic_write
+from updater.files import (
+    STATE_FILE_LIMIT,
+    NotReadable,
+    atomic_write,
+    owned_by_this_user,
+    read_small_file,
+)
 from updater.urls import url_origin
 
 if TYPE_CHECKING:
@@ -175,9 +181,10 @@ class RateLimits:
 
     def _read(self) -> dict[str, Any]:
 
-        try:
-            doc = json.loads(self.path.read_bytes())
-        except (OSError, ValueError, RecursionError):
+        try:  # (no FIFO, device or other user's file: read_small_file; anything else is empty)
+            raw = read_small_file(str(self.path), STATE_FILE_LIMIT, inspect=owned_by_this_user)
+            doc = json.loads(raw) if raw is not None else {}
+        except (NotReadable, ValueError, RecursionError):
             return {}
         limits = doc.get("limits") if isinstance(doc, dict) else None
         return limits if isinstance(limits, dict) else {}
@@ -212,7 +219,9 @@ class RateLimits:
         }
         limits[self.key(url, credential)] = {"until": error.retry_at, "kind": error.kind}
         try:
-            atomic_write(self.path, json.dumps({"schema": 1, "limits": limits}).encode())
+            atomic_write(
+                self.path, json.dumps({"schema": 1, "limits": limits}).encode(), private=True
+            )
         except OSError:
             pass  # a read-only cache: this process still stops; others may ask once more
 
@@ -231,9 +240,13 @@ def _when(at: float) -> str:
     return f"at {clock:%H:%M} UTC (in {round(seconds / 60)} min)"
 
 
-def status_error(url: str, response: httpx.Response, body: bytes = b"") -> NetworkError:
+def status_error(
+    url: str, response: httpx.Response, body: bytes = b"", *, token_host: bool = True
+) -> NetworkError:
     """One line for an error answer (``body``: as much of it as was read): a rate limit with
-    when to retry, else the status with the server's own message (escaped)."""
+    when to retry, else the status with the server's own message (escaped). ``url`` as it
+    may be shown (:func:`updater.urls.shown_url`); ``token_host``: whether the token could
+    go there at all (a storage host's refusal never "needs a token")."""
     retry_at = rate_limit_of(response, body)
     if retry_at is not None:
         return _rate_limit_error(url, response, body, retry_at)
@@ -255,6 +268,9 @@ def status_error(url: str, response: httpx.Response, body: bytes = b"") -> Netwo
                 "check MUX_GITHUB_TOKEN / GITHUB_TOKEN (its scopes, and SSO authorization)"
                 if with_token
                 else "it needs a token: set MUX_GITHUB_TOKEN (or GITHUB_TOKEN)"
+                if token_host
+                else "a download host that never sees the token refused it (a pre-signed "
+                "link expires within minutes): retry"
             ),
             status=status,
         )

@@ -11,16 +11,29 @@ cases (:mod:`updater.config.dirs`).
 An *address* is either the filesystem path of a server's Unix socket or a loopback
 ``http://127.0.0.1:PORT`` URL. ``unix:///path.sock`` URLs are accepted wherever an address is
 read and normalised to the plain path.
+
+A loopback port is shared by every user of the machine, so a server on one answers only its
+owner: every request carries the secret the server wrote when it started, in a file only
+its owner can read (:func:`tcp_secret_path`, in the owner's runtime dir), as
+``Authorization: Bearer <secret>``. The secret is read without following a link, only from
+a regular file of this user's that nobody else may read, and never shown. ``localhost``
+means ``127.0.0.1`` here, as it does for the server: a name that resolves to ``::1`` first
+would hand the secret to whoever listens on that port of ``::1``.
+
+What a server answers is read as strict JSON (:func:`strict_json`): ``NaN``, ``Infinity``
+and numbers no float holds are refused, so nothing mux writes back is anything but JSON.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
 from updater._records import NamedTuple
 from updater.config.dirs import user_runtime_dir
 from updater.errors import MuxError, UsageError
+from updater.files import NotReadable, read_small_file
 from updater.locks import lock_holders
 from updater.urls import is_loopback_host
 
@@ -43,6 +56,31 @@ DEFAULT_SOCKET_NAME = "default"
 DEFAULT_TIMEOUT = 1.0
 # A status line is a few hundred bytes; never buffer whatever a confused server streams at us.
 MAX_STATUS_BYTES = 64 * 1024
+SECRET_SUFFIX = ".secret"  # <runtime dir>/tcp-<port>.secret: a loopback server's owner secret
+MAX_SECRET_BYTES = 256
+AUTHORIZATION = "Authorization"  # the header that carries it: "Bearer <secret>"
+
+
+class NonStandardJson(ValueError):
+    """JSON that a strict parser refuses: ``NaN``, ``Infinity``, a number no float holds."""
+
+
+def _no_constant(name: str) -> Any:
+    raise NonStandardJson(f"{name} is not standard JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise NonStandardJson(f"the number {text[:20]} is too large for standard JSON")
+    return value
+
+
+def strict_json(raw: bytes | str) -> Any:
+    """``json.loads`` that refuses non-standard JSON (:class:`NonStandardJson`, a
+    ``ValueError``), as a strict parser would: what mux reads from a server it may write back
+    (``--json``, ``mux server watch``), and it writes only standard JSON."""
+    return json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
 
 
 class UnixAddress(NamedTuple):
@@ -181,6 +219,46 @@ def _runtime_dir() -> str:
 def default_socket_path(name: str = DEFAULT_SOCKET_NAME) -> Path:
     """``runtime_dir()/<name>.sock``."""
     return runtime_dir() / f"{name}{SOCKET_SUFFIX}"
+
+
+def tcp_secret_path(port: int) -> str:
+    """``<runtime dir>/tcp-<port>.secret``: the owner secret of this user's server on that
+    loopback port (written by the server when it starts, removed when it stops). Raises
+    :class:`MuxError` when there is no runtime dir."""
+    return os.path.join(_runtime_dir(), f"tcp-{port}{SECRET_SUFFIX}")
+
+
+def _owned_and_private(info: os.stat_result) -> None:
+    if info.st_uid != os.geteuid():
+        raise NotReadable("it belongs to another user")
+    if info.st_mode & 0o077:
+        raise NotReadable("others may read it")
+
+
+def read_tcp_secret(port: int) -> str | None:
+    """The secret to send to this user's server on loopback ``port``; None when there is none
+    this user can trust (no runtime dir, no file, a link, another user's or a readable file,
+    not one line of text): the server then refuses the request."""
+    try:
+        raw = read_small_file(
+            tcp_secret_path(port),
+            MAX_SECRET_BYTES,
+            inspect=_owned_and_private,
+            follow_links=False,
+        )
+    except (MuxError, NotReadable):
+        return None
+    if raw is None:
+        return None
+    secret = raw.strip()
+    if not secret or not secret.isalnum() or not secret.isascii():
+        return None
+    return secret.decode("ascii")
+
+
+def connect_host(address: TcpAddress) -> str:
+    """Where to connect for ``address``: ``localhost`` is ``127.0.0.1``, as for the server."""
+    return "127.0.0.1" if address.host.lower() == "localhost" else address.host
 
 
 def discover_server_addresses(environ: Mapping[str, str] = os.environ) -> list[str]:
@@ -330,7 +408,8 @@ def _unix_connection_class() -> Callable[[str, float, Peer | None], http.client.
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 try:
                     sock.settimeout(self.timeout)
-                    sock.connect(self.socket_path)
+                    waiting = self.timeout if self.timeout is not None else DEFAULT_TIMEOUT
+                    connect_unix(sock, self.socket_path, time.monotonic() + waiting)
                 except BaseException:
                     sock.close()
                     raise
@@ -352,7 +431,7 @@ def open_connection(
     # deferred: this module is on a fast path (docs/build.md)
     import http.client
 
-    return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
+    return http.client.HTTPConnection(connect_host(address), address.port, timeout=timeout)
 
 
 class Watchdog:
@@ -399,12 +478,29 @@ class NotHttp(Exception):
 _MAX_HEAD_BYTES = 16 * 1024
 
 
+def connect_unix(sock: Any, path: str, deadline: float) -> None:
+    """Connect to a Unix socket; while its listen queue is full (``EAGAIN``: a crowd of
+    clients, which a live server works through in moments) try again until ``deadline``, and
+    raise ``BlockingIOError`` if it still is: the server then accepts no connection."""
+    delay = 0.005
+    while True:
+        try:
+            sock.connect(path)
+            return
+        except BlockingIOError:
+            remaining = deadline - time.monotonic()
+            if remaining <= delay:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
 def _connect(address: ServerAddress, timeout: float, peer: Peer | None) -> _socket.socket:
     if isinstance(address, TcpAddress):
         # deferred: this module is on a fast path (docs/build.md)
         import socket
 
-        return socket.create_connection((address.host, address.port), timeout=timeout)
+        return socket.create_connection((connect_host(address), address.port), timeout=timeout)
     # A Unix socket straight from _socket, the C module under socket: importing socket (it
     # builds its enums from _socket's constants) cost about as much as asking the server.
     import _socket
@@ -412,7 +508,7 @@ def _connect(address: ServerAddress, timeout: float, peer: Peer | None) -> _sock
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
-        sock.connect(address.socket_path)
+        connect_unix(sock, address.socket_path, time.monotonic() + timeout)
     except BaseException:
         sock.close()
         raise
@@ -437,9 +533,11 @@ def http_request(
     host = (
         "localhost" if isinstance(address, UnixAddress) else address.display.removeprefix("http://")
     )
+    secret = read_tcp_secret(address.port) if isinstance(address, TcpAddress) else None
+    authorization = f"{AUTHORIZATION}: Bearer {secret}\r\n" if secret else ""
     request = (
         f"{method} {path} HTTP/1.0\r\nHost: {host}\r\nAccept: application/json\r\n"
-        "Content-Length: 0\r\n\r\n"
+        f"{authorization}Content-Length: 0\r\n\r\n"
     )
     sock = _connect(address, timeout, peer)
     try:
@@ -534,10 +632,18 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
         return report("error", exc.strerror or str(exc))
     except Exception as exc:  # never let a strange server crash a status query
         return report("error", f"{exc.__class__.__name__}: {exc}")
+    if code in (401, 403) and isinstance(target, TcpAddress):
+        return report("error", refused_detail(target, code, STATUS_PATH))
     if code != 200:
         return report("garbage", f"HTTP {code} for {STATUS_PATH}")
     if len(body) > MAX_STATUS_BYTES:
         return report("garbage", "status line is larger than 64 KiB")
+    try:
+        strict_json(body)
+    except NonStandardJson as exc:
+        return report("garbage", f"not JSON ({exc})")
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        pass  # parse_status_line says what is wrong with it
     try:
         line = parse_status_line(body)
     except StatusLineError as exc:
@@ -548,6 +654,18 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
             state = "no-protocol"
         return report(state, str(exc))
     return report("live", f"mux {line.version}, protocol {line.protocol_version}", line)
+
+
+def refused_detail(target: TcpAddress, code: int, path: str) -> str:
+    """Why a loopback server refused a request: it answers only its owner."""
+    try:
+        where = tcp_secret_path(target.port)
+    except MuxError:
+        where = f"tcp-{target.port}{SECRET_SUFFIX} in the runtime dir"
+    return (
+        f"HTTP {code} for {path}: the server answers only the user who started it, whose "
+        f"secret is in {where}"
+    )
 
 
 def socket_lock_holder(socket_path: str | Path) -> int | None:

@@ -5,7 +5,9 @@ A server is started as a background child of this mux's own build
 directory, and is waited for until it answers with its status line; stopping one is the
 shutdown request every protocol version understands (:mod:`updater.protocol`). The server
 itself is :mod:`updater.daemon.server`; these are the rules both sides share: where a
-socket's lock and log go, and which directory a socket may be made in.
+socket's lock and log go, which directory a socket may be made in (none that another user
+can write: :func:`check_socket_folder`), and how the files beside it are opened (never
+through a link, only this user's own regular file: :func:`open_own_file`).
 """
 
 from __future__ import annotations
@@ -84,6 +86,60 @@ def ensure_private_directory(directory: Path) -> None:
     except OSError as exc:
         raise MuxError(f"cannot create {directory}: {exc.strerror}") from None
     os.chmod(directory, DIRECTORY_MODE)  # mkdir's mode went through the umask
+
+
+def check_socket_folder(directory: Path) -> None:
+    """Refuse a folder for a server's socket, lock and log that another user could put a
+    file or a link in (writable by its group or by everyone, sticky or not; or another
+    user's folder): a planted link would make the server write where that user wants."""
+    try:
+        info = os.stat(directory)
+    except OSError as exc:
+        raise MuxError(f"cannot use {directory} for a mux server: {exc.strerror}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise MuxError(f"cannot use {directory} for a mux server: it is not a folder")
+    hint = "use a folder only you can write, such as mux's runtime dir (--name NAME)"
+    if info.st_uid not in (os.geteuid(), 0):
+        raise MuxError(
+            f"refusing to put a mux server in {directory}: it belongs to another user "
+            f"(uid {info.st_uid})",
+            hint=hint,
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise MuxError(
+            f"refusing to put a mux server in {directory}: other users can write to it "
+            f"(mode {stat.S_IMODE(info.st_mode):o}), so they could plant links where the "
+            "server writes its lock and log",
+            hint=hint,
+        )
+
+
+def open_own_file(path: Path, *, truncate: bool = False) -> int:
+    """Open ``path`` to read and write, creating it (0600): never through a symbolic link,
+    and only when what was opened is a regular file of this user's with no other name (a
+    hard link to someone's file is refused, not truncated). ``truncate`` empties it then."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise MuxError(f"refusing to open {path}: it is a symbolic link") from None
+        raise MuxError(f"cannot open {path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise MuxError(f"refusing to open {path}: it is not a regular file")
+        if info.st_uid != os.geteuid():
+            raise MuxError(f"refusing to open {path}: it belongs to another user")
+        if info.st_nlink != 1:
+            raise MuxError(f"refusing to open {path}: it has other names (hard links)")
+        if truncate:
+            os.ftruncate(fd, 0)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def answering_error(report: ServerReport) -> MuxError:
@@ -165,7 +221,7 @@ def _listening(target: ServerAddress, timeout: float) -> bool:
 
 def _lock_is_free(socket_path: Path) -> bool:
     try:
-        fd = os.open(lock_path(socket_path), os.O_RDONLY | os.O_CLOEXEC)
+        fd = os.open(lock_path(socket_path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return True  # no lock file: a server that does not lock, or none at all
     try:
@@ -182,8 +238,9 @@ def _remove_stale_socket(socket_path: Path) -> None:
     try:
         if not stat.S_ISSOCK(os.lstat(socket_path).st_mode):
             return
-        fd = os.open(lock_path(socket_path), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    except OSError:
+        check_socket_folder(socket_path.parent)
+        fd = open_own_file(lock_path(socket_path))
+    except (OSError, MuxError):
         return
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -220,17 +277,15 @@ def start(
         target = UnixAddress(os.path.abspath(target.path))  # the daemon runs from /
     elif target.port == 0:
         raise UsageError("a server started in the background needs a fixed port")
+    log_path = log_path_for(target)
+    ensure_private_directory(log_path.parent)
+    check_socket_folder(log_path.parent)  # before anything there is asked or opened
     existing = query_server(target.display, timeout=min(timeout, DEFAULT_TIMEOUT))
     if existing.state in ANSWERING:
         raise answering_error(existing)
     command = [executable] if executable else current_mux_command()
     command += ["server", "run", *_address_args(target)]
-    log_path = log_path_for(target)
-    ensure_private_directory(log_path.parent)
-    try:
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-    except OSError as exc:
-        raise MuxError(f"cannot write the server log {log_path}: {exc.strerror}") from None
+    log_fd = open_own_file(log_path, truncate=True)
     try:
         process = subprocess.Popen(
             command,

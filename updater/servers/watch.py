@@ -24,18 +24,27 @@ from updater.protocol import (
     parse_watch_event,
 )
 from updater.servers.client import (
+    AUTHORIZATION,
+    NonStandardJson,
     Peer,
     ServerReport,
+    TcpAddress,
     Watchdog,
     open_connection,
     parse_server_address,
     query_server,
+    read_tcp_secret,
+    refused_detail,
+    strict_json,
     with_executable,
 )
 
 EVENT_SERVER_STOPPING = "server-stopping"
 EVENT_WATCH_DROPPED = "watch-dropped"
 EVENT_HEARTBEAT = "heartbeat"  # "still here": readers skip it like any type they do not know
+# What `mux server watch` prints second, after the status line: the server as this mux sees
+# it (its `mux server status --json` entry). Not sent by servers: the client adds it.
+EVENT_SERVER = "server"
 HEARTBEAT = 15.0  # an idle stream sends a heartbeat line this often
 READ_TIMEOUT = 3 * HEARTBEAT  # a client that gets no line for this long gives up: hung
 
@@ -47,6 +56,24 @@ class StreamEnded(Exception):
         super().__init__(reason)
         self.reason = reason
         self.clean = clean
+
+
+def server_event(entry: dict[str, Any]) -> dict[str, Any]:
+    """The ``server`` event ``mux server watch`` prints after the status line: ``entry`` (the
+    server's ``mux server status --json`` entry) without the status line it nests, which
+    the first line already is."""
+    return {"type": EVENT_SERVER, "data": {k: v for k, v in entry.items() if k != "status"}}
+
+
+def _refuse_non_standard(line: bytes) -> None:
+    """Raise :class:`StatusLineError` for a line a strict JSON parser refuses (NaN,
+    Infinity); what else is wrong with it the protocol's parsers say."""
+    try:
+        strict_json(line)
+    except NonStandardJson as exc:
+        raise StatusLineError(f"not JSON ({exc})", "garbage") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        pass
 
 
 def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
@@ -104,6 +131,7 @@ class WatchStream:
             if line is None:
                 break
             try:
+                _refuse_non_standard(line)
                 event = parse_watch_event(line)
             except StatusLineError as exc:
                 raise StreamEnded(
@@ -145,7 +173,11 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
             try:
                 connection.connect()
                 sock = connection.sock  # the response keeps it; the connection lets go of it
-                connection.request("GET", WATCH_PATH, headers={"Accept": "application/x-ndjson"})
+                headers = {"Accept": "application/x-ndjson"}
+                secret = read_tcp_secret(target.port) if isinstance(target, TcpAddress) else None
+                if secret:
+                    headers[AUTHORIZATION] = f"Bearer {secret}"
+                connection.request("GET", WATCH_PATH, headers=headers)
                 response = connection.getresponse()
                 first = response.readline(MAX_WATCH_LINE + 1) if response.status == 200 else b""
             except (FileNotFoundError, ConnectionRefusedError):
@@ -160,6 +192,11 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
                 ) from None
             if watchdog.fired:
                 raise MuxError(f"the server on {display} did not answer within {timeout:g}s")
+        if response.status in (401, 403) and isinstance(target, TcpAddress):
+            raise MuxError(
+                f"the server on {display} refused to be watched: "
+                + refused_detail(target, response.status, WATCH_PATH)
+            )
         if response.status != 200:
             report = query_server(display)
             if response.status == 404 and report.status is not None:
@@ -172,6 +209,7 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
                 f"the server on {display} refused to be watched (HTTP {response.status})"
             )
         try:
+            _refuse_non_standard(first)
             status = parse_status_line(first)
         except StatusLineError as exc:
             raise MuxError(

@@ -15,11 +15,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from updater.config.dirs import user_cache_dir
-from updater.files import atomic_write
+from updater.files import NotReadable, atomic_write, owned_by_this_user, read_small_file
 from updater.net.client import Fetched, HttpClient
 
 if TYPE_CHECKING:
     pass
+
+
+# A stored body is at most the 16 MiB an API answer may be, escaped as JSON text; an entry
+# larger than this, or one that is not a regular file of this user's, is a miss.
+ENTRY_LIMIT = 64 << 20
 
 
 def etag_cache_dir() -> Path:
@@ -41,7 +46,10 @@ class ConditionalCache:
         """The request headers that ask "changed since?", the body they would confirm, and
         its ``Link`` header (a 304 need not repeat it; the pages of a list hang on it)."""
         try:
-            doc = json.loads(self._path(url).read_bytes())
+            raw = read_small_file(str(self._path(url)), ENTRY_LIMIT, inspect=owned_by_this_user)
+            if raw is None:
+                return None
+            doc = json.loads(raw)
             headers = {}
             if doc.get("etag"):
                 headers["If-None-Match"] = str(doc["etag"])
@@ -50,7 +58,7 @@ class ConditionalCache:
             link = doc.get("link")
             body = str(doc["body"]).encode()
             return (headers, body, link if isinstance(link, str) else None) if headers else None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        except (NotReadable, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
 
     def store(self, url: str, headers: Mapping[str, str], body: bytes) -> None:
@@ -65,7 +73,7 @@ class ConditionalCache:
                 "link": headers.get("link"),
                 "body": body.decode(),
             }
-            atomic_write(self._path(url), json.dumps(doc).encode())
+            atomic_write(self._path(url), json.dumps(doc).encode(), private=True)
         except (OSError, UnicodeDecodeError):
             pass  # an optimisation; never fail a check over it
 

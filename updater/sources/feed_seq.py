@@ -31,10 +31,19 @@ from pathlib import Path
 from platformdirs import user_state_dir
 
 from updater.errors import MuxError
-from updater.files import write_temp_beside
+from updater.files import (
+    STATE_FILE_LIMIT,
+    NotReadable,
+    owned_by_this_user,
+    private_folders,
+    read_small_file,
+    write_temp_beside,
+)
 from updater.formats.trusted_comments import MAX_DECIMAL_DIGITS
+from updater.locks import flock_within, held_by_other_users
 
 STATE_NAME = "feed-seq"
+LOCK_WAIT = 5.0  # seconds a writer waits for another's lock on the state folder
 _LINE = re.compile(r"([0-9A-F]+) ([0-9]+)")
 # Higher than any seq a trusted comment can carry (it has one digit more than the longest).
 BEYOND_ANY_SEQ = 10**MAX_DECIMAL_DIGITS
@@ -65,16 +74,19 @@ def format_state(seen: Mapping[str, int]) -> bytes:
 
 
 def _read_text(path: Path) -> str:
+    """The file's text ("" when there is none). Read as every state file is
+    (:func:`updater.files.read_small_file`: never blocking on a FIFO, a regular file of this
+    user's, at most 1 MiB)."""
     try:
-        return path.read_bytes().decode("ascii", "replace")
-    except FileNotFoundError:
-        return ""
-    except OSError as exc:
+        raw = read_small_file(str(path), STATE_FILE_LIMIT, inspect=owned_by_this_user)
+    except NotReadable as exc:
         # Fail closed: a counter that cannot be read cannot refuse a rollback.
         raise MuxError(
-            f"cannot read {path}: {exc.strerror or exc}",
-            hint="fix its permissions (it keeps the feed sequence numbers this machine saw)",
+            f"cannot read {path}: {exc}",
+            hint="remove it or fix it: it keeps the feed sequence numbers this machine saw, "
+            "and must be a regular file of yours",
         ) from None
+    return "" if raw is None else raw.decode("ascii", "replace")
 
 
 def read(path: Path) -> dict[str, int]:
@@ -96,16 +108,24 @@ def record(path: Path, key_id: str, seq: int) -> bool:
 
     mux writers also hold ``flock`` on the state folder while they read, merge and rename, so
     two of them never interleave; install.sh's writer re-reads before its rename, which
-    leaves only that last instant to chance. Raises :class:`OSError` when the file cannot be
-    written (the caller warns: the answer it verified stands).
+    leaves only that last instant to chance. The folder is this user's alone (created 0700,
+    made so when it is this user's), and the lock is waited for at most
+    :data:`LOCK_WAIT` seconds, not at all when only other users hold it: then this writer
+    goes on as install.sh's does, re-reading just before its rename. Raises :class:`OSError`
+    when the file cannot be written (the caller warns: the answer it verified stands).
     """
 
     if parse(_read_text(path)).get(key_id, -1) >= seq:
         return False  # already recorded (the common case: read only)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    private_folders(path.parent)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        fcntl.flock(folder, fcntl.LOCK_EX)
+        info = os.fstat(folder)
+        if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+            os.fchmod(folder, 0o700)  # an older mux's 0755: nobody else may open, so lock, it
+        flock_within(
+            folder, fcntl.LOCK_EX, wait=LOCK_WAIT, interval=0.05, unless=held_by_other_users
+        )
         first = _read_text(path)
         wanted = _merged(parse(first), {key_id: seq})
         temporary = write_temp_beside(path, format_state(wanted))
@@ -119,5 +139,5 @@ def record(path: Path, key_id: str, seq: int) -> bool:
             temporary.unlink(missing_ok=True)
             raise
     finally:
-        os.close(folder)  # (and with it the lock)
+        os.close(folder)  # (and with it the lock, if it was taken)
     return True

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode
 
 import httpx
 
@@ -44,6 +44,7 @@ from updater.urls import (
     check_url_scheme,
     github_api_for,
     parse_download_host,
+    shown_url,
     url_origin,
 )
 
@@ -110,11 +111,13 @@ class GitHubSource(ReleaseSource):
         for base in (self.web, self.api):
             check_url_scheme(base)
         self.location = f"{self.web}/{repo}"
+        # Origins (scheme, host, effective port): a portless Enterprise URL is its :443 (or
+        # loopback :80) and nothing else on that host, which may serve storage on another port.
         configured = {url_origin(self.web), url_origin(self.api)}
         # The token is for the server it belongs to: github.com's hosts see it only when
         # the web URL is github.com, never an Enterprise token (nor one after a redirect).
-        on_github_com = url_origin(self.web) == "github.com"
-        github_com = {"github.com", "api.github.com"} if on_github_com else set()
+        on_github_com = url_origin(self.web) == url_origin(GITHUB_WEB)
+        github_com = {url_origin(GITHUB_WEB), url_origin(GITHUB_API)} if on_github_com else set()
         # An Enterprise server may send downloads to its storage host: allowed only when
         # named (MUX_GITHUB_DOWNLOAD_HOSTS or the policy), and never a token host.
         storage = set()
@@ -128,7 +131,12 @@ class GitHubSource(ReleaseSource):
             storage.add(host)
         self.policy = HostPolicy(
             allowed_hosts=frozenset(
-                {*GITHUB_DOWNLOAD_HOSTS, "api.github.com", *configured, *storage}
+                {
+                    *(url_origin(f"https://{host}") for host in GITHUB_DOWNLOAD_HOSTS),
+                    url_origin(GITHUB_API),
+                    *configured,
+                    *storage,
+                }
             ),
             token_hosts=frozenset({*github_com, *configured}),
             advice=f"a GitHub Enterprise storage host can be allowed with {DOWNLOAD_HOSTS_ENV}",
@@ -195,7 +203,8 @@ class GitHubSource(ReleaseSource):
                 break  # a Link that leads back: every page was read
             if url_origin(url) != url_origin(self.api) or not url.startswith(self.api):
                 raise NetworkError(
-                    f"{self.api} pointed the next page of releases elsewhere ({url[:200]})"
+                    f"{self.api} pointed the next page of releases elsewhere "
+                    f"({shown_url(url)[:200]})"
                 )
             seen.add(url)
             releases, url = self._api_page(url)
@@ -329,7 +338,7 @@ class GitHubSource(ReleaseSource):
         """
 
         try:
-            shown = urlsplit(url)._replace(query="", fragment="").geturl()
+            shown = shown_url(url)
             policy = HostPolicy(allowed_hosts=frozenset({url_origin(url)}))
             with HttpClient(policy=policy, token=None, settings=self._http) as client:
                 blob = client.get(url, max_size=max_size).content
@@ -341,7 +350,9 @@ class GitHubSource(ReleaseSource):
                 f"cannot read the attestation bundle at {shown}: {message}"
             ) from None
         except (ValueError, httpx.InvalidURL):  # what urlsplit and httpx say of a broken URL
-            raise NetworkError(f"GitHub listed a malformed bundle_url {url[:200]!r}") from None
+            raise NetworkError(
+                f"GitHub listed a malformed bundle_url {shown_url(url)[:200]!r}"
+            ) from None
         try:
             document = json.loads(text)
         except (ValueError, RecursionError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from updater.config.settings import check_token
 from updater.errors import (
     UsageError,
 )
@@ -41,7 +42,7 @@ def open_source(
                 github.repo,
                 web_url=github.web_url,
                 api_url=github.api_url,
-                token=github.token,
+                token=check_token(github.token, github.token_variable) if github.token else None,
                 http=settings.http,
                 download_hosts=github.download_hosts,
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import sys
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -62,12 +63,31 @@ def _checked_members(archive: tarfile.TarFile, top: str) -> Iterator[tarfile.Tar
             target = PurePosixPath(member.linkname)
             if target.is_absolute() or ".." in target.parts:
                 raise _archive_error(f"symlink {name!r} -> {member.linkname} leaves its folder")
+        member.mode = _data_mode(member)  # type: ignore[assignment]  # None: tarfile keeps its default
         total += max(member.size, 0)
         if total > MAX_UNPACKED_BYTES:
             raise _archive_error(f"unpacks to more than {MAX_UNPACKED_BYTES} bytes")
         if len(parts) > 1:
             member.name = str(PurePosixPath(*parts[1:]))
             yield member
+
+
+def _data_mode(member: tarfile.TarInfo) -> int | None:
+    """The mode tarfile's ``data`` filter gives a checked member, applied here on every Python
+    (``extractall(filter=...)`` arrived in 3.11.4; Debian 12 ships 3.11.2): no setuid, setgid,
+    sticky or group/other write bits; a regular file is readable and writable by its owner
+    and executable only if its owner may execute it. A link keeps no mode (None), and so
+    does a folder where the filter runs; without it a folder gets 0755, what the filter's
+    default mode makes of it under the usual umask (an older tarfile creates folders 0700
+    and sets their mode last)."""
+    if member.isdir():
+        return None if _HAS_DATA_FILTER else 0o755
+    if not member.isfile():
+        return None
+    mode = member.mode & 0o755
+    if not mode & 0o100:
+        mode &= ~0o111
+    return mode | 0o600
 
 
 def unpack(
@@ -116,6 +136,10 @@ def unpack(
                     left -= len(block)
             written[os.fsdecode(targetpath)] = digest.hexdigest()
 
+        def chown(self, *args: object, **kwargs: object) -> None:
+            """Never: the files are the user's, whoever the archive names (the ``data``
+            filter's rule, kept where there is no filter, and as root)."""
+
         def utime(
             self,
             tarinfo: tarfile.TarInfo,
@@ -131,7 +155,11 @@ def unpack(
             GunzipReader(compressed) as stream,
             HashingTarFile(fileobj=stream, mode="r") as archive,
         ):
-            archive.extractall(destination, members=_checked_members(archive, top), filter="data")
+            members = _checked_members(archive, top)
+            if _HAS_DATA_FILTER:
+                archive.extractall(destination, members=members, filter="data")
+            else:  # Python before 3.11.4: the checks above and _data_mode are the filter
+                archive.extractall(destination, members=members)
         # Once every file has its mode and times: what the list compares before trusting these.
         unpacked = {
             os.path.relpath(path, destination): unpacked_file(path, sha256)
@@ -154,4 +182,7 @@ def unpack(
     return unpacked
 
 
-_COPY_SIZE = 1 << 20  # what the gzip reader inflates per step (updater/trust/gunzip.py)
+_COPY_SIZE = 1 << 20
+_HAS_DATA_FILTER = (
+    sys.version_info >= (3, 11, 4)
+)  # tarfile's extraction filters (PEP 706)  # what the gzip reader inflates per step (updater/trust/gunzip.py)
