@@ -51,9 +51,9 @@ from updater.servers.client import (
     parse_server_address,
     query_all,
     query_server,
-    restart_command,
     runtime_dir,
 )
+from updater.core.verdicts import restart_command_for
 
 __all__ = ["mux_runtime_dir"]  # the fixture, imported for pytest
 
@@ -193,11 +193,11 @@ def test_mux_server_url_names_one_server(mux_runtime_dir):
 
 def test_restart_command_quotes_the_socket_path():
     report = ServerReport("/tmp/my dir/it's.sock", "live", None, "")
-    command = restart_command(report)
+    command = restart_command_for(report.address)
     assert command.startswith("mux server restart --socket ")
     assert shlex.split(command) == ["mux", "server", "restart", "--socket", "/tmp/my dir/it's.sock"]
     url = ServerReport("http://127.0.0.1:7070", "live", None, "")
-    assert restart_command(url) == "mux server restart --url http://127.0.0.1:7070"
+    assert restart_command_for(url.address) == "mux server restart --url http://127.0.0.1:7070"
 
 
 # -- status queries against real servers ------------------------------------------------
@@ -305,7 +305,7 @@ def test_status_over_mux_server_url_http_form(mux_runtime_dir, monkeypatch):
     assert (report.address, report.state) == (url, "live")
     assert report.status is not None
     assert (report.status.pid, report.status.protocol_version) == (pid, PROTOCOL + 1)
-    assert restart_command(report) == f"mux server restart --url {url}"
+    assert restart_command_for(report.address) == f"mux server restart --url {url}"
 
 
 def test_tcp_server_refuses_browser_requests(mux_runtime_dir):

@@ -213,7 +213,8 @@ def current_mux_command() -> list[str]:
     if not getattr(sys, "frozen", False):
         import os
 
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        # The folder that holds this `updater` package (this file is updater/config/...).
+        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         code = (
             f"import sys; sys.path.insert(0, {here!r}); from updater.__main__ import main; main()"
         )
