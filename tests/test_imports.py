@@ -110,6 +110,11 @@ CACHED_CHECK_ALLOWED = {
     "updater.files",  # its reads; what it writes imports pathlib and tempfile when it writes
     "updater.urls",  # a server address may be a loopback URL (urllib only when one is)
     # (updater.config.marker only for a packaged build: buildinfo.packager_marker_file)
+    # Issue 22: the user's skips, hold and failed starts withhold an offer (one small JSON
+    # file read with os.path; its writer's fcntl and pathlib only when it writes), and
+    # their rules. The user's config.toml is read (tomllib) only when there is one.
+    "updater.commands.userstate",
+    "updater.core.userstate",
 }
 
 # With a live server, the cached check reads its status line over a plain Unix socket, from

@@ -23,7 +23,10 @@ from updater.cli.render import (
     to_json_line,
     verdict_document,
 )
+from updater.commands.autoinstall import run_auto_install
+from updater.commands.restart import run_restart
 from updater.config import buildinfo
+from updater.config.settings import load_for
 from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.daemon.background import run_check_child
 from updater.errors import MuxError, UsageError
@@ -37,7 +40,7 @@ from updater.servers.client import (
     query_all,
     runtime_dir,
 )
-from updater.servers.control import restart, start, stop
+from updater.servers.control import start, stop
 from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch
 
 server_app = typer.Typer(
@@ -130,13 +133,28 @@ def stop_command(
         print(server_line(f"no mux server runs on {address}"))
 
 
-@server_app.command("restart")
+RESTART_EPILOG = """\
+Exit codes: 0 restarted; 5 the new build did not come up (it exited, died, hung, or answered
+as another version or protocol) and the server runs the build it ran before again, on the
+same socket; 1 error (nothing answers there any more when the old build could not be started
+again either); 2 usage error. A version that failed to start is not offered again until a
+newer release or mux update --version X; after two failed starts of the active version the
+mux link goes back to the previous version. MUX_RESTART_TIMEOUT: seconds to wait for the new
+build (default 8).
+"""
+
+
+@server_app.command("restart", epilog=RESTART_EPILOG)
 def restart_command_(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
-    """Stop a server (whatever its protocol) and start this mux's server in its place."""
+    """Stop a server (whatever its protocol) and start this mux's server in its place; if the
+    new build does not answer with its version and protocol, start the old build again."""
 
-    report = _run(lambda: restart(_server_address(name, socket, url)))
+    address = _run(lambda: _server_address(name, socket, url))
+    settings = _run(lambda: load_for(buildinfo.current()))
+    done = _run(lambda: run_restart(address, settings))
+    report = done.report
     print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
 
 
@@ -227,3 +245,22 @@ def check_updates_command(
     """One background check for a server (it runs this in a child process)."""
 
     raise typer.Exit(run_check_child(current, max_age))
+
+
+@server_app.command("auto-install", hidden=True)
+def auto_install_command(
+    version: Annotated[str, typer.Option("--version")],
+    protocol: Annotated[int, typer.Option("--protocol")],
+) -> None:
+    """One automatic install for a server (it runs this in a child process, after a check
+    said the release is due): one JSON object on stdout."""
+
+    import json
+
+    try:
+        settings = load_for(buildinfo.current())
+    except MuxError as exc:
+        print(json.dumps({"ok": False, "error": exc.message, "version": version}))
+        return
+    answer = run_auto_install(version, protocol, settings, buildinfo.current())
+    print(json.dumps(answer), flush=True)

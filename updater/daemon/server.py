@@ -414,6 +414,7 @@ def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> An
             development=info.development,
             check_command=current_mux_command,
             log=_log,
+            surface=display,
         )
         notices.start()
     except Exception as exc:  # the server serves its status line whatever happens here
