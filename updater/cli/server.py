@@ -140,7 +140,7 @@ same socket; 1 error (nothing answers there any more when the old build could no
 again either); 2 usage error. A version that failed to start is not offered again until a
 newer release or mux update --version X; after two failed starts of the active version the
 mux link goes back to the previous version. MUX_RESTART_TIMEOUT: seconds to wait for the new
-build (default 8).
+build (default 7).
 """
 
 

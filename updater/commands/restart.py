@@ -9,7 +9,7 @@ without a server. So :func:`run_restart`
    while no server runs from it;
 2. stops it (the shutdown request every protocol version understands);
 3. starts this mux's own build there and waits, at most ``MUX_RESTART_TIMEOUT`` seconds
-   (default 8), for a status line with this build's version and protocol
+   (default 7), for a status line with this build's version and protocol
    (:func:`updater.servers.control.start`);
 4. if none comes (it exits, dies, hangs, answers as another version or protocol), stops it
    with everything it started, starts the server again from the build it was running, and

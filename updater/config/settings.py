@@ -49,7 +49,7 @@ RESTART_TIMEOUT_ENV = "MUX_RESTART_TIMEOUT"
 # How long `mux server restart` waits for the new build's status line before it starts the
 # previous build again: a release build answers in a fraction of a second, and the fallback
 # then still answers within about 10 s of a hung start.
-DEFAULT_RESTART_TIMEOUT = 8.0
+DEFAULT_RESTART_TIMEOUT = 7.0
 AUTO_INSTALL_OFF = "off"
 UPDATES_ENABLED = "enabled"  # the machine policy's `updates`: enabled | check-only | disabled
 CONFIG_NAME = "config.toml"  # in <user config dir>/mux/
