@@ -38,6 +38,7 @@ from tests.support.servers import (
 )
 from updater.cli.server import server_app
 from updater.config import buildinfo
+from updater.core.verdicts import restart_command_for
 from updater.daemon import server as server_daemon
 from updater.errors import EXIT_USAGE, MuxError, UsageError
 from updater.protocol import StatusLine, StatusLineError, parse_status_line
@@ -53,7 +54,6 @@ from updater.servers.client import (
     query_server,
     runtime_dir,
 )
-from updater.core.verdicts import restart_command_for
 
 __all__ = ["mux_runtime_dir"]  # the fixture, imported for pytest
 

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 OFF, COMPATIBLE, ALL = "off", "compatible", "all"
+REASON_OFF = "auto_install is off"  # the one reason that says the user did not opt in
 
 
 class LiveServer(NamedTuple):
@@ -83,7 +84,7 @@ def decide_auto_install(
         return AutoInstall(False, reason, version, protocol_version)
 
     if mode not in (COMPATIBLE, ALL):
-        return no("auto_install is off")
+        return no(REASON_OFF)
     if updates != "enabled":
         return no(f'the machine policy sets updates = "{updates}"')
     if managed_by is not None:

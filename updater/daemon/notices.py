@@ -29,7 +29,7 @@ from updater.commands.check import current_manager
 from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
 from updater.config.settings import Settings
-from updater.core.autoinstall import AutoInstall
+from updater.core.autoinstall import REASON_OFF, AutoInstall
 from updater.core.notices import (
     EVENT_UPDATE_AVAILABLE,
     LINK_EVENTS,
@@ -77,6 +77,8 @@ class ServerNotices:
         self._lock = threading.Lock()
         self._announced_tag: str | None = None
         self._offer: ReleaseOffer | None = None
+        self._automatic: AutoInstall | None = None  # what the last check said of installing
+        self._said_why_not: str | None = None
         self.layout: Layout | None = None  # found by start(), as is what follows
         self.installed: InstalledBuild | None = None
         self.manager: Manager | None = None
@@ -183,24 +185,33 @@ class ServerNotices:
         )
         with self._lock:
             self._offer = offer
-            self._refresh_offer(quiet=installing)
+            self._automatic = automatic
+            self._refresh_offer(installing=installing)
         if automatic is not None and installing:
+            self._said_why_not = None
             self._log(f"installing mux {offer.version} on its own ({automatic.reason})")
-            return FollowUp(self.install_command(automatic), self._install_answered)
-        if automatic is not None and automatic.reason != "auto_install is off":
-            self._log(f"not installing mux {offer.version} on its own: {automatic.reason}")
+            version = offer.version
+            return FollowUp(
+                self.install_command(automatic),
+                lambda answer: self._install_answered(version, answer),
+            )
+        if automatic is not None and automatic.reason != REASON_OFF:
+            why_not = f"not installing mux {offer.version} on its own: {automatic.reason}"
+            if why_not != self._said_why_not:  # said once, not at every check
+                self._said_why_not = why_not
+                self._log(why_not)
         return None
 
-    def _install_answered(self, answer: dict[str, Any]) -> None:
+    def _install_answered(self, version: str, answer: dict[str, Any]) -> None:
         """The install child's answer; a release that was not installed is announced."""
         action = answer.get("action")
         if answer.get("ok") is True and action == "updated":
             self._log(f"installed mux {answer.get('to')} on its own (from {answer.get('from')})")
             return
         why = answer.get("reason") or answer.get("error") or action
-        self._log(f"automatic install of mux {answer.get('version')} not done: {str(why)[:300]}")
+        self._log(f"automatic install of mux {version} not done: {str(why)[:300]}")
         with self._lock:
-            self._refresh_offer(quiet=False)
+            self._refresh_offer()
 
     def _withheld(self, offer: ReleaseOffer) -> bool:
         """The user's state holds ``offer`` back (skipped, held, failed to start here)."""
@@ -211,9 +222,10 @@ class ServerNotices:
             return False
         return withheld(state, offer.version, time.time()) is not None
 
-    def _refresh_offer(self, *, quiet: bool) -> None:
+    def _refresh_offer(self, *, installing: bool = False, announce: bool = True) -> None:
         """Say (or withdraw) ``update-available`` for the last offer, as things stand now.
-        ``quiet``: an automatic install is about to run, so nothing is announced (yet)."""
+        ``installing``: an automatic install of it is about to run, so it is not announced;
+        ``announce=False``: withdraw what no longer holds, announce nothing new (yet)."""
         offer = self._offer
         if offer is None:
             return
@@ -221,12 +233,16 @@ class ServerNotices:
             offer,
             installed_version=self._baseline(),
             manager=self.manager,
-            withheld=quiet or self._withheld(offer),
+            withheld=installing or self._withheld(offer),
         )
         if notice is None:
             self.hub.retract(EVENT_UPDATE_AVAILABLE)
             self._announced_tag = None
-        elif notice.data.get("tag") != self._announced_tag and self._may_announce(offer.version):
+        elif (
+            announce
+            and notice.data.get("tag") != self._announced_tag
+            and self._may_announce(offer.version)
+        ):
             self._announced_tag = str(notice.data.get("tag"))
             self.hub.publish(WatchEvent(notice.type, notice.data))
 
@@ -244,8 +260,13 @@ class ServerNotices:
         return True
 
     def _state_changed(self, _signature: object) -> None:
+        """The user's state changed (a skip, a hold, their undoing): what it now withholds is
+        withdrawn at once. What it no longer withholds is announced now, unless the next check
+        may install it on its own (then that check decides, as it would have)."""
         with self._lock:
-            self._refresh_offer(quiet=False)
+            automatic = self._automatic
+            may_install = automatic is not None and automatic.reason != REASON_OFF
+            self._refresh_offer(announce=not may_install)
 
     # -- life ----------------------------------------------------------------------------
 
