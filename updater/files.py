@@ -170,10 +170,14 @@ def read_small_file(
         return None
     except OSError as exc:
         raise NotReadable(exc.strerror or str(exc)) from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode):  # (before fdopen, which refuses a folder itself)
             raise NotReadable("it is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as handle:
         if inspect is not None:
             inspect(info)
         try:

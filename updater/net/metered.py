@@ -20,8 +20,11 @@ output (``tests/test_metered.py`` feeds them recorded answers).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -35,22 +38,31 @@ Run = Callable[[Sequence[str]], str | None]
 
 
 def _run(command: Sequence[str]) -> str | None:
-    """The program's output, or None when it is missing, fails or takes too long."""
+    """The program's output, or None when it is missing, fails or takes longer than
+    :data:`TIMEOUT` (then it is killed with everything it started: its own session)."""
     if shutil.which(command[0]) is None:
         return None
     try:
-        done = subprocess.run(
+        child = subprocess.Popen(
             list(command),
             stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=TIMEOUT,
-            check=False,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
-    except (OSError, subprocess.SubprocessError):
+    except OSError:
         return None
-    if done.returncode != 0:
+    with child:
+        try:
+            out, _ = child.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            return None
+    if child.returncode != 0:
         return None
-    return done.stdout[:65536].decode("utf-8", "replace")
+    return out[:65536].decode("utf-8", "replace")
 
 
 def is_metered(*, run: Run = _run, platform: str = sys.platform) -> bool | None:
