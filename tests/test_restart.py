@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_mux
 from tests.support.broken import KINDS, breaker
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import KeyPair, make_keypair, make_release
@@ -219,3 +220,20 @@ def test_a_restart_with_nothing_to_go_back_to_says_no_server_runs(
     line = one_line(result)
     assert "no server ran there before, so no server runs on" in line, line
     assert query_server(str(socket)).state in ("stale", "missing")
+
+
+def test_a_policy_that_cannot_be_read_stops_updates_not_a_restart(
+    sandbox_env: dict[str, str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "admin" / "policy.toml"
+    policy.parent.mkdir()
+    policy.write_text("updates = \n")  # not TOML: every update stops (exit 4)
+    env = {**sandbox_env, "MUX_POLICY_FILE": str(policy)}
+    assert run_mux(["update", "--check"], env).returncode == 4
+    assert run_mux(["server", "start", "--name", "p"], sandbox_env).returncode == 0
+    socket = Path(sandbox_env["XDG_RUNTIME_DIR"]) / "mux" / "p.sock"
+    before = query_server(str(socket)).status
+    restarted = run_mux(["server", "restart", "--name", "p"], env)
+    assert restarted.returncode == 0, restarted.stderr
+    after = query_server(str(socket)).status
+    assert before is not None and after is not None and after.pid != before.pid

@@ -26,10 +26,10 @@ from updater.cli.render import (
 from updater.commands.autoinstall import run_auto_install
 from updater.commands.restart import run_restart
 from updater.config import buildinfo
-from updater.config.settings import load_for
+from updater.config.settings import Settings, load, load_for, user_config_path
 from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.daemon.background import run_check_child
-from updater.errors import MuxError, UsageError
+from updater.errors import MuxError, PolicyError, UsageError
 from updater.servers.client import (
     DEFAULT_SOCKET_NAME,
     SERVER_URL_ENV,
@@ -152,10 +152,22 @@ def restart_command_(
     new build does not answer with its version and protocol, start the old build again."""
 
     address = _run(lambda: _server_address(name, socket, url))
-    settings = _run(lambda: load_for(buildinfo.current()))
+    settings = _run(_restart_settings)
     done = _run(lambda: run_restart(address, settings))
     report = done.report
     print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
+
+
+def _restart_settings() -> Settings:
+    """The settings of a restart. A machine policy that cannot be read stops every update,
+    not the user's own servers: the restart then runs as if updates were disabled (its
+    failure is still recorded, and the link is never moved back)."""
+    build = buildinfo.current()
+    try:
+        return load_for(build)
+    except PolicyError:
+        unpolicied = load(build_repo=build.repo, config_file=user_config_path())
+        return unpolicied._replace(updates="disabled")
 
 
 def _verdicts(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
