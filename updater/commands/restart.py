@@ -26,6 +26,7 @@ the line says and the check shows. A start that succeeds forgets its version's f
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +35,7 @@ from typing import NamedTuple
 
 from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
+from updater.config.buildfolder import build_info_in
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings
 from updater.core.userstate import (
@@ -78,15 +80,17 @@ def run_restart(
     expect = control.Expected(build.version, build.protocol_version)
     fallback = _build_of(old)
     with _holding(fallback):
-        if old is not None:
-            control.stop(address, timeout=control.STOP_TIMEOUT)
+        control.stop(address, timeout=control.STOP_TIMEOUT)  # (whatever answers there)
         try:
             report = control.start(
                 address, executable=executable, timeout=settings.restart_timeout, expect=expect
             )
         except control.StartFailed as failed:
-            again = _start_again(address, fallback, failed)
+            again = _start_again(address, fallback)
             raise _fell_back(settings, build, display, failed, old, again, now) from None
+        except KeyboardInterrupt:  # interrupted while the new build starts: the old one back
+            _start_again(address, fallback)
+            raise
     _forget(settings, build.version)
     return Restarted(report, old)
 
@@ -100,10 +104,15 @@ def _running(display: str) -> ServerReport | None:
 
 
 def _build_of(report: ServerReport | None) -> str | None:
-    """The executable the replaced server ran from, if it can be run again."""
+    """The executable the replaced server ran from, if it is a mux build that can be run
+    again (a development checkout's server runs the Python interpreter: no build to go back
+    to)."""
     if report is None or not report.executable:
         return None
-    return report.executable if Path(report.executable).is_file() else None
+    executable = report.executable
+    if not os.path.isfile(executable) or build_info_in(os.path.dirname(executable)) is None:
+        return None
+    return executable
 
 
 @contextmanager
@@ -114,9 +123,7 @@ def _holding(executable: str | None) -> Iterator[None]:
         yield
 
 
-def _start_again(
-    address: Path | str, executable: str | None, failed: control.StartFailed
-) -> ServerReport | MuxError | None:
+def _start_again(address: Path | str, executable: str | None) -> ServerReport | MuxError | None:
     """The replaced server's build, started again; the error when that fails too; None when
     there was nothing to go back to."""
     if executable is None:
@@ -152,7 +159,11 @@ def _fell_back(
     elif isinstance(again, MuxError):
         line = f"{said}, and starting the mux it replaced again failed too ({again.message}): no server runs on {display}"
     else:
-        nothing = "no server ran there before" if old is None else "the build it replaced is gone"
+        nothing = (
+            "no server ran there before"
+            if old is None
+            else "the build of the server it replaced cannot be started again"
+        )
         line = f"{said}; {nothing}, so no server runs on {display}"
     if rolled_to is not None and failure is not None:
         line += f"; after {failure.starts} failed starts the mux link is back on {rolled_to}"
