@@ -315,12 +315,15 @@ def test_a_metered_connection_defers_the_download_unless_allowed(
 def test_a_broken_config_file_is_one_error_for_the_background_check_too(
     tmp_path: Path, sandbox_env: dict[str, str], feed: Feed, keypair: KeyPair
 ) -> None:
+    """Broken when the server starts: the server still starts and watches its link, every
+    check says what is wrong, and once the file is fixed the checks follow it."""
     mux = installed(tmp_path, sandbox_env, feed, keypair)
-    socket, _pid, watcher, _lines = serve_and_watch(mux)
     path = write_config(mux.env, 'auto_install = "sometimes"\n')
+    socket, _pid, watcher, lines = serve_and_watch(mux)
     wait_for_log(socket, "background check failed: the config file", 30)
     assert re.search(
-        rf'{re.escape(str(path))} cannot be used: auto_install = "sometimes" is not', log_of(socket)
+        rf'{re.escape(str(path))} cannot be used: auto_install = "sometimes" is not',
+        log_of(socket),
     )
     result = mux.run("update", "--check")
     assert result.returncode == 1
@@ -328,5 +331,10 @@ def test_a_broken_config_file_is_one_error_for_the_background_check_too(
         f'mux: the config file {path} cannot be used: auto_install = "sometimes" is not "off" or '
         '"compatible" or "all" (fix it or remove it (README: Keeping mux up to date))'
     ]
+    write_config(mux.env, 'auto_install = "compatible"\n')
+    publish(feed.path, "1.1.0", 2, keypair)
+    kind, data = next_event(lines)
+    assert (kind, data["version"]) == ("update-installed", "1.1.0"), (kind, data)
+    assert mux.active() == "1.1.0"
     watcher.terminate()
     watcher.wait(10)

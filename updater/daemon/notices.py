@@ -79,6 +79,7 @@ class ServerNotices:
         self._offer: ReleaseOffer | None = None
         self._automatic: AutoInstall | None = None  # what the last check said of installing
         self._said_why_not: str | None = None
+        self._quiet_about: str | None = None  # the version the once-a-day rule holds back
         self.layout: Layout | None = None  # found by start(), as is what follows
         self.installed: InstalledBuild | None = None
         self.manager: Manager | None = None
@@ -252,7 +253,9 @@ class ServerNotices:
         now = time.time()
         try:
             if not may_notify(read_state(self._state_file), self.surface, version, now):
-                self._log(f"mux {version} was announced here within the last day: not again")
+                if self._quiet_about != version:  # said once, not at every check
+                    self._quiet_about = version
+                    self._log(f"mux {version} was announced here within the last day: not again")
                 return False
             change_state(self._state_file, lambda s: with_notice(s, self.surface, version, now))
         except MuxError as exc:

@@ -45,11 +45,11 @@ from urllib.parse import urlsplit
 
 from updater.config import buildinfo
 from updater.config.buildinfo import current_mux_command
-from updater.config.settings import load_for
+from updater.config.settings import load, load_for
 from updater.core.verdicts import restart_command_for
 from updater.daemon.hub import WatchHub
 from updater.daemon.notices import ServerNotices
-from updater.errors import MuxError
+from updater.errors import ConfigError, MuxError
 from updater.protocol import (
     SERVICE_NAME,
     SHUTDOWN_ACCEPTED,
@@ -405,12 +405,21 @@ def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> An
 
     info = buildinfo.current()
     try:
+        try:
+            settings = load_for(info)
+        except ConfigError as exc:
+            # The user's config.toml is broken: each background check says so (in this log)
+            # until it is fixed, and this server still watches its link meanwhile.
+            _log(exc.message)
+            settings = load(
+                build_repo=info.repo, policy_file=info.policy_file, development=info.development
+            )
         notices = ServerNotices(
             hub,
             server_version=str(fields.get("version")),
             server_protocol=int(fields.get("protocol_version") or 0),
             restart_command=restart_command_for(display),
-            settings=load_for(info),
+            settings=settings,
             development=info.development,
             check_command=current_mux_command,
             log=_log,
