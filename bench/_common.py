@@ -110,8 +110,8 @@ def real_build(
 def rebadge(build: Path, destination: Path, *, version: str, protocol_version: int) -> Path:
     """A copy of a build folder with another version and protocol baked in (what a release
     with a version and protocol bump changes), as the release rehearsal makes its second one."""
-    from release.build import make_build_info, write_bill, write_build_info
-    from release.package import read_build_info
+    from release.build.steps import make_build_info, write_bill, write_build_info
+    from release.folder.layout import read_build_info
 
     info = read_build_info(build)
     copy = destination / build.name
@@ -139,7 +139,7 @@ def add_payload(build: Path, size: int) -> None:
     import base64
     import zipfile
 
-    from release.build import write_bill
+    from release.build.steps import write_bill
 
     library = build / "_internal" / "base_library.zip"
     if library.is_file():

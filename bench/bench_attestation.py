@@ -2,8 +2,8 @@
 
 Run: uv run python bench/bench_attestation.py [--mode dev|build|both] [--rounds N]
 
-Bundles come from a throwaway Sigstore instance (release.fake_sigstore) with its trusted root,
-so no network. Two measurements, in the same rounds:
+Bundles come from a throwaway Sigstore instance (release.rehearsal.fake_sigstore) with its
+trusted root, so no network. Two measurements, in the same rounds:
 
 * dev mode only: in fresh processes, `python -c pass`, `import updater.trust.attestation` and
   "import sigstore + verify one bundle" (the library call `mux update` makes);
@@ -49,7 +49,7 @@ verify_attestation(bundle, digest, identity, trusted_root=root)
 
 
 def library_call(tmp: Path, rounds: int) -> None:
-    from release.fake_sigstore import FakeSigstore
+    from release.rehearsal.fake_sigstore import FakeSigstore
 
     env = clean_env(tmp)
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)

@@ -93,7 +93,7 @@ def measure(mux: list[str], env: dict[str, str], feed: Path, url: str, rounds: i
 def install_real_build(folder: Path, feed, where: Path) -> Path:
     """Publish ``folder`` as v0.1.0 in ``feed``, install it with itself, and return the
     ``<bin>/mux`` link users run."""
-    from release.package import package_release
+    from release.publish.package import package_release
     from tests.support.releases import sign_index, sign_release_dir
 
     where.mkdir(parents=True, exist_ok=True)

@@ -44,8 +44,8 @@ from _common import (  # noqa: E402
     selected_modes,
 )
 
-from release.build import build_standin  # noqa: E402
-from release.package import package_release  # noqa: E402
+from release.build.standin import build_standin  # noqa: E402
+from release.publish.package import package_release  # noqa: E402
 from tests.support.installsh import make_toolbox, render_install_sh  # noqa: E402
 from tests.support.releases import (  # noqa: E402
     make_keypair,

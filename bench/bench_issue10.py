@@ -48,7 +48,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def archive_size(folder: Path, work: Path) -> float:
     """MiB of the ``mux-<target>.tar.gz`` that ``mux-release package`` writes for ``folder``."""
-    from release.package import read_build_info, write_archive
+    from release.folder.archive import write_archive
+    from release.folder.layout import read_build_info
 
     work.mkdir(parents=True, exist_ok=True)
     target = read_build_info(folder).target

@@ -167,7 +167,8 @@ def unpack_cpu(archive: Path, tool: str, work: Path) -> float | None:
 
 
 def archive_sizes(folder: Path, work: Path) -> None:
-    from release.package import read_build_info, write_archive
+    from release.folder.archive import write_archive
+    from release.folder.layout import read_build_info
 
     target = read_build_info(folder).target
     work.mkdir(parents=True, exist_ok=True)

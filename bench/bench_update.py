@@ -56,10 +56,10 @@ class Feed:
 def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
     """v0.1.0 (what is installed) and v0.2.0, signed and attested; v0.2.0 carries enough
     incompressible data for its archive to weigh ``mib`` MiB."""
-    from release.build import build_standin
-    from release.fake_sigstore import FakeSigstore
-    from release.feed import sign_feed_index
-    from release.package import package_release, sign_release
+    from release.build.standin import build_standin
+    from release.publish.feed import sign_feed_index
+    from release.publish.package import package_release, sign_release
+    from release.rehearsal.fake_sigstore import FakeSigstore
     from updater.config.targets import detect_target
     from updater.formats import models
 

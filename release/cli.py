@@ -1,26 +1,50 @@
 """The ``mux-release`` command: thin wrappers over the release modules.
 
-Each command parses its flags, calls one function of :mod:`release.build`,
-:mod:`release.package` (or another module) and prints the result. Imports of the modules
-happen inside the commands so ``mux-release --help`` stays fast. Failures are one line on
-stderr with the exit code of their kind (:mod:`updater.errors`).
+Each command parses its flags, calls one function of a release module (:mod:`release.build`,
+:mod:`release.publish`, ...) and prints the result. Failures are one line on stderr with the
+exit code of their kind (:mod:`updater.errors`).
+
+Every command's start, ``mux-release --help`` included, pays for what is imported here (about
+510 M instructions for ``--help``, callgrind), so the commands whose modules bring a large
+library import them when they run, each saying which (on top of ``import release.cli``): the
+builds and the bill bring :mod:`importlib.metadata` (+115 M); ``repin``, ``verify`` and
+``fetch-artifacts`` the updater's HTTP stack, httpx (+750 M); ``rehearse`` that and
+cryptography's X.509 (+1 G). Everything else is imported below. tomlkit, the ``release`` extra,
+is imported by :mod:`release.pins.pinfile` when it reads a file, so without it ``mux-release``
+still starts and :func:`main` says how to get it.
 
 Commands are a flat list; add new ones as their own block below, following the same shape.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+import updater
+from release.build.glibc import GLIBC_FLOOR, check_glibc_floor
+from release.build.reproduce import compare_builds, read_environment
+from release.checkout import REPO_ROOT, write_text_atomically
+from release.pins.pinfile import DEFAULT_NOTICES_PATH, DEFAULT_PINS_PATH, check_pins, load_pins
+from release.publish.feed import parse_duration as parse_expiry
+from release.publish.feed import sign_feed_index
+from release.publish.flags import MAX_RELEASE_LIST_BYTES, parse_release_list, plan_publish
+from release.publish.install_script import write_install_script
+from release.publish.package import package_release, sign_release
+from release.publish.signing import SecretKey, generate_keypair
+from release.upkeep.protocol import LOCK_PATH, check_protocol, record_protocol
+from updater.config import settings
+from updater.config.marker import MARKER_NAME, marker_document
 from updater.errors import EXIT_ERROR, MuxError, UsageError
-
-if TYPE_CHECKING:
-    from release.signing import SecretKey
+from updater.files import atomic_write
+from updater.formats.minisign import PublicKey
+from updater.protocol import PROTOCOL_VERSION
+from updater.timestamps import parse_duration, rfc3339
 
 app = typer.Typer(
     name="mux-release",
@@ -57,8 +81,6 @@ _PasswordEnvOption = Annotated[
 
 def _read_secret_key(key_file: Path | None, key_env: str | None, password_env: str) -> SecretKey:
     """The secret key from ``--key-file`` or ``--key-env``, opened with the password variable."""
-    from release.signing import SecretKey
-
     if (key_file is None) == (key_env is None):
         raise UsageError("give exactly one of --key-file and --key-env")
     if key_file is not None:
@@ -131,20 +153,16 @@ def build(
     Every artifact pinned in pins.toml ships inside the build, after its size and sha256 were
     checked against the pin (exit 3 on a mismatch, nothing written).
     """
-    from release import build as builder
-    from release.pins import DEFAULT_PINS_PATH
+    from release.build.standalone import build_standalone  # importlib.metadata (docstring)
+    from release.build.standin import build_standin  # importlib.metadata (docstring)
 
     if not keys:
         raise UsageError("give at least one trusted minisign public key with --key")
     if version is None:
-        import updater  # the source tree's version: release jobs do not install the project
-
-        version = updater.__version__
+        version = updater.__version__  # the source tree's: release jobs do not install the project
     if protocol_version is None:
-        from updater.protocol import PROTOCOL_VERSION
-
         protocol_version = PROTOCOL_VERSION
-    make = builder.build_standin if standin else builder.build_standalone
+    make = build_standin if standin else build_standalone
     folder = make(
         out,
         version=version,
@@ -171,8 +189,6 @@ def package(
     ] = None,
 ) -> None:
     """Write mux-<target>.tar.gz, manifest.json and SHA256SUMS from built folders."""
-    from release.package import package_release
-
     manifest = package_release(build_dirs, out, released_at=released_at)
     for asset in manifest.assets:
         print(f"{out / asset.name}  {asset.sha256}")
@@ -190,8 +206,6 @@ def sign(
     password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
 ) -> None:
     """Sign SHA256SUMS into SHA256SUMS.minisig with a minisign secret key."""
-    from release.package import sign_release
-
     key = _read_secret_key(key_file, key_env, password_env)
     path = sign_release(release_dir, key)
     print(f"{path} signed with minisign key {key.key_id}")
@@ -223,10 +237,7 @@ def feed_command(
     The trusted comment carries seq (previous + 1) and expires; clients refuse an expired
     index and a lower seq than they have seen. Re-sign before it expires (--refresh).
     """
-    from release.feed import parse_duration, sign_feed_index
-    from updater.timestamps import rfc3339
-
-    seconds = parse_duration(expires_in)
+    seconds = parse_expiry(expires_in)
     key = _read_secret_key(key_file, key_env, password_env)
     signed = sign_feed_index(feed_dir, key, expires_in=seconds, refresh=refresh, seq=seq)
     action = "re-signed" if refresh else "wrote and signed"
@@ -250,9 +261,6 @@ def keygen(
     ] = False,
 ) -> None:
     """Make a minisign key pair (minisign.key, minisign.pub) for signing releases."""
-    from release.signing import generate_keypair
-    from updater.formats.minisign import PublicKey
-
     password = None if no_password else _password_from_env(password_env)
     if password is None and not no_password:
         raise UsageError(f"set {password_env} to the key's password, or pass --no-password")
@@ -305,12 +313,6 @@ def packager_marker_command(
 ) -> None:
     """Write the packager marker (mux-packager.json) next to a packaged build's executable:
     `mux update` then refuses with --update-command, and `mux update --check` names it."""
-    import json
-
-    from updater.config.marker import MARKER_NAME, marker_document
-    from updater.files import atomic_write
-    from updater.timestamps import parse_duration
-
     if not (folder / "mux").is_file():
         raise UsageError(f"{folder} holds no mux executable; give the unpacked build folder")
     try:
@@ -348,7 +350,8 @@ def main() -> None:
 
 
 # =========================================================================================
-# repin, pins, notices, protocol: release/repin.py, pins.py, notices.py, protocol_check.py.
+# repin, pins, notices, protocol: release/upkeep/repin.py, release/pins/pinfile.py,
+# release/bill/notices.py, release/upkeep/protocol.py.
 # Registered at import time like the commands above; main() runs after the module loaded.
 # =========================================================================================
 
@@ -358,14 +361,10 @@ _PinsOption = Annotated[
 
 
 def _pins_path(pins: Path | None) -> Path:
-    from release.pins import DEFAULT_PINS_PATH
-
     return pins or DEFAULT_PINS_PATH
 
 
 def _notices_path(notices: Path | None) -> Path:
-    from release.pins import DEFAULT_NOTICES_PATH
-
     return notices or DEFAULT_NOTICES_PATH
 
 
@@ -396,8 +395,7 @@ def repin_command(
     ] = None,
 ) -> None:
     """Move a pin to a verified release asset, and regenerate the notices."""
-    from release.repin import repin as run_repin
-    from updater.config import settings
+    from release.upkeep.repin import repin as run_repin  # httpx (docstring)
 
     result = run_repin(
         name,
@@ -427,8 +425,6 @@ def pins_command(
     ] = None,
 ) -> None:
     """List the pinned artifacts, or (--check) check them offline for CI."""
-    from release.pins import check_pins, load_pins
-
     path = _pins_path(pins)
     if check:
         problems = check_pins(path, notices_path=_notices_path(notices))
@@ -467,11 +463,10 @@ def notices_command(
     pins: _PinsOption = None,
 ) -> None:
     """Write THIRD_PARTY_NOTICES.md, or (--check) fail when it is stale."""
-    from release.notices import check_notices, generate_notices, write_text_atomically
+    from release.bill.bill import check_build as run_check_build  # importlib.metadata
+    from release.bill.notices import check_notices, generate_notices  # importlib.metadata
 
     if check_build is not None:
-        from release.bill import check_build as run_check_build
-
         if not check_build.is_dir():
             raise UsageError(f"{check_build} is not a build folder")
         bill = run_check_build(check_build, pins_path=_pins_path(pins))
@@ -504,8 +499,6 @@ def protocol_command(
     ] = None,
 ) -> None:
     """Show the protocol version; fail when protocol code changed without a bump."""
-    from release.protocol_check import LOCK_PATH, REPO_ROOT, check_protocol, record_protocol
-
     if record:
         state = record_protocol(root or REPO_ROOT)
         print(
@@ -544,8 +537,7 @@ def verify_command(
     ] = False,
 ) -> None:
     """Run exactly the verification `mux update` runs, and print each layer's result."""
-    from release.verify_release import verify_release
-    from updater.config import settings
+    from release.publish.verify import verify_release  # httpx (docstring)
 
     try:
         result = verify_release(
@@ -575,12 +567,19 @@ def rehearse_command(
         typer.Option("--standin", help="Use fast stand-in builds instead of PyInstaller."),
     ] = False,
     keep: Annotated[bool, typer.Option("--keep", help="Keep the work folder.")] = False,
+    build: Annotated[
+        Path | None,
+        typer.Option(
+            "--build",
+            help="Rehearse with this standalone build (mux-release build) instead of making one.",
+        ),
+    ] = None,
 ) -> None:
     """Rehearse a whole release offline: build, sign, attest, serve, install, update, restart."""
-    from release.rehearse import rehearse
+    from release.rehearsal.rehearse import rehearse  # httpx, cryptography (docstring)
 
     try:
-        rehearse(standin=standin, keep=keep)
+        rehearse(standin=standin, keep=keep, build=build)
     except MuxError as exc:
         print(f"mux-release: rehearsal failed: {exc}", file=sys.stderr)
         raise typer.Exit(exc.exit_code) from None
@@ -613,8 +612,6 @@ def install_sh_command(
     ] = None,
 ) -> None:
     """Write the install.sh a release publishes: this one with the repo and keys filled in."""
-    from release.install_script import write_install_script
-
     try:
         written = write_install_script(out, keys=keys or [], repo=repo, policy_file=policy_file)
     except MuxError as exc:
@@ -634,8 +631,7 @@ def fetch_artifacts_command(
 ) -> None:
     """Download the pinned artifacts a build for TARGET ships (and nothing else), checked
     against their pins; then `mux-release build --artifacts DIR` ships them."""
-    from release.fetch_artifacts import fetch_artifacts
-    from updater.config import settings
+    from release.pins.fetch import fetch_artifacts  # httpx (docstring)
 
     fetched = fetch_artifacts(
         _pins_path(pins), target, out, quiet=False, settings=settings.load(os.environ)
@@ -656,9 +652,7 @@ def glibc_command(
     ] = None,
 ) -> None:
     """Print the newest glibc a build needs (objdump -T); exit 1 naming every file that needs
-    more than --max (default: the release's floor, release/glibc.py)."""
-    from release.glibc import GLIBC_FLOOR, check_glibc_floor
-
+    more than --max (default: the release's floor, release/build/glibc.py)."""
     floor = maximum or GLIBC_FLOOR
     requirement = check_glibc_floor(folder, floor)
     print(f"{folder} {requirement.describe()}; the floor is glibc {floor}")
@@ -679,8 +673,6 @@ def compare_builds_command(
 ) -> None:
     """Fail (exit 1, naming the files) unless two builds package to identical archives; with
     --environments, builds from different machines that differ are "not comparable" (exit 0)."""
-    from release.reproduce import compare_builds, read_environment
-
     recorded = None
     if environments is not None:
         recorded = (read_environment(environments[0]), read_environment(environments[1]))
@@ -700,8 +692,6 @@ def publish_flags_command(
 ) -> None:
     """Print the gh release flags for TAG: --latest=true only for the highest stable version
     among the published releases. An empty or unreadable list fails (a failed gh)."""
-    from release.publish import MAX_RELEASE_LIST_BYTES, parse_release_list, plan_publish
-
     try:
         if str(published) == "-":
             raw = sys.stdin.buffer.read(MAX_RELEASE_LIST_BYTES + 1)

@@ -29,6 +29,10 @@ hypothesis_settings.load_profile("mux")
 # (MUX_UPDATE_CHECK_INTERVAL in that test's environment): a check child per server would
 # otherwise run a few seconds into every test that keeps a server alive.
 os.environ.setdefault("MUX_UPDATE_CHECK_INTERVAL", "0")
+# A server looks at the mux link every second (MUX_LINK_POLL); the tests' servers, every
+# twentieth of a second, so that a test waiting for a move waits for the move, not the poll
+# (tests/test_watch.py checks the default in its own process).
+os.environ.setdefault("MUX_LINK_POLL", "0.05")
 
 
 @pytest.fixture

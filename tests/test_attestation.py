@@ -1,6 +1,6 @@
 """Layer 3 of mux update: Sigstore attestations, against a throwaway Sigstore instance.
 
-The instance (release/fake_sigstore.py) has its own Fulcio, CT log and Rekor keys and a
+The instance (release/rehearsal/fake_sigstore.py) has its own Fulcio, CT log and Rekor keys and a
 trusted_root.json; sigstore-python verifies its bundles for real. Every wrong attestation
 must fail with one VerificationError line naming the check that failed.
 """
@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from release.fake_sigstore import FakeSigstore
+from release.rehearsal.fake_sigstore import FakeSigstore
 from updater.config import settings as mux_settings
 from updater.config.settings import TRUSTED_ROOT_ENV
 from updater.errors import VerificationError

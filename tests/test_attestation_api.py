@@ -19,8 +19,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
-from release.serve import serving
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.rehearsal.serve import serving
 from tests.support.github import FakeGitHub, serve_github
 from tests.test_snappy import compressed_chunk, encode_literals, framed, varint
 from updater.errors import NetworkError, VerificationError

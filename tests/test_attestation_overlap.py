@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
-from release.package import rehash_sums
-from release.serve import serve_handler
+from release.publish.package import rehash_sums
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.rehearsal.serve import serve_handler
 from tests.support.installs import Install, bootstrap, snapshot
 from tests.support.releases import (
     KeyPair,

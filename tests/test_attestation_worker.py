@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
+from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.support.installs import bootstrap
 from tests.support.releases import make_keypair, make_release, serve_directory
 from updater.config import buildinfo
@@ -212,9 +212,10 @@ def test_nothing_is_prestarted_for_an_update_that_verifies_no_archive(args) -> N
 
 def test_the_prestarted_child_is_the_one_the_update_gets(monkeypatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setenv("MUX_REPO", REPO)
     prestart(["--version", "1.2.3"])
     (prestarted,) = attestation_worker._prestarted
-    assert early() is prestarted
+    assert early(REPO) is prestarted
     assert attestation_worker._prestarted == []
     prestarted.close()
 
@@ -222,9 +223,24 @@ def test_the_prestarted_child_is_the_one_the_update_gets(monkeypatch) -> None:
 def test_on_one_core_nothing_starts_early(monkeypatch) -> None:
     """There the child would only slow what runs before the layer."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setenv("MUX_REPO", REPO)
     prestart([])
     assert attestation_worker._prestarted == []
-    assert early() is None
+    assert early(REPO) is None
+
+
+def test_without_a_repository_nothing_starts_early(monkeypatch) -> None:
+    """A build that knows no repository cannot have an attestation verified (no workflow to
+    name), so no child is started ahead of the layer: the update pays nothing for it."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.delenv("MUX_REPO", raising=False)
+    prestart(["--version", "1.2.3"])
+    assert attestation_worker._prestarted == []
+    assert early("") is None
+    monkeypatch.setenv("MUX_REPO", REPO)
+    prestart(["--version", "1.2.3"])
+    (prestarted,) = attestation_worker._prestarted  # the same call, with a repository
+    prestarted.close()
 
 
 def _verifier_processes(home: Path) -> list[int]:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from release.serve import serving, url_of
+from release.rehearsal.serve import serving, url_of
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import KeyPair, make_keypair, make_release
 from tests.support.servers import wait_until

@@ -1,7 +1,7 @@
 """release.build ships each pinned artifact after checking it against its pin (pins.toml).
 
 The pins are written the way ``mux-release repin`` writes them: a human-written entry, then
-its tag, url, sha256 and size set by :func:`release.repin.rewrite_pin` (tomlkit).
+its tag, url, sha256 and size set by :func:`release.upkeep.repin.rewrite_pin` (tomlkit).
 """
 
 from __future__ import annotations
@@ -17,19 +17,19 @@ from typing import Any
 
 import pytest
 
-import release.build
-from release.build import (
+import release.build.standin
+from release.bill.notices import generate_notices
+from release.build.standalone import build_standalone
+from release.build.standin import build_standin
+from release.build.steps import (
     BuildError,
     PinnedFile,
-    build_standalone,
-    build_standin,
     check_pinned_artifacts,
     vendor_pinned_artifacts,
 )
-from release.notices import generate_notices
-from release.package import package_release
-from release.pins import PinsError, check_pins
-from release.repin import rewrite_pin
+from release.pins.pinfile import PinsError, check_pins
+from release.publish.package import package_release
+from release.upkeep.repin import rewrite_pin
 from tests.support.releases import KeyPair, make_keypair
 from updater.config.targets import detect_target
 from updater.errors import EXIT_ERROR, EXIT_USAGE, EXIT_VERIFICATION, UsageError, VerificationError
@@ -230,14 +230,14 @@ def test_the_standalone_build_checks_pins_before_running_pyinstaller(setup: Setu
 def test_an_artifact_changed_after_its_check_is_refused_while_copying(
     setup: Setup, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real_check = release.build.check_pinned_artifacts
+    real_check = release.build.standin.check_pinned_artifacts
 
     def check_then_swap(*args: Any) -> list[PinnedFile]:
         checked = real_check(*args)
         flip_last_byte(setup.artifact)  # replaced between the check and the copy
         return checked
 
-    monkeypatch.setattr(release.build, "check_pinned_artifacts", check_then_swap)
+    monkeypatch.setattr(release.build.standin, "check_pinned_artifacts", check_then_swap)
     with pytest.raises(VerificationError, match=f"the pin says {setup.sha256}"):
         setup.build()
     assert list(setup.out.iterdir()) == []  # the half-made build folder was removed

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from release.formats import format_sha256sums, manifest_document
-from release.package import trusted_comment_for
-from release.serve import serving, url_of
+from release.publish.formats import format_sha256sums, manifest_document
+from release.publish.package import trusted_comment_for
+from release.rehearsal.serve import serving, url_of
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.releases import KeyPair, make_keypair, serve_directory

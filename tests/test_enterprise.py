@@ -18,8 +18,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
-from release.serve import serving, url_of
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.rehearsal.serve import serving, url_of
 from tests.conftest import run_mux
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap, snapshot

@@ -1,5 +1,5 @@
-"""``release.feed`` and ``mux-release feed``: the signed feed index, cross-checked with the real
-``minisign`` both ways (what we sign verifies with minisign; what minisign signs by hand with
+"""``release.publish.feed`` and ``mux-release feed``: the signed feed index, cross-checked with
+the real ``minisign`` both ways (what we sign verifies with minisign; what minisign signs by hand with
 the same trusted comment reads the same)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from release.feed import (
+from release.publish.feed import (
     DEFAULT_EXPIRES_IN,
     FeedError,
     parse_duration,

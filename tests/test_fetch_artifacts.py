@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from release.fetch_artifacts import fetch_artifacts
-from release.repin import rewrite_pin
-from release.serve import serve_directory
+from release.pins.fetch import fetch_artifacts
+from release.rehearsal.serve import serve_directory
+from release.upkeep.repin import rewrite_pin
 from updater.errors import VerificationError
 
 TARGETS = ("x86_64-unknown-linux-gnu", "aarch64-apple-darwin")

@@ -5,8 +5,8 @@
   to one of them by a later feature fails here, with its name, before it slows down every
   sidebar refresh. They run as a released build runs them: a build folder with its build info
   baked in (the stand-in's copy of ``updater``), with ``-X importtime``.
-* The modules the standalone build leaves out (``release.build.NEVER_IMPORTED``) are imported
-  by no path of the installed mux: version, the check (uncached and cached), ``mux update``
+* The modules the standalone build leaves out (``release.build.standalone.NEVER_IMPORTED``) are
+  imported by no path of the installed mux: version, the check (uncached and cached), ``mux update``
   with all five layers and its progress bar on a terminal, ``--rollback``, the server
   commands and the daemon, help and usage errors. Every Python process of those runs records
   its ``sys.modules`` at exit. The real build running the same paths is the last guard
@@ -24,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from release.build import DEV_ONLY_MODULES, NEVER_IMPORTED, build_standin
-from release.fake_sigstore import FakeSigstore
+from release.build.standalone import DEV_ONLY_MODULES, NEVER_IMPORTED
+from release.build.standin import build_standin
+from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.support.imports import imported_by, matching, recorded_modules, recording_env
 from tests.support.releases import (
     KeyPair,

@@ -64,7 +64,7 @@ def test_the_record_schema_is_written_in_from_mux_s_one_definition(
     """install.sh writes install.json with the schema mux reads records by
     (updater.core.retention.RECORD_SCHEMA): every rendered copy gets it from there, and the
     copy on the main branch, which tests and users may run as it is, says the same."""
-    from release import install_script
+    from release.publish import install_script
     from updater.core.retention import RECORD_SCHEMA
 
     key = make_keypair(tmp_path).public_key

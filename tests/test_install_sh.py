@@ -171,6 +171,7 @@ def free_port() -> int:
 ALL_SHELLS = ["dash", "bash", "busybox", "ksh93", "mksh", "yash", "posh"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("downloader", ["curl", "wget", "busybox-wget"])
 @pytest.mark.parametrize("shell", ALL_SHELLS)
 def test_fresh_install_then_second_run_changes_nothing(
@@ -957,7 +958,8 @@ def _mislabel_build(release: Path, feed: Feed, **baked: str) -> None:
     baked build info says another target or version: only running it can tell."""
     import tarfile
 
-    from release.package import rehash_sums, write_archive
+    from release.folder.archive import write_archive
+    from release.publish.package import rehash_sums
 
     scratch = release.parent / "unpacked"
     with tarfile.open(release / ARCHIVE) as tar:
@@ -1099,6 +1101,7 @@ def test_a_bad_release_installs_nothing_and_changes_nothing(
 # -- truncation ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_prefix_of_the_script_piped_to_sh_changes_nothing(
     env: dict[str, str], script: Path, feed: Feed, tmp_path: Path
 ) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from release.feed import read_index_signature
+from release.publish.feed import read_index_signature
 from tests.support.attacks import key_id, lock_is_free, mirror, seq_file
 from tests.support.installsh import (
     Site,
@@ -833,6 +833,7 @@ def test_the_lock_file_is_never_removed_so_every_run_locks_the_same_inode(
         assert installed(env) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", ["dash", "bash", "busybox", "ksh93", "mksh", "yash", "posh"])
 def test_the_lock_is_held_for_the_whole_run_in_every_shell(
     shell: str, feed: Feed, script: Path, env: dict[str, str], served: Site

@@ -1,4 +1,4 @@
-"""release.inventory and release.folder: what a build folder ships, mapped by evidence.
+"""release.bill.inventory and release.folder.walk: what a build folder ships, mapped by evidence.
 
 A folder is read by one walker with one rule for links (every tool agrees on what it holds);
 a file is mux's only where mux puts files; a library known by its name alone is an ELF file
@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from release.bill import UnmappedFilesError, _unmapped_error, write_build_bill
-from release.build import build_standin, write_build_info
-from release.folder import BuildFolderError, build_files
-from release.inventory import (
+from release.bill.bill import UnmappedFilesError, _unmapped_error, write_build_bill
+from release.bill.components import LicenceText
+from release.bill.inventory import (
     LibraryTable,
     _Sources,
     apk_file_owner,
@@ -28,10 +27,13 @@ from release.inventory import (
     dpkg_lookup,
     load_library_table,
 )
-from release.notices import Distribution, LicenceText, RuntimeComponent
-from release.package import write_archive
-from release.reproduce import compare_builds
-from release.sbom import folder_files, render_sbom
+from release.bill.notices import Distribution, RuntimeComponent
+from release.bill.sbom import folder_files, render_sbom
+from release.build.reproduce import compare_builds
+from release.build.standin import build_standin
+from release.build.steps import write_build_info
+from release.folder.archive import write_archive
+from release.folder.walk import BuildFolderError, build_files
 from tests.support.releases import KeyPair, make_keypair
 from updater.config.buildinfo import BuildInfo, TrustSettings
 from updater.config.targets import detect_target

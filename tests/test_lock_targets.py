@@ -3,8 +3,8 @@
 ``[tool.uv] required-environments`` (with ``no-build``) makes ``uv lock`` fail when a package
 loses its wheels for an OS and architecture, but markers cannot tell glibc from musl nor say
 which glibc: this checks the lock's wheel tags for each target as its release job installs it
-(gnu at the glibc floor of release/glibc.py with python-build-standalone 3.11, musl in Alpine 3.22 with
-its Python 3.12, macOS 15 runners with 3.11). Offline: uv reads only the lock.
+(gnu at the glibc floor of release/build/glibc.py with python-build-standalone 3.11, musl in
+Alpine 3.22 with its Python 3.12, macOS 15 runners with 3.11). Offline: uv reads only the lock.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from packaging.requirements import Requirement
 from packaging.tags import Tag, compatible_tags, cpython_tags, mac_platforms
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from release.glibc import GLIBC_FLOOR
+from release.build.glibc import GLIBC_FLOOR
 from updater.config.targets import TARGETS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""updater.formats.minisign (checking) and release.signing (keys, signing) against the real minisign 0.11 command, in both directions."""
+"""updater.formats.minisign (checking) and release.publish.signing (keys, signing) against the real minisign 0.11 command, in both directions."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from release import signing
-from release.signing import SecretKey, SecretKeyError, generate_keypair
+from release.publish import signing
+from release.publish.signing import SecretKey, SecretKeyError, generate_keypair
 from tests.support.releases import make_keypair
 from updater.errors import MuxError, ParseError, VerificationError
 from updater.formats.minisign import PublicKey, verify, verify_trusted_comment

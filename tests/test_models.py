@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from release.formats import format_sha256sums, manifest_document
+from release.publish.formats import format_sha256sums, manifest_document
 from updater.errors import ParseError
 from updater.formats import models
 from updater.protocol import StatusLineError, parse_status_line

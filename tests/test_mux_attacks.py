@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
-from release.serve import serve_handler
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.rehearsal.serve import serve_handler
 from tests.conftest import run_mux
 from tests.support.attacks import key_id, lock_is_free, mirror, seq_file
 from tests.support.github import FakeGitHub, github_env, serve_github

@@ -1,4 +1,4 @@
-"""release/notices.py: deterministic THIRD_PARTY_NOTICES.md from distributions and pins."""
+"""release/bill/notices.py: deterministic THIRD_PARTY_NOTICES.md from distributions and pins."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from release.notices import (
+from release.bill.components import LicenceText, normalise_text
+from release.bill.notices import (
     Distribution,
-    LicenceText,
     NoticesError,
     PinnedArtifact,
     RuntimeComponent,
@@ -23,13 +23,12 @@ from release.notices import (
     cpython_component,
     generate_notices,
     load_overrides,
-    normalise_text,
     pyinstaller_bootloader_component,
     render_notices,
     shipped_distributions,
     standalone_components,
 )
-from release.pins import (
+from release.pins.pinfile import (
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
     Pin,

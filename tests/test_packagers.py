@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build import build_standin
+from release.build.standin import build_standin
 from tests.support.installs import Install
 from tests.test_check import KEYS, write_feed, write_release
 from updater.config.marker import MARKER_NAME

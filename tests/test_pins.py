@@ -1,4 +1,4 @@
-"""release/pins.py: the pins.toml format and the offline ``pins --check``."""
+"""release/pins/pinfile.py: the pins.toml format and the offline ``pins --check``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from release.pins import (
+from release.pins.pinfile import (
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
     PinsError,

@@ -1,4 +1,4 @@
-"""release/protocol_check.py: a protocol change without a PROTOCOL_VERSION bump fails."""
+"""release/upkeep/protocol.py: a protocol change without a PROTOCOL_VERSION bump fails."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from release.protocol_check import (
+from release.upkeep.protocol import (
     LOCK_PATH,
     PROTOCOL_BEARING_FILES,
     VERSION_FILE,

@@ -10,12 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.realbuild import RealBuild
+
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)  # one real PyInstaller build
-def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up() -> None:
+@pytest.mark.timeout(1500)  # one real PyInstaller build (the reproducibility step's)
+def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up(real_build: RealBuild) -> None:
+    """The README's first command, with the run's real build as its first build (the one
+    build every test that needs one shares): every other step as the quick start runs it."""
     result = subprocess.run(
-        [sys.executable, "-m", "release", "rehearse"],
+        [sys.executable, "-m", "release", "rehearse", "--build", str(real_build.folder)],
         capture_output=True,
         text=True,
         timeout=1400,
@@ -26,7 +30,7 @@ def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up() -> None:
     out = result.stdout
     assert "rehearsal passed: 13 steps" in out
     for expected in (
-        "a standalone PyInstaller one-folder build",
+        f"a standalone PyInstaller one-folder build (from {real_build.folder})",
         "install mux 1.0.0 with install.sh",
         "mux 1.0.0 → 1.1.0 is available",
         "signature: ok",
@@ -46,8 +50,8 @@ def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up() -> None:
 def test_a_failing_step_stops_the_rehearsal_with_its_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from release import rehearse as rehearsal
-    from release.fake_sigstore import FakeSigstore
+    from release.rehearsal import rehearse as rehearsal
+    from release.rehearsal.fake_sigstore import FakeSigstore
 
     attest = FakeSigstore.attest
 
@@ -69,8 +73,9 @@ def test_a_failing_step_stops_the_rehearsal_with_its_error(
 def test_the_reproducibility_step_fails_when_the_second_build_differs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from release import build as builder
-    from release import rehearse as rehearsal
+    from release.build import standin as builder
+    from release.build.steps import write_bill
+    from release.rehearsal import rehearse as rehearsal
 
     real_build = builder.build_standin
 
@@ -78,7 +83,7 @@ def test_the_reproducibility_step_fails_when_the_second_build_differs(
         folder = real_build(out_dir, **kwargs)
         if Path(out_dir).name == "again":  # the rehearsal's second build of the same version
             (folder / "lib" / "updater" / "stamp.py").write_text("# built at another time\n")
-            builder.write_bill(folder, None)
+            write_bill(folder, None)
         return folder
 
     monkeypatch.setattr(builder, "build_standin", differing_second_build)

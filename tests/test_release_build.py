@@ -15,20 +15,16 @@ from typing import Any
 
 import pytest
 
-from release.build import (
-    BuildError,
-    build_standalone,
-    build_standin,
-    make_build_info,
-    write_bill,
-    write_build_info,
-)
-from release.package import package_release, sign_release
+from release.build.standalone import build_standalone
+from release.build.standin import build_standin
+from release.build.steps import BuildError, make_build_info, write_bill, write_build_info
+from release.publish.package import package_release, sign_release
 from tests.support.realbuild import RealBuild
 from tests.support.releases import KeyPair, make_feed, make_keypair
 from updater.config.buildinfo import BuildInfo
 from updater.config.targets import TARGETS, detect_target
 from updater.errors import ParseError, UsageError
+from updater.install.layout import files_list
 
 HOST = detect_target()
 OTHER = next(t for t in TARGETS if t != HOST)
@@ -105,7 +101,14 @@ def test_standin_layout(tmp_path: Path, keys: tuple[KeyPair, KeyPair]) -> None:
     assert (folder / "lib" / "mux_entry.py").is_file()
     package = folder / "lib" / "updater"
     assert (package / "__main__.py").is_file() and (package / "config" / "buildinfo.py").is_file()
-    assert not list(folder.rglob("__pycache__")) and not list(folder.rglob("*.pyc"))
+    # Its modules compiled, as a real build ships them: one hash-checked .pyc per source,
+    # in the source's own __pycache__, and nothing else.
+    compiled = sorted(folder.rglob("*.pyc"))
+    assert {p.parent.parent / (p.name.split(".")[0] + ".py") for p in compiled} == set(
+        package.rglob("*.py")
+    )
+    assert all(p.parent.name == "__pycache__" for p in compiled)
+    assert all(int.from_bytes(p.read_bytes()[4:8], "little") == 0b11 for p in compiled)
     baked = json.loads((package / "_build_info.json").read_text())
     assert baked == expected_info("0.2.0", 4, HOST, "o/r", [current.public_key])
     check = subprocess.run(["sh", "-n", str(launcher)], capture_output=True)
@@ -183,6 +186,8 @@ def test_packaged_standin_installed_by_hand_reports_its_build_info(
     )
     package_release([folder], tmp_path / "rel", released_at="2024-01-01T00:00:00Z")
     mux = install_by_hand(tmp_path / "rel" / f"mux-{HOST}.tar.gz", tmp_path / "home", "0.3.1")
+    installed_folder = tmp_path / "home" / "versions" / "0.3.1"
+    listed_before = files_list(installed_folder)
 
     expected = expected_info(
         "0.3.1", 6, HOST, "owner/mux", [current.public_key, following.public_key]
@@ -203,8 +208,9 @@ def test_packaged_standin_installed_by_hand_reports_its_build_info(
         )
         assert by_path.returncode == 0, (shell, by_path.stderr)
         assert json.loads(by_path.stdout) == expected
-    # Running it wrote nothing into the installed folder (its file list is re-checked later).
-    assert not list((tmp_path / "home" / "versions").rglob("__pycache__"))
+    # Running it wrote nothing into the installed folder (its file list is re-checked later):
+    # every file there is one the archive holds, with its bytes.
+    assert files_list(installed_folder) == listed_before
 
 
 def test_launcher_without_readlink_f_follows_relative_links(
@@ -306,7 +312,7 @@ def test_real_standalone_build_reports_its_build_info(
     assert "1 file(s) map to no notice entry: _internal/libmystery.so.1" in unmapped.stderr
     if HOST.endswith("-linux-gnu") and shutil.which("objdump"):
         # The system's libgcc_s, not this machine's copy, whose glibc need is not the floor's
-        # (release/glibc.py); what is left needs this machine's interpreter's glibc.
+        # (release/build/glibc.py); what is left needs this machine's interpreter's glibc.
         assert not list(folder.rglob("libgcc_s.so*"))
         glibc = mux_release("glibc", str(folder), "--max", "9.99")
         assert glibc.returncode == 0 and " needs glibc 2." in glibc.stdout, glibc.stderr
@@ -369,18 +375,18 @@ def elf_sections(path: Path) -> set[str]:
 def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     tmp_path: Path, real_build: RealBuild, sandbox_env: dict[str, str]
 ) -> None:
-    """The guard of release.build's exclusions: the real build on every path of mux."""
+    """The guard of release.build.standalone's exclusions: the real build on every path of mux."""
     from PyInstaller.archive.readers import CArchiveReader, ZlibArchiveReader
 
-    from release.build import (
+    from release.build.standalone import (
         NEVER_IMPORTED,
         OPTIONAL_NEVER_NEEDED,
         UNNEEDED_RUNTIME_HOOKS,
-        make_build_info,
     )
-    from release.fake_sigstore import FakeSigstore
-    from release.feed import sign_feed_index
-    from release.package import rehash_sums, sign_release
+    from release.build.steps import make_build_info
+    from release.publish.feed import sign_feed_index
+    from release.publish.package import rehash_sums, sign_release
+    from release.rehearsal.fake_sigstore import FakeSigstore
     from tests.support.imports import matching
     from tests.support.releases import serve_directory
     from tests.support.terminal import on_a_terminal
@@ -390,7 +396,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     current, _ = real_build.keys
     # What ships: no left-out module, no unneeded runtime hook, no symbol tables. Modules are
     # in the executable's module archive (PYZ), or .pyc files below _internal/ without one
-    # (release.build.MODULE_ARCHIVE), and extension modules.
+    # (release.build.standalone.MODULE_ARCHIVE), and extension modules.
     executable = CArchiveReader(str(folder / "mux"))
     assert not set(executable.toc) & set(UNNEEDED_RUNTIME_HOOKS)
     pyz = tmp_path / "PYZ.pyz"

@@ -16,9 +16,8 @@ from typing import Any
 
 import pytest
 
-from release.build import build_standin, write_bill
-from release.fake_sigstore import FakeSigstore
-from release.glibc import (
+from release.bill.sbom import sbom_asset_name
+from release.build.glibc import (
     GLIBC_FLOOR,
     GlibcError,
     check_glibc_floor,
@@ -26,11 +25,13 @@ from release.glibc import (
     leave_out_system_libraries,
     required_glibc,
 )
-from release.install_script import write_install_script
-from release.package import rehash_sums, sign_release
-from release.publish import plan_publish
-from release.reproduce import NotReproducible, compare_builds
-from release.sbom import sbom_asset_name
+from release.build.reproduce import NotReproducible, compare_builds
+from release.build.standin import build_standin
+from release.build.steps import write_bill
+from release.publish.flags import plan_publish
+from release.publish.install_script import write_install_script
+from release.publish.package import rehash_sums, sign_release
+from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.support.releases import KeyPair, make_keypair, make_release
 from updater.config.targets import detect_target
 from updater.errors import UsageError
@@ -148,7 +149,7 @@ def test_libgcc_s_is_left_to_the_system_with_every_link_to_it(tmp_path: Path) ->
 def test_the_wheel_platform_of_the_floor_needs_only_the_standard_library() -> None:
     # What the build job runs with the runner's python3, before anything is installed:
     # no site-packages (-S), so no packaging, no typer.
-    command = [sys.executable, "-S", "-E", "-m", "release.glibc", "wheel-platform"]
+    command = [sys.executable, "-S", "-E", "-m", "release.build.glibc", "wheel-platform"]
     floor = GLIBC_FLOOR.replace(".", "_")
     for target, expected in (
         ("aarch64-unknown-linux-gnu", (0, f"aarch64-manylinux_{floor}\n", "")),

@@ -1,4 +1,4 @@
-"""release.package and `mux-release package/sign/keygen`: deterministic, checkable releases."""
+"""release.publish.package and `mux-release package/sign/keygen`: deterministic, checkable releases."""
 
 from __future__ import annotations
 
@@ -16,15 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from release.build import build_standin, write_bill
-from release.feed import write_feed_index
-from release.package import (
-    PackageError,
-    package_release,
-    read_build_info,
-    rehash_sums,
-    sign_release,
-)
+from release.build.standin import build_standin
+from release.build.steps import write_bill
+from release.folder.layout import PackageError, read_build_info
+from release.publish.feed import write_feed_index
+from release.publish.package import package_release, rehash_sums, sign_release
 from tests.support.releases import (
     KeyPair,
     flip_byte,
@@ -115,7 +111,20 @@ def test_archive_metadata_is_normalised(tmp_path: Path, builds: list[Path]) -> N
     assert all(n == f"mux-{HOST}" or n.startswith(f"mux-{HOST}/") for n in names)
     assert f"mux-{HOST}/mux" in names
     assert f"mux-{HOST}/lib/updater/_build_info.json" in names
-    assert not any("__pycache__" in n for n in names)
+    # No bytecode but the stand-in's own: each module it ships compiled once, checked
+    # against its source by hash (release.build.standin), never one from a run of the build.
+    with tarfile.open(fileobj=io.BytesIO(raw), mode="r:gz") as tar:
+        compiled = {
+            m.name: tar.extractfile(m).read()  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if "/__pycache__/" in m.name and m.isfile()
+        }
+    sources = {n for n in names if n.endswith(".py")}
+    assert compiled, "a stand-in ships its modules compiled"
+    for name, data in compiled.items():
+        folder, _, leaf = name.rpartition("/__pycache__/")
+        assert leaf.endswith(".pyc") and f"{folder}/{leaf.split('.')[0]}.py" in sources, name
+        assert int.from_bytes(data[4:8], "little") == 0b11, name  # hash-based and checked
     for member in members:
         assert (member.uid, member.gid, member.uname, member.gname, member.mtime) == (
             0,
@@ -144,7 +153,12 @@ def test_members_are_sorted_bytewise_depth_first(tmp_path: Path, builds: list[Pa
         names = tar.getnames()
     prefix = f"mux-{HOST}/lib/updater/"
     lib = [n.removeprefix(prefix) for n in names if n.startswith(prefix)]
-    assert lib[:4] == ["Zeta.py", "__init__.py", "__main__.py", "_build_info.json"]
+    top = [n for n in lib if "/" not in n]
+    assert top[:5] == ["Zeta.py", "__init__.py", "__main__.py", "__pycache__", "_build_info.json"]
+    compiled = lib.index("__pycache__")  # depth first: the folder's entries right after it
+    assert all(
+        n.startswith("__pycache__/") for n in lib[compiled + 1 : lib.index("_build_info.json")]
+    )
     assert lib.index("alpha") + 1 == lib.index("alpha/b.py")
     assert lib.index("alpha/b.py") + 1 == lib.index("alpha.py")
 

@@ -74,8 +74,8 @@ def test_verify_a_published_tag_on_github_with_its_attestation(tmp_path: Path) -
     import hashlib
     import os
 
-    from release.fake_sigstore import FakeSigstore
-    from release.package import rehash_sums
+    from release.publish.package import rehash_sums
+    from release.rehearsal.fake_sigstore import FakeSigstore
     from tests.support.github import FakeGitHub, github_env, serve_github
     from tests.support.installs import republish as resign
     from tests.support.releases import make_release

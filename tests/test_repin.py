@@ -1,4 +1,4 @@
-"""release/repin.py against fixture releases on a loopback GitHub (tests/support/github.py).
+"""release/upkeep/repin.py against fixture releases on a loopback GitHub (tests/support/github.py).
 
 Every refusal must leave pins.toml and the notices byte-for-byte unchanged, with no temp file
 left behind.
@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
-from release.formats import format_releases_json, format_sha256sums
-from release.notices import Distribution, LicenceText, generate_notices
-from release.pins import check_pins, load_pins
-from release.repin import RepinRefused, RepinResult, repin, write_together
+from release.bill.components import LicenceText
+from release.bill.notices import Distribution, generate_notices
+from release.pins.pinfile import check_pins, load_pins
+from release.publish.formats import format_releases_json, format_sha256sums
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.upkeep.repin import RepinRefused, RepinResult, repin, write_together
 from tests.support.github import FakeGitHub, serve_github
 from updater.errors import NetworkError, UsageError, VerificationError
 from updater.formats.models import FeedRelease

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
-from release.formats import format_sha256sums
-from release.notices import Distribution, LicenceText, generate_notices
-from release.pins import PinsError, check_pins, load_pins
-from release.repin import RepinRefused, repin
+from release.bill.components import LicenceText
+from release.bill.notices import Distribution, generate_notices
+from release.pins.pinfile import PinsError, check_pins, load_pins
+from release.publish.formats import format_sha256sums
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.upkeep.repin import RepinRefused, repin
 from tests.support.github import FakeGitHub, serve_github
 from updater.errors import NetworkError, VerificationError
 

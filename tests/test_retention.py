@@ -122,6 +122,7 @@ def executable_of(install: Install, version: str) -> str:
 # -- one server, many updates ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", list(PROTOCOLS))
 def test_a_server_outlives_any_number_of_updates(tmp_path, sandbox_env, feeds, served, mode):
     mux = install(tmp_path, sandbox_env, feeds, served, mode)
@@ -177,6 +178,7 @@ def test_a_server_outlives_any_number_of_updates(tmp_path, sandbox_env, feeds, s
     assert set(kept(pruned)) == {"1.2.0", "1.3.0"}
 
 
+@pytest.mark.slow
 def test_two_servers_on_two_old_versions(tmp_path, sandbox_env, feeds, served):
     mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
     pid_a, a = start(mux, "a")
@@ -206,6 +208,7 @@ def test_two_servers_on_two_old_versions(tmp_path, sandbox_env, feeds, served):
     assert versions(mux) == ["1.2.0", "1.3.0"]
 
 
+@pytest.mark.slow
 def test_a_hung_servers_version_is_kept_and_a_socket_nothing_is_known_of_holds_nothing(
     tmp_path, sandbox_env, feeds, served
 ):
@@ -269,6 +272,7 @@ def test_rollback_with_a_server_on_the_previous_previous_version(
     assert run_json(mux, "update", "--prune")["removed_versions"] == ["1.0.0"]
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_prune_leaves_a_runnable_mux_and_the_servers_version_whole(
     tmp_path, sandbox_env, feeds, served
 ):

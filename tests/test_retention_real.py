@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build import make_build_info, write_bill, write_build_info
+from release.build.steps import make_build_info, write_bill, write_build_info
 from tests.support.installs import bootstrap
 from tests.support.realbuild import RealBuild
 from tests.support.releases import make_feed, make_keypair, serve_directory

@@ -1,6 +1,6 @@
 """Round trip: what mux-release produces, mux update accepts; one flipped byte, it refuses.
 
-The releases are packaged by release.package, signed with keys made by the real `minisign`
+The releases are packaged by release.publish.package, signed with keys made by the real `minisign`
 tool (and by our own generator elsewhere), attested by a throwaway Sigstore instance, and
 served over loopback HTTP.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
-from release.package import rehash_sums, trusted_comment_for
+from release.publish.package import rehash_sums, trusted_comment_for
+from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import make_keypair, make_release, serve_directory
 from updater.formats import models

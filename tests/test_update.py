@@ -190,7 +190,7 @@ def test_build_that_lies_about_itself(
     installed: Install, feed: Feed, lie: str, tmp_path: Path
 ) -> None:
     """A build whose checksum is published but which is not what the manifest says it is."""
-    from release.build import build_standin
+    from release.build.standin import build_standin
 
     settings = (
         {"report_version": "9.9.9"}
@@ -711,8 +711,8 @@ def test_a_file_the_disk_cannot_flush_fails_the_update_with_one_line_and_leaves_
 
     real_fsync_file = files.fsync_file
 
-    def fsync_file(path: Path) -> None:
-        if ".partial-" in str(path) and path.name == "mux":
+    def fsync_file(path: str | Path) -> None:
+        if ".partial-" in str(path) and Path(path).name == "mux":
             raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
         real_fsync_file(path)
 
@@ -764,6 +764,7 @@ def test_an_update_that_is_not_needed_stops_the_prestarted_verifier(
     from updater.trust import attestation_worker
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setenv("MUX_REPO", "acme/mux")  # a child starts early only for a known repository
     loaded = settings.load(
         installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
     )

@@ -1,6 +1,6 @@
 """``mux update`` from a loopback GitHub impersonator, with Sigstore attestations.
 
-The attestations come from a throwaway Sigstore instance (release.fake_sigstore) whose
+The attestations come from a throwaway Sigstore instance (release.rehearsal.fake_sigstore) whose
 trusted root mux is pointed at with MUX_SIGSTORE_TRUSTED_ROOT; everything else (signature,
 digests, GitHub's asset digest, the attestation policy) is the production path.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from release.fake_sigstore import FakeSigstore
+from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.releases import KeyPair, make_keypair, make_release
@@ -296,7 +296,7 @@ def test_the_signed_version_and_time_apply_on_github_too(
 ) -> None:
     """GitHub decides the latest tag over TLS; the release's signed comment must still name
     it, and a release signed before the installed one is still a downgrade."""
-    from release.package import trusted_comment_for
+    from release.publish.package import trusted_comment_for
 
     release = github.root / "v0.2.0"
     sums = (release / "SHA256SUMS").read_bytes()

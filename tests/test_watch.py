@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from release.serve import serving
+from release.rehearsal.serve import serving
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import Feed, make_feed, serve_directory
 from tests.support.servers import (
@@ -226,6 +226,7 @@ def recording(feed: Feed) -> Iterator[RecordingFeed]:
             recorder.stop()
 
 
+@pytest.mark.slow
 def test_the_background_check_runs_on_schedule_and_survives_the_feed_going_away(
     tmp_path, sandbox_env, feed, recording
 ):
@@ -280,6 +281,7 @@ def test_the_background_check_runs_on_schedule_and_survives_the_feed_going_away(
     assert watcher.wait(10) == 0
 
 
+@pytest.mark.slow
 def test_a_check_by_either_counts_for_both(tmp_path, sandbox_env, feed, recording):
     mux = bootstrap(
         tmp_path,
@@ -301,6 +303,7 @@ def test_a_check_by_either_counts_for_both(tmp_path, sandbox_env, feed, recordin
     assert mux.run("server", "stop").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_server_answers_its_own_checks_answer_to_a_sidebar(
     tmp_path, sandbox_env, feed, recording
 ):
@@ -342,6 +345,7 @@ def plugin_script() -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shell", ["dash", "sh", "busybox"])
 def test_the_documented_plugin_runs(tmp_path, sandbox_env, feed, recording, shell):
     command = [shell] if shell != "busybox" else ["busybox", "sh"]
@@ -446,7 +450,13 @@ class RawWatcher:
 
 def test_100_watchers_and_one_that_stops_reading(mux_runtime_dir, tmp_path):
     home, bin_dir, targets = _fake_install(tmp_path)
-    env = {**os.environ, "MUX_HOME": str(home), "MUX_INSTALL_DIR": str(bin_dir)}
+    # The link is polled 50 times a second: 200 moves, each seen as soon as it is made.
+    env = {
+        **os.environ,
+        "MUX_HOME": str(home),
+        "MUX_INSTALL_DIR": str(bin_dir),
+        "MUX_LINK_POLL": "0.02",
+    }
     # The server runs the link's version: no event is in force when the watchers connect.
     _pid, path = start_mux_server(mux_runtime_dir, "busy", env=env, version="2.0.0")
     fast = [RawWatcher(path) for _ in range(100)]

@@ -564,7 +564,7 @@ def test_every_release_target_is_built(workflows: dict[str, dict[str, Any]]) -> 
     assert sorted(entry["target"] for entry in table) == sorted(TARGETS)
     for entry in table:
         assert (entry["libc"] == "gnu") == entry["target"].endswith("-linux-gnu"), entry
-        assert "wheels" not in entry  # the floor's wheel platform comes from release/glibc.py
+        assert "wheels" not in entry  # the floor's wheel platform comes from release/build/glibc.py
     # The release, the pull-request and nightly builds all use that one definition.
     for workflow in (RELEASE_WORKFLOW, BUILD_WORKFLOW):
         jobs = _jobs(workflows[workflow.name])
@@ -904,15 +904,15 @@ def test_the_release_tooling_works_without_the_project_installed(tmp_path: Path)
 def test_gnu_builds_are_checked_against_the_glibc_floor(
     workflows: dict[str, dict[str, Any]],
 ) -> None:
-    from release.glibc import GLIBC_FLOOR
+    from release.build.glibc import GLIBC_FLOOR
 
     doc = workflows[BUILD_TARGETS_WORKFLOW.name]
-    # The floor is decided in release/glibc.py alone: the workflow asks it, never says it.
+    # The floor is decided in release/build/glibc.py alone: the workflow asks it, never says it.
     text = BUILD_TARGETS_WORKFLOW.read_text(encoding="utf-8")
     assert GLIBC_FLOOR not in text and GLIBC_FLOOR.replace(".", "_") not in text
     script = "\n".join(step.run or "" for step in _steps({"b": doc}))
     assert f'{RELEASE_TOOL} glibc "$out"\n' in script  # --max defaults to the floor
-    assert 'platform=$(python3 -m release.glibc wheel-platform "$TARGET")' in script
+    assert 'platform=$(python3 -m release.build.glibc wheel-platform "$TARGET")' in script
     assert 'sync+=(--python-platform "$platform")' in script
     assert script.count(f"{RELEASE_TOOL} notices --check-build") == 2  # runner and Alpine builds
     assert script.count(f"{RELEASE_TOOL} fetch-artifacts --target") == 2

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from release.serve import serving, url_of
+from release.rehearsal.serve import serving, url_of
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Which modules a real mux process imports: for the fast-path allow-lists and the build's
-list of never-imported modules (release.build.NEVER_IMPORTED).
+list of never-imported modules (release.build.standalone.NEVER_IMPORTED).
 
 Two ways, both on real processes:
 

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.formats import format_sha256sums
-from release.package import trusted_comment_for
-from release.signing import SecretKey
+from release.publish.formats import format_sha256sums
+from release.publish.package import trusted_comment_for
+from release.publish.signing import SecretKey
 from tests.conftest import run_mux
 from updater.formats import models
 

@@ -51,7 +51,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from release.serve import serving, url_of
+from release.rehearsal.serve import serving, url_of
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SH = REPO_ROOT / "install.sh"
@@ -131,7 +131,7 @@ def render_install_sh(
     """A copy of install.sh at ``dest`` trusting ``keys`` (and defaulting to ``repo``, and
     reading the machine policy at ``policy_file``), made by the same code the release
     workflow publishes it with (``mux-release install-sh``)."""
-    from release.install_script import write_install_script
+    from release.publish.install_script import write_install_script
 
     return write_install_script(Path(dest), keys=keys, repo=repo, policy_file=policy_file)
 

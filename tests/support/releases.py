@@ -1,8 +1,8 @@
 """Real releases, feeds and a loopback server for end-to-end tests.
 
-Everything here goes through the production code (``release.build``, ``release.package``,
-``release.signing``), so a test that installs or updates from these releases exercises the
-same bytes a real release would have. Typical use::
+Everything here goes through the production code (``release.build.standin``,
+``release.publish.package``, ``release.publish.signing``), so a test that installs or updates
+from these releases exercises the same bytes a real release would have. Typical use::
 
     from tests.support.releases import make_feed, make_keypair, make_release, serve_directory
 
@@ -20,18 +20,21 @@ What you get:
 
 * :func:`make_keypair` makes a minisign key pair with our generator (password-protected,
   with cheap scrypt settings so signing takes milliseconds; the real ``minisign`` accepts it).
-* :func:`make_release` builds stand-in builds (``release.build.build_standin``: a ``sh``
+* :func:`make_release` builds stand-in builds (``release.build.standin.build_standin``: a ``sh``
   launcher running this checkout's ``updater`` with the test's Python), packages them into
   ``<feed>/v<version>/`` (archives, ``manifest.json``, ``SHA256SUMS``), signs
   ``SHA256SUMS.minisig`` and rewrites ``<feed>/releases.json``. ``build={...}`` overrides
   ``build_standin`` keyword arguments (``report_version``, ``report_target``, ``python``,
   ``minisign_keys``, ``repo``); ``sign=False`` leaves the release unsigned; ``extra_files``
   are copied in and covered by ``SHA256SUMS`` (add a Sigstore bundle this way, or later with
-  ``release.package.rehash_sums`` and then :func:`sign_release_dir`). ``post_build`` is
+  ``release.publish.package.rehash_sums`` and then :func:`sign_release_dir`). ``post_build`` is
   called with each build folder before it is packaged (``tests.support.standins``).
-* :func:`make_feed` makes a whole feed of several releases with one key pair.
+* :func:`make_feed` makes a whole feed of several releases with one key pair (given, else
+  this process's :func:`default_keypair`). A release asked for again with the same build
+  settings, targets and release time is packaged once per process and copied (then signed
+  with its own timestamp): the tests' feeds cost a copy, not a build.
 * :func:`sign_index` (re)signs a feed's ``releases.json`` (``releases.json.minisig``, through
-  ``release.feed``) with a chosen ``seq``, ``expires`` and ``timestamp``: stale, rolled-back
+  ``release.publish.feed``) with a chosen ``seq``, ``expires`` and ``timestamp``: stale, rolled-back
   and expired feeds. :func:`make_release` and :func:`make_feed` sign the index as they go
   (``seq`` 1, 2, ... unless told), valid for 14 days.
 * :func:`serve_directory` serves a folder over real HTTP on 127.0.0.1;
@@ -47,8 +50,11 @@ Build info baked into each build trusts ``keypair.public_key`` (unless ``build``
 
 from __future__ import annotations
 
+import atexit
 import functools
 import http.server
+import json
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -57,12 +63,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release.build import build_standin
-from release.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index, write_feed_index
-from release.package import package_release, sign_release, trusted_comment_for
-from release.serve import serve_directory as serve_directory  # re-exported for tests
-from release.serve import serve_handler
-from release.signing import SecretKey, generate_keypair
+from release.build.standin import build_standin
+from release.publish.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index, write_feed_index
+from release.publish.package import package_release, sign_release, trusted_comment_for
+from release.publish.signing import SecretKey, generate_keypair
+from release.rehearsal.serve import serve_directory as serve_directory  # re-exported for tests
+from release.rehearsal.serve import serve_handler
 from updater.config.targets import detect_target
 from updater.formats.minisign import PublicKey
 from updater.formats.models import (
@@ -212,14 +218,11 @@ def make_release(
         "minisign_keys": [keypair.public_key],
         **(build or {}),
     }
-    with tempfile.TemporaryDirectory(prefix="mux-test-builds-") as scratch:
-        build_dirs = [
-            build_standin(Path(scratch), target=target, **settings)
-            for target in (targets or (detect_target(),))
-        ]
-        for folder in build_dirs if post_build else ():
-            post_build(folder)
-        package_release(build_dirs, release_dir, released_at=released_at, extra_files=extra_files)
+    targets = tuple(targets or (detect_target(),))
+    if post_build is None and not extra_files:
+        _packaged_once(release_dir, settings, targets, released_at)
+    else:
+        _package(release_dir, settings, targets, released_at, post_build, extra_files)
     if not sign:
         write_feed_index(feed_dir, prerelease={tag_for(version): prerelease})
         return release_dir
@@ -233,6 +236,55 @@ def make_release(
         prerelease={tag_for(version): prerelease},
     )
     return release_dir
+
+
+def _package(
+    release_dir: Path,
+    settings: Mapping[str, Any],
+    targets: Sequence[str],
+    released_at: str,
+    post_build: Callable[[Path], None] | None = None,
+    extra_files: Sequence[Path] = (),
+) -> None:
+    with tempfile.TemporaryDirectory(prefix="mux-test-builds-") as scratch:
+        build_dirs = [build_standin(Path(scratch), target=t, **settings) for t in targets]
+        for folder in build_dirs if post_build else ():
+            post_build(folder)
+        package_release(build_dirs, release_dir, released_at=released_at, extra_files=extra_files)
+
+
+# Packaged releases (builds, archives, manifest, SHA256SUMS; not signed), by what they were
+# made from: the same release asked for again, in any test of this process, is a copy of the
+# first (its bytes do not depend on the folder or the time it was made in), then signed.
+_PACKAGED: dict[str, Path] = {}
+
+
+def _packaged_once(
+    release_dir: Path, settings: Mapping[str, Any], targets: Sequence[str], released_at: str
+) -> None:
+    key = json.dumps([dict(settings), list(targets), released_at], sort_keys=True, default=str)
+    pristine = _PACKAGED.get(key)
+    if pristine is None:
+        pristine = _cache_root() / str(len(_PACKAGED)) / release_dir.name
+        _package(pristine, settings, targets, released_at)
+        _PACKAGED[key] = pristine
+    if release_dir.exists() and any(release_dir.iterdir()):
+        _package(release_dir, settings, targets, released_at)  # refused, as package_release does
+    shutil.copytree(pristine, release_dir, symlinks=True, dirs_exist_ok=True)
+
+
+@functools.cache
+def _cache_root() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="mux-test-releases-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    return root
+
+
+@functools.cache
+def default_keypair() -> KeyPair:
+    """The key pair of every feed that is not given one (one per process, so that the same
+    release asked for by many tests is packaged once: :func:`_packaged_once`)."""
+    return make_keypair(_cache_root() / "keys")
 
 
 def make_feed(
@@ -258,7 +310,7 @@ def make_feed(
     """
     now = int(time.time())
     tmp = Path(tmp)
-    keypair = keypair or make_keypair(tmp / "keys")
+    keypair = keypair or default_keypair()
     feed = Feed(path=tmp / "feed", keypair=keypair)
     for number, version in enumerate(versions):
         feed.releases[version] = make_release(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from release.serve import serving, url_of
+from release.rehearsal.serve import serving, url_of
 
 CORPUS = Path(__file__).resolve().parent.parent / "fixtures" / "github-recorded"
 GITHUB_API = "https://api.github.com"

@@ -1,7 +1,7 @@
 """Stand-in builds whose running program lives in their version folder, as a real build's does.
 
-``release.build.build_standin`` makes a ``sh`` launcher that runs the test's Python on a copy
-of ``updater`` in the build's ``lib/``: code is loaded lazily from the version folder, as a
+``release.build.standin.build_standin`` makes a ``sh`` launcher that runs the test's Python on
+a copy of ``updater`` in the build's ``lib/``: code is loaded lazily from the version folder, as a
 PyInstaller one-folder build loads it, but the *process* is the test's Python, somewhere
 else. :func:`own_interpreter` completes the picture for retention tests: it puts a copy of
 the interpreter into the build (``lib/python/bin/python``, a venv-style ``pyvenv.cfg``
@@ -56,7 +56,8 @@ def own_interpreter(build_folder: Path) -> None:
 def _relist(build_folder: Path) -> None:
     """Make the build's SBOM list what the folder now holds (packaging checks it): the
     launcher's new digest, and the interpreter's files as one component of their own."""
-    from release.sbom import SBOM_NAME, folder_files
+    from release.bill.sbom import folder_files
+    from release.folder.layout import SBOM_NAME
 
     path = build_folder / SBOM_NAME
     doc = json.loads(path.read_text(encoding="utf-8"))

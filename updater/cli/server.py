@@ -7,8 +7,10 @@ Every failure is one line on stderr with the exit code of its :class:`MuxError`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -223,7 +225,6 @@ def watch_command(
     goes away, drops this watcher or sends nothing for 45s, heartbeats included (exit 1,
     one line on stderr). See docs/scripting.md.
     """
-    import sys
 
     address = _run(lambda: _server_address(name, socket, url))
     silence = READ_TIMEOUT if read_timeout is None else read_timeout
@@ -266,8 +267,6 @@ def auto_install_command(
 ) -> None:
     """One automatic install for a server (it runs this in a child process, after a check
     said the release is due): one JSON object on stdout."""
-
-    import json
 
     try:
         settings = load_for(buildinfo.current())

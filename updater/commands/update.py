@@ -153,7 +153,7 @@ def _early_attestation_worker(settings: Settings, dry_run: bool) -> AttestationW
     if dry_run or settings.skip_attestation:
         return None
 
-    return early()
+    return early(settings.github.repo)
 
 
 def _run_update(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 from updater._records import NamedTuple
@@ -129,8 +130,6 @@ class StateChange(NamedTuple):
 
 
 def _version(text: str, flag: str) -> str:
-    import re
-
     version = normal_version(text)
     if not re.fullmatch(r"[0-9][0-9A-Za-z.+-]{0,63}", version):
         raise UsageError(

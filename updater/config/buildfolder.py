@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 BUILD_INFO_NAME = "_build_info.json"
 CODE_PACKAGE = "updater"  # the folder of mux's own modules inside a build's code folder
 
-# The running mux's build info: in its own package folder, wherever that was loaded from.
-RUNNING_BUILD_INFO = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), BUILD_INFO_NAME
-)
+# The running mux's own package folder (``updater/``), wherever it was loaded from, and its
+# build info there.
+PACKAGE_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RUNNING_BUILD_INFO = os.path.join(PACKAGE_FOLDER, BUILD_INFO_NAME)
 
 
 def running_build_folder() -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 
-from updater.config.buildfolder import RUNNING_BUILD_INFO, running_build_folder
+from updater.config.buildfolder import PACKAGE_FOLDER, RUNNING_BUILD_INFO, running_build_folder
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
@@ -208,13 +208,14 @@ def current_mux_command() -> list[str]:
     A server (:func:`updater.servers.control.start`) and the attestation worker
     (:mod:`updater.trust.attestation_worker`) run this.
     """
+    # deferred: this module is on a fast path (docs/build.md)
     import sys
 
     if not getattr(sys, "frozen", False):
+        # deferred: this module is on a fast path (docs/build.md)
         import os
 
-        # The folder that holds this `updater` package (this file is updater/config/...).
-        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        here = os.path.dirname(PACKAGE_FOLDER)  # the folder that holds this updater package
         code = (
             f"import sys; sys.path.insert(0, {here!r}); from updater.__main__ import main; main()"
         )
@@ -230,6 +231,7 @@ def executable() -> str:
     has no build of its own, so it is the Python interpreter. Resolved: never ``<bin>/mux``,
     which ``mux update`` moves to another version under a running process.
     """
+    # deferred: this module is on a fast path (docs/build.md)
     import os
     import shutil
     import sys

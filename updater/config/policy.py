@@ -185,6 +185,7 @@ def _source(value: object) -> str | None:
 
 def _is_repo(value: object) -> bool:
     """``owner/name`` as GitHub spells them: letters, digits, ``-``, ``_`` and ``.``."""
+    # deferred: this module is on a fast path (docs/build.md)
     import re
 
     return (

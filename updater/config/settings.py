@@ -105,6 +105,8 @@ class Settings(NamedTuple):
     progress_bar: bool = True  # False with NO_COLOR or TERM=dumb: plain progress lines
     # MUX_UPDATE_CHECK_INTERVAL: how often a server checks in the background (0: never)
     update_check_interval: float = DEFAULT_CHECK_INTERVAL
+    # MUX_LINK_POLL: how often a server looks whether the mux link moved (seconds)
+    link_poll_interval: float = 1.0
     # The machine policy's `updates` (require_updates() enforces it; "disabled" also stops a
     # server's background checks) and its file, if any.
     updates: str = UPDATES_ENABLED
@@ -285,6 +287,7 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         progress_bar=not environ.get("NO_COLOR") and environ.get("TERM") != "dumb",
         update_check_interval=_duration(text(CHECK_INTERVAL_ENV), defaults.update_check_interval),
         restart_timeout=positive(RESTART_TIMEOUT_ENV, defaults.restart_timeout),
+        link_poll_interval=max(0.01, positive("MUX_LINK_POLL", defaults.link_poll_interval)),
     )
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # The schema of install.json, the one definition: the layout reads records by it and
-# install.sh's published copy is written with it (release/install_script.py).
+# install.sh's published copy is written with it (release/publish/install_script.py).
 RECORD_SCHEMA = 1
 
 

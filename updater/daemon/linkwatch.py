@@ -1,8 +1,8 @@
 """Notice within a second when ``mux update`` moves the mux link (inside a server), or when
 a file the server follows changes (the user's update state).
 
-A poll of ``readlink`` every second: one system call, and the only way a released build has
-(inotify and kqueue would need ctypes, which the build leaves out: it costs every start of
+A poll of ``readlink`` every second (``MUX_LINK_POLL``): one system call, and the only way a
+released build has (inotify and kqueue would need ctypes, which the build leaves out: it costs every start of
 every mux, docs/build.md). The callback runs in this watcher's own thread, only when the
 link's target changed.
 """
@@ -39,8 +39,10 @@ class LinkWatch:
         on_change: Callable[[Any], None],
         *,
         read: Callable[[Path], Any] = _read_link,
+        interval: float = POLL_SECONDS,
     ) -> None:
         self.link = link
+        self._interval = interval
         self._on_change = on_change
         self._read = read
         self._last = read(link)
@@ -69,7 +71,7 @@ class LinkWatch:
     def _run(self) -> None:
         self._check()  # a move between the first read and the thread starting
         while not self._stopped:
-            select.select([self._wake_read], [], [], POLL_SECONDS)  # the poll, or stop()
+            select.select([self._wake_read], [], [], self._interval)  # the poll, or stop()
             if self._stopped:
                 return
             try:

@@ -289,10 +289,15 @@ class ServerNotices:
             if self.installed is not None and self.installed.version != self.server_version:
                 # Started from another build than the link's: that is in force from the start.
                 self._publish_link_events(self.installed, in_force=True)
-            self._link_watch = LinkWatch(Path(self.layout.link), self._link_moved)
+            self._link_watch = LinkWatch(
+                Path(self.layout.link), self._link_moved, interval=settings.link_poll_interval
+            )
             self._link_watch.start()
         self._state_watch = LinkWatch(
-            Path(self._state_file), self._state_changed, read=_file_signature
+            Path(self._state_file),
+            self._state_changed,
+            read=_file_signature,
+            interval=settings.link_poll_interval,
         )
         self._state_watch.start()
         interval = check_interval(settings, self._log)

@@ -9,7 +9,7 @@ Formats (jedisct1/minisign ``src/minisign.h``):
   message.
 
 The client only ever checks signatures: secret keys, key generation and signing live in
-:mod:`release.signing`, which the installed mux does not carry. Parsing failures raise
+:mod:`release.publish.signing`, which the installed mux does not carry. Parsing failures raise
 :class:`ParseError` (keys) or :class:`VerificationError` (signatures); :func:`verify` raises
 nothing but :class:`VerificationError`. ``cryptography`` is imported only when a signature is
 checked.
@@ -22,6 +22,9 @@ import binascii
 import hashlib
 from collections.abc import Sequence
 from typing import NamedTuple
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from updater.errors import ParseError, VerificationError
 
@@ -129,8 +132,6 @@ def _parse_signature(signature_file: bytes) -> _Signature:
 
 
 def _ed25519_valid(public_key: bytes, signature: bytes, message: bytes) -> bool:
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     try:
         Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)

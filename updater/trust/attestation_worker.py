@@ -21,6 +21,7 @@ takes longer than :data:`WORKER_TIMEOUT` fails the layer (fail closed). A child 
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import os
@@ -29,12 +30,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from updater.childio import OutputTooLarge, read_bounded
-from updater.config.buildinfo import current_mux_command
-from updater.errors import VerificationError
+from updater.config import buildinfo
+from updater.config.settings import load_for
+from updater.errors import MuxError, VerificationError
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -75,7 +78,6 @@ class AttestationWorker:
         Raises :class:`VerificationError` (prefixed ``attestation:``) on every failure,
         the child's own included.
         """
-        from dataclasses import asdict
 
         process = self._process
         if process is None:
@@ -168,26 +170,35 @@ def prestart(update_args: list[str]) -> None:
     ``mux update`` runs this before importing its CLI, which saves that import's time (about
     0.1 s of the build's) on the attestation's path; the arguments are only looked at, the
     CLI still parses them. Guessing wrong costs a child that is stopped unused.
+
+    Not for a build that knows no repository (a development checkout, a test build): no
+    attestation can name whose workflow built a release for it, so the layer can only fail
+    or be skipped, and a child would cost a second of CPU for nothing.
     """
     if any(arg.partition("=")[0] in _NO_ARCHIVE_FLAGS for arg in update_args):
         return
     if _prestarted or not spare_core():
         return
-    import atexit
+    try:
+        if not load_for(buildinfo.current()).github.repo:
+            return
+    except MuxError:
+        return  # the CLI says what is wrong with the settings; nothing to start early
 
     worker = start()
     _prestarted.append(worker)
     atexit.register(worker.close)
 
 
-def early() -> AttestationWorker | None:
+def early(repository: str) -> AttestationWorker | None:
     """The child for an update about to run: the prestarted one, else a new one when a spare
     CPU can run it beside the update; None without one (one core, or a container's CPU
     quota under two: the attestation layer then starts its own when it gets there, where
-    it no longer slows anything else)."""
+    it no longer slows anything else), or when no ``repository`` is known whose workflow an
+    attestation could name (see :func:`prestart`)."""
     if _prestarted:
         return _prestarted.pop()
-    return start() if spare_core() else None
+    return start() if repository and spare_core() else None
 
 
 def spare_core(cgroup_root: str = "/sys/fs/cgroup", proc_self: str = "/proc/self") -> bool:
@@ -220,7 +231,7 @@ def start() -> AttestationWorker:
     the attestation layer's failure, only if the layer is reached.
     """
 
-    command = [*current_mux_command(), WORKER_ARG]
+    command = [*buildinfo.current_mux_command(), WORKER_ARG]
     try:
         process = subprocess.Popen(
             command,

@@ -6,37 +6,26 @@ docs/contracts.md: one deterministic ``mux-<target>.tar.gz`` per build, its SBOM
 first), ``manifest.json`` and ``SHA256SUMS``. :func:`sign_release` adds
 ``SHA256SUMS.minisig``; :func:`rehash_sums` recomputes ``SHA256SUMS`` after a file (the
 Sigstore bundle) was added. A static feed's ``releases.json`` and its signature are
-:mod:`release.feed`'s.
+:mod:`release.publish.feed`'s.
 
-Determinism: the same build folders give the same archive bytes (sorted members, mtime 0 or
-``SOURCE_DATE_EPOCH``, owner 0/0 with empty names, modes 0755/0644, gzip without name or
-timestamp), so anyone can rebuild and compare.
+Determinism: the same build folders give the same archive bytes (:mod:`release.folder.archive`), so
+anyone can rebuild and compare.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
-import os
 import shutil
-import tarfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from release.build import build_folder_name
-from release.folder import DIRECTORY, LINK, build_files
-from release.formats import format_sha256sums, manifest_document
-from release.sbom import SBOM_NAME, check_sbom_matches, sbom_asset_name
-from release.signing import SecretKey
-from updater.config.buildfolder import (
-    BUILD_INFO_NAME,
-    CODE_PACKAGE,
-    build_infos_in,
-    the_build_info,
-)
-from updater.config.buildinfo import BuildInfo
-from updater.errors import MuxError, ParseError, UsageError
+from release.bill.sbom import check_sbom_matches, sbom_asset_name
+from release.folder.archive import source_date_epoch, write_archive
+from release.folder.layout import SBOM_NAME, PackageError, read_build_info
+from release.publish.formats import format_sha256sums, manifest_document
+from release.publish.signing import SecretKey
+from updater.errors import MuxError, UsageError
 from updater.files import atomic_write, sha256_file
 from updater.formats.models import (
     MANIFEST_NAME,
@@ -51,86 +40,6 @@ from updater.formats.models import (
 from updater.timestamps import rfc3339
 
 _NOT_SUMMED = frozenset({SUMS_NAME, SUMS_SIGNATURE_NAME})
-
-
-class PackageError(MuxError):
-    """Build folders cannot be packaged into a release."""
-
-
-def source_date_epoch() -> int:
-    """``SOURCE_DATE_EPOCH`` (reproducible-builds.org) when set, else 0."""
-    raw = os.environ.get("SOURCE_DATE_EPOCH", "")
-    if not raw:
-        return 0
-    try:
-        value = int(raw)
-    except ValueError:
-        raise UsageError(f"SOURCE_DATE_EPOCH={raw[:30]!r} is not an integer") from None
-    if value < 0:
-        raise UsageError("SOURCE_DATE_EPOCH must not be negative")
-    return value
-
-
-def read_build_info(build_dir: Path) -> BuildInfo:
-    """The build info baked into a build folder, where the one rule puts it
-    (:mod:`updater.config.buildfolder`)."""
-    listed = build_infos_in(str(build_dir))
-    relative = the_build_info(listed)
-    if relative is None:
-        raise PackageError(
-            f"{build_dir} holds {len(listed)} {CODE_PACKAGE}/{BUILD_INFO_NAME} files, expected "
-            f"exactly one, as <code folder>/{CODE_PACKAGE}/{BUILD_INFO_NAME}"
-        )
-    found = Path(build_dir, relative)
-    try:
-        info = BuildInfo.from_json(json.loads(found.read_bytes()))
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
-        raise ParseError(f"{found} is not valid build info ({exc})") from None
-    if info.development:
-        raise PackageError(f"{build_dir} is a development build; build it with mux-release build")
-    return info
-
-
-def _tar_info(name: str, mode: int, mtime: int) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.mode = mode
-    info.mtime = mtime
-    info.uid = info.gid = 0
-    info.uname = info.gname = ""
-    return info
-
-
-def write_archive(build_dir: Path, target: str, destination: Path) -> None:
-    """A deterministic ``.tar.gz`` of ``build_dir`` with every member under ``mux-<target>/``."""
-    root = Path(build_dir).resolve()
-    top = build_folder_name(target)
-    mtime = source_date_epoch()
-    with (
-        open(destination, "wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
-        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        directory = _tar_info(top, 0o755, mtime)
-        directory.type = tarfile.DIRTYPE
-        tar.addfile(directory)
-        # The folder's entries by one rule for all tools (release.folder): a link stays
-        # inside and names a file, so the updater's unpacking accepts it.
-        for entry in build_files(root, directories=True):
-            name = f"{top}/{entry.path}"
-            if entry.kind == LINK:
-                info = _tar_info(name, 0o777, mtime)
-                info.type = tarfile.SYMTYPE
-                info.linkname = str(entry.link)
-                tar.addfile(info)
-            elif entry.kind == DIRECTORY:
-                info = _tar_info(name, 0o755, mtime)
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                info = _tar_info(name, 0o755 if entry.mode & 0o111 else 0o644, mtime)
-                info.size = entry.absolute.stat().st_size
-                with open(entry.absolute, "rb") as stream:
-                    tar.addfile(info, stream)
 
 
 def _now_rfc3339() -> str:

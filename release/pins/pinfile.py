@@ -13,29 +13,32 @@ digests live in ``[artifacts.<name>.pinned.<target>]`` (``url``, ``sha256``, ``s
 
 Reading is pure (:func:`read_pins` on a parsed document); :func:`check_pins` is the offline CI
 check behind ``mux-release pins --check``. tomlkit (style-preserving) parses, so the same
-document can be edited in place by :mod:`release.repin`.
+document can be edited in place by :mod:`release.upkeep.repin`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import tomlkit
 import tomlkit.exceptions
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.version import InvalidVersion, Version
 
+from release.checkout import RELEASE_DIR, REPO_ROOT
 from updater import urls
-from updater.errors import MuxError, ParseError
+from updater.config.targets import TARGETS
+from updater.errors import MuxError, ParseError, VerificationError
 from updater.formats.models import is_safe_asset_name, is_sha256
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_PINS_PATH = REPO_ROOT / "release" / "pins.toml"
+if TYPE_CHECKING:
+    import tomlkit
+
+DEFAULT_PINS_PATH = RELEASE_DIR / "pins.toml"
 DEFAULT_NOTICES_PATH = REPO_ROOT / "THIRD_PARTY_NOTICES.md"
 
 SCHEMA = 1
@@ -140,8 +143,6 @@ class Pin:
     @property
     def targets(self) -> tuple[str, ...]:
         """The targets that ship this artifact (every published target for a single asset)."""
-        from updater.config.targets import TARGETS
-
         if not self.per_target:
             return TARGETS
         return tuple(str(item.target) for item in self.files)
@@ -208,6 +209,10 @@ def url_asset_name(url: str) -> str:
 
 
 def load_document(path: Path) -> tomlkit.TOMLDocument:
+    # tomlkit is the release extra: imported once a pins file is read, so that without it
+    # mux-release still starts and main() says how to get it (tests/test_units.py).
+    import tomlkit
+
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -241,8 +246,6 @@ _PLAIN_NAME = "a plain file name (letters, digits, '.', '_', '+', '-')"
 def declared_assets(entry: Mapping[str, Any]) -> tuple[dict[str, str] | None, list[str]]:
     """``{target: asset}`` of a per-target entry (None: one asset for every target), and the
     problems found in how the entry declares its assets."""
-    from updater.config.targets import TARGETS
-
     asset, table, targets = entry.get("asset"), entry.get(ASSETS_KEY), entry.get("targets")
     if table is not None:
         if asset is not None or targets is not None:
@@ -573,14 +576,33 @@ def check_pins(path: Path, *, notices_path: Path | None = None) -> list[str]:
     return problems
 
 
+def shipped_pins(pins: Sequence[Pin], target: str) -> list[tuple[Pin, PinnedAsset]]:
+    """The pinned files a build for ``target`` ships, each with its pin (pure)."""
+    shipped = []
+    for pin in pins:
+        item = pin.file_for(target)
+        if item is None:
+            continue
+        if pin.tag is None or not item.is_pinned:
+            raise PinsError(
+                f"{item.label(pin.name)} is not pinned yet, so the build cannot ship it",
+                hint=f"run mux-release repin {pin.name} --tag <tag>",
+            )
+        shipped.append((pin, item))
+    by_asset: dict[str, str] = {}
+    for pin, item in shipped:
+        other = by_asset.setdefault(item.asset, pin.name)
+        if other != pin.name:
+            raise PinsError(f"{other} and {pin.name} both pin an asset named {item.asset}")
+    return shipped
+
+
 def check_file_against_pin(
     pin: Pin, item: PinnedAsset, *, size: int, sha256: str | None, where: object
 ) -> None:
     """A file meant to be ``item`` of ``pin`` has its size and (when given) sha256, or a
     :class:`~updater.errors.VerificationError` (exit 3) names both: the one check of a file
     against its pin, for the build's artifacts folder and for what fetch-artifacts downloads."""
-    from updater.errors import VerificationError
-
     who = f"{item.label(pin.name)} {pin.tag}"
     if item.size is not None and size != item.size:
         raise VerificationError(

@@ -14,11 +14,13 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from release.checkout import REPO_ROOT
 from updater.config.buildinfo import MAX_TRUSTED_KEYS
 from updater.core.retention import RECORD_SCHEMA
 from updater.errors import ParseError, UsageError
+from updater.formats.minisign import PublicKey
 
-INSTALL_SH = Path(__file__).resolve().parent.parent / "install.sh"
+INSTALL_SH = REPO_ROOT / "install.sh"
 _KEYS_LINE = re.compile(r"^MUX_MINISIGN_KEYS='[^'\n]*'$", re.MULTILINE)
 _REPO_LINE = re.compile(r"^MUX_DEFAULT_REPO='[^'\n]*'$", re.MULTILINE)
 _POLICY_LINE = re.compile(r"^MUX_POLICY_FILE_PATH='[^'\n]*'$", re.MULTILINE)
@@ -36,8 +38,6 @@ def render_install_script(
 ) -> str:
     """``install.sh`` trusting ``keys`` (base64 public key lines) and defaulting to ``repo``;
     ``policy_file`` is where it reads the machine policy (default: as the script says)."""
-    from updater.formats.minisign import PublicKey
-
     if not keys or len(keys) > MAX_TRUSTED_KEYS:
         raise UsageError(f"give one or two trusted minisign public keys, not {len(keys)}")
     try:

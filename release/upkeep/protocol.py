@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from release.checkout import REPO_ROOT, write_text_atomically
 from updater.errors import MuxError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # Every file whose content is protocol: change one and PROTOCOL_VERSION must change.
 PROTOCOL_BEARING_FILES: tuple[str, ...] = ("updater/protocol.py",)
 # The file defining ``PROTOCOL_VERSION = <int>`` at module level.
@@ -310,8 +310,6 @@ def check_protocol(root: Path = REPO_ROOT, *, git: GitRunner | None = None) -> P
 
 def record_protocol(root: Path = REPO_ROOT, *, git: GitRunner | None = None) -> ProtocolState:
     """``--record``: write the lock for the current state, unless that would hide a change."""
-    from release.notices import write_text_atomically
-
     current = protocol_state(read_sources(root))
     release = last_release_state(root, git)
     if release is not None:

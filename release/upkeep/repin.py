@@ -33,12 +33,15 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from release.notices import Distribution, generate_notices
-from release.pins import (
+import tomlkit
+
+from release.bill.notices import Distribution, generate_notices
+from release.pins.pinfile import (
     ARTIFACTS_KEY,
     DEFAULT_NOTICES_PATH,
     DEFAULT_PINS_PATH,
@@ -52,6 +55,8 @@ from release.pins import (
     read_pins,
 )
 from release.textdiff import capped_unified_diff
+from updater.cli.render import ProgressGroup
+from updater.config import settings as mux_settings
 from updater.core.request import Decision, ReleaseRequest
 from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
 from updater.files import write_temp_beside
@@ -59,11 +64,11 @@ from updater.formats.models import SUMS_NAME, parse_sha256sums
 from updater.sources.base import BUNDLE_LIMIT, PublishedAsset, ReleaseSource
 from updater.sources.github import GITHUB_WEB, GitHubSource, github_download_url
 from updater.sources.opener import open_source
+from updater.trust.attestation import AttestationIdentity, AttestationReport, verify_attestation
 
 if TYPE_CHECKING:
     from updater.config.settings import Settings
     from updater.net.download import Progress
-    from updater.trust.attestation import AttestationReport
 
 MAX_DIFF_LINES = 120
 MAX_PARALLEL = 4  # assets downloaded and verified at once
@@ -201,7 +206,6 @@ def rewrite_pin(
     of targets it no longer declares, a single-asset entry its ``[pinned]`` tables. Nothing
     people wrote is touched.
     """
-    import tomlkit
 
     document = tomlkit.parse(document_text)
     entry = document[ARTIFACTS_KEY][name]
@@ -359,8 +363,6 @@ def _verify_one(
     progress: Progress,
 ) -> RepinnedFile:
     """Download, cross-check and attestation-verify one asset (runs in a worker thread)."""
-    from updater.trust.attestation import AttestationIdentity, verify_attestation
-
     tag = release.tag
     listed = release.assets.get(item.asset) if release.assets is not None else None
     api_digest, api_size = (listed.sha256, listed.size) if listed else (None, None)
@@ -424,10 +426,6 @@ def _verify_all(
 ) -> tuple[RepinnedFile, ...]:
     """Every asset of the entry, in parallel under one progress display; the first failure
     (in the entry's target order) is raised once all have finished, so nothing is half done."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from updater.cli.render import ProgressGroup
-
     display = ProgressGroup(quiet=quiet, bar=bar)
     with display, ThreadPoolExecutor(max_workers=MAX_PARALLEL) as pool:
         futures = [
@@ -543,8 +541,6 @@ def repin(
     ``settings`` default to the environment's (:func:`updater.config.settings.load`).
     ``distributions`` replaces the installed ones in the regenerated notices (tests).
     """
-    from updater.config import settings as mux_settings
-
     settings = settings or mux_settings.load()
 
     say = progress or (lambda _message: None)
@@ -624,6 +620,5 @@ def repin(
 
 
 def load_document_text(text: str) -> Any:
-    import tomlkit
 
     return tomlkit.parse(text)

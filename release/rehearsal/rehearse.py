@@ -14,11 +14,13 @@ rehearsal with its error.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -26,7 +28,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from release.bill.bill import check_build
+
+# The builders by module: a test replaces one (tests/test_rehearse.py).
+from release.build import standalone as standalone_builder
+from release.build import standin as standin_builder
+from release.build.glibc import required_glibc
+from release.build.reproduce import compare_builds
+from release.build.steps import make_build_info, write_bill, write_build_info
+from release.folder.layout import read_build_info
+from release.publish.feed import sign_feed_index
+from release.publish.install_script import write_install_script
+from release.publish.package import package_release, sign_release
+from release.publish.signing import SecretKey, generate_keypair
+from release.publish.verify import verify_release
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.rehearsal.serve import serve_directory
 from updater.errors import MuxError
+from updater.formats.minisign import PublicKey
 
 REHEARSAL_REPO = "mux-rehearsal/mux"
 
@@ -46,6 +65,9 @@ class Rehearsal:
     steps: list[tuple[str, float]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     feed_url: str = ""
+    # A standalone build of this checkout (mux-release build) to start from instead of
+    # building one: its build info is re-baked for each release, as the second release's is.
+    prebuilt: Path | None = None
 
     @property
     def new_protocol(self) -> int:
@@ -112,9 +134,6 @@ def _status_line(status: dict[str, Any]) -> str:
 
 def _standalone_build_unavailable() -> str | None:
     """Why PyInstaller cannot build here, if it cannot (it needs objdump on Linux)."""
-    import importlib.util
-    import sys
-
     if importlib.util.find_spec("PyInstaller") is None:
         return "PyInstaller is not installed (it is a development dependency: uv sync)"
     if sys.platform.startswith("linux") and shutil.which("objdump") is None:
@@ -123,9 +142,21 @@ def _standalone_build_unavailable() -> str | None:
 
 
 def rehearse(
-    *, standin: bool = False, keep: bool = False, say: Callable[[str], None] = print
+    *,
+    standin: bool = False,
+    keep: bool = False,
+    build: Path | None = None,
+    say: Callable[[str], None] = print,
 ) -> Rehearsal:
-    """Run the rehearsal; raises :class:`RehearsalError` at the first failing step."""
+    """Run the rehearsal; raises :class:`RehearsalError` at the first failing step.
+
+    ``build``: a standalone build of this checkout (``mux-release build``) to rehearse with
+    instead of making one; the reproducibility step still builds once and compares."""
+    if build is not None and (standin or not (Path(build) / "mux").is_file()):
+        raise RehearsalError(
+            f"--build {build}: give a standalone build folder (mux-release build), "
+            "without --standin"
+        )
     workdir = Path(tempfile.mkdtemp(prefix="mux-rehearsal-"))
     # Unix socket paths are short: keep the runtime dir directly under /tmp.
     runtime = Path(
@@ -137,7 +168,7 @@ def rehearse(
         if reason:
             say(f"note: using stand-in builds instead of standalone ones: {reason}")
             standin = True
-    r = Rehearsal(workdir=workdir, standin=standin, say=say)
+    r = Rehearsal(workdir=workdir, standin=standin, say=say, prebuilt=build)
     say(f"rehearsing a release of mux {r.old_version} → {r.new_version} in {workdir}")
     try:
         _run_steps(r, runtime)
@@ -148,26 +179,32 @@ def rehearse(
     return r
 
 
-def _run_steps(r: Rehearsal, runtime: Path) -> None:
-    from release.build import (
-        build_standalone,
-        build_standin,
-        make_build_info,
-        write_bill,
-        write_build_info,
+def _rebaked(
+    source: Path,
+    out: Path,
+    version: str,
+    protocol: int,
+    keys: list[str],
+    read_info: Callable[[Path], Any],
+) -> Path:
+    """A copy of the standalone build ``source`` in ``out`` as ``version`` (``protocol``),
+    trusting ``keys``: what ``mux-release build`` would have made of this checkout."""
+    folder = out / source.name
+    shutil.copytree(source, folder, symlinks=True)
+    (package_dir,) = {p.parent for p in folder.rglob("_build_info.json")}
+    info = make_build_info(
+        version=version,
+        protocol_version=protocol,
+        target=read_info(source).target,
+        repo=REHEARSAL_REPO,
+        minisign_keys=keys,
     )
-    from release.fake_sigstore import FakeSigstore
-    from release.feed import sign_feed_index
-    from release.install_script import write_install_script
-    from release.package import (
-        package_release,
-        read_build_info,
-        sign_release,
-    )
-    from release.serve import serve_directory
-    from release.signing import SecretKey, generate_keypair
-    from updater.formats.minisign import PublicKey
+    write_build_info(package_dir, info)
+    write_bill(folder, None)  # its notices and SBOM name this version
+    return folder
 
+
+def _run_steps(r: Rehearsal, runtime: Path) -> None:
     keys: dict[str, Any] = {}
     builds: dict[str, Path] = {}
     feed = r.workdir / "feed"
@@ -183,14 +220,14 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         old = r.workdir / "builds" / r.old_version
         new = r.workdir / "builds" / r.new_version
         if r.standin:
-            builds[r.old_version] = build_standin(
+            builds[r.old_version] = standin_builder.build_standin(
                 old,
                 version=r.old_version,
                 protocol_version=r.old_protocol,
                 repo=REHEARSAL_REPO,
                 minisign_keys=key,
             )
-            builds[r.new_version] = build_standin(
+            builds[r.new_version] = standin_builder.build_standin(
                 new,
                 version=r.new_version,
                 protocol_version=r.new_protocol,
@@ -201,13 +238,18 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         else:
             # One PyInstaller build; the second release is the same binary with the next
             # version's build info baked in, which is all a version and protocol bump changes.
-            folder = build_standalone(
-                old,
-                version=r.old_version,
-                protocol_version=r.old_protocol,
-                repo=REHEARSAL_REPO,
-                minisign_keys=key,
-            )
+            if r.prebuilt is None:
+                folder = standalone_builder.build_standalone(
+                    old,
+                    version=r.old_version,
+                    protocol_version=r.old_protocol,
+                    repo=REHEARSAL_REPO,
+                    minisign_keys=key,
+                )
+            else:
+                folder = _rebaked(
+                    r.prebuilt, old, r.old_version, r.old_protocol, key, read_build_info
+                )
             builds[r.old_version] = folder
             builds[r.new_version] = new / folder.name
             shutil.copytree(folder, builds[r.new_version], symlinks=True)
@@ -221,7 +263,9 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
             )
             write_build_info(package_dir, info)
             write_bill(builds[r.new_version], None)  # its notices and SBOM name the new version
-            kind = "a standalone PyInstaller one-folder build"
+            kind = "a standalone PyInstaller one-folder build" + (
+                f" (from {r.prebuilt})" if r.prebuilt is not None else ""
+            )
         return [
             f"{kind}: mux {r.old_version} (protocol {r.old_protocol}) and "
             f"mux {r.new_version} (protocol {r.new_protocol})",
@@ -229,8 +273,6 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         ]
 
     def check_build_bill() -> list[str]:
-        from release.bill import check_build
-
         folder = builds[r.old_version]
         bill = check_build(folder, pins_path=None)  # the rehearsal ships no pinned artifact
         lines = [
@@ -238,14 +280,10 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
             "THIRD_PARTY_NOTICES.md and sbom.cdx.json are current",
         ]
         if not r.standin and folder.name.endswith("-linux-gnu") and shutil.which("objdump"):
-            from release.glibc import required_glibc
-
             lines.append(f"glibc: {required_glibc(folder).describe()}")
         return lines
 
     def reproduce() -> list[str]:
-        from release.reproduce import compare_builds
-
         again = r.workdir / "builds" / "again"
         settings: dict[str, Any] = {
             "version": r.old_version,
@@ -253,7 +291,9 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
             "repo": REHEARSAL_REPO,
             "minisign_keys": [keys["public"]],
         }
-        build_again = build_standin if r.standin else build_standalone
+        build_again = (
+            standin_builder.build_standin if r.standin else standalone_builder.build_standalone
+        )
         second = build_again(again, **settings)
         result = compare_builds(builds[r.old_version], second)
         return [
@@ -262,8 +302,6 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         ]
 
     def verify_releases() -> list[str]:
-        from release.verify_release import verify_release
-
         lines = []
         for version in (r.old_version, r.new_version):
             result = verify_release(

@@ -1,7 +1,7 @@
 """The CycloneDX SBOM of a build, from the same inventory as its notices.
 
 :func:`render_sbom` (cyclonedx-python-lib, CycloneDX 1.6 JSON) lists every component of a
-build folder (:mod:`release.inventory`) with its licence and Package URL, and nests under each
+build folder (:mod:`release.bill.inventory`) with its licence and Package URL, and nests under each
 component the files of the folder that come from it, each with its SHA-256: the SBOM is the
 build's file list. It is deterministic: the serial number is derived from the content, the
 timestamp is ``SOURCE_DATE_EPOCH`` (else 0), so two builds of one commit give the same bytes.
@@ -20,16 +20,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from release.components import ComponentKind
-from updater.errors import ParseError, VerificationError
+from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+
+from release.bill.components import ComponentKind
+from release.folder.archive import source_date_epoch
+from release.folder.layout import SBOM_NAME
+from release.folder.walk import BuildFolderError, build_files
+from release.textdiff import name_some
+from updater.errors import NetworkError, ParseError, VerificationError
+from updater.files import sha256_file
 
 if TYPE_CHECKING:
-    from release.components import Component
-    from release.inventory import Inventory, ShippedFile
+    from release.bill.components import Component
+    from release.bill.inventory import Inventory, ShippedFile
     from updater.sources.base import ReleaseSource
     from updater.trust.layers import VerificationLog, VerifiedRelease
 
-SBOM_NAME = "sbom.cdx.json"  # inside a build folder (and so in every archive)
 MAX_SBOM_BYTES = 16 * 1024 * 1024
 LAYER_SBOM = "sbom"
 
@@ -40,8 +46,11 @@ def sbom_asset_name(target: str) -> str:
 
 
 def _licences(expression: str) -> list[Any]:
-    from cyclonedx.model.license import DisjunctiveLicense, LicenseExpression
-    from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
+    # deferred: cyclonedx takes 0.19 s to import; only an SBOM needs it
+    from cyclonedx.model.license import (
+        DisjunctiveLicense,
+        LicenseExpression,
+    )
 
     try:
         return [LicenseExpression(canonicalize_license_expression(expression))]
@@ -50,8 +59,15 @@ def _licences(expression: str) -> list[Any]:
 
 
 def _file_component(shipped: ShippedFile) -> Any:
-    from cyclonedx.model import HashAlgorithm, HashType
-    from cyclonedx.model.component import Component, ComponentType
+    # deferred: cyclonedx takes 0.19 s to import; only an SBOM needs it
+    from cyclonedx.model import (
+        HashAlgorithm,
+        HashType,
+    )
+    from cyclonedx.model.component import (
+        Component,
+        ComponentType,
+    )
 
     return Component(
         name=shipped.path,
@@ -62,9 +78,18 @@ def _file_component(shipped: ShippedFile) -> Any:
 
 
 def _component(component: Component, files: list[ShippedFile]) -> Any:
-    from cyclonedx.model import Property
-    from cyclonedx.model.component import Component as CdxComponent
-    from cyclonedx.model.component import ComponentType
+    # deferred: cyclonedx takes 0.19 s to import; only an SBOM needs it
+    from cyclonedx.model import (
+        Property,
+    )
+    from cyclonedx.model.component import (
+        Component as CdxComponent,
+    )
+    from cyclonedx.model.component import (
+        ComponentType,
+    )
+
+    # deferred: with cyclonedx, only an SBOM needs it
     from packageurl import PackageURL
 
     kinds = {
@@ -98,13 +123,23 @@ def render_sbom(
     the one its SBOM carries (:func:`sbom_timestamp`): the time is when it was built, not
     checked.
     """
-    from cyclonedx.model import Property
-    from cyclonedx.model.bom import Bom, BomMetaData
-    from cyclonedx.model.component import Component as CdxComponent
-    from cyclonedx.model.component import ComponentType
-    from cyclonedx.output.json import JsonV1Dot6
-
-    from release.package import source_date_epoch
+    # deferred: cyclonedx takes 0.19 s to import; only an SBOM needs it
+    from cyclonedx.model import (
+        Property,
+    )
+    from cyclonedx.model.bom import (
+        Bom,
+        BomMetaData,
+    )
+    from cyclonedx.model.component import (
+        Component as CdxComponent,
+    )
+    from cyclonedx.model.component import (
+        ComponentType,
+    )
+    from cyclonedx.output.json import (
+        JsonV1Dot6,
+    )
 
     files = [*inventory.files, *extra_files]
     listing = "".join(f"{f.sha256}  {f.path}\n" for f in sorted(files, key=lambda f: f.path))
@@ -191,10 +226,7 @@ def sbom_files(raw: bytes, *, what: str = "the SBOM") -> dict[str, str]:
 
 def folder_files(folder: Path, *, skip: tuple[str, ...] = (SBOM_NAME,)) -> dict[str, str]:
     """``{path: sha256}`` of every file (and link, by its target) below ``folder``, as
-    :func:`release.folder.build_files` lists them (one rule for links everywhere)."""
-    from release.folder import build_files
-    from updater.files import sha256_file
-
+    :func:`release.folder.walk.build_files` lists them (one rule for links everywhere)."""
     return {
         entry.path: sha256_file(entry.content)
         for entry in build_files(folder)
@@ -212,9 +244,6 @@ def check_sbom_matches(raw: bytes, folder: Path, *, what: str) -> int:
         listed = sbom_files(raw, what=what)
     except ParseError as exc:
         raise VerificationError(f"verification failed ({LAYER_SBOM}): {exc.message}") from None
-    from release.folder import BuildFolderError
-    from release.textdiff import name_some
-
     try:
         present = folder_files(folder)
     except BuildFolderError as exc:
@@ -247,8 +276,6 @@ def check_release_sbom(
     """``mux-release verify``, right after the archive of ``target`` was unpacked: the
     release's SBOM of that target is listed in the (verified) ``SHA256SUMS``, has that digest,
     and lists exactly the files of the unpacked archive."""
-    from updater.errors import NetworkError
-
     name = sbom_asset_name(target)
 
     def fail(message: str) -> VerificationError:

@@ -1,6 +1,6 @@
 """The bill of a build folder: its third-party notices and its SBOM, written and checked.
 
-Both come from one :class:`release.inventory.Inventory` of the folder, taken in the environment
+Both come from one :class:`release.bill.inventory.Inventory` of the folder, taken in the environment
 that built it: :func:`write_build_bill` (the last step of ``mux-release build``) writes
 ``THIRD_PARTY_NOTICES.md`` and ``sbom.cdx.json`` at the top of the folder, so they ship in the
 archive's version folder; :func:`check_build` (``mux-release notices --check-build DIR``, run by
@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from release.inventory import Inventory, ShippedFile, SystemLookup, take_inventory
-from release.notices import Distribution, render_build_notices
-from release.sbom import SBOM_NAME, render_sbom, sbom_timestamp
+from release.bill.inventory import Inventory, ShippedFile, SystemLookup, take_inventory
+from release.bill.notices import Distribution, render_build_notices
+from release.bill.sbom import render_sbom, sbom_timestamp
+from release.folder.layout import SBOM_NAME
 from release.textdiff import name_some
 from updater.config.buildinfo import NOTICES_NAME
 from updater.errors import MuxError
@@ -67,7 +68,7 @@ def compose_bill(
     built_at: datetime | None = None,
 ) -> Bill:
     """The notices and SBOM ``folder`` should carry (nothing written); ``built_at`` is the
-    SBOM's time (default: ``SOURCE_DATE_EPOCH``, :func:`release.sbom.render_sbom`)."""
+    SBOM's time (default: ``SOURCE_DATE_EPOCH``, :func:`release.bill.sbom.render_sbom`)."""
     inventory = take_inventory(
         folder, pins_path=pins_path, distributions=distributions, system_lookup=system_lookup
     )

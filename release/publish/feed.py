@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.formats import format_releases_json
-from release.signing import SecretKey
+from release.publish.formats import format_releases_json
+from release.publish.signing import SecretKey
 from updater.errors import MuxError, ParseError, UsageError, VerificationError
 from updater.files import atomic_write
 from updater.formats.minisign import PublicKey, verify, verify_trusted_comment

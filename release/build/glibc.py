@@ -5,9 +5,9 @@ of its ELF files asks for (the dynamic linker refuses older ones with "version `
 not found"). The floor is :data:`GLIBC_FLOOR` (manylinux2014); from it follow
 
 * the wheel platform a gnu build job installs for (:func:`wheel_platform`, e.g.
-  ``x86_64-manylinux_2_17``: ``python3 -m release.glibc wheel-platform TARGET`` prints it for
-  the workflow before anything is installed, so this module needs only the standard library
-  at import time);
+  ``x86_64-manylinux_2_17``: ``python3 -m release.build.glibc wheel-platform TARGET`` prints
+  it for the workflow before anything is installed, so this module needs only the standard
+  library at import time);
 * what a gnu build takes from the system instead of shipping it (:data:`SYSTEM_LIBRARIES`,
   :func:`leave_out_system_libraries`): ``libgcc_s.so.1``. glibc itself loads it (unwinding,
   ``pthread_cancel``, ``pthread_exit``) and every distribution installs it with glibc
@@ -34,7 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from release.folder import build_files
+from packaging.version import InvalidVersion, Version
+
+from release.folder.walk import build_files
+from release.textdiff import name_some
 from updater.errors import MuxError, UsageError
 
 if TYPE_CHECKING:
@@ -66,7 +69,6 @@ def wheel_platform(target: str, floor: str = GLIBC_FLOOR) -> str:
 
 
 def _parse(text: str) -> Version:
-    from packaging.version import Version
 
     return Version(text)
 
@@ -100,8 +102,6 @@ class GlibcRequirement:
     def describe(self) -> str:
         if self.version is None:
             return f"{self.elf_files} ELF files, none needs a versioned glibc symbol"
-        from release.textdiff import name_some
-
         return (
             f"needs glibc {self.version} ({self.elf_files} ELF files; the newest symbols are "
             f"asked for by {name_some(self.files, MAX_NAMED)})"
@@ -150,9 +150,6 @@ def required_glibc(folder: Path) -> GlibcRequirement:
 def check_glibc_floor(folder: Path, floor: str = GLIBC_FLOOR) -> GlibcRequirement:
     """``required_glibc``, failing when the build needs more than ``floor`` (naming every file
     above it, with what it needs) or more of the system's libgcc_s than :data:`LIBGCC_FLOOR`."""
-    from packaging.version import InvalidVersion
-
-    from release.textdiff import name_some
 
     try:
         _parse(floor)
@@ -200,16 +197,16 @@ def leave_out_system_libraries(folder: Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python3 -m release.glibc wheel-platform TARGET``: for the workflow, before the release
-    tooling's dependencies are installed (standard library only)."""
+    """``python3 -m release.build.glibc wheel-platform TARGET``: for the workflow, before the
+    release tooling's dependencies are installed (standard library only)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 2 or args[0] != "wheel-platform":
-        print("usage: python3 -m release.glibc wheel-platform TARGET", file=sys.stderr)
+        print("usage: python3 -m release.build.glibc wheel-platform TARGET", file=sys.stderr)
         return 2
     try:
         print(wheel_platform(args[1]))
     except UsageError as exc:
-        print(f"release.glibc: {exc.message}", file=sys.stderr)
+        print(f"release.build.glibc: {exc.message}", file=sys.stderr)
         return 2
     return 0
 

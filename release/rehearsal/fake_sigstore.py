@@ -42,6 +42,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
+from release.publish.package import rehash_sums
+from updater.formats import models
 from updater.timestamps import rfc3339
 
 GITHUB_URL = "https://github.com"
@@ -496,9 +498,6 @@ class FakeSigstore:
         """Attest a release folder's archives and manifest as the release workflow does, for
         ``refs/tags/v<version>`` of ``repository``; writes the bundle next to them, lists it in
         ``SHA256SUMS`` (rehashed) and returns its path. Signing is left to the caller."""
-        from release.package import rehash_sums
-        from updater.formats import models
-
         subjects = {
             p.name: hashlib.sha256(p.read_bytes()).hexdigest()
             for p in release_dir.iterdir()

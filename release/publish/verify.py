@@ -7,7 +7,7 @@ unpacked into a scratch folder, and the one built for this machine smoke-tested.
 layer's result is reported. On top of ``mux update``'s layers, right after each archive is
 unpacked (and before its build runs), it checks the archive's SBOM (``mux-<target>.cdx.json``,
 covered by the signed ``SHA256SUMS``): present, and listing exactly the files the archive
-unpacks to (:func:`release.sbom.check_release_sbom`).
+unpacks to (:func:`release.bill.sbom.check_release_sbom`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release.sbom import check_release_sbom
+from release.bill.sbom import check_release_sbom
+from updater.config import settings as mux_settings
 from updater.config.settings import Settings
+from updater.config.targets import detect_target_or_empty
 from updater.core.request import ReleaseRequest
 from updater.errors import UsageError
 from updater.formats import models
@@ -54,9 +56,6 @@ def verify_release(
     ``settings`` (default: read from the environment) gives GitHub's URLs, the HTTP limits
     and, unless ``trusted_root`` is given, the Sigstore trust root.
     """
-    from updater.config import settings as mux_settings
-    from updater.config.targets import detect_target_or_empty
-
     settings = settings or mux_settings.load()
     policy = TrustPolicy.for_release(
         tuple(keys),

@@ -15,13 +15,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from release.pins import Pin, PinnedAsset, check_file_against_pin, load_pins
+from release.pins.pinfile import Pin, PinnedAsset, check_file_against_pin, load_pins, shipped_pins
+from updater.cli.render import make_progress
+from updater.config import settings as mux_settings
+from updater.config.targets import TARGETS
 from updater.errors import UsageError
 from updater.files import sha256_file
+from updater.net.client import HttpClient
+from updater.net.download import download
+from updater.net.hosts import HostPolicy
+from updater.sources.github import GITHUB_DOWNLOAD_HOSTS
+from updater.urls import url_origin
 
 if TYPE_CHECKING:
     from updater.config.settings import HttpSettings, Settings
-    from updater.net.client import HttpClient
 
 
 @dataclass(frozen=True)
@@ -34,11 +41,6 @@ class Fetched:
 
 
 def _client_for(url: str, http: HttpSettings) -> HttpClient:
-    from updater.net.client import HttpClient
-    from updater.net.hosts import HostPolicy
-    from updater.sources.github import GITHUB_DOWNLOAD_HOSTS
-    from updater.urls import url_origin
-
     origin = url_origin(url)
     policy = HostPolicy(
         allowed_hosts=frozenset({*GITHUB_DOWNLOAD_HOSTS, origin, urlsplit(url).hostname or ""}),
@@ -50,9 +52,6 @@ def _client_for(url: str, http: HttpSettings) -> HttpClient:
 def fetch_one(
     pin: Pin, item: PinnedAsset, out: Path, *, quiet: bool, bar: bool, http: HttpSettings
 ) -> Fetched:
-    from updater.cli.render import make_progress
-    from updater.net.download import download
-
     assert item.url is not None and item.sha256 is not None
     destination = out / item.asset
     if destination.is_file() and sha256_file(destination) == item.sha256:
@@ -81,10 +80,6 @@ def fetch_artifacts(
 ) -> list[Fetched]:
     """``settings`` (default: read from the environment) give the HTTP limits and whether a
     progress bar may be drawn."""
-    from release.build import shipped_pins
-    from updater.config import settings as mux_settings
-    from updater.config.targets import TARGETS
-
     if target not in TARGETS:
         raise UsageError(f"{target!r} is not a published target", hint=", ".join(TARGETS))
     wanted = shipped_pins(load_pins(pins_path), target)

@@ -1,7 +1,7 @@
 """Reproducible builds as a checked property: two builds of one commit must be identical.
 
 :func:`compare_builds` packages two build folders of the same target the deterministic way
-(:func:`release.package.write_archive`, ``SOURCE_DATE_EPOCH`` for member times) and compares
+(:func:`release.folder.archive.write_archive`, ``SOURCE_DATE_EPOCH`` for member times) and compares
 the archives byte for byte; when they differ it names the files whose bytes, modes or links
 differ, so the report says what is not reproducible. ``mux-release compare-builds A B`` runs it
 (the release workflow compares a second, independent build of one target with the first;
@@ -23,7 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.folder import DIRECTORY, LINK, build_files
+from release.folder.archive import write_archive
+from release.folder.layout import read_build_info
+from release.folder.walk import DIRECTORY, LINK, build_files
 from release.textdiff import name_some
 from updater.errors import MuxError, ParseError
 from updater.files import sha256_file
@@ -121,8 +123,6 @@ def compare_builds(
 ) -> Comparison:
     """Package both build folders and compare the archives; raise :class:`NotReproducible`
     unless they are identical or (``environments``) were made on different machines."""
-    from release.package import read_build_info, write_archive
-
     infos = [read_build_info(Path(folder)) for folder in (first, second)]
     if infos[0].target != infos[1].target or infos[0].version != infos[1].version:
         raise MuxError(

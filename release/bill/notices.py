@@ -34,22 +34,25 @@ import hashlib
 import platform
 import re
 import sysconfig
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from release.components import Component, ComponentKind
-from release.pins import Pin, PinnedAsset, load_pins, pin_marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from release.bill.components import Component, ComponentKind, LicenceText, normalise_text
+from release.checkout import REPO_ROOT
+from release.pins.pinfile import Pin, PinnedAsset, load_pins, pin_marker
 from release.textdiff import capped_unified_diff
 from updater.errors import MuxError
-from updater.files import atomic_write
 
 ROOT_DISTRIBUTION = "mux"
-PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+PYPROJECT = REPO_ROOT / "pyproject.toml"
 OVERRIDES_NAME = "overrides.toml"
-TEXT_ID_LENGTH = 12
 MAX_DIFF_LINES = 200
 
 # The standalone build's runtime components (see the module docstring).
@@ -72,22 +75,6 @@ class NoticesError(MuxError):
 
 class StaleNoticesError(MuxError):
     """THIRD_PARTY_NOTICES.md differs from what the current inputs generate."""
-
-
-@dataclass(frozen=True)
-class LicenceText:
-    """One licence file: where it comes from (a stable label) and its normalised text."""
-
-    label: str
-    text: str
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
-
-    @property
-    def text_id(self) -> str:
-        return self.sha256[:TEXT_ID_LENGTH]
 
 
 @dataclass(frozen=True)
@@ -122,19 +109,7 @@ class RuntimeComponent:
     licence_text: LicenceText
 
 
-def normalise_text(raw: bytes) -> str:
-    """Licence bytes to text: UTF-8 (else Latin-1), no BOM, LF, no trailing blanks."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("latin-1")
-    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    lines = [line.rstrip() for line in text.split("\n")]
-    return "\n".join(lines).strip("\n") + "\n"
-
-
 def _normalise_name(name: str) -> str:
-    from packaging.utils import canonicalize_name
 
     return str(canonicalize_name(name))
 
@@ -204,7 +179,6 @@ def project_dependencies(pyproject: Path = PYPROJECT) -> list[str]:
     Release jobs run the tooling from the source tree without installing the project (nothing
     is built there, docs/release.md), so mux's own distribution metadata is not installed.
     """
-    import tomllib
 
     try:
         doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
@@ -225,7 +199,6 @@ def _root_requirements(root: str) -> list[str]:
 
 def _requirement_closure(root: str) -> list[metadata.Distribution]:
     """The installed runtime closure of ``root`` (itself excluded), markers evaluated here."""
-    from packaging.requirements import InvalidRequirement, Requirement
 
     seen: dict[str, metadata.Distribution] = {}
     followed: set[tuple[str, str]] = set()
@@ -276,7 +249,6 @@ class Override:
 
 def load_overrides(path: Path) -> dict[str, Override]:
     """``overrides.toml``: ``[distributions.<name>]`` with ``file``, ``sha256`` and ``reason``."""
-    import tomllib
 
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -635,7 +607,7 @@ def render_notices(
 
 
 def _component_entry(component: Component) -> _Entry:
-    """An entry for a :class:`release.components.Component` (what a build folder ships)."""
+    """An entry for a :class:`release.bill.components.Component` (what a build folder ships)."""
     lines = [f"- Part: {component.role}", f"- Licence: {component.licence}"]
     if component.source:
         lines.insert(1, f"- From: {component.source}")
@@ -723,12 +695,3 @@ def check_notices(path: Path, expected: str) -> str | None:
     if current == expected:
         return None
     return notices_diff(current, expected, name=path.name)
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8, LF) to ``path`` via a temp file in the same folder + rename."""
-    try:
-        mode = path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        mode = 0o644  # a committed file, readable by all like the rest of the checkout
-    atomic_write(path, text.encode("utf-8"), mode=mode)

@@ -1,7 +1,7 @@
 """What a build folder ships, file by file: the data behind its notices and its SBOM.
 
 :func:`take_inventory` maps every file of a ``mux-<target>/`` build folder (as
-:func:`release.folder.build_files` lists it) to the component it comes from, in this order (the
+:func:`release.folder.walk.build_files` lists it) to the component it comes from, in this order (the
 first rule that claims a file wins):
 
 1. mux itself: its build info (``updater/_build_info.json``); for a stand-in also the Python
@@ -33,7 +33,7 @@ like an unmapped file.
 
 Collection does I/O (hashing, ``importlib.metadata``, ``dpkg``/``apk``); the rules are small
 functions that return the component a file belongs to, and :func:`build_inventory` alone
-records them. Rendering (:mod:`release.notices`, :mod:`release.sbom`) is pure.
+records them. Rendering (:mod:`release.bill.notices`, :mod:`release.bill.sbom`) is pure.
 """
 
 from __future__ import annotations
@@ -47,21 +47,36 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from release.components import (
+from release.bill.components import (
     MAPPED_BY_BYTES,
     MAPPED_BY_NAME,
     MAPPED_BY_PATH,
     Component,
     ComponentKind,
+    LicenceText,
+    normalise_text,
 )
-from release.folder import BuildEntry, build_files
-from release.notices import LicenceText, NoticesError, normalise_text
-from release.sbom import SBOM_NAME
+from release.bill.notices import (
+    OVERRIDES_NAME,
+    Distribution,
+    NoticesError,
+    RuntimeComponent,
+    load_overrides,
+    pinned_artifacts,
+    shipped_distributions,
+    standalone_components,
+)
+from release.checkout import RELEASE_DIR, REPO_ROOT
+from release.folder.layout import LAUNCHER_HEADER, SBOM_NAME, VENDOR_DIR_NAME, read_build_info
+from release.folder.walk import BuildEntry, build_files
+from release.pins.pinfile import Pin, PinnedAsset, load_pins
 from updater.config.buildfolder import BUILD_INFO_NAME, CODE_PACKAGE, the_build_info
 from updater.config.buildinfo import NOTICES_NAME
 from updater.errors import MuxError
@@ -70,12 +85,9 @@ from updater.files import sha256_file
 if TYPE_CHECKING:
     from importlib import metadata
 
-    from release.notices import Distribution, RuntimeComponent
-    from release.pins import Pin, PinnedAsset
-
 BILL_DOCUMENTS = (NOTICES_NAME, SBOM_NAME)
-LIBRARY_TABLE = Path(__file__).resolve().parent / "licenses" / "shared-libraries.toml"
-REPO_LICENCE = Path(__file__).resolve().parent.parent / "LICENSE"
+LIBRARY_TABLE = RELEASE_DIR / "licenses" / "shared-libraries.toml"
+REPO_LICENCE = REPO_ROOT / "LICENSE"
 
 MUX_KEY = "mux"
 CPYTHON_KEY = "cpython"
@@ -139,7 +151,6 @@ class LibraryTable:
 
 
 def load_library_table(path: Path = LIBRARY_TABLE) -> LibraryTable:
-    import tomllib
 
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -445,16 +456,15 @@ def _claim_mux(rel: str | None, sources: _Sources) -> Component | None:
     if rel == f"{CODE_PACKAGE}/{BUILD_INFO_NAME}" or (
         not sources.standalone
         and rel is not None
-        and rel.endswith(".py")
-        and (rel.startswith("updater/") or rel == "mux_entry.py")
+        and (
+            (rel.startswith("updater/") and rel.endswith((".py", ".pyc"))) or rel == "mux_entry.py"
+        )
     ):
         return _mux_component(sources)
     return None
 
 
 def _claim_pin(path: str, sha256: str, sources: _Sources) -> Component | None:
-    from release.build import VENDOR_DIR_NAME
-
     parts = PurePosixPath(path).parts
     if len(parts) != 3 or parts[0] != VENDOR_DIR_NAME:
         return None
@@ -471,8 +481,6 @@ def _claim_pin(path: str, sha256: str, sources: _Sources) -> Component | None:
 
 
 def _pin_component(pin: Pin, item: PinnedAsset, sources: _Sources) -> Component:
-    from release.notices import pinned_artifacts
-
     (artifact,) = pinned_artifacts([pin], sources.pins_dir)
     return Component(
         key=f"pin:{pin.name}",
@@ -527,8 +535,6 @@ def _claim_launcher_or_bootloader(path: str, absolute: Path, sources: _Sources) 
     if path != "mux":
         return None
     if not _is_binary(absolute):
-        from release.build import LAUNCHER_HEADER
-
         with open(absolute, "rb") as stream:
             head = stream.read(len(LAUNCHER_HEADER.encode()))
         return _mux_component(sources) if head == LAUNCHER_HEADER.encode() else None
@@ -676,16 +682,6 @@ def collect_sources(
     library_table: Path = LIBRARY_TABLE,
 ) -> _Sources:
     """Gather what :func:`build_inventory` consults, from this (the build's) environment."""
-    from importlib import metadata as importlib_metadata
-
-    from release.notices import (
-        OVERRIDES_NAME,
-        load_overrides,
-        shipped_distributions,
-        standalone_components,
-    )
-    from release.package import read_build_info
-    from release.pins import load_pins
 
     info = read_build_info(root)
     pins = load_pins(pins_path) if pins_path is not None and pins_path.is_file() else []

@@ -1,0 +1,170 @@
+"""The stand-in build: a fast mux for tests and the release rehearsal, no PyInstaller.
+
+:func:`build_standin` writes a build folder of the same layout as the standalone build
+(:mod:`release.folder.layout`): a POSIX ``sh`` launcher ``mux`` (starting with
+:data:`~release.folder.layout.LAUNCHER_HEADER`, so the inventory knows it) that runs a copy of the
+``updater`` package with a given Python, its build info, the pinned artifacts and its bill, by
+the same steps (:mod:`release.build.steps`). Stand-in builds are never published.
+"""
+
+from __future__ import annotations
+
+import py_compile
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from release.build.steps import (
+    PACKAGE_DIR,
+    BuildError,
+    check_pinned_artifacts,
+    fresh_output_folder,
+    make_build_info,
+    resolve_target,
+    vendor_pinned_artifacts,
+    write_bill,
+    write_build_info,
+)
+from release.folder.layout import LAUNCHER_HEADER
+from updater.config.buildfolder import BUILD_INFO_NAME
+from updater.config.buildinfo import POLICY_FILE, BuildInfo
+
+
+def _copy_updater_package(destination: Path) -> None:
+    """The checkout's ``updater`` package, with its modules compiled, as a real build ships
+    them (in its module archive): a stand-in's every start would otherwise compile them all.
+
+    The bytecode is checked against its source by hash, not by time: an archive's members
+    carry one normalised time (release.folder.archive), and a test that edits a stand-in's
+    module gets that module compiled from its new source, as any Python would."""
+    shutil.copytree(
+        PACKAGE_DIR,
+        destination,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", BUILD_INFO_NAME),
+    )
+    # In a process of its own with a fixed hash seed: the order a set literal is marshalled
+    # in follows its strings' hashes, which are random in every other process.
+    compiled = subprocess.run(
+        [
+            *(sys.executable, "-E", "-c", _COMPILE, str(destination)),
+            py_compile.PycInvalidationMode.CHECKED_HASH.name,
+        ],
+        env={"PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if compiled.returncode != 0:
+        raise BuildError(
+            f"cannot compile the updater package copied into {destination}: "
+            + (compiled.stdout + compiled.stderr).strip()[-300:]
+        )
+
+
+# ddir: the name the bytecode records for its source, not this folder's, so that two builds
+# are identical.
+_COMPILE = """\
+import compileall, py_compile, sys
+mode = py_compile.PycInvalidationMode[sys.argv[2]]
+ok = compileall.compile_dir(sys.argv[1], ddir="updater", quiet=1, invalidation_mode=mode)
+sys.exit(0 if ok else 1)
+"""
+
+
+_LAUNCHER = (
+    LAUNCHER_HEADER
+    + """\
+# Resolve our real location: <bin>/mux is a symlink into MUX_HOME/versions/<version>/.
+self=$(readlink -f -- "$0" 2>/dev/null) || self=
+if [ -z "$self" ]; then
+    self=$0
+    while [ -L "$self" ]; do
+        link=$(readlink -- "$self") || break
+        case $link in
+            /*) self=$link ;;
+            *) self=$(dirname -- "$self")/$link ;;
+        esac
+    done
+fi
+here=$(cd -P -- "$(dirname -- "$self")" && pwd -P) || exit 1
+# -B: never write __pycache__ into the installed folder (its file list is checked later).
+# MUX_STANDIN_LAUNCHER tells the entry point how it was invoked (as argv[0] of a frozen build).
+MUX_STANDIN_LAUNCHER=$0 exec {python} -E -B "$here/lib/mux_entry.py" "$@"
+"""
+)
+
+_STANDIN_ENTRY = """\
+# mux stand-in entry point: our own copy of the updater package comes first on sys.path.
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Behave like a standalone (frozen) build: argv[0] is the command the user ran, so that
+# `mux server restart` and friends re-run <bin>/mux, which mux update switches.
+sys.frozen = True
+sys.argv[0] = os.environ.pop("MUX_STANDIN_LAUNCHER", sys.argv[0])
+
+from updater.__main__ import main
+
+sys.exit(main())
+"""
+
+
+def build_standin(
+    out_dir: Path,
+    *,
+    version: str,
+    protocol_version: int,
+    repo: str,
+    minisign_keys: Sequence[str],
+    target: str | None = None,
+    python: str = sys.executable,
+    report_version: str | None = None,
+    report_target: str | None = None,
+    pins_path: Path | None = None,
+    artifacts_dir: Path | None = None,
+    policy_file: str = POLICY_FILE,
+) -> Path:
+    """A stand-in build in ``out_dir/mux-<target>/`` (returned): ``mux`` + ``lib/``.
+
+    ``report_version``/``report_target`` bake a build info that disagrees with the declared
+    version/target, to test that consumers catch a lying build. ``pins_path`` and
+    ``artifacts_dir``: the pinned artifacts to ship under ``vendor/`` (module docstring).
+    """
+    target = resolve_target(target)
+    declared = make_build_info(
+        version=version,
+        protocol_version=protocol_version,
+        target=target,
+        repo=repo,
+        minisign_keys=minisign_keys,
+        policy_file=policy_file,
+    )
+    baked = BuildInfo(
+        version=report_version if report_version is not None else declared.version,
+        protocol_version=declared.protocol_version,
+        target=report_target if report_target is not None else declared.target,
+        repo=declared.repo,
+        development=False,
+        trust=declared.trust,
+        policy_file=declared.policy_file,
+    )
+    pinned = check_pinned_artifacts(pins_path, artifacts_dir, target)
+    folder = fresh_output_folder(out_dir, target)
+    try:
+        vendor_pinned_artifacts(pinned, folder)
+        lib = folder / "lib"
+        _copy_updater_package(lib / "updater")
+        write_build_info(lib / "updater", baked)
+        (lib / "mux_entry.py").write_text(_STANDIN_ENTRY, encoding="utf-8")
+        launcher = folder / "mux"
+        launcher.write_text(_LAUNCHER.format(python=shlex.quote(python)), encoding="utf-8")
+        launcher.chmod(0o755)
+        write_bill(folder, pins_path)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
