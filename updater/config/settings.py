@@ -183,18 +183,25 @@ def load(
     return apply_policy(settings, policy, environ=environ, flags=flags, build_repo=build_repo)
 
 
-def load_for(build: BuildInfo, environ: Mapping[str, str] | None = None, **flags: Any) -> Settings:
+def load_for(
+    build: BuildInfo,
+    environ: Mapping[str, str] | None = None,
+    *,
+    user_config: bool = True,
+    **flags: Any,
+) -> Settings:
     """:func:`load` for a command of ``build``: its baked repository, the user's config file
-    (:func:`user_config_path`), the machine policy file it was built to read (a development
-    build: ``MUX_POLICY_FILE``), and the command's ``flags`` (``source``, ``home``,
-    ``trust_keys``, ``skip_attestation``, ``allow_expired_feed``). The one way a command of
-    mux loads its settings."""
+    (:func:`user_config_path`; ``user_config=False``: not read, for a server whose config
+    file is broken and that still watches its link), the machine policy file it was built to
+    read (a development build: ``MUX_POLICY_FILE``), and the command's ``flags`` (``source``,
+    ``home``, ``trust_keys``, ``skip_attestation``, ``allow_expired_feed``). The one way a
+    command of mux loads its settings."""
     return load(
         environ,
         build_repo=build.repo,
         policy_file=build.policy_file,
         development=build.development,
-        config_file=user_config_path(),
+        config_file=user_config_path() if user_config else None,
         **flags,
     )
 

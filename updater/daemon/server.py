@@ -45,7 +45,7 @@ from urllib.parse import urlsplit
 
 from updater.config import buildinfo
 from updater.config.buildinfo import current_mux_command
-from updater.config.settings import load, load_for
+from updater.config.settings import load_for
 from updater.core.verdicts import restart_command_for
 from updater.daemon.hub import WatchHub
 from updater.daemon.notices import ServerNotices
@@ -411,9 +411,7 @@ def _start_notices(hub: WatchHub, fields: Mapping[str, Any], display: str) -> An
             # The user's config.toml is broken: each background check says so (in this log)
             # until it is fixed, and this server still watches its link meanwhile.
             _log(exc.message)
-            settings = load(
-                build_repo=info.repo, policy_file=info.policy_file, development=info.development
-            )
+            settings = load_for(info, user_config=False)
         notices = ServerNotices(
             hub,
             server_version=str(fields.get("version")),
