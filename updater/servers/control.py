@@ -55,7 +55,7 @@ STOP_TIMEOUT = 5.0
 ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
 # A server that fails to come up is asked to stop (SIGTERM to its whole process group), then
 # killed after this long; nothing it started outlives the failure.
-STOP_GRACE = 0.5
+STOP_GRACE = 0.2
 FAILED_LOG_SUFFIX = ".failed"  # <name>.log.failed: the log of the last start that failed
 
 
