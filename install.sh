@@ -2430,6 +2430,17 @@ read_policy() {
                 esac
                 ;;
             allow_expired_feed:b) policy_allow_expired=$rp_value ;;
+            # What a user's config.toml may set, fixed for everyone: automatic installs by a
+            # server's background check, and their downloads on metered connections. They
+            # change nothing for install.sh (an install someone runs by hand), but a policy
+            # that holds them is read, and checked, as mux reads it.
+            auto_install:s)
+                case $rp_value in
+                    off | compatible | all) ;;
+                    *) policy_unusable "auto_install = \"$rp_value\" is not \"off\" or \"compatible\" or \"all\"" ;;
+                esac
+                ;;
+            download_on_metered:b) ;;
             trusted_keys:a | download_hosts:a)
                 rp_count=$rp_value
                 [ "$rp_count" -le 16 ] || policy_unusable "$rp_key holds more than 16 entries"
@@ -2453,10 +2464,10 @@ read_policy() {
                 esac
                 policy_hosts="$policy_hosts $rp_value"
                 ;;
-            updates:* | source:* | github_url:* | github_api_url:* | repo:* | allow_expired_feed:* | trusted_keys:* | download_hosts:*)
+            updates:* | source:* | github_url:* | github_api_url:* | repo:* | allow_expired_feed:* | trusted_keys:* | download_hosts:* | auto_install:* | download_on_metered:*)
                 policy_unusable "$rp_key has a value of the wrong kind"
                 ;;
-            *) policy_unusable "'$rp_key' is not a setting mux knows (known: updates, source, github_url, github_api_url, repo, trusted_keys, allow_expired_feed, download_hosts)" ;;
+            *) policy_unusable "'$rp_key' is not a setting mux knows (known: updates, source, github_url, github_api_url, repo, trusted_keys, allow_expired_feed, download_hosts, auto_install, download_on_metered)" ;;
         esac
     done
     set +f

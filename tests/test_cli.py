@@ -102,6 +102,14 @@ def test_anything_else_is_left_to_typer(line: list[str]) -> None:
     assert parse_check(line) is None
 
 
+@pytest.mark.parametrize("flag", NOT_CHECK_FLAGS)
+def test_a_check_line_with_any_flag_that_is_not_a_check_s_goes_to_typer(flag: str) -> None:
+    option = typer_update_options()[flag]
+    value = [] if option.is_flag else ["x"]
+    assert parse_check(["--check", flag, *value]) is None
+    assert parse_check(["--check", "--json", "--max-age", "15m"]) is not None
+
+
 def test_the_typer_command_answers_through_the_same_function() -> None:
     # The one answer: typer's command calls the function the fast path calls.
     assert cli_app.answer_check is cli_check.answer_check

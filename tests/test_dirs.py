@@ -48,7 +48,8 @@ def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., None]:
     monkeypatch.setattr(tempfile, "tempdir", None)
 
     def set_only(**values: str | None) -> None:
-        for name in ("HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "ANDROID_DATA", "ANDROID_ROOT"):
+        names = ("HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "ANDROID_DATA", "ANDROID_ROOT")
+        for name in (*names, "XDG_STATE_HOME", "XDG_CONFIG_HOME"):
             value = values.get(name)
             if value is None:
                 monkeypatch.delenv(name, raising=False)
@@ -88,6 +89,26 @@ def test_the_cache_dir_is_platformdirs(
     env(XDG_CACHE_HOME=cache_home, HOME=home)
     assert _dirs.user_cache_dir() == platformdirs.user_cache_dir("mux", appauthor=False)
     assert asked == ([] if fast else ["platformdirs"])
+
+
+@pytest.mark.parametrize(
+    ("xdg", "home", "fast"),
+    [
+        ("/somewhere/xdg", "/home/someone", True),
+        (None, "/home/someone", True),
+        ("relative/xdg", "/home/someone", True),  # a relative XDG_*_HOME is ignored
+        (None, "relative-home", False),
+        (None, None, False),
+    ],
+)
+def test_the_state_and_config_dirs_are_platformdirs(
+    env: Callable[..., None], asked: list[str], xdg: str | None, home: str | None, fast: bool
+) -> None:
+    """Where the user's update state and config.toml live (the cached check reads both)."""
+    env(XDG_STATE_HOME=xdg and xdg + "/state", XDG_CONFIG_HOME=xdg and xdg + "/config", HOME=home)
+    assert _dirs.user_state_dir() == platformdirs.user_state_dir("mux", appauthor=False)
+    assert _dirs.user_config_dir() == platformdirs.user_config_dir("mux", appauthor=False)
+    assert asked == ([] if fast else ["platformdirs", "platformdirs"])
 
 
 def test_an_android_looking_environment_is_left_to_platformdirs(
@@ -172,6 +193,12 @@ def test_the_macos_dirs_are_platformdirs(
     env(HOME="/Users/someone")
     assert _dirs.user_cache_dir() == platformdirs.user_cache_dir("mux", appauthor=False)
     assert _dirs.user_cache_dir() == "/Users/someone/Library/Caches/mux"
+    for mine, theirs in (
+        (_dirs.user_state_dir, platformdirs.user_state_dir),
+        (_dirs.user_config_dir, platformdirs.user_config_dir),
+    ):
+        assert mine() == theirs("mux", appauthor=False)
+        assert mine() == "/Users/someone/Library/Application Support/mux"
     assert _dirs.user_runtime_dir() == platformdirs_runtime()
     assert _dirs.user_runtime_dir() == "/Users/someone/Library/Caches/TemporaryItems/mux"
     assert asked == []

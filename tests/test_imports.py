@@ -111,6 +111,11 @@ CACHED_CHECK_ALLOWED = {
     "updater.files",  # its reads; what it writes imports pathlib and tempfile when it writes
     "updater.urls",  # a server address may be a loopback URL (urllib only when one is)
     # (updater.config.marker only for a packaged build: buildinfo.packager_marker_file)
+    # Issue 22: the user's skips, hold and failed starts withhold an offer (one small JSON
+    # file read with os.path; its writer's fcntl and pathlib only when it writes), and
+    # their rules. The user's config.toml is read (tomllib) only when there is one.
+    "updater.commands.userstate",
+    "updater.core.userstate",
 }
 
 # With a live server, the cached check reads its status line over a plain Unix socket, from
@@ -122,6 +127,25 @@ SERVER_QUERY_ALLOWED = {
     "shlex",  # the restart command, quoted, for a server that needs one
     "struct",  # the kernel's word on the process behind a Unix socket (SO_PEERCRED)
     "_struct",
+}
+
+# With a config.toml (and only then), the cached check reads it: tomllib and what it imports,
+# and the one reader of it (the rules it shares with the machine policy).
+WITH_CONFIG_ALLOWED = {
+    "updater.config.userconfig",
+    "updater.config.strict",
+    "tomllib",
+    "string",
+    "_string",
+    "datetime",
+    "_datetime",
+    # tomllib's own imports (typing, and what typing and datetime bring): the price of a
+    # config file, paid only by a user who wrote one
+    "typing",
+    "_typing",
+    "contextlib",
+    "warnings",
+    "math",
 }
 
 # Never on a fast path, whatever the allow-lists above become: the libraries of the other
@@ -238,6 +262,29 @@ def test_cached_check_imports_only_its_allow_list(
     for args in (["--max-age", "1h"], ["--max-age", "1h", "--json"]):
         output = cached_check(args, CACHED_CHECK_ALLOWED | SERVER_QUERY_ALLOWED)
         assert "1 live server" in output or "main.sock" in output, output
+
+
+def test_a_config_file_adds_only_its_reader_to_the_cached_check(
+    released_entry: Path, sandbox_env: dict[str, str], keypair: KeyPair, tmp_path: Path
+) -> None:
+    feed = tmp_path / "feed"
+    make_release(feed, "0.2.0", protocol_version=1, keypair=keypair, repo=REPO)
+    env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
+    filled, _ = run_released(released_entry, ["update", "--check", "--json"], env)
+    assert filled.returncode == 10, filled.stderr[-2000:]
+    args = ["update", "--check", "--max-age", "1h", "--json"]
+    result, without = run_released(released_entry, args, env)
+    assert result.returncode == 10 and not matching(without, ["tomllib", "updater.config.strict"])
+    config = Path(env["XDG_CONFIG_HOME"]) / "mux" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('auto_install = "compatible"\n')
+    result, imported = run_released(released_entry, args, env)
+    assert result.returncode == 10, result.stderr[-2000:]
+    assert json.loads(result.stdout)["auto_install"]["mode"] == "compatible"
+    assert "tomllib" in imported
+    extra = outside(imported, CACHED_CHECK_ALLOWED | WITH_CONFIG_ALLOWED)
+    assert extra == [], extra
+    assert not matching(imported, [h for h in HEAVY if h != "typing"])
 
 
 def test_the_cached_check_reads_an_installed_layout_without_pathlib(

@@ -102,6 +102,19 @@ def test_without_a_policy_nothing_changes(script: Path, env: dict[str, str]) -> 
     assert installed_version(env) == "0.2.0"
 
 
+@needs_root
+def test_the_settings_a_user_config_may_make_are_read_and_change_nothing_for_it(
+    script: Path, env: dict[str, str], policy_path: Path
+) -> None:
+    """A policy that fixes auto_install and download_on_metered: install.sh installs by hand,
+    so they change nothing for it, but it reads and checks them (an unknown setting would
+    stop it)."""
+    write_policy(policy_path, 'auto_install = "off"\ndownload_on_metered = false\n')
+    result = run_install(script, env=env)
+    assert result.returncode == 0, result.stderr
+    assert installed_version(env) == "0.2.0"
+
+
 # -- updates ------------------------------------------------------------------------------------
 
 
@@ -285,6 +298,14 @@ BAD_FILES = {
     "a bad key": ('trusted_keys = ["RWQ"]\n', 'trusted_keys: "RWQ" is not a minisign public key'),
     "a string for a bool": ('allow_expired_feed = "yes"\n', "allow_expired_feed has a value of"),
     "a wildcard host": ('download_hosts = ["*.example"]\n', 'download_hosts: "*.example" is not'),
+    "an unknown auto_install": (
+        'auto_install = "sometimes"\n',
+        'auto_install = "sometimes" is not',
+    ),
+    "a string for download_on_metered": (
+        'download_on_metered = "yes"\n',
+        "download_on_metered has a value of",
+    ),
     "an escape": ('updates = "en\\u0061bled"\n', "escapes"),
     "a control character": (b'updates = "enabled\x1b"\n', "a control character"),
 }
@@ -468,8 +489,11 @@ def test_a_policy_both_read_means_the_same(library: Path, tmp_path: Path) -> Non
         f'trusted_keys = [\n  "{key}",  # the mirror\n]\n'
         "allow_expired_feed = true\n"
         'download_hosts = ["storage.example.com", "10.0.0.5:8443"]\n'
+        'auto_install = "off"\n'
+        "download_on_metered = false\n"
     )
     policy = parse_policy(text.encode(), "policy.toml")
+    assert (policy.auto_install, policy.download_on_metered) == ("off", False)
     assert policy.updates == "check-only" and policy.trusted_keys == (key,)
     assert policy.source == "https://mirror.example.com/mux"
     assert tomllib.loads(text)["download_hosts"] == list(policy.download_hosts or ())

@@ -13,6 +13,9 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_VERIFICATION = 3
 EXIT_POLICY = 4  # the machine policy (an administrator's /etc/mux/policy.toml) refuses it
+# `mux server restart`: the new build did not come up healthy, and the server runs the build
+# it ran before again, on the same socket (the restart fell back)
+EXIT_RESTART_FELL_BACK = 5
 EXIT_UPDATE_AVAILABLE = 10
 EXIT_RESTART_NEEDED = 20
 
@@ -74,6 +77,10 @@ class PolicyError(MuxError):
     """The machine policy refuses this, or cannot be read (then it fails closed)."""
 
     exit_code = EXIT_POLICY
+
+
+class ConfigError(MuxError):
+    """The user's config file (``<user config dir>/mux/config.toml``) cannot be used."""
 
 
 class InstallError(MuxError):

@@ -221,10 +221,13 @@ def read_small_file(
         if not follow_links and _is_link(path):  # ELOOP, whose number differs by system
             raise NotReadable("it is a symbolic link") from None
         raise NotReadable(exc.strerror or str(exc)) from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):  # judged before fdopen, which refuses a folder itself
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # judged before fdopen, which refuses a folder itself
+            raise NotReadable("it is not a regular file")
+    except BaseException:
         os.close(fd)
-        raise NotReadable("it is not a regular file")
+        raise
     with os.fdopen(fd, "rb") as handle:
         if inspect is not None:
             inspect(info)

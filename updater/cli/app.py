@@ -18,6 +18,7 @@ from updater.cli.check import CheckFlags, answer_check
 from updater.cli.render import notices_document, report_error, to_json_line
 from updater.cli.server import server_app
 from updater.cli.version import print_version
+from updater.commands import userstate
 from updater.config import buildinfo
 from updater.config.buildinfo import notices_file
 from updater.config.settings import load_for
@@ -25,7 +26,8 @@ from updater.core.request import ReleaseRequest
 from updater.errors import EXIT_USAGE, MuxError, UsageError
 
 EXIT_CODES_HELP = """\
-Exit codes: 0 up to date (or updated, nothing pending); 10 update available;
+Exit codes: 0 up to date (or updated, nothing pending; or the release on offer is skipped,
+held, or failed to start here: --check --json says why in "withheld"); 10 update available;
 20 up to date but a live server speaks another protocol and needs a restart;
 1 error; 2 usage error; 3 verification failed (a signed index or release did not verify,
 expired or went back; nothing was installed);
@@ -165,6 +167,25 @@ def update(
             help="INSECURE: do not check that our release workflow built the release.",
         ),
     ] = False,
+    skip: Annotated[
+        str | None,
+        typer.Option(
+            "--skip",
+            help="Never offer (or install on its own) this version; --unskip X undoes it.",
+        ),
+    ] = None,
+    unskip: Annotated[
+        str | None, typer.Option("--unskip", help="Offer a version skipped with --skip again.")
+    ] = None,
+    hold: Annotated[
+        str | None,
+        typer.Option(
+            "--hold",
+            help="No update offers and no automatic installs for this long (e.g. 7d); "
+            "--version X still installs X.",
+        ),
+    ] = None,
+    unhold: Annotated[bool, typer.Option("--unhold", help="End a --hold now.")] = False,
 ) -> None:
     """Check for, verify and install the newest mux; never stops a server.
 
@@ -176,6 +197,19 @@ def update(
     """
     if prune and (check or rollback or dry_run or version or pre or allow_downgrade):
         raise UsageError("--prune goes alone (with --home, --json)")
+    preference = [
+        flag
+        for flag, given in (("--skip", skip), ("--unskip", unskip), ("--hold", hold))
+        if given is not None
+    ] + (["--unhold"] if unhold else [])
+    if preference:
+        others = check or rollback or dry_run or prune or version or pre or allow_downgrade
+        if len(preference) > 1 or others:
+            raise UsageError(f"{preference[0]} goes alone (with --json)")
+        build = buildinfo.current()
+        done = _state_change(load_for(build), skip=skip, unskip=unskip, hold=hold)
+        print(to_json_line(done.to_json()) if as_json else render.safe_text(done.message))
+        raise typer.Exit(0)
     if check:
         code = answer_check(
             CheckFlags(
@@ -223,6 +257,19 @@ def update(
         )
     print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
     raise typer.Exit(result.exit_code)
+
+
+def _state_change(
+    settings: Any, *, skip: str | None, unskip: str | None, hold: str | None
+) -> userstate.StateChange:
+    """``--skip X``, ``--unskip X``, ``--hold D`` or ``--unhold``: the user's state changed."""
+    if skip is not None:
+        return userstate.skip(settings, skip)
+    if unskip is not None:
+        return userstate.unskip(settings, unskip)
+    if hold is not None:
+        return userstate.hold(settings, hold)
+    return userstate.unhold(settings)
 
 
 def _update_commands() -> Any:

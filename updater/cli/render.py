@@ -195,6 +195,13 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         "install_command": report.install_command,
         "managed_by": report.manager.to_json() if report.manager else None,
         "held_until": report.held_until,
+        # The user's own word (mux update --skip/--hold, config.toml) and what mux learnt
+        # here (failed starts): why nothing is offered, when that is why.
+        "withheld": report.withheld.to_json() if report.withheld else None,
+        "skipped": list(report.state.skipped),
+        "hold_until": report.state.hold_until_text,
+        "failed_versions": [f.to_json() for f in report.state.failed],
+        "auto_install": report.preferences.to_json(),
     }
 
 
@@ -243,6 +250,8 @@ def check_text(report: CheckReport) -> str:
             )
     elif report.held_until is not None:
         lines.append(f"{current} is up to date (mux {offer.version} is not announced yet)")
+    elif report.withheld is not None:
+        lines.append(f"{current}: mux {offer.version} is not offered ({report.withheld.reason})")
     else:
         lines.append(f"{current} is up to date (latest release {offer.tag})")
     for note in report.notes:
@@ -314,6 +323,7 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
         "restart_needed": result.restart_needed,
         "removed_versions": list(result.removed_versions),
         "kept_versions": [kept_document(k) for k in result.kept_versions],
+        "withheld": result.withheld.to_json() if result.withheld else None,
         "plan": (
             {
                 "tag": plan.tag,
@@ -351,6 +361,13 @@ def update_text(result: UpdateResult) -> str:
         return safe_lines(lines)
     if result.action == "pruned":
         return safe_lines(_prune_lines(result))
+    if result.action == "withheld" and result.withheld is not None:
+        kept_back = result.withheld
+        lines.append(f"mux {result.from_version} stays: {kept_back.detail}")
+        lines.append(f"  to have it offered again: {kept_back.undo}")
+        if kept_back.reason != "failed":
+            lines.append(f"  to install it anyway: mux update --version {kept_back.version}")
+        return safe_lines(lines)
     if result.action == "up-to-date":
         lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
     elif result.action == "rolled-back":

@@ -7,6 +7,7 @@ Every failure is one line on stderr with the exit code of its :class:`MuxError`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -24,10 +25,13 @@ from updater.cli.render import (
     to_json_line,
     verdict_document,
 )
+from updater.commands.autoinstall import run_auto_install
+from updater.commands.restart import run_restart
 from updater.config import buildinfo
+from updater.config.settings import Settings, load, load_for, user_config_path
 from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.daemon.background import run_check_child
-from updater.errors import MuxError, UsageError
+from updater.errors import MuxError, PolicyError, UsageError
 from updater.servers.client import (
     DEFAULT_SOCKET_NAME,
     SERVER_URL_ENV,
@@ -38,7 +42,7 @@ from updater.servers.client import (
     query_all,
     runtime_dir,
 )
-from updater.servers.control import restart, start, stop
+from updater.servers.control import start, stop
 from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch, server_event
 
 server_app = typer.Typer(
@@ -131,14 +135,41 @@ def stop_command(
         print(server_line(f"no mux server runs on {address}"))
 
 
-@server_app.command("restart")
+RESTART_EPILOG = """\
+Exit codes: 0 restarted; 5 the new build did not come up (it exited, died, hung, or answered
+as another version or protocol) and the server runs the build it ran before again, on the
+same socket; 1 error (nothing answers there any more when the old build could not be started
+again either); 2 usage error. A version that failed to start is not offered again until a
+newer release or mux update --version X; after two failed starts of the active version the
+mux link goes back to the previous version. MUX_RESTART_TIMEOUT: seconds to wait for the new
+build (default 7).
+"""
+
+
+@server_app.command("restart", epilog=RESTART_EPILOG)
 def restart_command_(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
-    """Stop a server (whatever its protocol) and start this mux's server in its place."""
+    """Stop a server (whatever its protocol) and start this mux's server in its place; if the
+    new build does not answer with its version and protocol, start the old build again."""
 
-    report = _run(lambda: restart(_server_address(name, socket, url)))
+    address = _run(lambda: _server_address(name, socket, url))
+    settings = _run(_restart_settings)
+    done = _run(lambda: run_restart(address, settings))
+    report = done.report
     print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
+
+
+def _restart_settings() -> Settings:
+    """The settings of a restart. A machine policy that cannot be read stops every update,
+    not the user's own servers: the restart then runs as if updates were disabled (its
+    failure is still recorded, and the link is never moved back)."""
+    build = buildinfo.current()
+    try:
+        return load_for(build)
+    except PolicyError:
+        unpolicied = load(build_repo=build.repo, config_file=user_config_path())
+        return unpolicied._replace(updates="disabled")
 
 
 def _verdicts(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
@@ -232,3 +263,20 @@ def check_updates_command(
     """One background check for a server (it runs this in a child process)."""
 
     raise typer.Exit(run_check_child(current, max_age))
+
+
+@server_app.command("auto-install", hidden=True)
+def auto_install_command(
+    version: Annotated[str, typer.Option("--version")],
+    protocol: Annotated[int, typer.Option("--protocol")],
+) -> None:
+    """One automatic install for a server (it runs this in a child process, after a check
+    said the release is due): one JSON object on stdout."""
+
+    try:
+        settings = load_for(buildinfo.current())
+    except MuxError as exc:
+        print(json.dumps({"ok": False, "error": exc.message, "version": version}))
+        return
+    answer = run_auto_install(version, protocol, settings, buildinfo.current())
+    print(json.dumps(answer), flush=True)

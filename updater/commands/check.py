@@ -17,11 +17,12 @@ import os
 import time
 
 from updater.commands import cache
+from updater.commands.userstate import read_state, state_path
 from updater.config import buildinfo
 from updater.config.settings import require_updates
 from updater.config.targets import release_target
 from updater.core.offer import ReleaseOffer
-from updater.core.report import CheckReport, Manager, plan_check
+from updater.core.report import CheckReport, Manager, Preferences, plan_check
 from updater.core.request import ReleaseRequest
 from updater.core.retention import recorded_signed_at
 from updater.errors import MuxError, UsageError
@@ -220,6 +221,20 @@ def _report(
         checked_at=rfc3339(checked_at),
         kept_versions=_kept_versions(settings, build, reports),
         manager=current_manager(settings, build),
+        state=read_state(state_path(settings)),
+        preferences=preferences(settings),
+        notes=settings.overruled,
+    )
+
+
+def preferences(settings: Settings) -> Preferences:
+    """What the settings say of automatic installs, as the check reports it."""
+    return Preferences(
+        auto_install=settings.auto_install,
+        auto_install_set_by=settings.auto_install_set_by,
+        download_on_metered=settings.download_on_metered,
+        download_on_metered_set_by=settings.download_on_metered_set_by,
+        config_file=settings.config_file,
     )
 
 

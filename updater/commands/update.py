@@ -11,20 +11,23 @@ Servers are only ever asked for their status line.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from updater.commands.resolve import resolve_offer
+from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings, require_updates
 from updater.config.targets import release_target
 from updater.core.request import Decision, ReleaseRequest, signed_earlier
 from updater.core.retention import KeptVersion, recorded_signed_at
+from updater.core.userstate import Withheld, withheld, without_failure
 from updater.core.verdicts import ServerVerdict, server_verdicts
-from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, VerificationError
+from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, MuxError, VerificationError
 from updater.install import transaction as install
 from updater.install.layout import Layout, read_record, resolve_layout
 from updater.net.download import NoProgress, Progress
@@ -47,6 +50,7 @@ class UpdateAction(StrEnum):
     ROLLED_BACK = "rolled-back"
     DRY_RUN = "dry-run"
     PRUNED = "pruned"
+    WITHHELD = "withheld"  # the user skipped or held it, or it failed to start here
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class UpdateResult:
     plan: UpdatePlan | None = None
     removed_versions: tuple[str, ...] = ()
     kept_versions: tuple[KeptVersion, ...] = ()
+    withheld: Withheld | None = None
 
     @property
     def restart_needed(self) -> bool:
@@ -103,6 +108,15 @@ class _Silent:
         return NoProgress()
 
 
+class Automatic(NamedTuple):
+    """An install a server's background check makes on its own (auto_install): it obeys the
+    user's skips, holds and failed starts even for the exact release it names, and, with
+    ``protocol_version``, installs only a release that speaks that protocol (the one every
+    live server speaks, for ``auto_install = "compatible"``)."""
+
+    protocol_version: int | None = None
+
+
 def run_update(
     request: ReleaseRequest,
     settings: Settings,
@@ -110,16 +124,20 @@ def run_update(
     build: BuildInfo | None = None,
     dry_run: bool = False,
     events: UpdateEvents | None = None,
+    automatic: Automatic | None = None,
 ) -> UpdateResult:
     """Install the release ``request`` names into the install ``settings`` point at.
 
     A feed's verified index ``seq`` is recorded once the install stands (installed, or
-    already there), never by a dry run or a failure, as install.sh does.
+    already there), never by a dry run or a failure, as install.sh does. A newer release the
+    user's state withholds (skipped, held, failed to start here) is not installed unless the
+    request names it (``--version``), which also forgets its failed starts; an ``automatic``
+    install never passes them.
     """
     require_updates(settings, action="update")
     worker = _early_attestation_worker(settings, dry_run)
     try:
-        return _run_update(request, settings, build, dry_run, events, worker)
+        return _run_update(request, settings, build, dry_run, events, worker, automatic)
     finally:
         if worker is not None:
             worker.close()
@@ -145,6 +163,7 @@ def _run_update(
     dry_run: bool,
     events: UpdateEvents | None,
     worker: AttestationWorker | None,
+    automatic: Automatic | None = None,
 ) -> UpdateResult:
     build = build or buildinfo.current()
     events = events or _Silent()
@@ -183,6 +202,16 @@ def _run_update(
         if not decision.installs:
             raise _refused_downgrade(
                 manifest.version, release.signed_at, installed, installed_signed_at
+            )
+        if decision is Decision.UPDATE and (automatic is not None or not request.exact):
+            kept_back = withheld(read_state(state_path(settings)), manifest.version, time.time())
+            if kept_back is not None:
+                return replace(outcome, action=UpdateAction.WITHHELD, withheld=kept_back)
+        wanted = automatic.protocol_version if automatic is not None else None
+        if wanted is not None and manifest.protocol_version != wanted:
+            raise InstallError(
+                f"mux {manifest.version} speaks protocol {manifest.protocol_version}, not "
+                f"{wanted} like every live server: not installed automatically"
             )
         asset = manifest.asset_for(target)
         if asset is None:
@@ -234,8 +263,21 @@ def _run_update(
                 unpacked=verified.unpacked,
             )
         _remember(index, events)
+    if request.exact and automatic is None:
+        _forget_failures(settings, manifest.version, events)
     updated = replace(outcome, action=UpdateAction.UPDATED, verification=tuple(log.layers))
     return _with_verdicts(_with_settled(updated, settled), settings, settled)
+
+
+def _forget_failures(settings: Settings, version: str, events: UpdateEvents) -> None:
+    """``mux update --version X`` asked for X by name: its failed starts here are forgotten,
+    so that the next restart into it gets two tries again."""
+    path = state_path(settings)
+    try:
+        if read_state(path).failure(version) is not None:
+            change_state(path, lambda state: without_failure(state, version))
+    except MuxError as exc:
+        events.warning(f"{exc.message} (the failed starts of {version} stay on record)")
 
 
 def _warn_if_expired(index: VerifiedIndex, events: UpdateEvents) -> None:

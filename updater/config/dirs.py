@@ -1,5 +1,5 @@
-"""Where mux keeps its check cache and finds its servers: platformdirs' answers, computed
-without importing it in the usual cases.
+"""Where mux keeps its check cache, its state and the user's config, and finds its servers:
+platformdirs' answers, computed without importing it in the usual cases.
 
 A cached ``mux update --check`` needs both directories, and importing platformdirs (with the
 ``pathlib``, ``tempfile``, ``shutil``, ``bz2``, ``lzma`` and ``random`` it pulls in) cost more
@@ -33,6 +33,27 @@ def user_cache_dir() -> str:
         if base is not None:
             return os.path.join(base, APP)
     return _platformdirs().user_cache_dir(APP, appauthor=False)
+
+
+def user_state_dir() -> str:
+    """``platformdirs.user_state_dir("mux", appauthor=False)`` (skips, holds, failed starts
+    and feed-seq live there)."""
+    if _plain_platform():
+        default = "~/Library/Application Support" if _MACOS else "~/.local/state"
+        base = _xdg("XDG_STATE_HOME") or _in_home(default)
+        if base is not None:
+            return os.path.join(base, APP)
+    return _platformdirs().user_state_dir(APP, appauthor=False)
+
+
+def user_config_dir() -> str:
+    """``platformdirs.user_config_dir("mux", appauthor=False)`` (where ``config.toml`` is)."""
+    if _plain_platform():
+        default = "~/Library/Application Support" if _MACOS else "~/.config"
+        base = _xdg("XDG_CONFIG_HOME") or _in_home(default)
+        if base is not None:
+            return os.path.join(base, APP)
+    return _platformdirs().user_config_dir(APP, appauthor=False)
 
 
 def user_runtime_dir() -> str:

@@ -13,7 +13,10 @@ settings (docs/contracts.md, "Machine policy"):
 * ``allow_expired_feed``: ``true`` accepts an expired feed index (an air-gapped mirror);
   ``false`` refuses ``--allow-expired-feed``;
 * ``download_hosts``: the extra hosts GitHub downloads may be redirected to (never given
-  the token).
+  the token);
+* ``auto_install`` (``"off"`` forbids automatic installs, ``"compatible"`` or ``"all"``
+  forces them) and ``download_on_metered``: what a user's ``config.toml`` may set, fixed
+  for everyone (:mod:`updater.config.strict` parses both files' values, once).
 
 A policy takes from users exactly the choices it makes, and no flag or environment
 variable can loosen it: :func:`apply_policy` is the one place where it is merged into the
@@ -23,18 +26,26 @@ A policy that cannot be trusted (writable by another user, or owned by anyone bu
 the fixed path), read or parsed, or that holds an unknown setting or value, is an error too:
 mux fails closed, it never ignores a policy it cannot read.
 
-This module is imported only when a policy file exists; ``tomllib`` with it.
+This module is imported only when a policy file exists; ``tomllib`` with it
+(:mod:`updater.config.strict`: the reading rules it shares with the user's config).
 """
 
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from updater.config.strict import (
+    SHARED_SETTINGS,
+    parse_toml,
+    read_toml,
+    refuse_unknown,
+    setting_text,
+    shared_values,
+    shown,
+)
 from updater.errors import NetworkError, ParseError, PolicyError, printable
-from updater.files import NotReadable, read_small_file
 from updater.formats.minisign import PublicKey
 from updater.urls import check_url_scheme, github_api_for, parse_download_host
 
@@ -43,7 +54,6 @@ if TYPE_CHECKING:
 
 POLICY_ENV = "MUX_POLICY_FILE"
 UPDATES = ("enabled", "check-only", "disabled")
-MAX_POLICY_BYTES = 64 * 1024
 MAX_TRUSTED_KEYS = 8
 MAX_DOWNLOAD_HOSTS = 16
 
@@ -57,6 +67,7 @@ KNOWN_SETTINGS = (
     "trusted_keys",
     "allow_expired_feed",
     "download_hosts",
+    *SHARED_SETTINGS,
 )
 
 
@@ -72,18 +83,12 @@ class MachinePolicy(NamedTuple):
     trusted_keys: tuple[str, ...] = ()
     allow_expired_feed: bool | None = None
     download_hosts: tuple[str, ...] | None = None
+    auto_install: str | None = None  # one of strict.AUTO_INSTALL: "off" forbids, others force
+    download_on_metered: bool | None = None
 
     def setting(self, name: str) -> str:
         """``name = <value>`` as the file says it, for messages."""
-        # deferred: this module is on a fast path (docs/build.md)
-        import json
-
-        value = getattr(self, name)
-        if isinstance(value, bool):
-            return f"{name} = {'true' if value else 'false'}"
-        if isinstance(value, tuple):
-            return f"{name} = [{', '.join(json.dumps(v) for v in value)}]"
-        return f"{name} = {json.dumps(value)}"
+        return setting_text(name, getattr(self, name))
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -96,33 +101,15 @@ def read_policy(path: str, *, fixed: bool) -> MachinePolicy | None:
     it); otherwise a development build's ``MUX_POLICY_FILE`` (root or the user may).
     Raises :class:`PolicyError` for a policy that cannot be trusted, read or parsed.
     """
-    try:
-        raw = read_small_file(
-            path,
-            MAX_POLICY_BYTES,
-            inspect=lambda info: _check_who_can_write(path, info, fixed=fixed),
-        )
-    except NotReadable as exc:
-        raise _unusable(path, str(exc)) from None
-    if raw is None:
-        if os.path.lexists(path):  # a link to nothing is not "no policy"
-            raise _unusable(path, "it is a symbolic link to nothing")
-        return None
-    return parse_policy(raw, path)
+    owners = {0} if fixed else {0, os.geteuid()}
+    who = "root" if fixed else "root or you"
+    document = read_toml(path, owners=owners, who=who, unusable=lambda r: _unusable(path, r))
+    return None if document is None else _validate(document, path)
 
 
 def parse_policy(raw: bytes, path: str) -> MachinePolicy:
     """The policy in ``raw`` (TOML), validated; :class:`PolicyError` for anything else."""
-    # deferred: this module is on a fast path (docs/build.md)
-    import tomllib
-
-    try:
-        document = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise _unusable(path, "it is not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise _unusable(path, f"it is not valid TOML ({printable(str(exc))})") from None
-    return _validate(document, path)
+    return _validate(parse_toml(raw, lambda reason: _unusable(path, reason)), path)
 
 
 def _unusable(path: str, reason: str) -> PolicyError:
@@ -132,54 +119,15 @@ def _unusable(path: str, reason: str) -> PolicyError:
     )
 
 
-def _check_who_can_write(path: str, info: os.stat_result, *, fixed: bool) -> None:
-    """Only root (or, for MUX_POLICY_FILE, the user) may be able to change the policy: the
-    file and every folder on the way to it (and to its target, through a link)."""
-    owners = {0} if fixed else {0, os.geteuid()}
-    who = "root" if fixed else "root or you"
-
-    def judge(name: str, entry: os.stat_result, *, folder: bool) -> None:
-        if entry.st_uid not in owners:
-            raise _unusable(path, f"{name} is owned by uid {entry.st_uid}, not by {who}")
-        writable = entry.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        if folder and entry.st_mode & stat.S_ISVTX:
-            writable = 0  # a sticky folder (/tmp): others cannot replace what is in it
-        if writable:
-            kind = "other users" if entry.st_mode & stat.S_IWOTH else "its group"
-            raise _unusable(path, f"{name} is writable by {kind} (chmod go-w {name})")
-
-    judge(path, info, folder=False)
-    seen: set[str] = set()
-    for start in (os.path.abspath(path), os.path.realpath(path)):
-        folder = os.path.dirname(start)
-        while folder not in seen:
-            seen.add(folder)
-            try:
-                judge(folder, os.stat(folder), folder=True)
-            except OSError as exc:
-                raise _unusable(path, f"{folder}: {exc.strerror}") from None
-            parent = os.path.dirname(folder)
-            if parent == folder:
-                break
-            folder = parent
-
-
 def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
+    def unusable(reason: str) -> PolicyError:
+        return _unusable(path, reason)
+
     def bad(name: str, expected: str) -> PolicyError:
-        # deferred: this module is on a fast path (docs/build.md)
-        import json
+        return unusable(f"{name} = {shown(document[name])} is not {expected}")
 
-        shown = printable(json.dumps(document[name], default=str), 80)
-        return _unusable(path, f"{name} = {shown} is not {expected}")
-
-    unknown = [name for name in document if name not in KNOWN_SETTINGS]
-    if unknown:
-        raise _unusable(
-            path,
-            f"{printable(unknown[0], 60)!r} is not a setting mux knows "
-            f"(known: {', '.join(KNOWN_SETTINGS)})",
-        )
-    values: dict[str, Any] = {}
+    refuse_unknown(document, KNOWN_SETTINGS, unusable)
+    values: dict[str, Any] = shared_values(document, unusable)
     if "updates" in document:
         if document["updates"] not in UPDATES:
             raise bad("updates", " or ".join(f'"{u}"' for u in UPDATES))
@@ -191,7 +139,7 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         values["source"] = source
     for name in ("github_url", "github_api_url", "repo"):
         if name in document and values.get("source") != "github":
-            raise _unusable(path, f'{name} goes with source = "github"')
+            raise unusable(f'{name} goes with source = "github"')
     for name in ("github_url", "github_api_url"):
         if name in document:
             url = _url(document[name])
@@ -210,7 +158,7 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         try:
             values["trusted_keys"] = tuple(PublicKey.parse(key).to_base64() for key in keys)
         except ParseError as exc:
-            raise _unusable(path, f"trusted_keys: {exc.message}") from None
+            raise unusable(f"trusted_keys: {exc.message}") from None
     if "allow_expired_feed" in document:
         if not isinstance(document["allow_expired_feed"], bool):
             raise bad("allow_expired_feed", "true or false")
@@ -338,13 +286,33 @@ def apply_policy(
         raise refuse("allow_expired_feed", "--allow-expired-feed cannot accept an expired feed")
     if policy.allow_expired_feed:
         allow_expired = True
-    return settings._replace(
+    return _with_shared(settings, policy)._replace(
         github=github._replace(download_hosts=hosts),
         trust_keys=(*settings.trust_keys, *policy.trusted_keys),
         allow_expired_feed=allow_expired,
         updates=policy.updates,
         policy_file=policy.path,
     )
+
+
+def _with_shared(settings: Settings, policy: MachinePolicy) -> Settings:
+    """The policy's word on the settings a user's config.toml may make: it wins. A user's
+    choice it overrules is said (``Settings.overruled``: the check shows it), not ignored."""
+    overruled = list(settings.overruled)
+    changes: dict[str, Any] = {}
+    for name in SHARED_SETTINGS:
+        fixed = getattr(policy, name)
+        if fixed is None:
+            continue
+        mine, set_by = getattr(settings, name), getattr(settings, f"{name}_set_by")
+        if set_by is not None and mine != fixed:
+            overruled.append(
+                f"{setting_text(name, mine)} in {set_by} has no effect: the machine policy "
+                f"{policy.path} sets {setting_text(name, fixed)}"
+            )
+        changes[name] = fixed
+        changes[f"{name}_set_by"] = policy.path
+    return settings._replace(**changes, overruled=tuple(overruled))
 
 
 def _same_or_refuse(

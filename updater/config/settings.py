@@ -4,11 +4,13 @@
 that was given no :class:`Settings`), into one frozen :class:`Settings` that is passed down.
 Nothing below reads ``os.environ`` for these: a module that needs a setting is given it.
 
-Precedence, lowest first: built-in defaults, the build (its baked repository), the
-environment, the flags. The machine policy (``/etc/mux/policy.toml``, :mod:`updater.config.policy`)
-is applied last, in :func:`load`: what it sets wins, and a flag or variable that would
-loosen it is refused. Without a policy file that costs one ``stat``; the policy module (and
-``tomllib``) is imported only when there is one.
+Precedence, lowest first: built-in defaults, the build (its baked repository), the user's
+config file (``<user config dir>/mux/config.toml``, :mod:`updater.config.userconfig`: the
+settings a policy may also fix), the environment, the flags. The machine policy
+(``/etc/mux/policy.toml``, :mod:`updater.config.policy`) is applied last, in :func:`load`:
+what it sets wins, and a flag or variable that would loosen it is refused. Without either
+file that costs one ``lstat`` each; their readers (and ``tomllib``) are imported only when
+there is one.
 
 A malformed number (``MUX_HTTP_TIMEOUT=soon``, a negative one) falls back to its default;
 URLs and targets are checked where they are used (:mod:`updater.sources.base`,
@@ -25,6 +27,7 @@ from __future__ import annotations
 import os
 
 from updater._records import NamedTuple
+from updater.config.dirs import user_config_dir
 from updater.errors import PolicyError, UsageError
 from updater.timestamps import parse_duration
 
@@ -42,7 +45,14 @@ POLICY_ENV = "MUX_POLICY_FILE"  # a development build's machine policy (tests)
 DOWNLOAD_HOSTS_ENV = "MUX_GITHUB_DOWNLOAD_HOSTS"
 CHECK_INTERVAL_ENV = "MUX_UPDATE_CHECK_INTERVAL"
 DEFAULT_CHECK_INTERVAL = 6 * 3600.0
+RESTART_TIMEOUT_ENV = "MUX_RESTART_TIMEOUT"
+# How long `mux server restart` waits for the new build's status line before it starts the
+# previous build again: a release build answers in a fraction of a second, and the fallback
+# then still answers within about 10 s of a hung start.
+DEFAULT_RESTART_TIMEOUT = 7.0
+AUTO_INSTALL_OFF = "off"
 UPDATES_ENABLED = "enabled"  # the machine policy's `updates`: enabled | check-only | disabled
+CONFIG_NAME = "config.toml"  # in <user config dir>/mux/
 
 
 class HttpSettings(NamedTuple):
@@ -102,6 +112,17 @@ class Settings(NamedTuple):
     # server's background checks) and its file, if any.
     updates: str = UPDATES_ENABLED
     policy_file: str | None = None
+    # MUX_RESTART_TIMEOUT: seconds `mux server restart` waits for the new build to answer
+    restart_timeout: float = DEFAULT_RESTART_TIMEOUT
+    # The user's config.toml (and the policy, which may fix them): automatic installs by a
+    # server's background check ("off" | "compatible" | "all") and whether one may download
+    # on a metered connection; *_set_by names the file that set each (None: the default).
+    auto_install: str = AUTO_INSTALL_OFF
+    auto_install_set_by: str | None = None
+    download_on_metered: bool = False
+    download_on_metered_set_by: str | None = None
+    config_file: str | None = None  # the user's config.toml, when there is one
+    overruled: tuple[str, ...] = ()  # the user's settings the machine policy overrules, said
 
     def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
         """Every minisign key trusted here: the build's, then these settings' (--trust-key,
@@ -121,12 +142,19 @@ def load(
     allow_expired_feed: bool = False,
     policy_file: str | None = None,
     development: bool = False,
+    config_file: str | None = None,
 ) -> Settings:
     """The settings for one command: ``environ`` (default: the process's) and its flags,
     under the machine policy at ``policy_file`` (the build's; None: no policy, as for
-    mux-release). A ``development`` build takes ``MUX_POLICY_FILE`` instead when it is set."""
+    mux-release). A ``development`` build takes ``MUX_POLICY_FILE`` instead when it is set.
+    ``config_file``: the user's config.toml (None: none read, as for mux-release)."""
     environ = os.environ if environ is None else environ
     settings = _from_environment(environ, build_repo)
+    if config_file is not None and os.path.lexists(config_file):
+        # (not at the top: tomllib and the shared rules, for a user who wrote a config file)
+        from updater.config.userconfig import read_user_config
+
+        settings = _with_user_config(settings, read_user_config(config_file))
     settings = _with_flags(
         settings,
         source=source,
@@ -156,16 +184,25 @@ def load(
     return apply_policy(settings, policy, environ=environ, flags=flags, build_repo=build_repo)
 
 
-def load_for(build: BuildInfo, environ: Mapping[str, str] | None = None, **flags: Any) -> Settings:
-    """:func:`load` for a command of ``build``: its baked repository, the machine policy file
-    it was built to read (a development build: ``MUX_POLICY_FILE``), and the command's
-    ``flags`` (``source``, ``home``, ``trust_keys``, ``skip_attestation``,
-    ``allow_expired_feed``). The one way a command of mux loads its settings."""
+def load_for(
+    build: BuildInfo,
+    environ: Mapping[str, str] | None = None,
+    *,
+    user_config: bool = True,
+    **flags: Any,
+) -> Settings:
+    """:func:`load` for a command of ``build``: its baked repository, the user's config file
+    (:func:`user_config_path`; ``user_config=False``: not read, for a server whose config
+    file is broken and that still watches its link), the machine policy file it was built to
+    read (a development build: ``MUX_POLICY_FILE``), and the command's ``flags`` (``source``,
+    ``home``, ``trust_keys``, ``skip_attestation``, ``allow_expired_feed``). The one way a
+    command of mux loads its settings."""
     return load(
         environ,
         build_repo=build.repo,
         policy_file=build.policy_file,
         development=build.development,
+        config_file=user_config_path() if user_config else None,
         **flags,
     )
 
@@ -198,6 +235,25 @@ def check_token(token: str, variable: str) -> str:
         f"{variable} is not a token HTTP can carry: it holds {what}; nothing was sent",
         hint=f"set {variable} to the token alone (its value is never shown)",
     )
+
+
+def user_config_path() -> str:
+    """``<user config dir>/mux/config.toml`` (platformdirs' ``user_config_dir("mux")``)."""
+    return os.path.join(user_config_dir(), CONFIG_NAME)
+
+
+def _with_user_config(settings: Settings, config: Any) -> Settings:
+    """What the user's config file (a :class:`~updater.config.userconfig.UserConfig`, or None
+    when it went away since we looked) sets."""
+    if config is None:
+        return settings
+    changes: dict[str, Any] = {"config_file": config.path}
+    for name in ("auto_install", "download_on_metered"):
+        value = getattr(config, name)
+        if value is not None:
+            changes[name] = value
+            changes[f"{name}_set_by"] = config.path
+    return settings._replace(**changes)
 
 
 def require_updates(settings: Settings, *, action: str) -> None:
@@ -269,6 +325,7 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         server_url=text("MUX_SERVER_URL"),
         progress_bar=not environ.get("NO_COLOR") and environ.get("TERM") != "dumb",
         update_check_interval=_duration(text(CHECK_INTERVAL_ENV), defaults.update_check_interval),
+        restart_timeout=positive(RESTART_TIMEOUT_ENV, defaults.restart_timeout),
         link_poll_interval=max(0.01, positive("MUX_LINK_POLL", defaults.link_poll_interval)),
     )
 

@@ -87,14 +87,20 @@ def offer_notice(
     installed_version: str,
     manager: Manager | None = None,
     now: float | None = None,
+    withheld: bool = False,
 ) -> ServerNotice | None:
     """``update-available`` when ``offer`` is newer than the installed version, else None.
+
+    None too when the user's state ``withheld`` it (skipped, held, failed to start here:
+    :func:`updater.core.userstate.withheld`, which the check asks the same way).
 
     Its data is the check's ``latest`` object (``mux update --check --json``) with what
     installs it, as the check says: ``install_command`` and ``managed_by`` (a packager's
     command, or none under the policy's ``check-only``). A packager's announce delay holds
     it back as it holds back the check's (the next background check announces it)."""
     if ReleaseRequest.latest().decide(installed_version, offer.version) is not Decision.UPDATE:
+        return None
+    if withheld:
         return None
     delay = manager.announce_delay if manager is not None else 0.0
     if delay > 0 and hold_until(offer.released_at, delay, now) is not None:

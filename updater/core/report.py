@@ -8,9 +8,12 @@ A packager's announce delay holds a newer release back (:func:`hold_until`).
 
 from __future__ import annotations
 
+import time
+
 from updater._records import NamedTuple
 from updater.core.offer import ReleaseOffer
 from updater.core.request import Decision
+from updater.core.userstate import ROLLBACK_AFTER, UserState, Withheld, withheld
 from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE
 from updater.timestamps import rfc3339
@@ -46,6 +49,26 @@ class Manager(NamedTuple):
         }
 
 
+class Preferences(NamedTuple):
+    """What the user's config.toml (or the machine policy in its place) says of updates that
+    look after themselves; ``*_set_by`` names the file that set each (None: the default)."""
+
+    auto_install: str = "off"
+    auto_install_set_by: str | None = None
+    download_on_metered: bool = False
+    download_on_metered_set_by: str | None = None
+    config_file: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.auto_install,
+            "set_by": self.auto_install_set_by,
+            "download_on_metered": self.download_on_metered,
+            "download_on_metered_set_by": self.download_on_metered_set_by,
+            "config_file": self.config_file,
+        }
+
+
 class CheckReport(NamedTuple):
     """The answer of ``mux update --check``."""
 
@@ -58,10 +81,13 @@ class CheckReport(NamedTuple):
     kept_versions: tuple[KeptVersion, ...] = ()  # what the install keeps, and why
     manager: Manager | None = None
     held_until: str | None = None  # a newer release is announced only from then (the delay)
+    withheld: Withheld | None = None  # the user's skip, hold, or a failed start here
+    state: UserState = UserState()
+    preferences: Preferences = Preferences()
 
     @property
     def update_available(self) -> bool:
-        return self.offer.update_available and self.held_until is None
+        return self.offer.update_available and self.held_until is None and self.withheld is None
 
     @property
     def install_command(self) -> str | None:
@@ -104,10 +130,17 @@ def plan_check(
     kept_versions: Sequence[KeptVersion] = (),
     manager: Manager | None = None,
     now: float | None = None,
+    state: UserState | None = None,
+    preferences: Preferences | None = None,
+    notes: Sequence[str] = (),
 ) -> CheckReport:
     """The check's answer; a ``manager`` with an announce delay holds a newer release back
-    until that long after its release time (``now``: the current Unix time)."""
-    notes = list(offer.warnings)
+    until that long after its release time (``now``: the current Unix time). The user's
+    ``state`` withholds a release that would be an update (skipped, held, or failed to start
+    here), unless it was asked for by version. ``notes`` are said first (the settings')."""
+    now = time.time() if now is None else now
+    state = state or UserState()
+    notes = [*notes, *offer.warnings]
     held_until = None
     if offer.update_available and manager is not None and manager.announce_delay > 0:
         held_until = hold_until(offer.released_at, manager.announce_delay, now)
@@ -116,7 +149,13 @@ def plan_check(
                 f"mux {offer.version} (released {offer.released_at}) is announced from "
                 f"{held_until}: {manager.name} needs time to package it"
             )
-    announced = offer.update_available and held_until is None
+    kept_back = None
+    if offer.update_available and not offer.requested and held_until is None:
+        kept_back = withheld(state, offer.version, now)
+        if kept_back is not None:
+            notes.append(f"{kept_back.detail}; to have it offered: {kept_back.undo}")
+    notes += _failure_notes(state, build.version)
+    announced = offer.update_available and held_until is None and kept_back is None
     offered_protocol = offer.protocol_version if announced else None
     if offer.asset is None and announced:
         notes.append(f"release {offer.tag} has no build for {target or 'this platform'}")
@@ -141,7 +180,28 @@ def plan_check(
         kept_versions=tuple(kept_versions),
         manager=manager,
         held_until=held_until,
+        withheld=kept_back,
+        state=state,
+        preferences=preferences or Preferences(),
     )
+
+
+def _failure_notes(state: UserState, version: str) -> list[str]:
+    """What a failed start of this mux's own version means for the next restart."""
+    failure = state.failure(version)
+    if failure is None or failure.rolled_back_to is not None:
+        return []
+    left = ROLLBACK_AFTER - failure.starts
+    then = (
+        f"{left} more failed start(s) of it move the mux link back to the previous version"
+        if left > 0
+        else "the mux link was not moved back (only the active version's is)"
+    )
+    return [
+        f"mux {version} failed to start a server here {failure.starts} time(s) "
+        f"({failure.reason or 'no reason given'}); mux server restart started the previous "
+        f"build again; {then}"
+    ]
 
 
 def hold_until(released_at: str, delay: float, now: float | None) -> str | None:
@@ -149,7 +209,6 @@ def hold_until(released_at: str, delay: float, now: float | None) -> str | None:
     if that is still ahead of ``now``; None when it is due, or its time cannot be read (a
     courtesy to packagers must never hide a release for good)."""
     # deferred: this module is on a fast path (docs/build.md)
-    import time
     from datetime import datetime
 
     try:

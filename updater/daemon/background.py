@@ -8,22 +8,32 @@ than the interval counts, whoever got it), with conditional requests, and never 
 archive. A child keeps the HTTP and TLS stack out of the long-lived server, can be killed at
 any moment, and runs from the server's own versioned build (never the mux link, which may
 point at another version by then). Nothing here blocks the status line or shutdown.
+
+The child also says whether the release is to be installed on its own (the user's
+``auto_install``, :mod:`updater.commands.autoinstall`); the server then runs a second child,
+``<its build> server auto-install``, which installs it through ``mux update``'s pipeline
+(every layer, the install lock, retention, kill -9 safety) within :data:`INSTALL_TIMEOUT`.
+Stopping the server kills a child in flight with everything it started (its process group):
+an install killed at any moment leaves a runnable mux, and the next run tidies.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
 from updater.childio import OutputTooLarge, read_bounded
+from updater.commands.autoinstall import eligibility
 from updater.commands.check import offer_for
 from updater.config import buildinfo
 from updater.config.settings import load_for, require_updates
@@ -38,6 +48,9 @@ if TYPE_CHECKING:
 
 FIRST_CHECK_DELAY = 30.0  # at most, after the server starts
 CHILD_TIMEOUT = 120.0
+# An automatic install downloads an archive (MUX_HTTP_MIN_SPEED bounds a slow one on its
+# own); past this the child is killed, which an install survives (the next check tries again).
+INSTALL_TIMEOUT = 3600.0
 MAX_OUTPUT = 64 * 1024
 # The shortest interval: a check is a child process and (unless cached) a request to the
 # source. A source on this machine (a folder, a loopback feed: tests, a local mirror) may be
@@ -89,15 +102,25 @@ def first_delay(interval: float, *, rng: Callable[[], float] = random.random) ->
     return min(interval, FIRST_CHECK_DELAY) * (0.25 + rng() / 4)
 
 
+class FollowUp(NamedTuple):
+    """A second child to run after a check's answer (an automatic install), and who hears
+    its answer."""
+
+    command: Sequence[str]
+    on_answer: Callable[[dict[str, Any]], None]
+    timeout: float = INSTALL_TIMEOUT
+
+
 class BackgroundCheck:
     """Runs ``command`` every ``interval`` seconds in a thread of its own; each answer (one JSON
-    object, or an error) goes to ``on_answer`` in that thread."""
+    object, or an error) goes to ``on_answer`` in that thread, which may ask for a
+    :class:`FollowUp` child (run next, in the same thread)."""
 
     def __init__(
         self,
         command: Callable[[], Sequence[str]],
         interval: float,
-        on_answer: Callable[[dict[str, Any]], None],
+        on_answer: Callable[[dict[str, Any]], FollowUp | None],
         log: Callable[[str], None],
         *,
         allowed: Callable[[], bool] | None = None,
@@ -121,7 +144,7 @@ class BackgroundCheck:
         with self._lock:
             child = self._child
         if child is not None and child.poll() is None:
-            child.kill()
+            _kill_group(child)
         self._thread.join(2.0)
 
     def _run(self) -> None:
@@ -131,16 +154,19 @@ class BackgroundCheck:
                 if self._allowed is not None and not self._allowed():
                     delay = next_delay(self._interval)
                     continue
-                answer = self._check_once()
+                answer = self._run_child(self._command(), CHILD_TIMEOUT)
                 if self._stop.is_set():
                     return
-                self._on_answer(answer)
+                follow_up = self._on_answer(answer)
+                if follow_up is not None and not self._stop.is_set():
+                    follow_up.on_answer(self._run_child(follow_up.command, follow_up.timeout))
             except Exception as exc:  # a bad answer must not end the schedule
                 self._log(f"background check: {exc.__class__.__name__}: {exc}")
             delay = next_delay(self._interval)
 
-    def _check_once(self) -> dict[str, Any]:
-        command = list(self._command())
+    def _run_child(self, argv: Sequence[str], timeout: float) -> dict[str, Any]:
+        """Run one child and read its one JSON object (an error object when it has none)."""
+        command = list(argv)
         try:
             with self._lock:
                 if self._stop.is_set():
@@ -156,11 +182,11 @@ class BackgroundCheck:
         except OSError as exc:
             return {"ok": False, "error": f"cannot run {command[0]}: {exc.strerror or exc}"}
         try:
-            out, err = read_bounded(child, MAX_OUTPUT, time.monotonic() + CHILD_TIMEOUT)
+            out, err = read_bounded(child, MAX_OUTPUT, time.monotonic() + timeout)
         except subprocess.TimeoutExpired:
-            return {"ok": False, "error": f"the check took longer than {CHILD_TIMEOUT:g}s"}
+            return {"ok": False, "error": f"the child took longer than {timeout:g}s"}
         except OutputTooLarge:
-            return {"ok": False, "error": f"the check wrote more than {MAX_OUTPUT} bytes"}
+            return {"ok": False, "error": f"the child wrote more than {MAX_OUTPUT} bytes"}
         finally:
             with self._lock:
                 self._child = None
@@ -170,10 +196,19 @@ class BackgroundCheck:
             answer = strict_json(out)  # its offer is written back to watchers: only JSON
         except (ValueError, RecursionError):
             reason = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-            return {"ok": False, "error": f"the check exited {child.returncode}: {reason[0][:300]}"}
+            return {"ok": False, "error": f"the child exited {child.returncode}: {reason[0][:300]}"}
         if not isinstance(answer, dict):
-            return {"ok": False, "error": "the check answered something that is not an object"}
+            return {"ok": False, "error": "the child answered something that is not an object"}
         return answer
+
+
+def _kill_group(child: subprocess.Popen[bytes]) -> None:
+    """Kill ``child``, not yet reaped, and its process group (it runs in a session of its
+    own: an attestation worker it started dies with it); then reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(5.0)
 
 
 def run_check_child(argv_current: str | None, max_age: float) -> int:
@@ -197,6 +232,7 @@ def run_check_child(argv_current: str | None, max_age: float) -> int:
             max_age=max_age,
             checker=own,
         )
+        automatic = eligibility(current, own, offer, installed=build.version)
     except MuxError as exc:
         print(json.dumps({"ok": False, "error": exc.message}))
         return 0
@@ -211,6 +247,7 @@ def run_check_child(argv_current: str | None, max_age: float) -> int:
                     "version": buildinfo.current().version,
                     "executable": buildinfo.executable(),
                 },
+                "auto_install": automatic.to_json(),
             }
         )
     )

@@ -1,8 +1,8 @@
-"""Notice within a second when ``mux update`` moves the mux link (inside a server).
+"""Notice within a second when ``mux update`` moves the mux link (inside a server), or when
+a file the server follows changes (the user's update state).
 
 A poll of ``readlink`` every second (``MUX_LINK_POLL``): one system call, and the only way a
-released build has
-(inotify and kqueue would need ctypes, which the build leaves out: it costs every start of
+released build has (inotify and kqueue would need ctypes, which the build leaves out: it costs every start of
 every mux, docs/build.md). The callback runs in this watcher's own thread, only when the
 link's target changed.
 """
@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 POLL_SECONDS = 1.0
 
@@ -28,15 +29,23 @@ def _read_link(link: Path) -> str | None:
 
 
 class LinkWatch:
-    """Call ``on_change(target)`` in a thread of its own whenever ``link`` points elsewhere."""
+    """Call ``on_change(target)`` in a thread of its own whenever ``link`` points elsewhere
+    (or, with ``read``, whenever what ``read(link)`` says of that path changes: the user's
+    state file, by its inode, size and time)."""
 
     def __init__(
-        self, link: Path, on_change: Callable[[str | None], None], *, interval: float = POLL_SECONDS
+        self,
+        link: Path,
+        on_change: Callable[[Any], None],
+        *,
+        read: Callable[[Path], Any] = _read_link,
+        interval: float = POLL_SECONDS,
     ) -> None:
         self.link = link
         self._interval = interval
         self._on_change = on_change
-        self._last = _read_link(link)
+        self._read = read
+        self._last = read(link)
         self._wake_read, self._wake_write = os.pipe()
         self._thread = threading.Thread(target=self._run, name="mux-link-watch", daemon=True)
         self._stopped = False
@@ -54,7 +63,7 @@ class LinkWatch:
                 os.close(fd)
 
     def _check(self) -> None:
-        target = _read_link(self.link)
+        target = self._read(self.link)
         if target != self._last:
             self._last = target
             self._on_change(target)

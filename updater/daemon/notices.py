@@ -4,8 +4,16 @@ Two sources feed one :class:`~updater.daemon.hub.WatchHub`: a :class:`~updater.d
 on the mux link of the install the server belongs to (``update-installed``, and
 ``restart-needed`` when the installed build speaks another protocol), and the
 :class:`~updater.daemon.background.BackgroundCheck` (``update-available``). The rules of which event
-to send are :func:`updater.core.plan.link_notices` and :func:`updater.core.plan.offer_notice`; this
-module only keeps track of what was already said, so that each event is sent once.
+to send are :func:`updater.core.notices.link_notices` and :func:`updater.core.notices.offer_notice`;
+this module only keeps track of what was already said, so that each event is sent once.
+
+The user's state (:mod:`updater.core.userstate`) has its say: a release the user skipped or
+held, or that failed to start here, is not announced (and an announcement in force is
+withdrawn within a second of ``mux update --skip``: the state file is polled like the link);
+and this server's stream (its surface) tells of one version at most once a day, whichever
+process of it does (a server restarted on the same socket does not tell it again). When the
+check says the release is to be installed on its own (``auto_install``), the server runs the
+install child instead of announcing it; the link's move then tells every watcher.
 
 The machine policy may change while a server runs: it is read again before each background
 check and before each new watcher is served (:meth:`ServerNotices.refresh_policy`; one
@@ -16,14 +24,18 @@ withdrawn; under ``"check-only"`` the event names no install command, as the che
 
 from __future__ import annotations
 
+import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from updater.commands.check import current_manager
+from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
 from updater.config.settings import Settings
+from updater.core.autoinstall import REASON_OFF, AutoInstall
 from updater.core.notices import (
     EVENT_UPDATE_AVAILABLE,
     LINK_EVENTS,
@@ -33,7 +45,8 @@ from updater.core.notices import (
 )
 from updater.core.offer import ReleaseOffer
 from updater.core.report import Manager
-from updater.daemon.background import BackgroundCheck, check_interval
+from updater.core.userstate import may_notify, with_notice, withheld
+from updater.daemon.background import BackgroundCheck, FollowUp, check_interval
 from updater.daemon.hub import WatchHub
 from updater.daemon.linkwatch import LinkWatch
 from updater.errors import MuxError
@@ -55,9 +68,12 @@ class ServerNotices:
         development: bool,
         check_command: Callable[[], Sequence[str]],
         log: Callable[[str], None],
+        surface: str = "",
         reload: Callable[[], Settings] | None = None,
     ) -> None:
         self.hub = hub
+        self.surface = f"watch:{surface}"  # whose notices the once-a-day rule counts
+        self._state_file = state_path(settings)
         self.server_version = server_version
         self.server_protocol = server_protocol
         self.restart_command = restart_command
@@ -70,10 +86,14 @@ class ServerNotices:
         self._lock = threading.Lock()
         self._announced_tag: str | None = None
         self._offer: ReleaseOffer | None = None
+        self._automatic: AutoInstall | None = None  # what the last check said of installing
+        self._said_why_not: str | None = None
+        self._quiet_about: str | None = None  # the version the once-a-day rule holds back
         self.layout: Layout | None = None  # found by start(), as is what follows
         self.installed: InstalledBuild | None = None
         self.manager: Manager | None = None
         self._link_watch: Any = None
+        self._state_watch: Any = None
         self._check: Any = None
 
     def _manager(self, settings: Settings) -> Manager | None:
@@ -129,6 +149,8 @@ class ServerNotices:
             in_force=in_force,
         )
 
+    # -- the background check ------------------------------------------------------------
+
     # -- the machine policy --------------------------------------------------------------
 
     def refresh_policy(self) -> bool:
@@ -159,7 +181,12 @@ class ServerNotices:
                 self.hub.retract(EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None
             else:
-                notice = offer_notice(offer, installed_version=self._baseline(), manager=manager)
+                notice = offer_notice(
+                    offer,
+                    installed_version=self._baseline(),
+                    manager=manager,
+                    withheld=self._withheld(offer),
+                )
                 if notice is None:
                     self.hub.retract(EVENT_UPDATE_AVAILABLE)
                     self._announced_tag = None
@@ -186,8 +213,6 @@ class ServerNotices:
         else:
             self._log(message)
 
-    # -- the background check ------------------------------------------------------------
-
     def _baseline(self) -> str:
         """What a release must be newer than to be news: the installed version."""
         return self.installed.version if self.installed else self.server_version
@@ -206,32 +231,120 @@ class ServerNotices:
             f"{interval:g}",
         ]
 
-    def _answered(self, answer: dict[str, Any]) -> None:
+    def install_command(self, automatic: AutoInstall) -> list[str]:
+        return [
+            *self._check_command(),
+            *("server", "auto-install", "--version", str(automatic.version)),
+            *("--protocol", str(automatic.protocol_version)),
+        ]
+
+    def _answered(self, answer: dict[str, Any]) -> FollowUp | None:
         if answer.get("ok") is not True:
             self._log(f"background check failed: {str(answer.get('error'))[:300]}")
-            return
+            return None
         offer = ReleaseOffer.from_cache(answer.get("offer") or {})
         if offer is None:
             self._log("background check: the answer holds no release")
-            return
+            return None
         checked_by = answer.get("checked_by") or {}
         self._log(
             f"background check{' (cached)' if answer.get('cached') else ''}: latest {offer.tag}, "
             f"by mux {checked_by.get('version')} at {checked_by.get('executable')}"
         )
+        automatic = AutoInstall.from_json(answer.get("auto_install"))
+        installing = (
+            automatic is not None and automatic.install and automatic.version == offer.version
+        )
         with self._lock:
             self._offer = offer
+            self._automatic = automatic
             if self._updates == "disabled":  # changed while the check ran
                 self.hub.retract(EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None
-                return
-            notice = offer_notice(offer, installed_version=self._baseline(), manager=self.manager)
-            if notice is None:
-                self.hub.retract(EVENT_UPDATE_AVAILABLE)
-                self._announced_tag = None
-            elif notice.data.get("tag") != self._announced_tag:
-                self._announced_tag = str(notice.data.get("tag"))
-                self.hub.publish(WatchEvent(notice.type, notice.data))
+                return None
+            self._refresh_offer(installing=installing)
+        if automatic is not None and installing:
+            self._said_why_not = None
+            self._log(f"installing mux {offer.version} on its own ({automatic.reason})")
+            version = offer.version
+            return FollowUp(
+                self.install_command(automatic),
+                lambda answer: self._install_answered(version, answer),
+            )
+        if automatic is not None and automatic.reason != REASON_OFF:
+            why_not = f"not installing mux {offer.version} on its own: {automatic.reason}"
+            if why_not != self._said_why_not:  # said once, not at every check
+                self._said_why_not = why_not
+                self._log(why_not)
+        return None
+
+    def _install_answered(self, version: str, answer: dict[str, Any]) -> None:
+        """The install child's answer; a release that was not installed is announced."""
+        action = answer.get("action")
+        if answer.get("ok") is True and action == "updated":
+            self._log(f"installed mux {answer.get('to')} on its own (from {answer.get('from')})")
+            return
+        why = answer.get("reason") or answer.get("error") or action
+        self._log(f"automatic install of mux {version} not done: {str(why)[:300]}")
+        with self._lock:
+            self._refresh_offer()
+
+    def _withheld(self, offer: ReleaseOffer) -> bool:
+        """The user's state holds ``offer`` back (skipped, held, failed to start here)."""
+        try:
+            state = read_state(self._state_file)
+        except MuxError as exc:
+            self._log(f"update notices: {exc.message}")
+            return False
+        return withheld(state, offer.version, time.time()) is not None
+
+    def _refresh_offer(self, *, installing: bool = False, announce: bool = True) -> None:
+        """Say (or withdraw) ``update-available`` for the last offer, as things stand now.
+        ``installing``: an automatic install of it is about to run, so it is not announced;
+        ``announce=False``: withdraw what no longer holds, announce nothing new (yet)."""
+        offer = self._offer
+        if offer is None:
+            return
+        notice = offer_notice(
+            offer,
+            installed_version=self._baseline(),
+            manager=self.manager,
+            withheld=installing or self._withheld(offer),
+        )
+        if notice is None:
+            self.hub.retract(EVENT_UPDATE_AVAILABLE)
+            self._announced_tag = None
+        elif (
+            announce
+            and notice.data.get("tag") != self._announced_tag
+            and self._may_announce(offer.version)
+        ):
+            self._announced_tag = str(notice.data.get("tag"))
+            self.hub.publish(WatchEvent(notice.type, notice.data))
+
+    def _may_announce(self, version: str) -> bool:
+        """At most one notice per version per surface per day (recorded in the user's state,
+        so that a restarted server on the same socket counts what the last one said)."""
+        now = time.time()
+        try:
+            if not may_notify(read_state(self._state_file), self.surface, version, now):
+                if self._quiet_about != version:  # said once, not at every check
+                    self._quiet_about = version
+                    self._log(f"mux {version} was announced here within the last day: not again")
+                return False
+            change_state(self._state_file, lambda s: with_notice(s, self.surface, version, now))
+        except MuxError as exc:
+            self._log(f"update notices: {exc.message}")
+        return True
+
+    def _state_changed(self, _signature: object) -> None:
+        """The user's state changed (a skip, a hold, their undoing): what it now withholds is
+        withdrawn at once. What it no longer withholds is announced now, unless the next check
+        may install it on its own (then that check decides, as it would have)."""
+        with self._lock:
+            automatic = self._automatic
+            may_install = automatic is not None and automatic.reason != REASON_OFF
+            self._refresh_offer(announce=not may_install)
 
     # -- life ----------------------------------------------------------------------------
 
@@ -255,6 +368,13 @@ class ServerNotices:
                 Path(self.layout.link), self._link_moved, interval=settings.link_poll_interval
             )
             self._link_watch.start()
+        self._state_watch = LinkWatch(
+            Path(self._state_file),
+            self._state_changed,
+            read=_file_signature,
+            interval=settings.link_poll_interval,
+        )
+        self._state_watch.start()
         interval = check_interval(settings, self._log)
         if interval > 0:
             # Started even when the policy disables updates now: it may allow them later.
@@ -271,6 +391,15 @@ class ServerNotices:
             self._log(f"background update checks are off ({why})")
 
     def stop(self) -> None:
-        for part in (self._check, self._link_watch):
+        for part in (self._check, self._link_watch, self._state_watch):
             if part is not None:
                 part.stop()
+
+
+def _file_signature(path: Path) -> tuple[int, int, int] | None:
+    """What changes when a file is replaced or written (its inode, size and time)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)

@@ -51,7 +51,7 @@ from typing import Any
 
 from updater.config import buildinfo
 from updater.config.buildinfo import current_mux_command
-from updater.config.settings import load_for
+from updater.config.settings import Settings, load_for
 from updater.core.verdicts import restart_command_for
 from updater.daemon.connections import (
     MAX_PENDING,
@@ -65,7 +65,7 @@ from updater.daemon.connections import (
 from updater.daemon.hub import MAX_WATCHERS, WatchHub
 from updater.daemon.notices import ServerNotices
 from updater.daemon.serverlog import LOG_LIMIT, ServerLog
-from updater.errors import MuxError
+from updater.errors import ConfigError, MuxError
 from updater.protocol import (
     SERVICE_NAME,
     SHUTDOWN_ACCEPTED,
@@ -466,17 +466,32 @@ def _start_notices(
     """Watch the mux link and check for releases in the background (never fatal)."""
 
     info = buildinfo.current()
+
+    def settings_now() -> Settings:
+        # A broken config.toml: each background check says so (in this log) until it is
+        # fixed, and this server still watches its link and reads the policy meanwhile.
+        try:
+            return load_for(info)
+        except ConfigError:
+            return load_for(info, user_config=False)
+
     try:
+        try:
+            settings = load_for(info)
+        except ConfigError as exc:
+            log(exc.message)
+            settings = load_for(info, user_config=False)
         notices = ServerNotices(
             hub,
             server_version=str(fields.get("version")),
             server_protocol=int(fields.get("protocol_version") or 0),
             restart_command=restart_command_for(display),
-            settings=load_for(info),
-            reload=lambda: load_for(info),
+            settings=settings,
+            reload=settings_now,
             development=info.development,
             check_command=current_mux_command,
             log=log,
+            surface=display,
         )
         notices.start()
     except Exception as exc:  # the server serves its status line whatever happens here

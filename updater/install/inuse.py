@@ -105,6 +105,46 @@ def _same_file(fd: int, path: str) -> bool:
     return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
 
 
+def hold_version(folder: str | os.PathLike[str] | None) -> VersionHold:
+    """:class:`VersionHold` on the version in ``folder``, for a ``with`` block."""
+    return VersionHold(folder)
+
+
+class VersionHold:
+    """A shared hold on the version in ``folder`` for the ``with`` block: what a process that
+    runs no mux from it takes to keep it (``mux server restart``, between stopping a server
+    and starting it again). Nothing to hold (no folder, not an installed version, a file
+    system without locks) holds nothing."""
+
+    def __init__(self, folder: str | os.PathLike[str] | None) -> None:
+        self._fd: int | None = None
+        if folder is None:
+            return
+        try:
+            fd = os.open(os.path.join(folder, HOLD_FILE), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        # deferred: this module is on a fast path (docs/build.md)
+        import fcntl
+
+        try:
+            taken = flock_within(fd, fcntl.LOCK_SH, wait=START_WAIT, interval=0.01)
+        except OSError:
+            taken = False
+        if taken:
+            self._fd = fd
+        else:
+            os.close(fd)
+
+    def __enter__(self) -> VersionHold:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
 # -- the remover's side ------------------------------------------------------------------------
 
 

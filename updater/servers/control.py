@@ -12,16 +12,18 @@ through a link, only this user's own regular file: :func:`open_own_file`).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shlex
+import signal
 import socket
 import stat
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from updater.config.buildinfo import current_mux_command
 from updater.core.verdicts import restart_command_for
@@ -53,6 +55,30 @@ _started: list[subprocess.Popen[bytes]] = []
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
 ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
+# A server that fails to come up is asked to stop (SIGTERM to its whole process group), then
+# killed after this long; nothing it started outlives the failure.
+STOP_GRACE = 0.2
+FAILED_LOG_SUFFIX = ".failed"  # <name>.log.failed: the log of the last start that failed
+
+
+class Expected(NamedTuple):
+    """What a started server must answer to count as healthy: this version and protocol."""
+
+    version: str
+    protocol_version: int
+
+
+class StartFailed(MuxError):
+    """A started server did not come up healthy, and was stopped with everything it started.
+
+    ``reason`` says how in a few words ("it exited with code 1: …", "it was killed by
+    SIGSEGV", "it did not answer within 8s", "it answered as mux 1.1.0, protocol 3");
+    ``log_path`` is its log."""
+
+    def __init__(self, message: str, *, reason: str, log_path: Path, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.reason = reason
+        self.log_path = log_path
 
 
 def as_address(address: Path | str) -> ServerAddress:
@@ -252,25 +278,50 @@ def _remove_stale_socket(socket_path: Path) -> None:
         os.close(fd)
 
 
-def _terminate(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(2.0)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # (not ours any more: someone else's process got the number)
+    return True
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+def _terminate(process: subprocess.Popen[bytes], *, grace: float = STOP_GRACE) -> None:
+    """Stop a server we started and everything it started: it runs in a session of its own
+    (its process group is its pid), so SIGTERM goes to the whole group, then SIGKILL to
+    what is left after ``grace``; returns once the group is gone (bounded)."""
+    pgid = process.pid
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    _wait_for(lambda: process.poll() is not None and not _group_alive(pgid), deadline)
+    _signal_group(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(5.0)
+    _wait_for(lambda: not _group_alive(pgid), time.monotonic() + 2.0)
 
 
 def start(
-    address: Path | str, *, executable: str | None = None, timeout: float = START_TIMEOUT
+    address: Path | str,
+    *,
+    executable: str | None = None,
+    timeout: float = START_TIMEOUT,
+    expect: Expected | None = None,
 ) -> ServerReport:
     """Start a detached server on ``address`` and wait until its status line answers.
 
     Runs ``<executable or current_mux_command()> server run --socket P`` (``--url U`` for a
     TCP address) in a new session, stdin from /dev/null, output to :func:`log_path_for`.
-    Raises :class:`MuxError` when something already answers there, or when the server
-    exits or stays silent for ``timeout`` seconds (the child is then stopped).
+    Raises :class:`MuxError` when something already answers there, and :class:`StartFailed`
+    when the server exits, dies, stays silent for ``timeout`` seconds, or answers as another
+    version or protocol than ``expect`` says: it is then stopped with everything it started,
+    and its log kept as ``<log>.failed``.
     """
     target = as_address(address)
     if isinstance(target, UnixAddress):
@@ -301,7 +352,12 @@ def start(
     finally:
         os.close(log_fd)
     try:
-        report = _wait_until_live(target, process, log_path, timeout)
+        report = _wait_until_live(target, process, log_path, timeout, expect)
+    except StartFailed as failed:
+        _terminate(process)
+        failed.log_path = _keep_failed_log(log_path)
+        failed.hint = f"full log: {failed.log_path}"
+        raise
     except BaseException:
         _terminate(process)
         raise
@@ -309,8 +365,32 @@ def start(
     return report
 
 
+def _keep_failed_log(log_path: Path) -> Path:
+    """The failed start's log, moved aside so that the next start there does not erase it."""
+    kept = log_path.with_name(log_path.name + FAILED_LOG_SUFFIX)
+    try:
+        os.replace(log_path, kept)
+    except OSError:
+        return log_path
+    return kept
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with code {code}"
+
+
 def _wait_until_live(
-    target: ServerAddress, process: subprocess.Popen[bytes], log_path: Path, timeout: float
+    target: ServerAddress,
+    process: subprocess.Popen[bytes],
+    log_path: Path,
+    timeout: float,
+    expect: Expected | None,
 ) -> ServerReport:
     deadline = time.monotonic() + timeout
     latest: list[ServerReport] = []
@@ -318,22 +398,34 @@ def _wait_until_live(
     def answered() -> bool:
         remaining = max(0.05, deadline - time.monotonic())
         latest[:] = [query_server(target.display, timeout=min(DEFAULT_TIMEOUT, remaining))]
-        if latest[0].state == "live":
+        status = latest[0].status
+        if latest[0].state == "live" and status is not None:
+            if expect is not None and (status.version, status.protocol_version) != expect:
+                said = f"mux {status.version}, protocol {status.protocol_version}"
+                raise StartFailed(
+                    f"the mux server on {target.display} answered as {said}, not as mux "
+                    f"{expect.version}, protocol {expect.protocol_version}",
+                    reason=f"it answered as {said}",
+                    log_path=log_path,
+                )
             return True
         code = process.poll()
         # A wrapper may exit 0 after handing over to the server it started.
         if code is not None and code != 0:
-            reason = _last_log_line(log_path) or "no output"
-            raise MuxError(
-                f"the mux server exited with code {code} before answering on {target.display}: {reason}",
-                hint=f"full log: {log_path}",
+            last = _last_log_line(log_path) or "no output"
+            how = _exit_text(code)
+            raise StartFailed(
+                f"the mux server {how} before answering on {target.display}: {last}",
+                reason=f"it {how}: {last}",
+                log_path=log_path,
             )
         return False
 
     if not _wait_for(answered, deadline):
-        raise MuxError(
+        raise StartFailed(
             f"the mux server did not answer on {target.display} within {timeout:g}s",
-            hint=f"see {log_path}",
+            reason=f"it did not answer within {timeout:g}s",
+            log_path=log_path,
         )
     return latest[0]
 

@@ -1,0 +1,240 @@
+"""``mux server restart`` into a build that cannot serve: the previous build's server comes back.
+
+Real installs (stand-in release builds from a signed feed, installed by ``mux update``), real
+server processes on real sockets, and builds broken in each way the issue names
+(``tests.support.broken``): each passes the smoke test, so ``mux update`` installs it, and
+its server crashes on import, exits, segfaults, hangs, speaks another protocol, or lacks a
+shared library. Every restart ends with the old build's server answering on the same socket,
+one line on stderr, exit 5 and no process left of the broken build; the failed version is
+recorded, and after two failed starts the mux link goes back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_mux
+from tests.support.broken import KINDS, breaker
+from tests.support.installs import Install, bootstrap
+from tests.support.releases import KeyPair, make_keypair, make_release
+from updater.errors import EXIT_RESTART_FELL_BACK
+from updater.servers.client import query_server
+
+OLD, NEW = "1.0.0", "1.1.0"
+PROTOCOL = 7
+
+
+@pytest.fixture(scope="module")
+def keypair(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+    return make_keypair(tmp_path_factory.mktemp("keys"))
+
+
+@pytest.fixture(scope="module")
+def healthy_old(tmp_path_factory: pytest.TempPathFactory, keypair: KeyPair) -> Path:
+    """1.0.0, a build whose server works (copied into each feed)."""
+    feed = tmp_path_factory.mktemp("old") / "feed"
+    return make_release(feed, OLD, protocol_version=PROTOCOL, keypair=keypair, signed_at=1)
+
+
+def feed_with(tmp: Path, keypair: KeyPair, old: Path, kind: str | None) -> Path:
+    """A feed of the healthy 1.0.0 and a 1.1.0 broken as ``kind`` says (None: healthy)."""
+    feed = tmp / "feed"
+    feed.mkdir(parents=True)
+    shutil.copytree(old, feed / old.name)
+    make_release(
+        feed,
+        NEW,
+        protocol_version=PROTOCOL,
+        keypair=keypair,
+        post_build=breaker(kind) if kind else None,
+    )
+    return feed
+
+
+def install_and_serve(tmp: Path, env: dict[str, str], feed: Path, keypair: KeyPair):
+    mux = bootstrap(tmp, env, source=str(feed), version=OLD, public_key=keypair.public_key)
+    socket = Path(mux.env["XDG_RUNTIME_DIR"]) / "mux" / "g.sock"
+    started = mux.run("server", "start", "--socket", str(socket))
+    assert started.returncode == 0, started.stderr
+    old = query_server(str(socket)).status
+    assert old is not None and old.version == OLD
+    return mux, socket, old
+
+
+def update_to_new(mux: Install, keypair: KeyPair) -> None:
+    updated = mux.run("update", "--trust-key", keypair.public_key)
+    assert updated.returncode == 0, updated.stdout + updated.stderr
+    assert mux.active() == NEW
+
+
+def processes_of(folder: Path) -> list[tuple[int, str]]:
+    """Every process whose command line or program lies in ``folder`` (a real process scan)."""
+    inside = os.path.realpath(folder) + os.sep
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as stream:
+                argv = stream.read().decode(errors="replace").split("\0")
+            program = os.readlink(f"/proc/{name}/exe")
+        except OSError:
+            continue
+        if any(inside in arg for arg in argv) or program.startswith(inside):
+            found.append((int(name), " ".join(argv)))
+    return found
+
+
+def one_line(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def check_json(mux: Install, keypair: KeyPair) -> dict:
+    result = mux.run("update", "--check", "--json", "--trust-key", keypair.public_key)
+    assert result.returncode in (0, 10, 20), result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_restart_into_a_build_that_cannot_serve_brings_the_old_build_back(
+    kind: str, tmp_path: Path, sandbox_env: dict[str, str], keypair: KeyPair, healthy_old: Path
+) -> None:
+    if kind == "missing-library" and shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build a program whose shared library is missing")
+    feed = feed_with(tmp_path, keypair, healthy_old, kind)
+    # The default wait (MUX_RESTART_TIMEOUT unset): a hung build's fallback within 10 s too.
+    env = {k: v for k, v in sandbox_env.items() if k != "MUX_RESTART_TIMEOUT"}
+    mux, socket, old = install_and_serve(tmp_path, env, feed, keypair)
+    update_to_new(mux, keypair)
+
+    began = time.monotonic()
+    result = mux.run("server", "restart", "--socket", str(socket))
+    elapsed = time.monotonic() - began
+
+    assert result.returncode == EXIT_RESTART_FELL_BACK, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    line = one_line(result)
+    assert line.startswith(f"mux: mux {NEW} did not start on {socket} ("), line
+    assert f"the mux {OLD} server it replaced runs there again" in line, line
+    assert f"mux update --version {NEW} tries it again" in line, line
+    now = query_server(str(socket))
+    assert now.state == "live" and now.status is not None
+    assert (now.status.version, now.status.protocol_version) == (OLD, PROTOCOL)
+    assert now.status.pid != old.pid
+    assert f"(pid {now.status.pid})" in line
+    assert now.status.executable == old.executable  # the very build it ran before
+    assert elapsed < 10.0, elapsed
+    assert processes_of(mux.home / "versions" / NEW) == []  # nothing of the broken build lives
+    assert Path(f"{socket.with_suffix('.log')}.failed").is_file()  # the failed start's log
+    # Recorded as failed here: once, with its reason; the link stays for now.
+    doc = check_json(mux, keypair)
+    [failed] = doc["failed_versions"]
+    assert (failed["version"], failed["failed_starts"], failed["rolled_back_to"]) == (NEW, 1, None)
+    assert failed["reason"] and failed["reason"] in line
+    assert mux.active() == NEW
+
+
+@pytest.fixture(scope="module")
+def exiting_feed(tmp_path_factory: pytest.TempPathFactory, keypair: KeyPair, healthy_old: Path):
+    return feed_with(tmp_path_factory.mktemp("exiting"), keypair, healthy_old, "exit")
+
+
+def test_two_failed_starts_move_the_link_back_and_nothing_offers_the_version_again(
+    tmp_path: Path, sandbox_env: dict[str, str], keypair: KeyPair, exiting_feed: Path
+) -> None:
+    mux, socket, _old = install_and_serve(tmp_path, sandbox_env, exiting_feed, keypair)
+    update_to_new(mux, keypair)
+    first = mux.run("server", "restart", "--socket", str(socket))
+    assert first.returncode == EXIT_RESTART_FELL_BACK
+    assert "mux link" not in one_line(first)
+    noted = check_json(mux, keypair)["notes"]
+    assert any("1 more failed start(s) of it move the mux link back" in n for n in noted), noted
+
+    second = mux.run("server", "restart", "--socket", str(socket))
+    assert second.returncode == EXIT_RESTART_FELL_BACK
+    line = one_line(second)
+    assert f"after 2 failed starts the mux link is back on {OLD}" in line, line
+    assert mux.active() == OLD
+    status = query_server(str(socket)).status
+    assert status is not None and status.version == OLD
+
+    # Neither the check nor mux update offers it again...
+    doc = check_json(mux, keypair)
+    assert (doc["status"], doc["update_available"], doc["exit_code"]) == ("up-to-date", False, 0)
+    assert doc["latest"]["version"] == NEW
+    assert doc["withheld"]["reason"] == "failed"
+    assert doc["withheld"]["undo"] == f"mux update --version {NEW}"
+    assert doc["failed_versions"][0]["rolled_back_to"] == OLD
+    assert doc["install_command"] is None
+    text = mux.run("update", "--check", "--trust-key", keypair.public_key)
+    assert text.returncode == 0 and f"mux {NEW} is not offered (failed)" in text.stdout
+    plain = mux.run("update", "--trust-key", keypair.public_key)
+    assert plain.returncode == 0, plain.stderr
+    assert f"mux {OLD} stays: mux {NEW} failed to start a server" in plain.stdout
+    assert mux.active() == OLD
+    # ... until asked for by version, which forgets its failures.
+    asked = mux.run("update", "--version", NEW, "--trust-key", keypair.public_key)
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    assert mux.active() == NEW
+    assert check_json(mux, keypair)["failed_versions"] == []
+
+
+def test_healthy_restarts_never_fall_back_and_forget_an_earlier_failure(
+    tmp_path: Path, sandbox_env: dict[str, str], keypair: KeyPair, healthy_old: Path
+) -> None:
+    feed = feed_with(tmp_path, keypair, healthy_old, None)
+    mux, socket, old = install_and_serve(tmp_path, sandbox_env, feed, keypair)
+    update_to_new(mux, keypair)
+    state = Path(mux.env["XDG_STATE_HOME"]) / "mux" / "update-state.json"
+    state.parent.mkdir(parents=True, exist_ok=True)
+    failed = {"count": 1, "last_at": time.time(), "reason": "it hung", "rolled_back_to": None}
+    doc = {"schema": 1, "skipped": [], "hold_until": None, "failed_starts": {NEW: failed}}
+    state.write_text(json.dumps({**doc, "notices": {}}))
+    pids = {old.pid}
+    for _ in range(5):
+        result = mux.run("server", "restart", "--socket", str(socket))
+        assert result.returncode == 0, result.stderr
+        status = query_server(str(socket)).status
+        assert status is not None and status.version == NEW and status.pid not in pids
+        assert f"pid {status.pid}" in result.stdout
+        pids.add(status.pid)
+    assert check_json(mux, keypair)["failed_versions"] == []  # it works here after all
+
+
+def test_a_restart_with_nothing_to_go_back_to_says_no_server_runs(
+    tmp_path: Path, sandbox_env: dict[str, str], keypair: KeyPair, exiting_feed: Path
+) -> None:
+    mux, socket, _old = install_and_serve(tmp_path, sandbox_env, exiting_feed, keypair)
+    update_to_new(mux, keypair)
+    assert mux.run("server", "stop", "--socket", str(socket)).returncode == 0
+    result = mux.run("server", "restart", "--socket", str(socket))
+    assert result.returncode == 1
+    line = one_line(result)
+    assert "no server ran there before, so no server runs on" in line, line
+    assert query_server(str(socket)).state in ("stale", "missing")
+
+
+def test_a_policy_that_cannot_be_read_stops_updates_not_a_restart(
+    sandbox_env: dict[str, str], tmp_path: Path
+) -> None:
+    policy = tmp_path / "admin" / "policy.toml"
+    policy.parent.mkdir()
+    policy.write_text("updates = \n")  # not TOML: every update stops (exit 4)
+    env = {**sandbox_env, "MUX_POLICY_FILE": str(policy)}
+    assert run_mux(["update", "--check"], env).returncode == 4
+    assert run_mux(["server", "start", "--name", "p"], sandbox_env).returncode == 0
+    socket = Path(sandbox_env["XDG_RUNTIME_DIR"]) / "mux" / "p.sock"
+    before = query_server(str(socket)).status
+    restarted = run_mux(["server", "restart", "--name", "p"], env)
+    assert restarted.returncode == 0, restarted.stderr
+    after = query_server(str(socket)).status
+    assert before is not None and after is not None and after.pid != before.pid

@@ -1,0 +1,179 @@
+"""Automatic installs (``auto_install``): whether a server's background check installs the
+release it found, and the install itself.
+
+:func:`eligibility` runs in the check child (``<server's build> server check-updates``): the
+rule is :func:`updater.core.autoinstall.decide_auto_install`, fed with the settings (the
+user's config.toml under the machine policy, read afresh at every check), the user's state
+(skips, holds, failed starts), who manages the install (a packager), every live server's
+protocol, and last, only when everything else says yes, whether the system reports the
+connection as metered (:mod:`updater.net.metered`).
+
+:func:`run_auto_install` is the install child (``<server's build> server auto-install``): it
+asks the same questions again (minutes may have passed) and then runs ``mux update``'s own
+:func:`~updater.commands.update.run_update` for exactly that release, as an
+:class:`~updater.commands.update.Automatic` install: every verification layer, the install
+lock, retention, kill -9 safety; for ``"compatible"`` only a release of the protocol every
+live server speaks. It never stops, signals or restarts a server; the servers' link watches
+tell their watchers (``update-installed``, and ``restart-needed`` for each server of another
+protocol under ``"all"``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from updater.commands.check import current_manager
+from updater.commands.userstate import read_state, state_path
+from updater.config.buildinfo import BuildInfo
+from updater.config.settings import Settings
+from updater.core.autoinstall import (
+    ALL,
+    COMPATIBLE,
+    AutoInstall,
+    LiveServer,
+    allowed_on,
+    decide_auto_install,
+)
+from updater.core.offer import ReleaseOffer
+from updater.core.request import Decision, ReleaseRequest
+from updater.core.userstate import withheld
+from updater.errors import MuxError
+from updater.net.download import NoProgress, Progress
+from updater.net.metered import is_metered
+from updater.servers.client import query_all, server_addresses
+
+Metered = Callable[[], bool | None]
+
+
+def live_servers(settings: Settings) -> list[LiveServer]:
+    """Every server that answers with a status line, and the protocol it speaks."""
+    return [
+        LiveServer(report.address, report.status.protocol_version)
+        for report in query_all(server_addresses(settings.server_url))
+        if report.state == "live" and report.status is not None
+    ]
+
+
+def eligibility(
+    settings: Settings,
+    build: BuildInfo,
+    offer: ReleaseOffer,
+    *,
+    installed: str,
+    now: float | None = None,
+    metered: Metered = is_metered,
+) -> AutoInstall:
+    """Whether ``offer`` (decided against the ``installed`` version) is to be installed on
+    its own, by the server running ``build``; asks the servers and the network only when
+    everything cheaper says yes."""
+    return _decide(
+        settings,
+        build,
+        offer.version,
+        offer.protocol_version,
+        is_update=offer.decision is Decision.UPDATE and offer.asset is not None,
+        now=now,
+        metered=metered,
+    )
+
+
+def _decide(
+    settings: Settings,
+    build: BuildInfo,
+    version: str,
+    protocol: int,
+    *,
+    is_update: bool,
+    now: float | None,
+    metered: Metered,
+) -> AutoInstall:
+    def decide(**facts: Any) -> AutoInstall:
+        base: dict[str, Any] = {
+            "mode": settings.auto_install,
+            "updates": settings.updates,
+            "managed_by": None,
+            "version": version,
+            "protocol_version": protocol,
+            "is_update": is_update,
+            "withheld": None,
+            "servers": (),
+        }
+        return decide_auto_install(**{**base, **facts})
+
+    if settings.auto_install not in (COMPATIBLE, ALL) or not is_update:
+        return decide()  # (says why, without asking anything more)
+    try:
+        manager = current_manager(settings, build)
+        kept_back = withheld(
+            read_state(state_path(settings)), version, time.time() if now is None else now
+        )
+    except MuxError as exc:
+        return AutoInstall(False, exc.message, version, protocol)
+    managed_by = manager.name if manager is not None and manager.kind == "packager" else None
+    held = kept_back.detail if kept_back is not None else None
+    decided = decide(managed_by=managed_by, withheld=held, servers=live_servers(settings))
+    if not decided.install:
+        return decided
+    costly = allowed_on(metered(), download_on_metered=settings.download_on_metered)
+    if costly is not None:
+        return AutoInstall(False, costly, version, protocol, decided.restart_needed)
+    return decided
+
+
+class _Collected:
+    """:class:`~updater.commands.update.UpdateEvents` for a child nobody watches: warnings are
+    kept for its answer, progress is not shown."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+
+    def warning(self, message: str) -> None:
+        self.warnings.append(message)
+
+    def progress(self, label: str) -> Progress:
+        return NoProgress()
+
+
+def run_auto_install(
+    version: str,
+    protocol: int,
+    settings: Settings,
+    build: BuildInfo,
+    *,
+    metered: Metered = is_metered,
+) -> dict[str, Any]:
+    """``mux server auto-install``: install ``version`` (of ``protocol``) if it is still due;
+    one JSON-ready answer (``action``: ``updated``, ``up-to-date``, ``withheld``,
+    ``skipped`` with its ``reason``; or ``ok: false`` with the ``error``)."""
+    # (not at the top: the update machinery and the HTTP stack, for the install child only;
+    # the check child and the server import this module without them)
+    from updater.commands.update import Automatic, run_update
+
+    try:
+        due = _decide(settings, build, version, protocol, is_update=True, now=None, metered=metered)
+        if not due.install:
+            return {"ok": True, "action": "skipped", "reason": due.reason, "version": version}
+        only = protocol if settings.auto_install == COMPATIBLE else None
+        events = _Collected()
+        result = run_update(
+            ReleaseRequest.exactly(version),
+            settings,
+            build=build,
+            events=events,
+            automatic=Automatic(protocol_version=only),
+        )
+    except MuxError as exc:
+        return {"ok": False, "error": exc.message, "version": version}
+    return {
+        "ok": True,
+        "action": result.action.value,
+        "from": result.from_version,
+        "to": result.to_version,
+        "protocol_version": result.protocol_version,
+        "restart_needed": [v.report.address for v in result.servers if v.restart_needed],
+        "removed_versions": list(result.removed_versions),
+        "withheld": result.withheld.to_json() if result.withheld else None,
+        "warnings": events.warnings,
+    }
