@@ -13,7 +13,8 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 EXIT_VERIFICATION = 3
 EXIT_POLICY = 4  # the machine policy (an administrator's /etc/mux/policy.toml) refuses it
-EXIT_UPDATE_AVAILABLE = 10
+EXIT_UPDATE_AVAILABLE = 10  # also: the installed release is below a minimum_version
+EXIT_WITHDRAWN = 11  # the installed release was withdrawn by its publisher: mux update moves it
 EXIT_RESTART_NEEDED = 20
 
 
@@ -74,6 +75,12 @@ class PolicyError(MuxError):
     """The machine policy refuses this, or cannot be read (then it fails closed)."""
 
     exit_code = EXIT_POLICY
+
+
+class WithdrawnError(MuxError):
+    """The installed release was withdrawn and nothing this machine may install replaces it."""
+
+    exit_code = EXIT_WITHDRAWN
 
 
 class InstallError(MuxError):

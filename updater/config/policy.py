@@ -13,7 +13,10 @@ settings (docs/contracts.md, "Machine policy"):
 * ``allow_expired_feed``: ``true`` accepts an expired feed index (an air-gapped mirror);
   ``false`` refuses ``--allow-expired-feed``;
 * ``download_hosts``: the extra hosts GitHub downloads may be redirected to (never given
-  the token).
+  the token);
+* ``pin`` (``"1.4"``: stay on 1.4.x), ``minimum_release_age`` (``"72h"``: a cooldown) and
+  ``ring`` (``early``, ``default``, ``late``): where the machine stands in a release's
+  lifecycle (:mod:`updater.core.lifecycle`).
 
 A policy takes from users exactly the choices it makes, and no flag or environment
 variable can loosen it: :func:`apply_policy` is the one place where it is merged into the
@@ -35,7 +38,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from updater.errors import NetworkError, ParseError, PolicyError, printable
 from updater.files import NotReadable, read_small_file
+from updater.formats.lifecycle import MAX_RELEASE_AGE, RINGS, pin_parts
 from updater.formats.minisign import PublicKey
+from updater.timestamps import parse_duration
 from updater.urls import check_url_scheme, github_api_for, parse_download_host
 
 if TYPE_CHECKING:
@@ -57,6 +62,9 @@ KNOWN_SETTINGS = (
     "trusted_keys",
     "allow_expired_feed",
     "download_hosts",
+    "pin",
+    "minimum_release_age",
+    "ring",
 )
 
 
@@ -72,6 +80,9 @@ class MachinePolicy(NamedTuple):
     trusted_keys: tuple[str, ...] = ()
     allow_expired_feed: bool | None = None
     download_hosts: tuple[str, ...] | None = None
+    pin: str | None = None  # "1.4": every mux here stays on 1.4.x
+    minimum_release_age: float | None = None  # seconds: nothing younger is offered
+    ring: str | None = None  # early | default | late
 
     def setting(self, name: str) -> str:
         """``name = <value>`` as the file says it, for messages."""
@@ -222,6 +233,25 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         if checked is None or None in checked:
             raise bad("download_hosts", "a list of exact host names (host or host:port)")
         values["download_hosts"] = tuple(h for h in checked if h)
+    if "pin" in document:
+        try:
+            pin_parts(document["pin"])
+        except ParseError:
+            raise bad("pin", 'a version prefix such as "1.4"') from None
+        values["pin"] = document["pin"]
+    if "minimum_release_age" in document:
+        age = document["minimum_release_age"]
+        try:
+            seconds = parse_duration(age) if isinstance(age, str) else -1.0
+        except ValueError:
+            seconds = -1.0
+        if not 0 < seconds <= MAX_RELEASE_AGE:
+            raise bad("minimum_release_age", 'a duration such as "72h" (at most 366 days)')
+        values["minimum_release_age"] = seconds
+    if "ring" in document:
+        if document["ring"] not in RINGS:
+            raise bad("ring", " or ".join(f'"{r}"' for r in RINGS))
+        values["ring"] = document["ring"]
     return MachinePolicy(path=path, **values)
 
 
@@ -338,7 +368,12 @@ def apply_policy(
         raise refuse("allow_expired_feed", "--allow-expired-feed cannot accept an expired feed")
     if policy.allow_expired_feed:
         allow_expired = True
+    if policy.ring is not None:
+        _same_or_refuse(environ, "MUX_UPDATE_RING", policy.ring, "ring", refuse)
     return settings._replace(
+        ring=policy.ring or settings.ring,
+        pin=policy.pin,
+        minimum_release_age=policy.minimum_release_age,
         github=github._replace(download_hosts=hosts),
         trust_keys=(*settings.trust_keys, *policy.trusted_keys),
         allow_expired_feed=allow_expired,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 
 from updater._records import NamedTuple
-from updater.errors import PolicyError
+from updater.errors import PolicyError, UsageError, printable
 from updater.timestamps import parse_duration
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -41,6 +41,7 @@ TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
 POLICY_ENV = "MUX_POLICY_FILE"  # a development build's machine policy (tests)
 DOWNLOAD_HOSTS_ENV = "MUX_GITHUB_DOWNLOAD_HOSTS"
 CHECK_INTERVAL_ENV = "MUX_UPDATE_CHECK_INTERVAL"
+RING_ENV = "MUX_UPDATE_RING"
 DEFAULT_CHECK_INTERVAL = 6 * 3600.0
 UPDATES_ENABLED = "enabled"  # the machine policy's `updates`: enabled | check-only | disabled
 
@@ -101,6 +102,12 @@ class Settings(NamedTuple):
     # server's background checks) and its file, if any.
     updates: str = UPDATES_ENABLED
     policy_file: str | None = None
+    # Where this machine stands in a staged rollout (docs/contracts.md, "Release lifecycle"):
+    # MUX_UPDATE_RING or the policy's ring ("early", "default", "late"); the policy's pin
+    # ("1.4": stay on 1.4.x) and minimum_release_age (seconds: a cooldown).
+    ring: str = "default"
+    pin: str | None = None
+    minimum_release_age: float | None = None
 
     def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
         """Every minisign key trusted here: the build's, then these settings' (--trust-key,
@@ -238,7 +245,20 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         progress_bar=not environ.get("NO_COLOR") and environ.get("TERM") != "dumb",
         update_check_interval=_duration(text(CHECK_INTERVAL_ENV), defaults.update_check_interval),
         link_poll_interval=max(0.01, positive("MUX_LINK_POLL", defaults.link_poll_interval)),
+        ring=_ring(text(RING_ENV)),
     )
+
+
+def _ring(value: str | None) -> str:
+    """``MUX_UPDATE_RING``: early, default or late; anything else is a usage error (a ring
+    silently read as another would move the machine in every rollout)."""
+    if value is None:
+        return "default"
+    if value not in ("early", "default", "late"):
+        raise UsageError(
+            f"{RING_ENV}={printable(value, 40)} is not a ring", hint="use early, default or late"
+        )
+    return value
 
 
 def _duration(value: str | None, default: float) -> float:
