@@ -130,7 +130,13 @@ def carried_lifecycle(feed_dir: Path, key: SecretKey) -> dict[str, Lifecycle]:
         releases = parse_releases_json(raw)
     except ParseError as exc:
         raise FeedError(f"{index} cannot be read: {exc.message}") from None
-    if not any(r.lifecycle is not None for r in releases):
+    # released_at alone is no state: every index takes it from the manifests again.
+    stateful = {
+        r.tag: r.lifecycle
+        for r in releases
+        if r.lifecycle is not None and r.lifecycle._replace(released_at=None) != Lifecycle()
+    }
+    if not stateful:
         return {}
     try:
         verify(raw, (feed_dir / FEED_SIGNATURE_NAME).read_bytes(), [key.public_key])
@@ -142,7 +148,7 @@ def carried_lifecycle(feed_dir: Path, key: SecretKey) -> dict[str, Lifecycle]:
             hint="restore the published releases.json and its signature (the feed workflow "
             "fetches them), then run again",
         ) from None
-    return {r.tag: r.lifecycle for r in releases if r.lifecycle is not None}
+    return stateful
 
 
 def read_index_signature(feed_dir: Path, keys: list[PublicKey]) -> IndexComment:

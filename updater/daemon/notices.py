@@ -20,8 +20,10 @@ from updater.config import buildinfo
 from updater.config.settings import Settings
 from updater.core.notices import (
     EVENT_UPDATE_AVAILABLE,
+    LIFECYCLE_EVENTS,
     LINK_EVENTS,
     InstalledBuild,
+    lifecycle_notices,
     link_notices,
     offer_notice,
 )
@@ -106,6 +108,8 @@ class ServerNotices:
             if offer is not None and not offer_notice(offer, installed_version=installed.version):
                 self.hub.retract(EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None
+            if offer is not None:  # a withdrawn release moved off is no longer news
+                self._publish_lifecycle_events(offer, installed.version)
 
     def _publish_link_events(self, installed: InstalledBuild, *, in_force: bool) -> None:
         notices = link_notices(
@@ -119,6 +123,13 @@ class ServerNotices:
             [WatchEvent(notice.type, notice.data) for notice in notices],
             in_force=in_force,
         )
+
+    def _publish_lifecycle_events(self, offer: ReleaseOffer, installed_version: str) -> None:
+        notices = lifecycle_notices(offer, installed_version=installed_version)
+        events = [WatchEvent(notice.type, notice.data) for notice in notices]
+        in_force = [e for e in self.hub.in_force() if e.type in LIFECYCLE_EVENTS]
+        if in_force != events:  # said once, not at every check
+            self.hub.replace(LIFECYCLE_EVENTS, events)
 
     # -- the background check ------------------------------------------------------------
 
@@ -162,6 +173,7 @@ class ServerNotices:
             elif notice.data.get("tag") != self._announced_tag:
                 self._announced_tag = str(notice.data.get("tag"))
                 self.hub.publish(WatchEvent(notice.type, notice.data))
+            self._publish_lifecycle_events(offer, self._baseline())
 
     # -- life ----------------------------------------------------------------------------
 
