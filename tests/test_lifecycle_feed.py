@@ -21,6 +21,7 @@ from tests.support.releases import (
     serve_directory,
     serve_directory_recording,
 )
+from tests.test_watch import event, spawn
 from updater.errors import EXIT_WITHDRAWN
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 
@@ -271,3 +272,32 @@ def test_a_hostile_reason_or_note_cannot_exceed_its_cap(installed: Install, feed
     assert long_notes.returncode == 1 and "longer than 1000" in long_notes.stderr
     result, doc = check(installed)
     assert result.returncode == 10 and doc["lifecycle"]["withdrawn"] is None
+
+
+def test_a_withdrawal_reaches_a_running_server_within_one_check_interval(
+    installed: Install, feed: Feed
+) -> None:
+    assert installed.run("update").returncode == 0 and installed.active() == "0.2.0"
+    installed.env["MUX_UPDATE_CHECK_INTERVAL"] = "1"
+    assert installed.run("server", "start").returncode == 0
+    watcher, lines = spawn(installed, "server", "watch")
+    assert json.loads(lines.next() or "")["version"] == "0.2.0"
+    verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "eats \x1b[2J files")
+    withdrawn_at = time.monotonic()
+    kind, data = event(lines.next(timeout=30))
+    while kind != "release-withdrawn":
+        kind, data = event(lines.next(timeout=30))
+    took = time.monotonic() - withdrawn_at
+    print(f"withdrawal -> release-withdrawn event: {took:.2f} s (check interval 1 s)")
+    assert data["reason"] == "eats \\x1b[2J files"  # escaped in the event itself
+    assert (data["move"], data["move_to"], data["command"]) == ("kept", "0.1.0", "mux update")
+    # Moving off it ends the event: a watcher that connects afterwards is not told.
+    assert installed.run("update").returncode == 0 and installed.active() == "0.1.0"
+    kind, data = event(lines.next(timeout=30))
+    assert kind == "update-installed" and data["version"] == "0.1.0"
+    late, late_lines = spawn(installed, "server", "watch")
+    late_lines.next()
+    assert installed.run("server", "stop").returncode == 0
+    assert [event(line)[0] for line in late_lines.rest()] == ["update-installed", "server-stopping"]
+    watcher.wait(10)
+    late.wait(10)

@@ -32,6 +32,7 @@ This module is imported only when a policy file exists; ``tomllib`` with it.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -241,10 +242,9 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         values["pin"] = document["pin"]
     if "minimum_release_age" in document:
         age = document["minimum_release_age"]
-        try:
-            seconds = parse_duration(age) if isinstance(age, str) else -1.0
-        except ValueError:
-            seconds = -1.0
+        # One number and a unit, as install.sh reads it too (no "1h30m", no fractions).
+        strict = isinstance(age, str) and re.fullmatch(r"[0-9]{1,8}[smhdw]?", age) is not None
+        seconds = parse_duration(age) if strict else -1.0
         if not 0 < seconds <= MAX_RELEASE_AGE:
             raise bad("minimum_release_age", 'a duration such as "72h" (at most 366 days)')
         values["minimum_release_age"] = seconds
@@ -267,9 +267,6 @@ def _source(value: object) -> str | None:
 
 def _is_repo(value: object) -> bool:
     """``owner/name`` as GitHub spells them: letters, digits, ``-``, ``_`` and ``.``."""
-    # deferred: this module is on a fast path (docs/build.md)
-    import re
-
     return (
         isinstance(value, str)
         and re.fullmatch(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", value) is not None
