@@ -32,6 +32,7 @@ MUX_MINISIGN_KEYS=''
 # administrator decides for every mux and every install.sh on the machine. A release may
 # name another path; nothing in the environment can.
 MUX_POLICY_FILE_PATH='/etc/mux/policy.toml'
+policy_pin='' policy_min_age='' policy_min_age_text=''
 # The schema of install.json (docs/contracts.md), shared with mux: written from mux's own
 # definition (updater/core/retention.py, RECORD_SCHEMA) into every copy mux-release makes.
 MUX_RECORD_SCHEMA='1'
@@ -1530,27 +1531,77 @@ verify_feed_index() {
 }
 
 
-# From a flattened releases.json ({"releases": [{"tag", "draft"}...]} or a bare list): a
-# "listed<TAB>version" line per release (drafts are never offered), then "latest<TAB>version"
-# for the highest stable version (by PEP 440, never list order; "prerelease" flags are not
-# read: the version string decides), or a single "bad<TAB>tag" when a tag is invalid.
+# The awk functions that read a lifecycle time (2026-12-01T12:00:00Z, UTC, whole seconds):
+# epoch(t) is its Unix time, -1 for any other form (docs/contracts.md, "Release lifecycle").
+time_awk() {
+    printf '%s\n' '
+        # days from 1970-01-01 to a civil date (proleptic Gregorian)
+        function days(y, m, d,   era, yoe, doy, doe) {
+            y -= (m <= 2); era = int((y >= 0 ? y : y - 399) / 400); yoe = y - era * 400
+            doy = int((153 * (m + (m > 2 ? -3 : 9)) + 2) / 5) + d - 1
+            doe = yoe * 365 + int(yoe / 4) - int(yoe / 100) + doy
+            return era * 146097 + doe - 719468
+        }
+        function epoch(t) {
+            if (t !~ /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]Z$/) return -1
+            return days(substr(t, 1, 4) + 0, substr(t, 6, 2) + 0, substr(t, 9, 2) + 0) * 86400 + substr(t, 12, 2) * 3600 + substr(t, 15, 2) * 60 + substr(t, 18, 2)
+        }
+'
+}
+
+
+# utc_epoch TIME: its Unix time, or -1.
+utc_epoch() {
+    LC_ALL=C awk -v t="$1" "$(time_awk)"' BEGIN { print epoch(t) }'
+}
+
+
+# From a flattened releases.json ({"releases": [{"tag", "draft", "lifecycle"}...]} or a bare
+# list): a "listed<TAB>version<TAB>state<TAB>reason" line per release (drafts are never
+# offered; state: ok, halted, withdrawn, pin (outside the policy's pin) or young (inside its
+# minimum_release_age, or of unknown age then)), then "latest<TAB>version" for the highest
+# stable version whose state is ok (by PEP 440, never list order; "prerelease" flags are not
+# read: the version string decides), or a single "bad<TAB>tag" when a tag is invalid. A fresh
+# install takes the newest release that is neither halted nor withdrawn whatever its rollout
+# stage (docs/contracts.md, "Release lifecycle"), so stages are not read here.
 pick_from_index() {
-    LC_ALL=C awk -F '\t' "$(version_awk)"'
+    LC_ALL=C awk -F '\t' -v pin="$policy_pin" -v age="$policy_min_age" -v now="$(now_unix)" "$(version_awk)$(time_awk)"'
+        function index_of(p) { sub(/\/.*/, "", p); return p }
         { p = $1; sub(/^releases\//, "", p) }
         p ~ /^[0-9]+\/tag$/ {
-            i = p; sub(/\/.*/, "", i)
+            i = index_of(p)
             if (!(i in tag)) order[++count] = i
             tag[i] = ($2 == "s") ? $3 : ""
         }
-        p ~ /^[0-9]+\/draft$/ && $3 == "true" { i = p; sub(/\/.*/, "", i); draft[i] = 1 }
+        p ~ /^[0-9]+\/draft$/ && $3 == "true" { draft[index_of(p)] = 1 }
+        p ~ /^[0-9]+\/lifecycle\/halted$/ && $3 == "true" { halted[index_of(p)] = 1 }
+        p ~ /^[0-9]+\/lifecycle\/critical$/ && $3 == "true" { critical[index_of(p)] = 1 }
+        p ~ /^[0-9]+\/lifecycle\/withdrawn\/reason$/ && $2 == "s" { withdrawn[index_of(p)] = $3 }
+        p ~ /^[0-9]+\/lifecycle\/released_at$/ && $2 == "s" { released[index_of(p)] = $3 }
         END {
+            npin = (pin == "") ? 0 : split(pin, pins, ".")
             for (c = 1; c <= count; c++) {
-                t = tag[order[c]]; v = substr(t, 2)
+                i = order[c]; t = tag[i]; v = substr(t, 2)
                 k = (t ~ /^v[0-9]+\.[0-9]+\.[0-9]+([-.+]?[0-9A-Za-z.]+)?$/ && length(v) <= 64) ? vkey(v) : ""
                 if (k == "") { print "bad\t" t; exit }
-                if (order[c] in draft) continue
-                print "listed\t" v
-                if (!vkey_pre && (best == "" || k > best)) { best = k; latest = v }
+                if (i in draft) continue
+                pre = vkey_pre
+                state = "ok"; why = ""
+                if (npin) {
+                    split(v, nums, ".")
+                    for (j = 1; j <= npin; j++) {
+                        n = nums[j]; sub(/[^0-9].*/, "", n)
+                        if (n == "" || n + 0 != pins[j] + 0) state = "pin"
+                    }
+                }
+                if (state == "ok" && age != "" && !(i in critical)) {
+                    e = (i in released) ? epoch(released[i]) : -1
+                    if (e < 0 || e + age > now + 0) state = "young"
+                }
+                if (i in halted) state = "halted"
+                if (i in withdrawn) { state = "withdrawn"; why = withdrawn[i] }
+                print "listed\t" v "\t" state "\t" why
+                if (state == "ok" && !pre && (best == "" || k > best)) { best = k; latest = v }
             }
             if (best != "") print "latest\t" latest
         }' "$1"
@@ -1581,13 +1632,23 @@ resolve_release() {
         esac
         if [ -n "$requested_version" ]; then
             version=$requested_version
-            printf '%s\n' "$rr_pick" | grep -Fqx "listed	$version" ||
+            rr_line=$(printf '%s\n' "$rr_pick" | awk -F '\t' -v v="$version" '$1 == "listed" && $2 == v { print; exit }')
+            [ -n "$rr_line" ] ||
                 die 1 "the signed release list of $feed_url does not list v$version" \
                     "choose a version it lists (run without --version for the newest), or check MUX_DOWNLOAD_URL"
+            rr_state=$(printf '%s\n' "$rr_line" | awk -F '\t' '{ print $3 }')
+            case $rr_state in
+                withdrawn) die 1 "mux $version was withdrawn by its publisher: $(printf '%s\n' "$rr_line" | awk -F '\t' '{ print $4 }')" \
+                    "install.sh never installs a withdrawn release: run without MUX_VERSION for the newest" ;;
+                halted) die 1 "mux $version was halted by its publisher (its rollout was stopped)" \
+                    "install.sh never installs a halted release: run without MUX_VERSION for the newest" ;;
+                pin) policy_refuses "pin = \"$policy_pin\"" "mux $version is not a $policy_pin.x release" ;;
+                young) policy_refuses "minimum_release_age = \"$policy_min_age_text\"" "mux $version is younger than that (or its age is not signed)" ;;
+            esac
         else
             version=$(printf '%s\n' "$rr_pick" | sed -n 's/^latest	//p')
-            [ -n "$version" ] || die 1 "the release list $feed_url/releases.json names no stable release" \
-                "set MUX_VERSION to install a pre-release, or check the feed"
+            [ -n "$version" ] || die 1 "the release list $feed_url/releases.json names no stable release this machine may install" \
+                "set MUX_VERSION to install a pre-release, or check the feed (halted and withdrawn releases, and those the machine policy's pin or minimum_release_age holds back, are never installed)"
         fi
     fi
     release_url=$feed_url/v$version
@@ -1680,6 +1741,22 @@ verify_documents() {
     vd_version=$(json_get "$mf" version)
     [ "$vd_version" = "$version" ] || die 3 "the manifest at $release_url says version ${vd_version:-(none)}, expected $version" \
         "the mirror serves files of different releases together; do not install from it"
+    if [ -z "$feed_url" ]; then
+        # GitHub's release pages carry no signed lifecycle (until the TUF repository): the
+        # policy's pin and minimum_release_age are held to the signed manifest itself.
+        if [ -n "$policy_pin" ]; then
+            case $version. in
+                "$policy_pin".*) ;;
+                *) policy_refuses "pin = \"$policy_pin\"" "mux $version (GitHub's newest) is not a $policy_pin.x release, and GitHub's source cannot list older ones" ;;
+            esac
+        fi
+        if [ -n "$policy_min_age" ]; then
+            vd_released=$(utc_epoch "$(json_get "$mf" released_at)")
+            if [ "$vd_released" -lt 0 ] || [ $((vd_released + policy_min_age)) -gt "$(now_unix)" ]; then
+                policy_refuses "minimum_release_age = \"$policy_min_age_text\"" "mux $version is younger than that (or its signed manifest gives no release time)"
+            fi
+        fi
+    fi
     manifest_protocol=$(json_get "$mf" protocol_version)
     # The asset for our target: name, size, sha256.
     if [ -z "$(asset_field target)" ]; then
@@ -2367,6 +2444,7 @@ read_policy() {
     policy_path='' policy_updates='' policy_source='' policy_github_url='' policy_api_url=''
     policy_repo=''
     policy_keys='' policy_allow_expired='' policy_hosts=''
+    policy_pin='' policy_min_age='' policy_min_age_text=''
     rp_path=$MUX_POLICY_FILE_PATH
     [ -e "$rp_path" ] || [ -L "$rp_path" ] || return 0
     policy_path=$rp_path
@@ -2441,6 +2519,38 @@ read_policy() {
                 esac
                 ;;
             download_on_metered:b) ;;
+            pin:s)
+                case $rp_value in
+                    '' | .* | *. | *..* | *[!0-9.]* | *.*.*.*) policy_unusable "pin = \"$rp_value\" is not a version prefix such as \"1.4\"" ;;
+                esac
+                policy_pin=$rp_value
+                ;;
+            minimum_release_age:s)
+                rp_unit=1
+                case $rp_value in
+                    *s) rp_number=${rp_value%s} ;;
+                    *m) rp_number=${rp_value%m} rp_unit=60 ;;
+                    *h) rp_number=${rp_value%h} rp_unit=3600 ;;
+                    *d) rp_number=${rp_value%d} rp_unit=86400 ;;
+                    *w) rp_number=${rp_value%w} rp_unit=604800 ;;
+                    *) rp_number=$rp_value ;;
+                esac
+                case $rp_number in
+                    '' | *[!0-9]*) rp_number= ;;
+                esac
+                [ "${#rp_number}" -le 8 ] || rp_number=
+                [ -n "$rp_number" ] && policy_min_age=$((rp_number * rp_unit))
+                if [ -z "$rp_number" ] || [ "$policy_min_age" -le 0 ] || [ "$policy_min_age" -gt 31622400 ]; then
+                    policy_unusable "minimum_release_age = \"$rp_value\" is not a duration such as \"72h\" (at most 366 days)"
+                fi
+                policy_min_age_text=$rp_value
+                ;;
+            ring:s)
+                case $rp_value in
+                    early | default | late) ;;  # a fresh install takes no staged place
+                    *) policy_unusable "ring = \"$rp_value\" is not \"early\" or \"default\" or \"late\"" ;;
+                esac
+                ;;
             trusted_keys:a | download_hosts:a)
                 rp_count=$rp_value
                 [ "$rp_count" -le 16 ] || policy_unusable "$rp_key holds more than 16 entries"
@@ -2464,10 +2574,10 @@ read_policy() {
                 esac
                 policy_hosts="$policy_hosts $rp_value"
                 ;;
-            updates:* | source:* | github_url:* | github_api_url:* | repo:* | allow_expired_feed:* | trusted_keys:* | download_hosts:* | auto_install:* | download_on_metered:*)
+            updates:* | source:* | github_url:* | github_api_url:* | repo:* | allow_expired_feed:* | trusted_keys:* | download_hosts:* | auto_install:* | download_on_metered:* | pin:* | minimum_release_age:* | ring:*)
                 policy_unusable "$rp_key has a value of the wrong kind"
                 ;;
-            *) policy_unusable "'$rp_key' is not a setting mux knows (known: updates, source, github_url, github_api_url, repo, trusted_keys, allow_expired_feed, download_hosts, auto_install, download_on_metered)" ;;
+            *) policy_unusable "'$rp_key' is not a setting mux knows (known: updates, source, github_url, github_api_url, repo, trusted_keys, allow_expired_feed, download_hosts, auto_install, download_on_metered, pin, minimum_release_age, ring)" ;;
         esac
     done
     set +f

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -35,6 +35,17 @@ from release.publish.feed import parse_duration as parse_expiry
 from release.publish.feed import sign_feed_index
 from release.publish.flags import MAX_RELEASE_LIST_BYTES, parse_release_list, plan_publish
 from release.publish.install_script import write_install_script
+from release.publish.lifecycle import (
+    change_lifecycle,
+    clock,
+    critical,
+    describe,
+    halt,
+    parse_stages,
+    resume,
+    rollout,
+    withdraw,
+)
 from release.publish.package import package_release, sign_release
 from release.publish.signing import SecretKey, generate_keypair
 from release.upkeep.protocol import LOCK_PATH, check_protocol, record_protocol
@@ -42,6 +53,7 @@ from updater.config import settings
 from updater.config.marker import MARKER_NAME, marker_document
 from updater.errors import EXIT_ERROR, MuxError, UsageError
 from updater.files import atomic_write
+from updater.formats.lifecycle import Interval
 from updater.formats.minisign import PublicKey
 from updater.protocol import PROTOCOL_VERSION
 from updater.timestamps import parse_duration, rfc3339
@@ -244,6 +256,152 @@ def feed_command(
     print(
         f"{action} {signed.index} with minisign key {signed.key_id}: "
         f"seq {signed.comment.seq}, expires {rfc3339(signed.comment.expires)}"
+    )
+
+
+# --- lifecycle: rollout, halt, resume, withdraw, critical ----------------------------------
+
+_TagOption = Annotated[str, typer.Option("--tag", help="The release (vX.Y.Z), listed in the feed.")]
+_ExpiresOption = Annotated[
+    str, typer.Option("--expires-in", help="How long the new signature holds (14d, 12h).")
+]
+
+
+def _change(
+    feed_dir: Path,
+    key_file: Path | None,
+    key_env: str | None,
+    password_env: str,
+    tag: str,
+    change: Any,
+    expires_in: str,
+) -> None:
+    key = _read_secret_key(key_file, key_env, password_env)
+    changed = change_lifecycle(feed_dir, key, tag, change, expires_in=parse_expiry(expires_in))
+    print(describe(changed))
+
+
+@app.command("rollout")
+def rollout_command(
+    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    tag: _TagOption,
+    stages: Annotated[
+        str | None,
+        typer.Option(
+            "--stages",
+            help="Percentages and when each starts: 5,25@1d,100@3d (offsets from now) or "
+            "5@2026-12-01T12:00:00Z.",
+        ),
+    ] = None,
+    interval: Annotated[
+        str | None,
+        typer.Option(
+            "--interval",
+            help="Sparkle's phased rollout: one more of seven groups every INTERVAL (1d).",
+        ),
+    ] = None,
+    full: Annotated[bool, typer.Option("--full", help="Offer it to everyone now.")] = False,
+    notes: Annotated[
+        str | None, typer.Option("--notes", help="A short plain-text summary (1000 characters).")
+    ] = None,
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    expires_in: _ExpiresOption = "14d",
+) -> None:
+    """Stage a release (or finish its rollout with --full) in the feed's signed index."""
+    if sum(x is not None and x is not False for x in (stages, interval, full or None)) != 1:
+        raise UsageError("give one of --stages, --interval or --full")
+    now = clock()
+    planned = parse_stages(stages, now=now) if stages is not None else None
+    every = None
+    if interval is not None:
+        try:
+            every = Interval(now, int(parse_duration(interval)))
+        except ValueError as exc:
+            raise UsageError(f"--interval: {exc}") from None
+    _change(
+        feed_dir, key_file, key_env, password_env, tag, rollout(planned, every, notes), expires_in
+    )
+
+
+@app.command("halt")
+def halt_command(
+    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    tag: _TagOption,
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    expires_in: _ExpiresOption = "14d",
+) -> None:
+    """Stop a release's rollout: offered to nobody who has not installed it."""
+    _change(feed_dir, key_file, key_env, password_env, tag, halt, expires_in)
+
+
+@app.command("resume")
+def resume_command(
+    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    tag: _TagOption,
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    expires_in: _ExpiresOption = "14d",
+) -> None:
+    """Resume a halted rollout where its stages stand."""
+    _change(feed_dir, key_file, key_env, password_env, tag, resume, expires_in)
+
+
+@app.command("withdraw")
+def withdraw_command(
+    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    tag: _TagOption,
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (300 characters), shown to every machine on it.")
+    ],
+    replacement: Annotated[
+        str | None,
+        typer.Option("--replacement", help="The release (vX.Y.Z) machines on it move to."),
+    ] = None,
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    expires_in: _ExpiresOption = "14d",
+) -> None:
+    """Withdraw a release: never installed again, and machines on it move off it."""
+    if replacement is not None and not (feed_dir / replacement / "manifest.json").is_file():
+        raise UsageError(f"--replacement {replacement}: the feed has no such release")
+    _change(
+        feed_dir, key_file, key_env, password_env, tag, withdraw(reason, replacement), expires_in
+    )
+
+
+@app.command("critical")
+def critical_command(
+    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    tag: _TagOption,
+    minimum_version: Annotated[
+        str | None,
+        typer.Option(
+            "--minimum-version", help="Every older install needs this update (status, watch)."
+        ),
+    ] = None,
+    notes: Annotated[
+        str | None, typer.Option("--notes", help="A short plain-text summary (1000 characters).")
+    ] = None,
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    expires_in: _ExpiresOption = "14d",
+) -> None:
+    """Mark a release critical: offered at once, skipping stages and delays (not a pin)."""
+    _change(
+        feed_dir,
+        key_file,
+        key_env,
+        password_env,
+        tag,
+        critical(minimum_version, notes),
+        expires_in,
     )
 
 

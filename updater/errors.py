@@ -16,7 +16,8 @@ EXIT_POLICY = 4  # the machine policy (an administrator's /etc/mux/policy.toml) 
 # `mux server restart`: the new build did not come up healthy, and the server runs the build
 # it ran before again, on the same socket (the restart fell back)
 EXIT_RESTART_FELL_BACK = 5
-EXIT_UPDATE_AVAILABLE = 10
+EXIT_UPDATE_AVAILABLE = 10  # also: the installed release is below a minimum_version
+EXIT_WITHDRAWN = 11  # the installed release was withdrawn by its publisher: mux update moves it
 EXIT_RESTART_NEEDED = 20
 
 
@@ -81,6 +82,10 @@ class PolicyError(MuxError):
 
 class ConfigError(MuxError):
     """The user's config file (``<user config dir>/mux/config.toml``) cannot be used."""
+class WithdrawnError(MuxError):
+    """The installed release was withdrawn and nothing this machine may install replaces it."""
+
+    exit_code = EXIT_WITHDRAWN
 
 
 class InstallError(MuxError):

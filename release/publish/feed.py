@@ -25,17 +25,20 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from release.publish.formats import format_releases_json
 from release.publish.signing import SecretKey
 from updater.errors import MuxError, ParseError, UsageError, VerificationError
 from updater.files import atomic_write
+from updater.formats.lifecycle import Lifecycle
 from updater.formats.minisign import PublicKey, verify, verify_trusted_comment
 from updater.formats.models import (
     FEED_INDEX_NAME,
     MANIFEST_NAME,
     FeedRelease,
+    parse_manifest,
     parse_releases_json,
     parse_tag,
 )
@@ -63,12 +66,22 @@ def parse_duration(text: str) -> int:
     return seconds
 
 
-def write_feed_index(feed_dir: Path, *, prerelease: Mapping[str, bool] | None = None) -> Path:
+def write_feed_index(
+    feed_dir: Path,
+    *,
+    prerelease: Mapping[str, bool] | None = None,
+    lifecycle: Mapping[str, Lifecycle] | None = None,
+    carried: Mapping[str, Lifecycle] | None = None,
+) -> Path:
     """Write ``releases.json`` from the ``v<version>/`` folders (with a manifest) in a feed.
 
     A release's prerelease flag comes from ``prerelease`` (by tag), else the existing
     ``releases.json``, else its version (``1.0.0rc1`` is a prerelease). The flags are for
-    humans: readers decide from the version string. :func:`sign_feed_index` signs the result.
+    humans: readers decide from the version string. A release's lifecycle record comes from
+    ``lifecycle`` (by tag), else ``carried`` (what the signed index said before:
+    :func:`sign_feed_index` passes only a verified one), else a new one; every record gets
+    the manifest's ``released_at`` when it has none (the cooldown counts from it).
+    :func:`sign_feed_index` signs the result.
     """
     feed_dir = Path(feed_dir)
     index = feed_dir / FEED_INDEX_NAME
@@ -76,6 +89,7 @@ def write_feed_index(feed_dir: Path, *, prerelease: Mapping[str, bool] | None = 
     if index.is_file():
         known = {r.tag: r.prerelease for r in parse_releases_json(index.read_bytes())}
     known.update(prerelease or {})
+    records = {**(carried or {}), **(lifecycle or {})}
     releases = []
     for folder in sorted(feed_dir.iterdir()):
         if not (folder.is_dir() and (folder / MANIFEST_NAME).is_file()):
@@ -85,9 +99,56 @@ def write_feed_index(feed_dir: Path, *, prerelease: Mapping[str, bool] | None = 
         except ParseError:
             continue
         flag = known.get(folder.name, version.is_prerelease)
-        releases.append(FeedRelease(tag=folder.name, prerelease=flag))
+        record = records.get(folder.name) or Lifecycle()
+        if record.released_at is None:
+            record = record._replace(released_at=_released_at(folder / MANIFEST_NAME))
+        releases.append(FeedRelease(tag=folder.name, prerelease=flag, lifecycle=record))
     atomic_write(index, format_releases_json(releases), mode=0o644)  # published: for all to read
     return index
+
+
+def _released_at(manifest: Path) -> int | None:
+    """The manifest's ``released_at`` as a Unix time (None when it has none)."""
+    try:
+        text = parse_manifest(manifest.read_bytes()).released_at
+    except (OSError, ParseError):
+        return None
+    if not text:
+        return None
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
+
+
+def carried_lifecycle(feed_dir: Path, key: SecretKey) -> dict[str, Lifecycle]:
+    """The lifecycle records of ``feed_dir``'s index, once its signature verified with
+    ``key``'s public key: only signed state is carried into the next index. An index without
+    records carries nothing; one with records its signature does not vouch for is refused."""
+    index = feed_dir / FEED_INDEX_NAME
+    if not index.is_file():
+        return {}
+    raw = index.read_bytes()
+    try:
+        releases = parse_releases_json(raw)
+    except ParseError as exc:
+        raise FeedError(f"{index} cannot be read: {exc.message}") from None
+    # released_at alone is no state: every index takes it from the manifests again.
+    stateful = {
+        r.tag: r.lifecycle
+        for r in releases
+        if r.lifecycle is not None and r.lifecycle._replace(released_at=None) != Lifecycle()
+    }
+    if not stateful:
+        return {}
+    try:
+        verify(raw, (feed_dir / FEED_SIGNATURE_NAME).read_bytes(), [key.public_key])
+    except (OSError, VerificationError) as exc:
+        reason = exc.message if isinstance(exc, VerificationError) else str(exc)
+        raise FeedError(
+            f"{index} carries lifecycle state (rollouts, halts, withdrawals) that no signature "
+            f"of key {key.key_id} vouches for ({reason})",
+            hint="restore the published releases.json and its signature (the feed workflow "
+            "fetches them), then run again",
+        ) from None
+    return stateful
 
 
 def read_index_signature(feed_dir: Path, keys: list[PublicKey]) -> IndexComment:
@@ -145,13 +206,15 @@ def sign_feed_index(
     seq: int | None = None,
     now: int | None = None,
     prerelease: dict[str, bool] | None = None,
+    lifecycle: Mapping[str, Lifecycle] | None = None,
 ) -> SignedIndex:
     """Write (unless ``refresh``) and sign ``feed_dir/releases.json``.
 
     ``seq`` defaults to the existing signature's plus one (1 for a feed never signed).
     ``now`` is the signature's timestamp (default: the clock); it expires ``expires_in``
     seconds later. ``prerelease`` is passed to :func:`write_feed_index`
-    (the flags are for humans: readers decide from the version string).
+    (the flags are for humans: readers decide from the version string), and so is
+    ``lifecycle`` (records by tag, replacing what the signed index said of those releases).
     """
     feed_dir = Path(feed_dir)
     if not feed_dir.is_dir():
@@ -166,7 +229,8 @@ def sign_feed_index(
     # Read before the index is rewritten: the old signature is over the old index.
     previous = _previous_seq(feed_dir, key, refresh=refresh) if seq is None else None
     if not refresh:
-        write_feed_index(feed_dir, prerelease=prerelease)
+        carried = carried_lifecycle(feed_dir, key)
+        write_feed_index(feed_dir, prerelease=prerelease, lifecycle=lifecycle, carried=carried)
     timestamp = int(time.time()) if now is None else now
     comment = IndexComment(
         timestamp=timestamp,

@@ -36,5 +36,11 @@ def format_sha256sums(digests: dict[str, str]) -> bytes:
 def format_releases_json(releases: list[FeedRelease]) -> bytes:
     """A static feed's ``releases.json``, newest first."""
     ordered = sorted(releases, key=lambda r: r.version, reverse=True)
-    doc = {"releases": [{"tag": r.tag, "prerelease": r.prerelease} for r in ordered]}
-    return (json.dumps(doc, indent=2) + "\n").encode()
+    entries: list[dict[str, Any]] = []
+    for release in ordered:
+        entry: dict[str, Any] = {"tag": release.tag, "prerelease": release.prerelease}
+        if release.lifecycle is not None:
+            entry["lifecycle"] = release.lifecycle.to_json()
+        entries.append(entry)
+    # ensure_ascii: a reason or a note in any script stays plain ASCII JSON (install.sh's awk)
+    return (json.dumps({"releases": entries}, indent=2, ensure_ascii=True) + "\n").encode()

@@ -160,6 +160,13 @@ def update(
             help="Allow --version to install an older release (by version or signed time).",
         ),
     ] = False,
+    allow_withdrawn: Annotated[
+        bool,
+        typer.Option(
+            "--allow-withdrawn",
+            help="Allow --version to install a release its publisher withdrew or halted.",
+        ),
+    ] = False,
     insecure_skip_attestation: Annotated[
         bool,
         typer.Option(
@@ -217,6 +224,7 @@ def update(
                 pre=pre,
                 allow_expired_feed=allow_expired_feed,
                 allow_downgrade=allow_downgrade,
+                allow_withdrawn=allow_withdrawn,
                 skip_attestation=insecure_skip_attestation,
                 max_age=max_age,
                 source=source,
@@ -246,7 +254,10 @@ def update(
         result = commands.run_rollback(settings, build=build)
     else:
         request = ReleaseRequest.from_flags(
-            version=version, pre=pre, allow_downgrade=allow_downgrade
+            version=version,
+            pre=pre,
+            allow_downgrade=allow_downgrade,
+            allow_withdrawn=allow_withdrawn,
         )
         result = commands.run_update(
             request,

@@ -29,6 +29,7 @@ CHECK_FLAGS = {
     "--pre": BARE,
     "--allow-expired-feed": BARE,
     "--allow-downgrade": BARE,
+    "--allow-withdrawn": BARE,
     "--insecure-skip-attestation": BARE,
     "--max-age": VALUE,
     "--source": VALUE,
@@ -47,6 +48,7 @@ class CheckFlags(NamedTuple):
     pre: bool = False
     allow_expired_feed: bool = False
     allow_downgrade: bool = False
+    allow_withdrawn: bool = False
     skip_attestation: bool = False
     max_age: str | None = None
     source: str | None = None
@@ -60,6 +62,7 @@ _FIELDS = {
     "--pre": "pre",
     "--allow-expired-feed": "allow_expired_feed",
     "--allow-downgrade": "allow_downgrade",
+    "--allow-withdrawn": "allow_withdrawn",
     "--insecure-skip-attestation": "skip_attestation",
     "--max-age": "max_age",
     "--source": "source",
@@ -109,7 +112,10 @@ def answer_check(flags: CheckFlags) -> int:
             allow_expired_feed=flags.allow_expired_feed,
         )
         request = ReleaseRequest.from_flags(
-            version=flags.version, pre=flags.pre, allow_downgrade=flags.allow_downgrade
+            version=flags.version,
+            pre=flags.pre,
+            allow_downgrade=flags.allow_downgrade,
+            allow_withdrawn=flags.allow_withdrawn,
         )
         max_age = None
         if flags.max_age is not None:

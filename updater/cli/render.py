@@ -172,6 +172,7 @@ def _restart_group(verdicts: list[ServerVerdict], header: str, protocol: int) ->
 
 def check_document(report: CheckReport) -> dict[str, Any]:
     offer = report.offer
+    lifecycle = offer.lifecycle
     return {
         "schema": REPORT_SCHEMA,
         "status": report.status,
@@ -202,6 +203,9 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         "hold_until": report.state.hold_until_text,
         "failed_versions": [f.to_json() for f in report.state.failed],
         "auto_install": report.preferences.to_json(),
+        # This machine's rollout bucket (0-9999): kept in the user's state dir, never sent.
+        "rollout_bucket": lifecycle.rollout_bucket if lifecycle is not None else None,
+        "lifecycle": lifecycle.to_json() if lifecycle is not None else None,
     }
 
 
@@ -235,7 +239,11 @@ def check_text(report: CheckReport) -> str:
     build, offer = report.build, report.offer
     lines: list[str] = []
     current = f"mux {build.version}" + (" (development build)" if build.development else "")
-    if report.update_available:
+    if report.withdrawn:
+        lines.append(f"{current} was withdrawn by its publisher")
+        if report.install_command is not None:
+            lines.append(f"  move off it with: {report.install_command}")
+    elif report.update_available:
         released = f", released {offer.released_at}" if offer.released_at else ""
         verb = "was requested" if offer.requested else "is available"
         lines.append(f"{current} → {offer.version} {verb}{released}")
@@ -321,6 +329,7 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
         ],
         "servers": [verdict_document(v) for v in result.servers],
         "restart_needed": result.restart_needed,
+        "notes": list(result.notes),
         "removed_versions": list(result.removed_versions),
         "kept_versions": [kept_document(k) for k in result.kept_versions],
         "withheld": result.withheld.to_json() if result.withheld else None,
@@ -372,10 +381,14 @@ def update_text(result: UpdateResult) -> str:
         lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
     elif result.action == "rolled-back":
         lines.append(f"rolled back mux {result.from_version} → {result.to_version}")
+    elif result.action == "dry-run":
+        lines.append(f"would move mux {result.from_version} → {result.to_version}")
     else:
         lines.append(
             f"updated mux {result.from_version or '(none)'} → {result.to_version} ({result.target})"
         )
+    for note in result.notes:
+        lines.append(f"  note: {note}")
     for layer in result.verification:
         mark = "ok" if layer.status == "ok" else "SKIPPED"
         lines.append(f"  {layer.layer}: {mark}: {layer.detail}")

@@ -24,7 +24,7 @@ from updater.config.targets import release_target
 from updater.core.offer import ReleaseOffer
 from updater.core.report import CheckReport, Manager, Preferences, plan_check
 from updater.core.request import ReleaseRequest
-from updater.core.retention import recorded_signed_at
+from updater.core.retention import movable_versions, recorded_signed_at
 from updater.errors import MuxError, UsageError
 from updater.install.layout import kept_versions, read_record, resolve_layout
 from updater.servers.client import query_all, retention_reports, server_addresses
@@ -101,6 +101,7 @@ def offer_for(
             target,
             installed_signed_at=_installed_signed_at(settings, build),
             known=known,
+            kept=_movable(settings, build),
         )
     except UsageError:
         raise  # what this command was told is wrong, not what the source answered: not cached
@@ -131,6 +132,10 @@ def cache_key(
         "checked_by": checked_by(checker or build, settings),
         # An expired feed index accepted on purpose answers nothing for a check that would not.
         "allow_expired_feed": settings.allow_expired_feed,
+        # Where this machine stands in a rollout decides what is on offer.
+        "ring": settings.ring,
+        "pin": settings.pin,
+        "minimum_release_age": settings.minimum_release_age,
     }
 
 
@@ -146,6 +151,17 @@ def checked_by(checker: BuildInfo, settings: Settings) -> dict[str, Any]:
         "trust_keys": sorted(settings.trust_keys),
         "skip_attestation": settings.skip_attestation,
     }
+
+
+def _movable(settings: Settings, build: BuildInfo) -> list[str]:
+    """The versions the install keeps that a withdrawn release could move back to."""
+    if build.development and settings.home is None:
+        return []
+    try:
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    except MuxError:
+        return []
+    return movable_versions(read_record(layout), layout.installed_versions())
 
 
 def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:

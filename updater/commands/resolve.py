@@ -13,10 +13,12 @@ This is the network half of the check, imported only on a cache miss.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from updater.commands.lifecycle import LifecyclePlan, hold_by_manifest, plan_lifecycle
 from updater.core.offer import OfferedAsset, ReleaseOffer
 from updater.core.request import Decision, ReleaseRequest
 from updater.sources.feed_index import VerifiedIndex, remember
@@ -41,6 +43,7 @@ class Resolved(NamedTuple):
     # Layers 1-2 on the release's documents; None when ``known`` answered for the same tag.
     release: VerifiedRelease | None
     decision: Decision
+    lifecycle: LifecyclePlan  # what the signed lifecycle state made of the request
 
 
 @contextmanager
@@ -54,6 +57,8 @@ def resolve_offer(
     log: VerificationLog,
     known: ReleaseOffer | None = None,
     on_index: Callable[[VerifiedIndex], None] | None = None,
+    kept: Sequence[str] = (),
+    now: float | None = None,
 ) -> Iterator[Resolved]:
     """Open the source, resolve ``request`` and verify what it offers; the source stays open
     while the caller holds the answer.
@@ -63,26 +68,38 @@ def resolve_offer(
     same place, the release's documents are not fetched again (a release does not change
     under its tag); the index is verified all the same, since it decides which tag that is.
     ``on_index`` hears of a feed's verified index before the release is fetched (``mux
-    update`` warns of an expired one at once).
+    update`` warns of an expired one at once). The signed lifecycle state
+    (:func:`updater.commands.lifecycle.plan_lifecycle`) picks the tag on offer for this
+    machine; ``kept`` are the versions kept on disk (where a withdrawn one moves back to).
     """
+    now = time.time() if now is None else now
     with open_source(settings, build_keys=build.trust.minisign_keys) as source:
         tag = source.resolve(request)
         index = source.verified_index()
         if index is not None and on_index is not None:
             on_index(index)
+        planned = plan_lifecycle(
+            source, request, settings, tag=tag, installed=installed, kept=kept, now=now
+        )
+        tag = planned.tag
         policy = TrustPolicy.for_update(source, build, settings)
         if known is not None and (known.tag, known.source_location) == (tag, source.location):
             release, offered, offered_signed_at = None, known.version, known.signed_at
+            released_at = known.released_at
         else:
             release = verify_release_metadata(source, tag, policy, log)
             offered, offered_signed_at = release.manifest.version, release.signed_at
+            released_at = release.manifest.released_at
+        planned = hold_by_manifest(
+            planned, request, tag=tag, version=offered, released_at=released_at, now=now
+        )
         decision = request.decide(
             installed,
             offered,
             current_signed_at=installed_signed_at,
             offered_signed_at=offered_signed_at,
         )
-        yield Resolved(source, tag, index, policy, release, decision)
+        yield Resolved(source, tag, index, policy, release, decision, planned)
 
 
 def find_offer(
@@ -93,6 +110,7 @@ def find_offer(
     *,
     installed_signed_at: int | None,
     known: ReleaseOffer | None = None,
+    kept: Sequence[str] = (),
 ) -> ReleaseOffer:
     """The check's answer from the source: the release on offer for ``target``, decided
     against this build. A feed's verified index ``seq`` is recorded once the answer stands."""
@@ -104,11 +122,15 @@ def find_offer(
         installed_signed_at=installed_signed_at,
         log=VerificationLog(),
         known=known,
+        kept=kept,
     ) as resolved:
         if resolved.release is None:
             assert known is not None
             return known._replace(
-                requested=request.exact, decision=resolved.decision, **_index_facts(resolved)
+                requested=request.exact,
+                decision=resolved.decision,
+                lifecycle=resolved.lifecycle.view,
+                **_index_facts(resolved),
             )
         manifest = resolved.release.manifest
         asset = manifest.asset_for(target)
@@ -124,6 +146,7 @@ def find_offer(
             requested=request.exact,
             decision=resolved.decision,
             signed_at=resolved.release.signed_at,
+            lifecycle=resolved.lifecycle.view,
             **_index_facts(resolved),
         )
 

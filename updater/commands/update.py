@@ -24,10 +24,19 @@ from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings, require_updates
 from updater.config.targets import release_target
 from updater.core.request import Decision, ReleaseRequest, signed_earlier
-from updater.core.retention import KeptVersion, recorded_signed_at
+from updater.core.retention import KeptVersion, movable_versions, recorded_signed_at
 from updater.core.userstate import Withheld, withheld, without_failure
 from updater.core.verdicts import ServerVerdict, server_verdicts
-from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, MuxError, VerificationError
+from updater.errors import (
+    EXIT_OK,
+    EXIT_RESTART_NEEDED,
+    InstallError,
+    MuxError,
+    PolicyError,
+    VerificationError,
+    WithdrawnError,
+)
+from updater.formats.lifecycle import shown
 from updater.install import transaction as install
 from updater.install.layout import Layout, read_record, resolve_layout
 from updater.net.download import NoProgress, Progress
@@ -82,6 +91,7 @@ class UpdateResult:
     removed_versions: tuple[str, ...] = ()
     kept_versions: tuple[KeptVersion, ...] = ()
     withheld: Withheld | None = None
+    notes: tuple[str, ...] = ()  # why (a withdrawn release moved off; a release held back)
 
     @property
     def restart_needed(self) -> bool:
@@ -181,10 +191,69 @@ def _run_update(
         installed_signed_at=installed_signed_at,
         log=log,
         on_index=lambda index: _warn_if_expired(index, events),
+        kept=movable_versions(record, layout.installed_versions()),
     ) as resolved:
-        source, tag, index, policy, release, decision = resolved
+        source, tag, index, policy, release, decision, planned = resolved
         assert release is not None  # no earlier answer was offered for reuse
         manifest = release.manifest
+        withdrawn = planned.view.withdrawn if not request.exact else None
+        if withdrawn is not None:
+            why = (
+                f"mux {withdrawn.version} was withdrawn by its publisher: "
+                f"{shown(withdrawn.reason, 300)}"
+            )
+            move = planned.move
+            if move is None:
+                raise WithdrawnError(
+                    f"{why}; no release this machine may install replaces it",
+                    hint="to keep it on purpose: mux update --version "
+                    f"{withdrawn.version} --allow-withdrawn (or wait for a fixed release)",
+                )
+            if move.kind == "kept":
+                if dry_run:
+                    return UpdateResult(
+                        action=UpdateAction.DRY_RUN,
+                        layout=layout,
+                        from_version=installed,
+                        to_version=move.version,
+                        target=target,
+                        protocol_version=None,
+                        notes=(f"{why}; would move back to the kept mux {move.version}",),
+                    )
+                moved = _move_back(settings, layout, move.version)
+                _remember(index, events)
+                return replace(moved, notes=(f"{why}; moved back to the kept mux {move.version}",))
+            note = f"{why}; moving to mux {move.version} ({move.kind})"
+            if move.kind in ("replacement", "older") and not (
+                tag == move.tag and decision.installs
+            ):
+                # Asked for by tag: the stages do not hold a move off a withdrawn release.
+                again = ReleaseRequest.tagged(str(move.tag), allow_downgrade=True)
+                moved = _run_update(again, settings, build, dry_run, events, worker)
+                return replace(moved, notes=(note, *moved.notes))
+            notes: tuple[str, ...] = (note,)
+        else:
+            notes = ()
+        if planned.view.holds(tag) and not request.exact:
+            held = next(h for h in planned.view.held if h.tag == tag)
+            if installed is None:
+                raise PolicyError(
+                    f"the machine policy holds mux {manifest.version} back ({held.why}"
+                    + (f", until {held.offered_at})" if held.offered_at else ")"),
+                    hint="its administrator decides this for every mux on this machine",
+                )
+            return UpdateResult(
+                action=UpdateAction.UP_TO_DATE,
+                layout=layout,
+                from_version=installed,
+                to_version=installed,
+                target=target,
+                protocol_version=None,
+                notes=(
+                    f"mux {manifest.version} is held back by the machine policy ({held.why}"
+                    + (f", until {held.offered_at})" if held.offered_at else ")"),
+                ),
+            )
         outcome = UpdateResult(
             action=UpdateAction.UP_TO_DATE,
             layout=layout,
@@ -193,6 +262,7 @@ def _run_update(
             target=target,
             protocol_version=manifest.protocol_version,
             verification=tuple(log.layers),
+            notes=notes,
         )
         if decision is Decision.UP_TO_DATE:
             settled = None if dry_run else install.tidy(layout, _install_settings(settings))
@@ -278,6 +348,16 @@ def _forget_failures(settings: Settings, version: str, events: UpdateEvents) -> 
             change_state(path, lambda state: without_failure(state, version))
     except MuxError as exc:
         events.warning(f"{exc.message} (the failed starts of {version} stay on record)")
+def _move_back(settings: Settings, layout: Layout, version: str) -> UpdateResult:
+    """Switch to the kept ``version`` (offline), re-verified as ``--rollback`` does: its files
+    against their recorded list, then the kept build run once; nothing is removed."""
+    done = install.rollback(
+        layout,
+        _install_settings(settings),
+        run_build=partial(run_kept_build, timeout=settings.smoke_test_timeout),
+        to=version,
+    )
+    return _rolled_back(settings, layout, done)
 
 
 def _warn_if_expired(index: VerifiedIndex, events: UpdateEvents) -> None:
@@ -323,6 +403,10 @@ def run_rollback(settings: Settings, *, build: BuildInfo | None = None) -> Updat
         _install_settings(settings),
         run_build=partial(run_kept_build, timeout=settings.smoke_test_timeout),
     )
+    return _rolled_back(settings, layout, done)
+
+
+def _rolled_back(settings: Settings, layout: Layout, done: install.RolledBack) -> UpdateResult:
     log = VerificationLog()
     log.ok("files", f"every file of {done.to_version} matches its recorded sha256")
     result = UpdateResult(

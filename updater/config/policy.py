@@ -17,6 +17,9 @@ settings (docs/contracts.md, "Machine policy"):
 * ``auto_install`` (``"off"`` forbids automatic installs, ``"compatible"`` or ``"all"``
   forces them) and ``download_on_metered``: what a user's ``config.toml`` may set, fixed
   for everyone (:mod:`updater.config.strict` parses both files' values, once).
+* ``pin`` (``"1.4"``: stay on 1.4.x), ``minimum_release_age`` (``"72h"``: a cooldown) and
+  ``ring`` (``early``, ``default``, ``late``): where the machine stands in a release's
+  lifecycle (:mod:`updater.core.lifecycle`).
 
 A policy takes from users exactly the choices it makes, and no flag or environment
 variable can loosen it: :func:`apply_policy` is the one place where it is merged into the
@@ -33,6 +36,8 @@ This module is imported only when a policy file exists; ``tomllib`` with it
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -46,7 +51,10 @@ from updater.config.strict import (
     shown,
 )
 from updater.errors import NetworkError, ParseError, PolicyError, printable
+from updater.files import NotReadable, read_small_file
+from updater.formats.lifecycle import MAX_RELEASE_AGE, RINGS, pin_parts
 from updater.formats.minisign import PublicKey
+from updater.timestamps import parse_duration
 from updater.urls import check_url_scheme, github_api_for, parse_download_host
 
 if TYPE_CHECKING:
@@ -68,6 +76,9 @@ KNOWN_SETTINGS = (
     "allow_expired_feed",
     "download_hosts",
     *SHARED_SETTINGS,
+    "pin",
+    "minimum_release_age",
+    "ring",
 )
 
 
@@ -85,6 +96,9 @@ class MachinePolicy(NamedTuple):
     download_hosts: tuple[str, ...] | None = None
     auto_install: str | None = None  # one of strict.AUTO_INSTALL: "off" forbids, others force
     download_on_metered: bool | None = None
+    pin: str | None = None  # "1.4": every mux here stays on 1.4.x
+    minimum_release_age: float | None = None  # seconds: nothing younger is offered
+    ring: str | None = None  # early | default | late
 
     def setting(self, name: str) -> str:
         """``name = <value>`` as the file says it, for messages."""
@@ -170,6 +184,24 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         if checked is None or None in checked:
             raise bad("download_hosts", "a list of exact host names (host or host:port)")
         values["download_hosts"] = tuple(h for h in checked if h)
+    if "pin" in document:
+        try:
+            pin_parts(document["pin"])
+        except ParseError:
+            raise bad("pin", 'a version prefix such as "1.4"') from None
+        values["pin"] = document["pin"]
+    if "minimum_release_age" in document:
+        age = document["minimum_release_age"]
+        # One number and a unit, as install.sh reads it too (no "1h30m", no fractions).
+        strict = isinstance(age, str) and re.fullmatch(r"[0-9]{1,8}[smhdw]?", age) is not None
+        seconds = parse_duration(age) if strict else -1.0
+        if not 0 < seconds <= MAX_RELEASE_AGE:
+            raise bad("minimum_release_age", 'a duration such as "72h" (at most 366 days)')
+        values["minimum_release_age"] = seconds
+    if "ring" in document:
+        if document["ring"] not in RINGS:
+            raise bad("ring", " or ".join(f'"{r}"' for r in RINGS))
+        values["ring"] = document["ring"]
     return MachinePolicy(path=path, **values)
 
 
@@ -185,9 +217,6 @@ def _source(value: object) -> str | None:
 
 def _is_repo(value: object) -> bool:
     """``owner/name`` as GitHub spells them: letters, digits, ``-``, ``_`` and ``.``."""
-    # deferred: this module is on a fast path (docs/build.md)
-    import re
-
     return (
         isinstance(value, str)
         and re.fullmatch(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}", value) is not None
@@ -286,7 +315,12 @@ def apply_policy(
         raise refuse("allow_expired_feed", "--allow-expired-feed cannot accept an expired feed")
     if policy.allow_expired_feed:
         allow_expired = True
+    if policy.ring is not None:
+        _same_or_refuse(environ, "MUX_UPDATE_RING", policy.ring, "ring", refuse)
     return _with_shared(settings, policy)._replace(
+        ring=policy.ring or settings.ring,
+        pin=policy.pin,
+        minimum_release_age=policy.minimum_release_age,
         github=github._replace(download_hosts=hosts),
         trust_keys=(*settings.trust_keys, *policy.trusted_keys),
         allow_expired_feed=allow_expired,

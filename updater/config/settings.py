@@ -28,7 +28,7 @@ import os
 
 from updater._records import NamedTuple
 from updater.config.dirs import user_config_dir
-from updater.errors import PolicyError, UsageError
+from updater.errors import PolicyError, UsageError, printable
 from updater.timestamps import parse_duration
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -44,6 +44,7 @@ TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
 POLICY_ENV = "MUX_POLICY_FILE"  # a development build's machine policy (tests)
 DOWNLOAD_HOSTS_ENV = "MUX_GITHUB_DOWNLOAD_HOSTS"
 CHECK_INTERVAL_ENV = "MUX_UPDATE_CHECK_INTERVAL"
+RING_ENV = "MUX_UPDATE_RING"
 DEFAULT_CHECK_INTERVAL = 6 * 3600.0
 RESTART_TIMEOUT_ENV = "MUX_RESTART_TIMEOUT"
 # How long `mux server restart` waits for the new build's status line before it starts the
@@ -123,6 +124,12 @@ class Settings(NamedTuple):
     download_on_metered_set_by: str | None = None
     config_file: str | None = None  # the user's config.toml, when there is one
     overruled: tuple[str, ...] = ()  # the user's settings the machine policy overrules, said
+    # Where this machine stands in a staged rollout (docs/contracts.md, "Release lifecycle"):
+    # MUX_UPDATE_RING or the policy's ring ("early", "default", "late"); the policy's pin
+    # ("1.4": stay on 1.4.x) and minimum_release_age (seconds: a cooldown).
+    ring: str = "default"
+    pin: str | None = None
+    minimum_release_age: float | None = None
 
     def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
         """Every minisign key trusted here: the build's, then these settings' (--trust-key,
@@ -327,7 +334,20 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         update_check_interval=_duration(text(CHECK_INTERVAL_ENV), defaults.update_check_interval),
         restart_timeout=positive(RESTART_TIMEOUT_ENV, defaults.restart_timeout),
         link_poll_interval=max(0.01, positive("MUX_LINK_POLL", defaults.link_poll_interval)),
+        ring=_ring(text(RING_ENV)),
     )
+
+
+def _ring(value: str | None) -> str:
+    """``MUX_UPDATE_RING``: early, default or late; anything else is a usage error (a ring
+    silently read as another would move the machine in every rollout)."""
+    if value is None:
+        return "default"
+    if value not in ("early", "default", "late"):
+        raise UsageError(
+            f"{RING_ENV}={printable(value, 40)} is not a ring", hint="use early, default or late"
+        )
+    return value
 
 
 def _duration(value: str | None, default: float) -> float:

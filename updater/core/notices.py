@@ -13,6 +13,7 @@ from updater.core.offer import ReleaseOffer
 from updater.core.report import Manager, hold_until
 from updater.core.request import Decision, ReleaseRequest
 from updater.core.verdicts import needs_restart
+from updater.formats.lifecycle import shown
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -21,8 +22,15 @@ if TYPE_CHECKING:
 EVENT_UPDATE_AVAILABLE = "update-available"
 EVENT_UPDATE_INSTALLED = "update-installed"
 EVENT_RESTART_NEEDED = "restart-needed"
+EVENT_RELEASE_WITHDRAWN = "release-withdrawn"
+EVENT_UPDATE_REQUIRED = "update-required"
 # What the link moving says: a move replaces all of these at once (link_notices).
 LINK_EVENTS = (EVENT_UPDATE_INSTALLED, EVENT_RESTART_NEEDED)
+# What the signed lifecycle state says of the installed release: each answer of the
+# background check (and each move of the link) replaces these at once (lifecycle_notices).
+LIFECYCLE_EVENTS = (EVENT_RELEASE_WITHDRAWN, EVENT_UPDATE_REQUIRED)
+REASON_SHOWN = 300  # characters of a withdrawal's reason in an event (escaped)
+NOTES_SHOWN = 1000  # characters of release notes in an event (escaped)
 
 
 class InstalledBuild(NamedTuple):
@@ -103,11 +111,61 @@ def offer_notice(
     if withheld:
         return None
     delay = manager.announce_delay if manager is not None else 0.0
-    if delay > 0 and hold_until(offer.released_at, delay, now) is not None:
+    lifecycle = offer.lifecycle
+    if lifecycle is not None and lifecycle.holds(offer.tag):
+        return None  # the machine policy holds it back (the check says so too)
+    critical = lifecycle is not None and lifecycle.critical
+    if delay > 0 and not critical and hold_until(offer.released_at, delay, now) is not None:
         return None
     data = {
         **offer.to_cache()["latest"],
         "install_command": manager.command if manager is not None else offer.install_command,
         "managed_by": manager.to_json() if manager is not None else None,
+        "critical": critical,
+        "notes": shown(lifecycle.notes, NOTES_SHOWN) if lifecycle is not None else "",
     }
     return ServerNotice(EVENT_UPDATE_AVAILABLE, data)
+
+
+def lifecycle_notices(offer: ReleaseOffer, *, installed_version: str) -> tuple[ServerNotice, ...]:
+    """Every event of :data:`LIFECYCLE_EVENTS` in force for ``installed_version`` by the
+    signed lifecycle state the offer carries: ``release-withdrawn`` (its reason escaped and
+    capped, and where ``mux update`` moves it) and ``update-required`` (below a
+    ``minimum_version``). An answer made for another installed version says nothing."""
+    lifecycle = offer.lifecycle
+    if lifecycle is None:
+        return ()
+    notices = []
+    withdrawn = lifecycle.withdrawn
+    if withdrawn is not None and withdrawn.version == installed_version:
+        notices.append(
+            ServerNotice(
+                EVENT_RELEASE_WITHDRAWN,
+                {
+                    "version": withdrawn.version,
+                    "reason": shown(withdrawn.reason, REASON_SHOWN),
+                    "replacement": withdrawn.replacement,
+                    "move": withdrawn.move_kind,
+                    "move_to": withdrawn.move_to,
+                    "command": "mux update" if withdrawn.move_to is not None else None,
+                },
+            )
+        )
+    elif (
+        lifecycle.minimum_version is not None
+        and lifecycle.required_by is not None
+        and ReleaseRequest.latest().decide(installed_version, offer.version).installs
+    ):
+        notices.append(
+            ServerNotice(
+                EVENT_UPDATE_REQUIRED,
+                {
+                    "version": installed_version,
+                    "minimum_version": lifecycle.minimum_version,
+                    "required_by": lifecycle.required_by,
+                    "offered": offer.version,
+                    "command": "mux update",
+                },
+            )
+        )
+    return tuple(notices)

@@ -17,6 +17,124 @@ class OfferedAsset(NamedTuple):
     sha256: str
 
 
+class HeldRelease(NamedTuple):
+    """A newer release this machine is not offered yet, or not at all."""
+
+    tag: str
+    version: str
+    why: str  # "rollout" | "halted" | "withdrawn" | "cooldown" | "pin"
+    offered_at: str | None  # RFC 3339: when it will be offered here; None: not while it stands
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "tag": self.tag,
+            "version": self.version,
+            "why": self.why,
+            "offered_at": self.offered_at,
+        }
+
+
+class WithdrawnInstall(NamedTuple):
+    """The installed release is withdrawn: why, and where ``mux update`` moves it."""
+
+    version: str
+    reason: str  # raw signed text (at most 300 characters): shown escaped
+    replacement: str | None  # the tag the withdrawal names
+    move_kind: str | None  # "replacement" | "update" | "kept" | "older"; None: nowhere to go
+    move_to: str | None  # the version mux update moves to
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "reason": self.reason,
+            "replacement": self.replacement,
+            "move": self.move_kind,
+            "move_to": self.move_to,
+        }
+
+
+class LifecycleView(NamedTuple):
+    """What the signed lifecycle state made of the offer (``--check --json``'s
+    ``lifecycle``), or why there is none (``available`` false: the source has no signed data
+    for it, and nothing is guessed)."""
+
+    available: bool
+    origin: str  # what signed it, or why it is unavailable
+    rollout_bucket: int | None  # this machine's bucket (below 10000); never sent anywhere
+    ring: str
+    pin: str | None = None
+    minimum_release_age: float | None = None  # seconds
+    held: tuple[HeldRelease, ...] = ()
+    critical: bool = False  # the offered release is critical (or required): it skipped stages
+    notes: str = ""  # the offered release's notes, raw signed text: shown escaped and capped
+    withdrawn: WithdrawnInstall | None = None
+    minimum_version: str | None = None  # the installed release is below it
+    required_by: str | None = None  # the release whose record sets that minimum
+    next_change: int | None = None  # when a held-back release comes on offer (Unix time)
+
+    def holds(self, tag: str) -> bool:
+        return any(h.tag == tag for h in self.held)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "available": self.available,
+            "origin": self.origin,
+            "rollout_bucket": self.rollout_bucket,
+            "ring": self.ring,
+            "pin": self.pin,
+            "minimum_release_age_seconds": self.minimum_release_age,
+            "held_back": [h.to_json() for h in self.held],
+            "critical": self.critical,
+            "notes": self.notes,
+            "withdrawn": self.withdrawn.to_json() if self.withdrawn else None,
+            "minimum_version": self.minimum_version,
+            "required_by": self.required_by,
+            "next_change": self.next_change,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> LifecycleView:
+        """What :meth:`to_json` wrote (raises KeyError, TypeError or ValueError otherwise)."""
+        withdrawn = doc["withdrawn"]
+        return cls(
+            available=bool(doc["available"]),
+            origin=str(doc["origin"]),
+            rollout_bucket=_int_or_none(doc["rollout_bucket"]),
+            ring=str(doc["ring"]),
+            pin=None if doc["pin"] is None else str(doc["pin"]),
+            minimum_release_age=(
+                None
+                if doc["minimum_release_age_seconds"] is None
+                else float(doc["minimum_release_age_seconds"])
+            ),
+            held=tuple(
+                HeldRelease(
+                    str(h["tag"]),
+                    str(h["version"]),
+                    str(h["why"]),
+                    None if h["offered_at"] is None else str(h["offered_at"]),
+                )
+                for h in doc["held_back"]
+            ),
+            critical=bool(doc["critical"]),
+            notes=str(doc["notes"]),
+            withdrawn=(
+                None
+                if withdrawn is None
+                else WithdrawnInstall(
+                    str(withdrawn["version"]),
+                    str(withdrawn["reason"]),
+                    None if withdrawn["replacement"] is None else str(withdrawn["replacement"]),
+                    None if withdrawn["move"] is None else str(withdrawn["move"]),
+                    None if withdrawn["move_to"] is None else str(withdrawn["move_to"]),
+                )
+            ),
+            minimum_version=None if doc["minimum_version"] is None else str(doc["minimum_version"]),
+            required_by=None if doc["required_by"] is None else str(doc["required_by"]),
+            next_change=_int_or_none(doc["next_change"]),
+        )
+
+
 class ReleaseOffer(NamedTuple):
     """The release a source offers for a request, decided against the running mux.
 
@@ -39,10 +157,12 @@ class ReleaseOffer(NamedTuple):
     fresh_until: int | None = None
     warnings: tuple[str, ...] = ()  # said with every answer, cached or not (an expired feed)
     signed_at: int | None = None  # the release's signed time (None: no signature checked)
+    lifecycle: LifecycleView | None = None  # what the signed lifecycle state made of it
 
     @property
     def update_available(self) -> bool:
-        return self.decision.offers_release
+        held = self.lifecycle is not None and self.lifecycle.holds(self.tag)
+        return self.decision.offers_release and not held
 
     @property
     def install_command(self) -> str:
@@ -73,6 +193,7 @@ class ReleaseOffer(NamedTuple):
             "fresh_until": self.fresh_until,
             "warnings": list(self.warnings),
             "signed_at": self.signed_at,
+            "lifecycle": self.lifecycle.to_json() if self.lifecycle is not None else None,
         }
 
     @classmethod
@@ -98,13 +219,22 @@ class ReleaseOffer(NamedTuple):
                 fresh_until=_int_or_none(doc.get("fresh_until")),
                 warnings=tuple(str(w) for w in doc.get("warnings") or ()),
                 signed_at=_int_or_none(doc.get("signed_at")),
+                lifecycle=(
+                    LifecycleView.from_json(doc["lifecycle"])
+                    if doc.get("lifecycle") is not None
+                    else None
+                ),
             )
         except (KeyError, TypeError, ValueError):
             return None
         return offer if doc.get("ok") is True else None
 
     def is_fresh(self, now: float) -> bool:
-        """Still within what signed it allows (a feed index expires)."""
+        """Still within what signed it allows (a feed index expires), and no held-back
+        release has come on offer since (a rollout's next stage)."""
+        next_change = self.lifecycle.next_change if self.lifecycle is not None else None
+        if next_change is not None and now >= next_change:
+            return False
         return self.fresh_until is None or now < self.fresh_until
 
 

@@ -15,7 +15,7 @@ from updater.core.offer import ReleaseOffer
 from updater.core.request import Decision
 from updater.core.userstate import ROLLBACK_AFTER, UserState, Withheld, withheld
 from updater.core.verdicts import ServerVerdict, server_verdicts
-from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE
+from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE, EXIT_WITHDRAWN
 from updater.timestamps import rfc3339
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -91,7 +91,14 @@ class CheckReport(NamedTuple):
 
     @property
     def install_command(self) -> str | None:
-        """What installs the release on offer; None when none is or only an administrator can."""
+        """What installs the release on offer (or moves off a withdrawn one); None when none
+        is or only an administrator can."""
+        if self.withdrawn:
+            lifecycle = self.offer.lifecycle
+            assert lifecycle is not None and lifecycle.withdrawn is not None
+            if lifecycle.withdrawn.move_to is None:
+                return None
+            return self.manager.command if self.manager is not None else "mux update"
         if not self.update_available:
             return None
         if self.manager is not None:
@@ -103,7 +110,28 @@ class CheckReport(NamedTuple):
         return any(v.restart_needed for v in self.servers)
 
     @property
+    def withdrawn(self) -> bool:
+        """The installed release was withdrawn (signed lifecycle state): mux update moves it."""
+        lifecycle = self.offer.lifecycle
+        return lifecycle is not None and lifecycle.withdrawn is not None
+
+    @property
+    def update_required(self) -> bool:
+        """The installed release is below a signed ``minimum_version``, and a release that
+        lifts it is on offer."""
+        lifecycle = self.offer.lifecycle
+        return (
+            self.update_available
+            and lifecycle is not None
+            and lifecycle.minimum_version is not None
+        )
+
+    @property
     def status(self) -> str:
+        if self.withdrawn:
+            return "withdrawn"
+        if self.update_required:
+            return "update-required"
         if self.update_available:
             return "update-available"
         if self.restart_needed:
@@ -113,6 +141,8 @@ class CheckReport(NamedTuple):
     @property
     def exit_code(self) -> int:
         return {
+            "withdrawn": EXIT_WITHDRAWN,
+            "update-required": EXIT_UPDATE_AVAILABLE,
             "update-available": EXIT_UPDATE_AVAILABLE,
             "restart-needed": EXIT_RESTART_NEEDED,
             "up-to-date": EXIT_OK,
@@ -142,7 +172,13 @@ def plan_check(
     state = state or UserState()
     notes = [*notes, *offer.warnings]
     held_until = None
-    if offer.update_available and manager is not None and manager.announce_delay > 0:
+    critical = offer.lifecycle is not None and offer.lifecycle.critical
+    if (
+        offer.update_available
+        and manager is not None
+        and manager.announce_delay > 0
+        and not critical
+    ):
         held_until = hold_until(offer.released_at, manager.announce_delay, now)
         if held_until is not None:
             notes.append(
@@ -155,6 +191,7 @@ def plan_check(
         if kept_back is not None:
             notes.append(f"{kept_back.detail}; to have it offered: {kept_back.undo}")
     notes += _failure_notes(state, build.version)
+    notes += lifecycle_notes(offer, build.version)
     announced = offer.update_available and held_until is None and kept_back is None
     offered_protocol = offer.protocol_version if announced else None
     if offer.asset is None and announced:
@@ -202,6 +239,46 @@ def _failure_notes(state: UserState, version: str) -> list[str]:
         f"({failure.reason or 'no reason given'}); mux server restart started the previous "
         f"build again; {then}"
     ]
+_WHY = {
+    "rollout": "its staged rollout has not reached this machine",
+    "halted": "its rollout was halted",
+    "withdrawn": "it was withdrawn",
+    "cooldown": "the machine policy's minimum_release_age",
+    "pin": "the machine policy's pin",
+}
+
+
+def lifecycle_notes(offer: ReleaseOffer, current: str) -> list[str]:
+    """What the signed lifecycle state says with the answer (raw text: rendered escaped)."""
+    lifecycle = offer.lifecycle
+    if lifecycle is None:
+        return []
+    notes = []
+    withdrawn = lifecycle.withdrawn
+    if withdrawn is not None:
+        where = {
+            "replacement": f"to its replacement, mux {withdrawn.move_to}",
+            "update": f"to mux {withdrawn.move_to}",
+            "kept": f"back to mux {withdrawn.move_to}, kept on this machine (no download)",
+            "older": f"back to mux {withdrawn.move_to} (downloaded and verified)",
+        }.get(withdrawn.move_kind or "", "")
+        notes.append(
+            f"mux {withdrawn.version} was WITHDRAWN by its publisher: {withdrawn.reason[:300]}; "
+            + (f"mux update moves this machine {where}" if where else "no release to move to")
+        )
+    if lifecycle.minimum_version is not None and lifecycle.required_by is not None:
+        notes.append(
+            f"mux {current} is below the minimum version {lifecycle.minimum_version} that "
+            f"{lifecycle.required_by} sets: this update is required"
+        )
+    if lifecycle.critical and offer.update_available:
+        notes.append(f"mux {offer.version} is a critical update")
+    for held in lifecycle.held[:3]:
+        when = f" (offered here from {held.offered_at})" if held.offered_at else ""
+        notes.append(f"mux {held.version} is held back: {_WHY.get(held.why, held.why)}{when}")
+    if lifecycle.notes and offer.update_available:
+        notes.append(f"release notes of {offer.version}: {lifecycle.notes[:1000]}")
+    return notes
 
 
 def hold_until(released_at: str, delay: float, now: float | None) -> str | None:

@@ -61,6 +61,8 @@ class ReleaseRequest(NamedTuple):
     exact_tag: str | None = None
     include_pre: bool = False
     allow_downgrade: bool = False
+    # --allow-withdrawn: an exact request may take a release its publisher withdrew or halted
+    allow_withdrawn: bool = False
 
     @classmethod
     def latest(cls, *, include_pre: bool = False, allow_downgrade: bool = False) -> ReleaseRequest:
@@ -84,11 +86,20 @@ class ReleaseRequest(NamedTuple):
         return cls(exact_tag=tag, allow_downgrade=allow_downgrade)
 
     @classmethod
-    def from_flags(cls, *, version: str | None, pre: bool, allow_downgrade: bool) -> ReleaseRequest:
-        """``mux update [--pre] [--version X [--allow-downgrade]]``."""
+    def from_flags(
+        cls, *, version: str | None, pre: bool, allow_downgrade: bool, allow_withdrawn: bool = False
+    ) -> ReleaseRequest:
+        """``mux update [--pre] [--version X [--allow-downgrade] [--allow-withdrawn]]``."""
         if version is None:
+            if allow_withdrawn:
+                raise UsageError(
+                    "--allow-withdrawn goes with --version X",
+                    hint="a withdrawn release is installed only when asked for by version",
+                )
             return cls.latest(include_pre=pre)
-        return cls.exactly(version, allow_downgrade=allow_downgrade)
+        return cls.exactly(version, allow_downgrade=allow_downgrade)._replace(
+            allow_withdrawn=allow_withdrawn
+        )
 
     @property
     def exact(self) -> bool:

@@ -201,5 +201,18 @@ def rollback_choice(
     return previous if previous in installed else None
 
 
+def movable_versions(record: Mapping[str, Any], installed: Collection[str]) -> list[str]:
+    """The installed versions a switch can go back to: those with a file list on record
+    (what ``--rollback`` re-verifies before it switches)."""
+    versions = record.get("versions")
+    if not isinstance(versions, dict):
+        return []
+    return [
+        v
+        for v in installed
+        if isinstance(versions.get(v), dict) and isinstance(versions[v].get("files_sha256"), str)
+    ]
+
+
 def record_rollback(record: Mapping[str, Any], *, to: str, from_: str | None) -> dict[str, Any]:
     return {**record, "active": to, "previous": from_}

@@ -38,8 +38,10 @@ from updater.config.settings import Settings
 from updater.core.autoinstall import REASON_OFF, AutoInstall
 from updater.core.notices import (
     EVENT_UPDATE_AVAILABLE,
+    LIFECYCLE_EVENTS,
     LINK_EVENTS,
     InstalledBuild,
+    lifecycle_notices,
     link_notices,
     offer_notice,
 )
@@ -135,6 +137,8 @@ class ServerNotices:
             if offer is not None and not offer_notice(offer, installed_version=installed.version):
                 self.hub.retract(EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None
+            if offer is not None:  # a withdrawn release moved off is no longer news
+                self._publish_lifecycle_events(offer, installed.version)
 
     def _publish_link_events(self, installed: InstalledBuild, *, in_force: bool) -> None:
         notices = link_notices(
@@ -148,6 +152,13 @@ class ServerNotices:
             [WatchEvent(notice.type, notice.data) for notice in notices],
             in_force=in_force,
         )
+
+    def _publish_lifecycle_events(self, offer: ReleaseOffer, installed_version: str) -> None:
+        notices = lifecycle_notices(offer, installed_version=installed_version)
+        events = [WatchEvent(notice.type, notice.data) for notice in notices]
+        in_force = [e for e in self.hub.in_force() if e.type in LIFECYCLE_EVENTS]
+        if in_force != events:  # said once, not at every check
+            self.hub.replace(LIFECYCLE_EVENTS, events)
 
     # -- the background check ------------------------------------------------------------
 
@@ -263,6 +274,7 @@ class ServerNotices:
                 self._announced_tag = None
                 return None
             self._refresh_offer(installing=installing)
+            self._publish_lifecycle_events(offer, self._baseline())
         if automatic is not None and installing:
             self._said_why_not = None
             self._log(f"installing mux {offer.version} on its own ({automatic.reason})")

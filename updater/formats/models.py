@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.version import InvalidVersion, Version
 
 from updater.errors import ParseError
+from updater.formats.lifecycle import Lifecycle, SignedLifecycle, parse_record
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -227,14 +229,26 @@ class FeedRelease:
     # The flag releases.json carries for humans. Readers never decide on it (it is not what
     # the version says, and it was not signed apart from the list): ``version.is_prerelease``.
     prerelease: bool
+    # What the signed index says of the release after publishing (None: nothing, which is
+    # fully rolled out): :mod:`updater.formats.lifecycle`.
+    lifecycle: Lifecycle | None = None
 
     @property
     def version(self) -> Version:
         return parse_tag(self.tag)
 
 
+def index_lifecycle(releases: Sequence[FeedRelease], origin: str) -> SignedLifecycle:
+    """Every release a verified index lists with its lifecycle record (none: fully rolled
+    out), in its order."""
+    return SignedLifecycle(
+        listed=tuple((r.tag, r.lifecycle or Lifecycle()) for r in releases), origin=origin
+    )
+
+
 def parse_releases_json(raw: bytes) -> list[FeedRelease]:
-    """A static feed's ``releases.json``: ``{"releases": [{"tag", "prerelease"}, ...]}``.
+    """A static feed's ``releases.json``: ``{"releases": [{"tag", "prerelease", "lifecycle"},
+    ...]}`` (``lifecycle`` optional: :func:`updater.formats.lifecycle.parse_record`, strict).
 
     A bare list of the same objects is accepted too.
     """
@@ -254,5 +268,9 @@ def parse_releases_json(raw: bytes) -> list[FeedRelease]:
         assert isinstance(tag, str)
         if entry.get("draft") is True:
             continue  # drafts are never offered
-        releases.append(FeedRelease(tag=tag, prerelease=entry.get("prerelease") is True))
+        record = entry.get("lifecycle")
+        lifecycle = None if record is None else parse_record(record, f"the lifecycle of {tag}")
+        releases.append(
+            FeedRelease(tag=tag, prerelease=entry.get("prerelease") is True, lifecycle=lifecycle)
+        )
     return releases

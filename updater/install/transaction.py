@@ -540,9 +540,14 @@ class RolledBack:
 
 
 def rollback(
-    layout: Layout, settings: InstallSettings, *, run_build: Callable[[Path, str, str], int]
+    layout: Layout,
+    settings: InstallSettings,
+    *,
+    run_build: Callable[[Path, str, str], int],
+    to: str | None = None,
 ) -> RolledBack:
-    """Switch back to the previous version after checking its files against the record.
+    """Switch back to the previous version (or the kept version ``to``: a withdrawn release
+    moving back) after checking its files against the record.
 
     ``run_build(folder, version, target)`` runs the kept build once and returns the protocol
     it speaks, raising when it is not that version for that target (the smoke test,
@@ -558,7 +563,11 @@ def rollback(
             raise _write_error(layout.home, exc) from None
         record = read_record(layout)
         active = layout.active_version()
-        previous = rollback_choice(record, active=active, installed=layout.installed_versions())
+        installed = layout.installed_versions()
+        if to is not None:
+            previous = to if to in installed and to != active else None
+        else:
+            previous = rollback_choice(record, active=active, installed=installed)
         if previous is None:
             raise InstallError(
                 f"no previous version to roll back to in {layout.home}",

@@ -23,6 +23,7 @@ from updater.net.client import HttpClient
 
 if TYPE_CHECKING:
     from updater.core.request import ReleaseRequest
+    from updater.formats.lifecycle import SignedLifecycle
     from updater.net.download import Downloaded, Progress
     from updater.sources.feed_index import VerifiedIndex
 
@@ -107,6 +108,16 @@ class ReleaseSource(ABC):
         """The signed index this source decided from (a feed's), once it was read; None for a
         source without one. Its ``seq`` is recorded once the command's answer stands
         (:func:`updater.sources.feed_index.remember`)."""
+        return None
+
+    # Why lifecycle() is None here, for reports (``--check --json``: lifecycle unavailable).
+    lifecycle_unavailable = "this source carries no signed lifecycle state"
+
+    def lifecycle(self) -> SignedLifecycle | None:
+        """Every release this source's signed data lists, with its lifecycle record (staged
+        rollout, halt, withdrawal, critical, minimum version, notes: the seam of
+        :mod:`updater.formats.lifecycle`), once that data verified; None where the source has
+        no signed data to carry it (nothing is ever guessed from unsigned data)."""
         return None
 
     def attestation_bundles(self, sha256: str) -> list[bytes]:

@@ -36,6 +36,7 @@ from updater.urls import (
 
 if TYPE_CHECKING:
     from updater.core.request import ReleaseRequest
+    from updater.formats.lifecycle import SignedLifecycle
     from updater.sources.feed_index import IndexPolicy, VerifiedIndex
 
 
@@ -48,6 +49,7 @@ class FeedSource(ReleaseSource):
     """
 
     kind = "feed"
+    lifecycle_unavailable = "an unsigned artifact mirror carries no lifecycle state"
     # A mirror is trusted only through the release key; attestations are checked when the
     # feed carries them (it has no API to look them up by digest).
     signature_required = True
@@ -113,6 +115,11 @@ class FeedSource(ReleaseSource):
 
     def verified_index(self) -> VerifiedIndex | None:
         return self._verified
+
+    def lifecycle(self) -> SignedLifecycle | None:
+        if self._index_policy is None:
+            return None  # an unsigned artifact mirror carries no lifecycle
+        return self._index().lifecycle()
 
     def _index(self) -> VerifiedIndex:
         """The feed's index, verified (read once per source)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from updater.errors import MuxError, ParseError, VerificationError
 from updater.formats import minisign, models
+from updater.formats.lifecycle import SignedLifecycle
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME, MAX_DECIMAL_DIGITS, IndexComment
 from updater.sources import feed_seq
 from updater.timestamps import utc_text
@@ -63,6 +64,14 @@ class VerifiedIndex:
         if not candidates:
             return None
         return max(candidates, key=lambda release: release.version).tag
+
+    def lifecycle(self) -> SignedLifecycle:
+        """The lifecycle records the index carries (its freshness is the index's: signed,
+        expiring, never rolled back)."""
+        return models.index_lifecycle(
+            self.releases,
+            f"the signed release list of {self.location} (seq {self.comment.seq}, key {self.key_id})",
+        )
 
     def expiry_warning(self) -> str | None:
         if not self.expired:

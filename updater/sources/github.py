@@ -87,6 +87,12 @@ class GitHubSource(ReleaseSource):
     signature_required = False
     attestation_required = True
     attestation_lookup = True
+    # A release page is not signed data: nothing on it may halt, withdraw or stage a release.
+    lifecycle_unavailable = (
+        "GitHub's release pages carry no signed lifecycle state (staged rollout, halt, "
+        "withdrawal, critical, minimum version, notes) until the TUF repository; a feed "
+        "carries it in its signed release list"
+    )
 
     def __init__(
         self,
