@@ -82,6 +82,8 @@ class PolicyError(MuxError):
 
 class ConfigError(MuxError):
     """The user's config file (``<user config dir>/mux/config.toml``) cannot be used."""
+
+
 class WithdrawnError(MuxError):
     """The installed release was withdrawn and nothing this machine may install replaces it."""
 

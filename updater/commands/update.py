@@ -348,6 +348,8 @@ def _forget_failures(settings: Settings, version: str, events: UpdateEvents) -> 
             change_state(path, lambda state: without_failure(state, version))
     except MuxError as exc:
         events.warning(f"{exc.message} (the failed starts of {version} stay on record)")
+
+
 def _move_back(settings: Settings, layout: Layout, version: str) -> UpdateResult:
     """Switch to the kept ``version`` (offline), re-verified as ``--rollback`` does: its files
     against their recorded list, then the kept build run once; nothing is removed."""

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -51,7 +50,6 @@ from updater.config.strict import (
     shown,
 )
 from updater.errors import NetworkError, ParseError, PolicyError, printable
-from updater.files import NotReadable, read_small_file
 from updater.formats.lifecycle import MAX_RELEASE_AGE, RINGS, pin_parts
 from updater.formats.minisign import PublicKey
 from updater.timestamps import parse_duration

@@ -239,6 +239,8 @@ def _failure_notes(state: UserState, version: str) -> list[str]:
         f"({failure.reason or 'no reason given'}); mux server restart started the previous "
         f"build again; {then}"
     ]
+
+
 _WHY = {
     "rollout": "its staged rollout has not reached this machine",
     "halted": "its rollout was halted",
