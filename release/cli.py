@@ -585,6 +585,50 @@ def rehearse_command(
         raise typer.Exit(exc.exit_code) from None
 
 
+# --- tuf-client ----------------------------------------------------------------------------
+
+
+@app.command("tuf-client")
+def tuf_client_command(
+    action: Annotated[str, typer.Argument(help="init, refresh or download.")],
+    trusted_root: Annotated[
+        str | None, typer.Argument(help="init: the root.json to trust.", show_default=False)
+    ] = None,
+    metadata_dir: Annotated[
+        str, typer.Option("--metadata-dir", help="Where the trusted metadata is kept.")
+    ] = "",
+    metadata_url: Annotated[
+        str | None, typer.Option("--metadata-url", help="The repository's metadata URL.")
+    ] = None,
+    target_names: Annotated[
+        list[str] | None,
+        typer.Option("--target-name", help="A target to download (repeatable, in order)."),
+    ] = None,
+    target_base_url: Annotated[
+        str | None, typer.Option("--target-base-url", help="Where targets are downloaded from.")
+    ] = None,
+    target_dir: Annotated[
+        str | None, typer.Option("--target-dir", help="Where downloaded targets go.")
+    ] = None,
+) -> None:
+    """mux's TUF client as tuf-conformance's client-under-test (its CLIENT-CLI.md): exit 0
+    or 1."""
+    from release.rehearsal.tuf_client import run  # python-tuf and httpx (docstring)
+
+    if not metadata_dir:
+        raise UsageError("--metadata-dir is required")
+    code = run(
+        action,
+        metadata_dir=metadata_dir,
+        metadata_url=metadata_url,
+        trusted_root=trusted_root,
+        target_names=target_names or [],
+        target_dir=target_dir,
+        target_base_url=target_base_url,
+    )
+    raise typer.Exit(code)
+
+
 # --- install-sh --------------------------------------------------------------------------
 
 

@@ -41,6 +41,8 @@ TRUSTED_ROOT_ENV = "MUX_SIGSTORE_TRUSTED_ROOT"
 POLICY_ENV = "MUX_POLICY_FILE"  # a development build's machine policy (tests)
 DOWNLOAD_HOSTS_ENV = "MUX_GITHUB_DOWNLOAD_HOSTS"
 CHECK_INTERVAL_ENV = "MUX_UPDATE_CHECK_INTERVAL"
+TUF_ROOT_ENV = "MUX_TUF_ROOT"  # a TUF root.json to read releases with (tests, development)
+TUF_METADATA_URL_ENV = "MUX_TUF_METADATA_URL"  # the GitHub source's TUF metadata (tests)
 DEFAULT_CHECK_INTERVAL = 6 * 3600.0
 UPDATES_ENABLED = "enabled"  # the machine policy's `updates`: enabled | check-only | disabled
 
@@ -101,6 +103,15 @@ class Settings(NamedTuple):
     # server's background checks) and its file, if any.
     updates: str = UPDATES_ENABLED
     policy_file: str | None = None
+    # The TUF root the releases are read through instead of the build's (MUX_TUF_ROOT, or the
+    # machine policy's tuf_root: an organisation's own repository), and who may own it when
+    # the policy names it ("root", or for a development MUX_POLICY_FILE "user": as the policy
+    # itself; "" for MUX_TUF_ROOT); None: the build's own root.
+    tuf_root_file: str | None = None
+    tuf_root_owner: str = ""
+    # Where the GitHub source reads its TUF metadata (MUX_TUF_METADATA_URL, the policy's
+    # tuf_metadata_url); None: the URL baked into the build (the project's GitHub Pages).
+    tuf_metadata_url: str | None = None
 
     def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
         """Every minisign key trusted here: the build's, then these settings' (--trust-key,
@@ -238,6 +249,8 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         progress_bar=not environ.get("NO_COLOR") and environ.get("TERM") != "dumb",
         update_check_interval=_duration(text(CHECK_INTERVAL_ENV), defaults.update_check_interval),
         link_poll_interval=max(0.01, positive("MUX_LINK_POLL", defaults.link_poll_interval)),
+        tuf_root_file=text(TUF_ROOT_ENV),
+        tuf_metadata_url=text(TUF_METADATA_URL_ENV),
     )
 
 
