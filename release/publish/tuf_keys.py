@@ -68,7 +68,7 @@ class EnvSigner(Signer):
         private = load_pem_private_key(text.encode(), None)
         if not isinstance(public_key, SSlibKey):
             raise ValueError(f"expected an SSlibKey for {priv_key_uri}")
-        return CryptoSigner(private, public_key)  # type: ignore[arg-type]
+        return CryptoSigner(private, public_key)
 
     # EnvSigner only builds a CryptoSigner; these are never reached.
     @property
@@ -160,7 +160,7 @@ def _public_of(uri: str) -> Key:
         raise UsageError(f"cannot read the key {rest}: {exc.strerror}") from None
     except (ValueError, TypeError) as exc:
         raise UsageError(f"{uri[:80]!r} is not a PEM private key ({exc})") from None
-    return SSlibKey.from_crypto(private.public_key())  # type: ignore[arg-type]
+    return SSlibKey.from_crypto(private.public_key())
 
 
 def _load(uri: str, public: Key) -> Signer:
@@ -180,3 +180,34 @@ def key_index(*groups: Mapping[str, Key]) -> Callable[[str], Key | None]:
         return None
 
     return find
+
+
+class LocalKeys:
+    """Every key of a repository made on this machine, in one folder (``mux-release tuf
+    keygen --all``, the rehearsal and the tests): three root keys (2 of 3), three targets
+    keys (2 of 3), the release workflow's key and the online key (snapshot and timestamp).
+    Real keys are made apart, one per keyholder (docs/release.md, "The key ceremony")."""
+
+    ROOT = ("root-1", "root-2", "root-3")
+    TARGETS = ("targets-1", "targets-2", "targets-3")
+    RELEASE = "release"
+    ONLINE = "online"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    @classmethod
+    def generate(cls, folder: Path) -> LocalKeys:
+        keys = cls(folder)
+        for name in (*cls.ROOT, *cls.TARGETS, cls.RELEASE, cls.ONLINE):
+            generate(keys.folder, name)
+        return keys
+
+    def public(self, name: str) -> Key:
+        return read_public_key(self.folder / f"{name}.pub.json")
+
+    def uri(self, name: str) -> str:
+        return f"{CryptoSigner.SCHEME}:{self.folder / f'{name}.pem'}"
+
+    def signers(self, *names: str) -> list[Signer]:
+        return signers_for([self.uri(n) for n in names], lambda _keyid: None)

@@ -53,6 +53,7 @@ from tuf.api.metadata import (
 )
 from tuf.api.serialization.json import JSONSerializer
 
+from release.publish.tuf_keys import LocalKeys
 from updater.errors import MuxError, ParseError, UsageError, VerificationError
 from updater.files import atomic_write
 from updater.formats import models
@@ -321,6 +322,26 @@ def create(
     return lines
 
 
+def create_local(folder: Path, keys: LocalKeys, *, now: datetime | None = None) -> list[str]:
+    """A repository signed with keys all made on this machine (:class:`LocalKeys`: the
+    rehearsal's and the tests'): root 2 of 3, targets 2 of 3, the release key, the online
+    key, every role signed at once."""
+    every = (*keys.ROOT, *keys.TARGETS, keys.RELEASE, keys.ONLINE)
+    return create(
+        folder,
+        Keys(
+            root=[keys.public(n) for n in keys.ROOT],
+            root_threshold=2,
+            targets=[keys.public(n) for n in keys.TARGETS],
+            targets_threshold=2,
+            online=keys.public(keys.ONLINE),
+            release=[keys.public(keys.RELEASE)],
+        ),
+        keys.signers(*every),
+        now=now,
+    )
+
+
 def _meta(md: Metadata[Any]) -> MetaFile:
     data = _serialize(md)
     return MetaFile(
@@ -529,6 +550,29 @@ def add_release(
     return lines + _snapshot_and_timestamp(repo, online_signers)
 
 
+def publish_feed(
+    folder: Path,
+    release_signers: Sequence[Signer],
+    online_signers: Sequence[Signer],
+    *,
+    now: datetime | None = None,
+) -> list[str]:
+    """Bring the repository of a feed up to date with its release folders: every ``v*/``
+    folder with a ``manifest.json`` that the repository does not list yet is added
+    (:func:`add_release`), then the timestamp is re-signed. What ``mux-release feed`` does
+    after it signs ``releases.json``, so that both describe the same releases."""
+    folder = Path(folder)
+    lines: list[str] = []
+    listed = set(listed_tags(folder))
+    for release_dir in sorted(folder.glob("v*/")):
+        if release_dir.name in listed or not (release_dir / models.MANIFEST_NAME).is_file():
+            continue
+        lines += add_release(folder, release_dir, release_signers, online_signers, now=now)
+    if not lines:
+        lines = refresh(folder, online_signers, now=now)
+    return lines
+
+
 # -- rotations and threshold signing --------------------------------------------------------
 
 
@@ -607,10 +651,10 @@ def rotate(
                 raise UsageError(
                     f"{RELEASE_ROLE} would need {role.threshold} of {len(role.keyids)} keys"
                 )
-        md = Metadata(top)
+        targets_md = Metadata(top)
         root = repo.root().signed
-        _sign(md, signers, root.roles[Targets.type].keyids)
-        lines.append(_publish_or_stage_targets(repo, md, root, signers))
+        _sign(targets_md, signers, root.roles[Targets.type].keyids)
+        lines.append(_publish_or_stage_targets(repo, targets_md, root, signers))
     return lines
 
 

@@ -8,8 +8,8 @@ commands, each exiting 0 or 1::
     --metadata-dir D --metadata-url U --target-name T [--target-name T2 ...]
         --target-base-url B --target-dir D download
 
-This runs them through mux's own client code, not a second client: :class:`updater.tuf.client.TufClient`
-(python-tuf's workflow with mux's storage rules) over :class:`updater.tuf.fetcher.HttpFetcher`
+This runs them through mux's own client code, not a second client: :class:`updater.trust.tuf_client.TufClient`
+(python-tuf's workflow with mux's storage rules) over :class:`updater.sources.tuf_fetcher.HttpFetcher`
 (every request through mux's :class:`~updater.net.client.HttpClient`: its host rules,
 retries, deadlines and caps). Two things differ from ``mux update``, as the suite's protocol
 asks: the trust anchor is the ``root.json`` that ``init`` copied into the metadata folder
@@ -28,9 +28,9 @@ from updater.config.settings import HttpSettings
 from updater.errors import MuxError
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
-from updater.tuf.client import ROOT_LIMIT, TufClient
-from updater.tuf.fetcher import FolderFetcher, HttpFetcher
-from updater.tuf.store import make_private_folder
+from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
+from updater.trust.tuf_client import ROOT_LIMIT, TufClient
+from updater.trust.tuf_store import make_private_folder
 from updater.urls import url_origin
 
 

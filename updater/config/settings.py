@@ -43,6 +43,9 @@ DOWNLOAD_HOSTS_ENV = "MUX_GITHUB_DOWNLOAD_HOSTS"
 CHECK_INTERVAL_ENV = "MUX_UPDATE_CHECK_INTERVAL"
 TUF_ROOT_ENV = "MUX_TUF_ROOT"  # a TUF root.json to read releases with (tests, development)
 TUF_METADATA_URL_ENV = "MUX_TUF_METADATA_URL"  # the GitHub source's TUF metadata (tests)
+# How far ahead of the system clock TUF expiry is judged (tests move it forward; it only makes
+# metadata expire sooner, never later, so it cannot lift a freeze).
+TUF_CLOCK_AHEAD_ENV = "MUX_TUF_CLOCK_AHEAD"
 DEFAULT_CHECK_INTERVAL = 6 * 3600.0
 UPDATES_ENABLED = "enabled"  # the machine policy's `updates`: enabled | check-only | disabled
 
@@ -112,6 +115,8 @@ class Settings(NamedTuple):
     # Where the GitHub source reads its TUF metadata (MUX_TUF_METADATA_URL, the policy's
     # tuf_metadata_url); None: the URL baked into the build (the project's GitHub Pages).
     tuf_metadata_url: str | None = None
+    # Seconds added to the clock when TUF expiry is judged (MUX_TUF_CLOCK_AHEAD; never < 0).
+    tuf_clock_ahead: float = 0.0
 
     def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
         """Every minisign key trusted here: the build's, then these settings' (--trust-key,
@@ -251,6 +256,7 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         link_poll_interval=max(0.01, positive("MUX_LINK_POLL", defaults.link_poll_interval)),
         tuf_root_file=text(TUF_ROOT_ENV),
         tuf_metadata_url=text(TUF_METADATA_URL_ENV),
+        tuf_clock_ahead=max(0.0, _duration(text(TUF_CLOCK_AHEAD_ENV), 0.0)),
     )
 
 

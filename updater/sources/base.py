@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from updater.net.download import Downloaded, Progress
     from updater.sources.feed_index import VerifiedIndex
     from updater.sources.tuf_index import TufIndex
-    from updater.tuf.targets import SignedFile
+    from updater.trust.tuf_targets import SignedFile
 
 
 SMALL_FILE_LIMIT = 8 * 1024 * 1024

@@ -12,8 +12,8 @@ or its API) decides. :func:`tuf_spec` says where the repository is for a source:
   or a mirror's), else ``MUX_TUF_METADATA_URL`` (tests), else the one baked into the build
   (the project's GitHub Pages), with release files from ``/releases/download/<tag>/``.
 
-:class:`TufIndex` refreshes the repository once per source (:mod:`updater.tuf.client`) and
-answers from its :class:`~updater.tuf.targets.SignedTargets`.
+:class:`TufIndex` refreshes the repository once per source (:mod:`updater.trust.tuf_client`) and
+answers from its :class:`~updater.trust.tuf_targets.SignedTargets`.
 """
 
 from __future__ import annotations
@@ -25,16 +25,16 @@ from updater.config.policy import check_file_owner
 from updater.config.settings import TUF_METADATA_URL_ENV
 from updater.errors import MuxError, UsageError, VerificationError
 from updater.files import NotReadable, read_small_file
-from updater.tuf.client import ROOT_LIMIT, TufClient
-from updater.tuf.fetcher import FolderFetcher, HttpFetcher
-from updater.tuf.store import metadata_folder
+from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
+from updater.trust.tuf_client import ROOT_LIMIT, TufClient
+from updater.trust.tuf_store import metadata_folder
 
 if TYPE_CHECKING:
     from updater.config.buildinfo import BuildInfo
     from updater.config.settings import Settings
     from updater.core.request import ReleaseRequest
     from updater.net.client import HttpClient
-    from updater.tuf.targets import SignedFile, SignedTargets
+    from updater.trust.tuf_targets import SignedFile, SignedTargets
 
 METADATA_FOLDER = "metadata"  # a feed's TUF metadata, beside its releases
 
@@ -46,6 +46,7 @@ class TufSpec(NamedTuple):
     root: bytes
     root_origin: str  # where the root came from, for messages
     state_dir: str  # the user's state dir: the trusted metadata is kept below it
+    clock_ahead: float = 0.0  # seconds added to the clock for expiry (never negative)
 
 
 def _state_dir(settings: Settings) -> str:
@@ -93,7 +94,9 @@ def tuf_spec(settings: Settings, build: BuildInfo, *, feed: str | None) -> TufSp
                 "this mux trusts a TUF root but knows no metadata URL for GitHub",
                 hint=f"the machine policy names one (tuf_metadata_url), or {TUF_METADATA_URL_ENV}",
             )
-    return TufSpec(url.rstrip("/"), root, origin, _state_dir(settings))
+    return TufSpec(
+        url.rstrip("/"), root, origin, _state_dir(settings), max(0.0, settings.tuf_clock_ahead)
+    )
 
 
 class TufIndex:
@@ -108,6 +111,7 @@ class TufIndex:
             fetcher=fetcher,
             bootstrap=spec.root,
             lock_wait=lock_wait,
+            clock_ahead=spec.clock_ahead,
         )
         self._targets: SignedTargets | None = None
 

@@ -77,7 +77,7 @@ def verify_release_metadata(
         log.ok(
             LAYER_TUF,
             f"{tag} listed by the TUF repository {targets.location} ({targets.describe()}, "
-            f"timestamp valid until {utc_text(targets.versions.timestamp_expires)}); each file "
+            f"timestamp valid until {utc_text(int(targets.versions.timestamp_expires))}); each file "
             "is checked against its signed length and sha256",
         )
     signed = verify_sums(

@@ -26,35 +26,14 @@ from typing import IO
 from urllib.parse import unquote, urlsplit
 
 from tuf.api import exceptions
-from tuf.ngclient import FetcherInterface
 
 from updater.errors import NetworkError, VerificationError
 from updater.net.client import HttpClient
 from updater.net.download import NoProgress
-
-# What is kept for messages: only metadata, which python-tuf caps at 5 MB (targets).
-_REMEMBERED_LIMIT = 8 * 1024 * 1024
+from updater.trust.tuf_client import RememberingFetcher
 
 
-class _Remembering(FetcherInterface):
-    def __init__(self) -> None:
-        self._last: dict[str, bytes] = {}
-        self.last_url: str | None = None
-
-    def last(self, url: str) -> bytes | None:
-        """The bytes last handed out for ``url`` (None: never fetched, or too large)."""
-        return self._last.get(url)
-
-    def _remember(self, url: str, data: bytes) -> None:
-        self.last_url = url
-        if len(data) <= _REMEMBERED_LIMIT:
-            self._last[url] = data
-
-    def _fetch(self, url: str) -> Iterator[bytes]:
-        raise NotImplementedError  # download_bytes and download_file are the ways in
-
-
-class HttpFetcher(_Remembering):
+class HttpFetcher(RememberingFetcher):
     """Every request through ``client`` (which the caller owns and closes)."""
 
     def __init__(self, client: HttpClient) -> None:
@@ -84,7 +63,7 @@ class HttpFetcher(_Remembering):
             yield out
 
 
-class FolderFetcher(_Remembering):
+class FolderFetcher(RememberingFetcher):
     """A repository in a folder: ``file:`` URLs or plain paths, read without following a
     link out of nothing, never past ``max_length``."""
 

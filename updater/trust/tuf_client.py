@@ -1,14 +1,14 @@
 """The TUF client: python-tuf's ngclient workflow, through mux's fetchers and storage rules.
 
-:class:`TufClient` wraps one :class:`tuf.ngclient.Updater` (:class:`~updater.tuf.store.StoredUpdater`,
+:class:`TufClient` wraps one :class:`tuf.ngclient.Updater` (:class:`~updater.trust.tuf_store.StoredUpdater`,
 mux's storage rules) for one repository: its metadata URL (or folder), the folder of metadata
 this machine trusts for it, the fetcher every request goes through
-(:mod:`updater.tuf.fetcher`) and the root it is bootstrapped with (the one baked into the
+(:mod:`updater.sources.tuf_fetcher`) and the root it is bootstrapped with (the one baked into the
 build, or one the machine policy names: never the cached ``root.json``, whose chain from that
 root is walked again on every refresh). :meth:`TufClient.refresh` runs the specification's
 client workflow (root rotations, then timestamp, snapshot and targets, each checked for its
 signatures and threshold, expiry, version and the length and hashes its parent gives) and
-answers the verified :class:`~updater.tuf.targets.SignedTargets`: every release file with its
+answers the verified :class:`~updater.trust.tuf_targets.SignedTargets`: every release file with its
 signed length, sha256 and custom facts.
 
 Every failure is one :class:`~updater.errors.MuxError` line naming the role and why
@@ -27,21 +27,21 @@ Imported only where a TUF repository is read: the cached check never imports pyt
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from tuf.api import exceptions
 from tuf.api.metadata import Metadata, Root, Targets
-from tuf.ngclient import UpdaterConfig
+from tuf.ngclient import FetcherInterface, UpdaterConfig
 
 from updater.errors import MuxError, NetworkError, VerificationError
 from updater.timestamps import utc_text
-from updater.tuf.store import StoredUpdater, refreshing
-from updater.tuf.targets import RoleVersions, SignedFile, SignedTargets
+from updater.trust.tuf_store import StoredUpdater, refreshing
+from updater.trust.tuf_targets import RoleVersions, SignedFile, SignedTargets
 
 if TYPE_CHECKING:
     from tuf.api.metadata import TargetFile
-
-    from updater.tuf.fetcher import FolderFetcher, HttpFetcher
 
 # What each role may weigh when the metadata that names it gives no length (python-tuf's
 # defaults, but a timestamp of a few hundred bytes needs no more than 16 KiB).
@@ -52,6 +52,33 @@ TARGETS_LIMIT = 5_000_000
 LAYER = "tuf"
 
 
+# What a fetcher keeps for messages: only metadata, which python-tuf caps at 5 MB (targets).
+_REMEMBERED_LIMIT = 8 * 1024 * 1024
+
+
+class RememberingFetcher(FetcherInterface):
+    """A python-tuf fetcher that keeps the last bytes it handed out for each URL, so that a
+    refusal can say what the refused document claimed (its expiry, its signatures). The
+    fetchers are I/O and live with the sources (:mod:`updater.sources.tuf_fetcher`: every
+    request through mux's HTTP client, or from a folder)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, bytes] = {}
+        self.last_url: str | None = None
+
+    def last(self, url: str) -> bytes | None:
+        """The bytes last handed out for ``url`` (None: never fetched, or too large)."""
+        return self._last.get(url)
+
+    def _remember(self, url: str, data: bytes) -> None:
+        self.last_url = url
+        if len(data) <= _REMEMBERED_LIMIT:
+            self._last[url] = data
+
+    def _fetch(self, url: str) -> Iterator[bytes]:
+        raise NotImplementedError  # download_bytes and download_file are the ways in
+
+
 class TufClient:
     """One repository's TUF client (see the module docstring)."""
 
@@ -60,13 +87,14 @@ class TufClient:
         metadata_url: str,
         metadata_dir: str,
         *,
-        fetcher: HttpFetcher | FolderFetcher,
+        fetcher: RememberingFetcher,
         bootstrap: bytes | None,
         target_dir: str | None = None,
         target_base_url: str | None = None,
         prefix_targets_with_hash: bool = False,
         lock_wait: float = 10.0,
         name: str | None = None,
+        clock_ahead: float = 0.0,
     ) -> None:
         self.metadata_url = metadata_url.rstrip("/")
         self.metadata_dir = metadata_dir
@@ -76,6 +104,7 @@ class TufClient:
         self._target_dir = target_dir
         self._target_base_url = target_base_url
         self._lock_wait = lock_wait
+        self._clock_ahead = timedelta(seconds=max(0.0, clock_ahead))
         self._config = UpdaterConfig(
             root_max_length=ROOT_LIMIT,
             timestamp_max_length=TIMESTAMP_LIMIT,
@@ -101,6 +130,9 @@ class TufClient:
                     config=self._config,
                     bootstrap=self._bootstrap,
                 )
+                # Expiry is judged against one reference time, taken when the trusted set is
+                # made; moved forward only (a test's clock), never back.
+                updater._trusted_set.reference_time += self._clock_ahead
                 updater.refresh()
                 return self._listed(updater)
             except (exceptions.RepositoryError, exceptions.DownloadError, ValueError) as exc:
@@ -269,12 +301,12 @@ def _expiry(text: str, fallback: str, client: TufClient) -> str:
     updater = client._updater
     try:
         if role == Root.type and updater is not None:
-            return utc_text(updater._trusted_set.root.expires.timestamp())
+            return utc_text(int(updater._trusted_set.root.expires.timestamp()))
         data = _last_of(role, client)
         if data is not None:
-            return utc_text(Metadata.from_bytes(data).signed.expires.timestamp())
+            return utc_text(int(Metadata.from_bytes(data).signed.expires.timestamp()))
         if updater is not None and role in updater._trusted_set:
-            return utc_text(updater._trusted_set[role].expires.timestamp())
+            return utc_text(int(updater._trusted_set[role].expires.timestamp()))
     except Exception:  # the message is the refusal; its detail is a courtesy
         pass
     return "a time already past"
@@ -296,7 +328,7 @@ def _threshold(role: str, client: TufClient) -> str | None:
         md = Metadata.from_bytes(data)
         trusted = updater._trusted_set
         if role == Root.type:
-            result = md.signed.get_root_verification_result(  # type: ignore[union-attr]
+            result = md.signed.get_root_verification_result(
                 trusted.root, md.signed_bytes, md.signatures
             )
             parts = [("the trusted root's keys", result.first), ("its own keys", result.second)]
