@@ -375,6 +375,10 @@ def _snapshot_and_timestamp(
         old_snapshot is None
         or any(old_snapshot.signed.meta.get(name) != meta for name, meta in wanted.items())
         or old_snapshot.signed.expires <= timestamp_expiry
+        # a rotated snapshot key: the current one no longer verifies under the newest root
+        or not root.get_verification_result(
+            Snapshot.type, old_snapshot.signed_bytes, old_snapshot.signatures
+        ).verified
     )
     if stale:
         version = 1 if old_snapshot is None else old_snapshot.signed.version + 1
