@@ -585,6 +585,17 @@ def verify_command(
     insecure_skip_attestation: Annotated[
         bool, typer.Option("--insecure-skip-attestation", help="INSECURE: skip layer 3.")
     ] = False,
+    tuf_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--tuf-root",
+            help="Also read the release through the TUF repository this root.json starts "
+            "(the feed's metadata/ beside a release folder, or --tuf-metadata).",
+        ),
+    ] = None,
+    tuf_metadata: Annotated[
+        str | None, typer.Option("--tuf-metadata", help="The TUF repository's URL or folder.")
+    ] = None,
 ) -> None:
     """Run exactly the verification `mux update` runs, and print each layer's result."""
     from release.publish.verify import verify_release  # httpx (docstring)
@@ -597,6 +608,8 @@ def verify_command(
             tag=tag,
             skip_attestation=insecure_skip_attestation,
             settings=settings.load(os.environ),
+            tuf_root=_read_small(tuf_root, "--tuf-root") if tuf_root is not None else None,
+            tuf_metadata=tuf_metadata,
         )
     except MuxError as exc:
         print(f"mux-release: {exc}", file=sys.stderr)

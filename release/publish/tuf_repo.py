@@ -142,18 +142,25 @@ class Repository:
     def targets(self, role: str = Targets.type) -> Metadata[Targets]:
         """The newest published version of a targets role (the snapshot's, or a newer one
         published since and not yet in a snapshot)."""
-        listed = self.snapshot().signed.meta[f"{role}.json"].version
-        versions = [listed]
+        try:
+            versions = [self.snapshot().signed.meta[f"{role}.json"].version]
+        except TufRepoError:  # no snapshot yet: a repository still being signed
+            versions = []
         for path in self.metadata.glob(f"*.{role}.json"):
             head = path.name.split(".", 1)[0]
             if head.isdigit() and path.name == f"{head}.{role}.json":
                 versions.append(int(head))
+        if not versions:
+            raise TufRepoError(f"{self.metadata} has no published {role}")
         return self._read(self.metadata / f"{max(versions)}.{role}.json")
 
     def keys_by_id(self) -> dict[str, Key]:
         root = self.root().signed
         keys = dict(root.keys)
-        delegations = self.targets().signed.delegations
+        try:
+            delegations = self.targets().signed.delegations
+        except TufRepoError:  # targets v1 still waits for its signatures
+            delegations = None
         if delegations is not None:
             keys.update(delegations.keys)
         return keys

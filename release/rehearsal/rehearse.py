@@ -343,6 +343,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                 keys=[keys["public"]],
                 repo=REHEARSAL_REPO,
                 trusted_root=keys["sigstore"].trusted_root_path,
+                tuf_root=keys["tuf_root"],
             )
             layers = ", ".join(f"{layer.layer}: {layer.status}" for layer in result.log.layers)
             lines.append(f"v{version}: {layers}")
@@ -439,7 +440,10 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         "package, attest and sign both releases into a static feed and its TUF repository",
         package_attest_sign,
     )
-    r.step("verify both releases as mux-release verify does (SBOM included)", verify_releases)
+    r.step(
+        "verify both releases as mux-release verify does (through TUF, SBOM included)",
+        verify_releases,
+    )
     with serve_directory(feed) as url:
         r.feed_url = url
         home = r.workdir / "home"
