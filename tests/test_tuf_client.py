@@ -17,13 +17,18 @@ from tuf.api.metadata import Metadata, Root, Snapshot, Targets, Timestamp
 from release.publish import tuf_repo
 from release.publish.tuf_keys import LocalKeys
 from release.rehearsal.serve import serve_directory
-from tests.support.releases import make_feed
+from tests.support.releases import default_keypair, make_feed
 from tests.support.tuf import forge
 from updater.config.settings import HttpSettings
 from updater.errors import NetworkError, VerificationError
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
+from updater.sources.feed import FeedSource
 from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
+from updater.sources.tuf_index import TufIndex, TufSpec
+from updater.trust.layers import VerificationLog
+from updater.trust.pipeline import verify_release_files, verify_release_metadata
+from updater.trust.policy import TrustPolicy
 from updater.trust.tuf_client import TufClient
 from updater.trust.tuf_store import metadata_folder
 from updater.urls import url_origin
@@ -322,3 +327,70 @@ def test_the_tooling_keeps_the_timestamp_within_a_day_and_files_immutable(
     (release / "extra.txt").write_text("late\n")
     with pytest.raises(tuf_repo.TufRepoError, match="never changes"):
         tuf_repo.add_release(repo, release, keys.signers(keys.RELEASE), keys.signers(keys.ONLINE))
+
+
+def test_a_fast_forwarded_timestamp_is_left_behind_by_rotating_the_online_key(
+    repo: Path, tmp_path: Path, keys: LocalKeys
+) -> None:
+    """Fast-forward: with the stolen online key, an attacker signs timestamp v1000; the client
+    takes it (it verifies). The maintainers rotate the timestamp key in root v2 and sign a
+    timestamp of a lower version with the new key: the client follows, as the
+    specification's recovery says (the old timestamp is dropped when its keys change)."""
+    state = tmp_path / "state"
+    folder_client(repo, state).refresh()
+    stamp = Metadata.from_bytes((repo / "metadata" / "timestamp.json").read_bytes())
+    stamp.signed.version = 1000
+    forge(repo, stamp, keys.signers(keys.ONLINE), name="timestamp.json")
+    assert folder_client(repo, state).refresh().versions.timestamp == 1000
+    new = LocalKeys.generate(tmp_path / "new")
+    old_online = keys.public(keys.ONLINE).keyid
+    tuf_repo.rotate(
+        repo,
+        [
+            tuf_repo.KeyChange(r, add=[new.public(new.ONLINE)], remove=[old_online])
+            for r in (Timestamp.type, Snapshot.type)
+        ],
+        keys.signers("root-1", "root-2"),
+    )
+    (repo / "metadata" / "timestamp.json").write_bytes(stamp.to_bytes())  # (v1000 is there)
+    stamp.signed.version = 5
+    forge(repo, stamp, [], name="timestamp.json")
+    tuf_repo.refresh(repo, new.signers(new.ONLINE))
+    signed = folder_client(repo, state).refresh()
+    assert signed.versions.root == 2 and signed.versions.timestamp < 1000
+
+
+def test_wrong_software_for_this_target_is_refused_before_a_byte_is_read(
+    repo: Path, keys: LocalKeys, tmp_path: Path
+) -> None:
+    """A release key alone (the delegated role's) lists an archive as a build for another
+    target: the pipeline refuses it (``trust.pipeline._check_signed_archive``)."""
+    md = tuf_repo.Repository(repo).targets(tuf_repo.RELEASE_ROLE)
+    for path, info in md.signed.targets.items():
+        if path.startswith("v0.2.0/") and path.endswith(".tar.gz"):
+            info.unrecognized_fields["custom"]["mux"]["target"] = "aarch64-apple-darwin"
+    md.signed.version += 1
+    forge(repo, md, keys.signers(keys.RELEASE), name=f"{md.signed.version}.release-workflow.json")
+    tuf_repo.refresh(repo, keys.signers(keys.ONLINE))
+    spec = TufSpec(str(repo / "metadata"), root_v1(repo), "test", str(tmp_path / "state"))
+    source = FeedSource(str(repo))
+    source.tuf = TufIndex(spec, client=None, lock_wait=5)
+    policy = TrustPolicy.for_release(
+        (default_keypair().public_key,), "", skip_attestation=True, trusted_root=None
+    )._replace(require_api_digests=False)
+    log = VerificationLog()
+    release = verify_release_metadata(source, "v0.2.0", policy, log)
+    with pytest.raises(VerificationError) as refused:
+        verify_release_files(
+            source,
+            release,
+            release.manifest.assets[0],
+            policy,
+            log,
+            download_dir=tmp_path,
+            unpack_dir=tmp_path / "unpacked",
+            smoke_target=None,
+            smoke_timeout=10,
+        )
+    assert "signed as a build for aarch64-apple-darwin" in one_line(refused)
+    assert not list(tmp_path.glob(".download-*"))

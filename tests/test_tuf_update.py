@@ -7,20 +7,32 @@ and then by the existing layers."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import json
 import shutil
+import subprocess
+import threading
+import time
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
-from tuf.api.metadata import Root
+from tuf.api.metadata import Metadata, Root
 
 from release.publish import tuf_repo
 from release.publish.tuf_keys import LocalKeys
+from release.rehearsal.fake_sigstore import FakeSigstore
+from release.rehearsal.serve import serving, url_of
+from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.imports import matching
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.releases import serve_directory
-from tests.support.tuf import TufFeed, make_tuf_feed
+from tests.support.tuf import TufFeed, forge, make_tuf_feed
 from tests.test_imports import CACHED_CHECK_ALLOWED, outside, run_released
+from tests.test_mux_attacks import _max_rss as max_rss
+from tests.test_update_github import attest
 from updater.formats.models import FEED_INDEX_NAME
 
 REPO = "acme/mux"
@@ -172,3 +184,148 @@ def test_a_signed_sums_without_a_bundle_is_refused_by_a_build_that_knows_its_rep
         skipped = install.run("update", "--insecure-skip-attestation")
         assert skipped.returncode == 0, skipped.stdout + skipped.stderr
         assert "attestation" in skipped.stdout + skipped.stderr
+
+
+def test_github_discovery_comes_from_tuf_and_files_from_the_release(
+    tmp_path: Path, sandbox_env
+) -> None:
+    """The default source of a TUF build: metadata from the repository's Pages (here
+    MUX_TUF_METADATA_URL, a loopback copy), files from /releases/download/, no /releases/latest
+    and no release list from the API; every layer still runs, the attestation included."""
+    sigstore = FakeSigstore.create(tmp_path / "sigstore")
+    feed = make_tuf_feed(tmp_path / "f", ["0.1.0", "0.2.0"], repo=REPO, publish=False)
+    for release in feed.releases.values():
+        attest(release, feed.keypair, sigstore)
+    feed.publish()
+    with (
+        serve_github(FakeGitHub(root=feed.path, repo=REPO)) as fake,
+        serve_directory(feed.path) as pages,
+    ):
+        env = {
+            **sandbox_env,
+            **github_env(fake),
+            "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+        }
+        install = bootstrap(
+            tmp_path, env, source="github", version="0.1.0", public_key=feed.keypair.public_key
+        )
+        install.env["MUX_TUF_METADATA_URL"] = f"{pages}/metadata"
+        fake.requests.clear()
+        result = install.run("update", "--json")
+        assert result.returncode == 0, result.stdout + result.stderr
+        layers = {v["layer"]: v["status"] for v in json.loads(result.stdout)["verification"]}
+        assert layers["tuf"] == "ok" and layers["attestation"] == "ok"
+        assert install.active() == "0.2.0"
+        paths = [r.path for r in fake.requests]
+        assert not any(p.endswith("/releases/latest") for p in paths), paths
+        assert not any(p.rstrip("/").endswith("/releases") for p in paths), paths
+        assert any("/releases/download/v0.2.0/" in p for p in paths)
+        # Without its repository the TUF build refuses: it never falls back to the redirect.
+        install.env["MUX_TUF_METADATA_URL"] = f"{pages}/nothing-here"
+        refused = install.run("update", "--check")
+        assert refused.returncode == 3, refused.stdout + refused.stderr
+        assert "does not serve its signed" in refused.stderr
+
+
+# -- the attack classes against the installed mux, through a hostile copy of the feed ---------
+
+
+class HostileMirror(http.server.SimpleHTTPRequestHandler):
+    """The feed's files, except that ``endless`` paths never end and ``trickled`` paths send
+    a byte every half second."""
+
+    endless: ClassVar[frozenset[str]] = frozenset()
+    trickled: ClassVar[frozenset[str]] = frozenset()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        if path in self.endless or path in self.trickled:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            try:
+                while True:
+                    if path in self.trickled:
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                        threading.Event().wait(0.5)  # the attack's pace, not a synchronisation
+                    else:
+                        self.wfile.write(b" " * 65536)
+            except OSError:
+                return
+        super().do_GET()
+
+
+@contextlib.contextmanager
+def hostile(
+    feed: TufFeed, *, endless: frozenset[str] = frozenset(), trickled: frozenset[str] = frozenset()
+):
+    handler = type(
+        "Mirror",
+        (HostileMirror,),
+        {"endless": endless, "trickled": trickled},
+    )
+    with serving(functools.partial(handler, directory=str(feed.path))) as server:
+        yield url_of(server)
+
+
+def peak_rss(install: Install, *args: str) -> tuple[subprocess.CompletedProcess[str], int]:
+    """The installed mux's result and its peak RSS in KiB (wait4's rusage)."""
+    return max_rss([str(install.mux), *args], install.env)
+
+
+def test_a_replayed_timestamp_is_a_rollback(installed: Install, feed: TufFeed) -> None:
+    old = (feed.metadata / "timestamp.json").read_bytes()
+    feed.refresh()
+    assert installed.run("update", "--check").returncode == 10  # trusts the newer one now
+    (feed.metadata / "timestamp.json").write_bytes(old)
+    line = refused(installed, snapshot(installed.home, installed.bin_dir))
+    assert "timestamp metadata" in line and "went back" in line
+
+
+def test_a_snapshot_of_another_state_is_mix_and_match(installed: Install, feed: TufFeed) -> None:
+    version = tuf_repo.Repository(feed.path).snapshot().signed.version
+    path = feed.metadata / f"{version}.snapshot.json"
+    md = Metadata.from_bytes(path.read_bytes())
+    md.signed.meta["release-workflow.json"].version = 1  # the state before any release
+    forge(feed.path, md, feed.signers(feed.keys.ONLINE), name=path.name)
+    line = refused(installed, snapshot(installed.home, installed.bin_dir))
+    assert "snapshot metadata" in line and "mixed" in line
+
+
+def test_one_stolen_targets_key_signs_nothing(installed: Install, feed: TufFeed) -> None:
+    targets = tuf_repo.Repository(feed.path).targets()
+    targets.signed.version += 1
+    forge(feed.path, targets, feed.signers("targets-2"), name="2.targets.json")
+    feed.refresh()
+    line = refused(installed, snapshot(installed.home, installed.bin_dir))
+    assert "targets metadata" in line and "1 of the 2 signatures it needs" in line
+
+
+def test_endless_metadata_is_cut_and_memory_stays_flat(installed: Install, feed: TufFeed) -> None:
+    with hostile(feed) as url:
+        ordinary, baseline = peak_rss(
+            with_env(installed, {"MUX_UPDATE_SOURCE": url}), "update", "--check"
+        )
+    assert ordinary.returncode == 10, ordinary.stderr
+    with hostile(feed, endless=frozenset({"/metadata/timestamp.json"})) as url:
+        mirror = with_env(installed, {"MUX_UPDATE_SOURCE": url})
+        result, peak = peak_rss(mirror, "update", "--check")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "timestamp metadata" in result.stderr and "larger than" in result.stderr
+    assert peak < baseline + 16 * 1024, (baseline, peak)
+
+
+def test_slow_metadata_gives_up_at_the_deadline(installed: Install, feed: TufFeed) -> None:
+    with hostile(feed, trickled=frozenset({"/metadata/timestamp.json"})) as url:
+        mirror = with_env(installed, {"MUX_UPDATE_SOURCE": url, "MUX_HTTP_DEADLINE": "3"})
+        started = time.monotonic()
+        result = mirror.run("update", "--check")
+        took = time.monotonic() - started
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "timestamp metadata" in result.stderr
+    assert took < 60, took  # 3 s of trickle; the rest is this loaded machine starting mux
+    assert installed.active() == "0.1.0"
