@@ -11,6 +11,7 @@ import contextlib
 import functools
 import http.server
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -28,6 +29,7 @@ from release.rehearsal.serve import serving, url_of
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.imports import matching
 from tests.support.installs import Install, bootstrap, republish, snapshot
+from tests.support.installsh import make_toolbox, render_install_sh, run_install
 from tests.support.releases import serve_directory
 from tests.support.tuf import TufFeed, forge, make_tuf_feed
 from tests.test_imports import CACHED_CHECK_ALLOWED, outside, run_released
@@ -329,3 +331,35 @@ def test_slow_metadata_gives_up_at_the_deadline(installed: Install, feed: TufFee
     assert "timestamp metadata" in result.stderr
     assert took < 60, took  # 3 s of trickle; the rest is this loaded machine starting mux
     assert installed.active() == "0.1.0"
+
+
+def test_mux_and_install_sh_choose_the_same_release_from_one_repository(
+    tmp_path: Path, sandbox_env
+) -> None:
+    """install.sh reads releases.json (minisign), the TUF build reads metadata/; both written
+    by mux-release from the same release folders (released out of version order), both
+    choose 0.3.0; a release folder neither list names is chosen by neither."""
+    feed = make_tuf_feed(tmp_path / "f", ["0.1.0", "0.3.0", "0.2.0"])
+    shutil.copytree(feed.releases["0.3.0"], feed.path / "v0.9.0")  # unlisted on the mirror
+    script = render_install_sh(tmp_path / "install.sh", keys=[feed.keypair.public_key])
+    with serve_directory(feed.path) as url:
+        shell_env = {
+            **sandbox_env,
+            "PATH": str(make_toolbox(tmp_path / "tools")),
+            "SHELL": "/bin/sh",
+            "MUX_DOWNLOAD_URL": url,
+        }
+        by_script = run_install(script, env=shell_env)
+        assert by_script.returncode == 0, by_script.stderr
+        mux = Path(sandbox_env["HOME"]) / ".local" / "bin" / "mux"
+        assert Path(os.readlink(mux)).parent.name == "0.3.0"
+        checked = subprocess.run(
+            [str(mux), "update", "--check", "--json", "--source", url],
+            env=sandbox_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert checked.returncode == 0, checked.stderr  # up to date: the same release
+        assert json.loads(checked.stdout)["latest"]["tag"] == "v0.3.0"
