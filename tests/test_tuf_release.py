@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 from tuf.api.metadata import Metadata
 
 from tests.support.installs import republish
-from tests.support.releases import make_feed
+from tests.support.releases import make_feed, serve_directory
 from tests.support.tuf import make_tuf_feed
 
 DAY = 24 * 3600
@@ -136,3 +137,47 @@ def test_a_build_refuses_a_root_that_is_not_signed_to_its_threshold(
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "not signed to its own threshold" in result.stderr
+
+
+def test_the_conformance_client_speaks_the_suite_s_protocol(tmp_path: Path) -> None:
+    """``mux-release tuf-client`` as tuf-conformance runs it (CLIENT-CLI.md), through the real
+    entry point: init, refresh, download (by the specification's hash-prefixed names), exit 0
+    or 1."""
+    feed = make_tuf_feed(tmp_path, ["0.1.0"])
+    root = tmp_path / "root.json"
+    root.write_bytes(feed.root_v1)
+    target = "v0.1.0/manifest.json"
+    data = (feed.path / target).read_bytes()
+    prefixed = feed.path / "v0.1.0" / f"{hashlib.sha256(data).hexdigest()}.manifest.json"
+    prefixed.write_bytes(data)
+    client = [str(Path(sys.executable).parent / "mux-release"), "tuf-client"]
+    md = str(tmp_path / "md")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*client, "--metadata-dir", md, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    assert run("init", str(root)).returncode == 0
+    with serve_directory(feed.path) as url:
+        assert run("--metadata-url", f"{url}/metadata", "refresh").returncode == 0
+        out = tmp_path / "targets"
+        out.mkdir()
+        got = run(
+            *("--metadata-url", f"{url}/metadata", "--target-name", target),
+            *("--target-base-url", url, "--target-dir", str(out), "download"),
+        )
+        assert got.returncode == 0, got.stderr
+        assert [p.read_bytes() for p in out.iterdir()] == [data]
+        prefixed.write_bytes(data + b" ")  # a target that is not what was signed
+        (out / next(out.iterdir()).name).unlink()
+        bad = run(
+            *("--metadata-url", f"{url}/metadata", "--target-name", target),
+            *("--target-base-url", url, "--target-dir", str(out), "download"),
+        )
+        assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
+    assert run("bogus").returncode == 1

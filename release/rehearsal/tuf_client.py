@@ -20,6 +20,7 @@ snapshots; mux's own repository names release files by their immutable tag folde
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -141,3 +142,29 @@ def run(
         print(f"mux-release tuf-client: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def main(argv: Sequence[str]) -> int:
+    """The suite's command line (the module docstring), parsed without typer (the fast path
+    of ``mux-release tuf-client``: :mod:`release.__main__`)."""
+    parser = argparse.ArgumentParser(prog="mux-release tuf-client")
+    parser.add_argument("--metadata-dir", required=True)
+    parser.add_argument("--metadata-url")
+    parser.add_argument("--target-name", action="append", default=[])
+    parser.add_argument("--target-base-url")
+    parser.add_argument("--target-dir")
+    parser.add_argument("action", choices=("init", "refresh", "download"))
+    parser.add_argument("trusted_root", nargs="?")
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        return 1 if exc.code else 0
+    return run(
+        args.action,
+        metadata_dir=args.metadata_dir,
+        metadata_url=args.metadata_url,
+        trusted_root=args.trusted_root,
+        target_names=args.target_name,
+        target_dir=args.target_dir,
+        target_base_url=args.target_base_url,
+    )
