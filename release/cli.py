@@ -9,7 +9,8 @@ Every command's start, ``mux-release --help`` included, pays for what is importe
 library import them when they run, each saying which (on top of ``import release.cli``): the
 builds and the bill bring :mod:`importlib.metadata` (+115 M); ``repin``, ``verify`` and
 ``fetch-artifacts`` the updater's HTTP stack, httpx (+750 M); ``rehearse`` that and
-cryptography's X.509 (+1 G). Everything else is imported below. tomlkit, the ``release`` extra,
+cryptography's X.509 (+1 G); ``tuf``, ``tuf-client`` and ``feed --tuf-online-key`` python-tuf
+and securesystemslib. Everything else is imported below. tomlkit, the ``release`` extra,
 is imported by :mod:`release.pins.pinfile` when it reads a file, so without it ``mux-release``
 still starts and :func:`main` says how to get it.
 
@@ -52,7 +53,7 @@ from release.upkeep.protocol import LOCK_PATH, check_protocol, record_protocol
 from updater.config import settings
 from updater.config.marker import MARKER_NAME, marker_document
 from updater.errors import EXIT_ERROR, MuxError, UsageError
-from updater.files import atomic_write
+from updater.files import NotReadable, atomic_write, read_small_file
 from updater.formats.lifecycle import Interval
 from updater.formats.minisign import PublicKey
 from updater.protocol import PROTOCOL_VERSION
@@ -159,8 +160,25 @@ def build(
             "/etc/mux/policy.toml).",
         ),
     ] = "/etc/mux/policy.toml",
+    tuf_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--tuf-root",
+            help="The root.json of the project's TUF repository this build trusts first "
+            "(its version 1, or the newest: a build follows every rotation after it).",
+        ),
+    ] = None,
+    tuf_metadata_url: Annotated[
+        str,
+        typer.Option(
+            "--tuf-metadata-url",
+            help="Where that repository's metadata is published (the feed's metadata/ on "
+            "GitHub Pages); the GitHub source reads it.",
+        ),
+    ] = "",
 ) -> None:
-    """Build mux for this machine with its build info (version, protocol, keys) baked in.
+    """Build mux for this machine with its build info (version, protocol, keys, TUF root)
+    baked in.
 
     Every artifact pinned in pins.toml ships inside the build, after its size and sha256 were
     checked against the pin (exit 3 on a mismatch, nothing written).
@@ -185,8 +203,20 @@ def build(
         pins_path=pins or DEFAULT_PINS_PATH,
         artifacts_dir=artifacts,
         policy_file=policy_file,
+        tuf_root=_read_small(tuf_root, "--tuf-root") if tuf_root is not None else None,
+        tuf_metadata_url=tuf_metadata_url,
     )
     print(folder)
+
+
+def _read_small(path: Path, what: str, limit: int = 512_000) -> bytes:
+    try:
+        data = read_small_file(str(path), limit)
+    except (NotReadable, OSError) as exc:
+        raise UsageError(f"{what} {path}: {exc}") from None
+    if data is None:
+        raise UsageError(f"{what} {path} does not exist")
+    return data
 
 
 # --- package -----------------------------------------------------------------------------
@@ -243,6 +273,18 @@ def feed_command(
         int | None,
         typer.Option("--seq", help="Sequence number to sign (default: the previous one + 1)."),
     ] = None,
+    tuf_release_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tuf-release-key",
+            help="The release workflow's TUF key (file2:PATH, env:NAME, KEYID=URI): list every "
+            "new release folder in the feed's TUF repository (metadata/).",
+        ),
+    ] = None,
+    tuf_online_key: Annotated[
+        list[str] | None,
+        typer.Option("--tuf-online-key", help="The TUF snapshot and timestamp key."),
+    ] = None,
 ) -> None:
     """Write releases.json from the v*/ folders and sign it (releases.json.minisig).
 
@@ -257,6 +299,14 @@ def feed_command(
         f"{action} {signed.index} with minisign key {signed.key_id}: "
         f"seq {signed.comment.seq}, expires {rfc3339(signed.comment.expires)}"
     )
+    if tuf_online_key:
+        from release.publish import tuf_repo  # python-tuf (docstring)
+
+        _say(
+            tuf_repo.publish_feed(
+                feed_dir, _signers(feed_dir, tuf_release_key), _signers(feed_dir, tuf_online_key)
+            )
+        )
 
 
 # --- lifecycle: rollout, halt, resume, withdraw, critical ----------------------------------
@@ -693,6 +743,17 @@ def verify_command(
     insecure_skip_attestation: Annotated[
         bool, typer.Option("--insecure-skip-attestation", help="INSECURE: skip layer 3.")
     ] = False,
+    tuf_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--tuf-root",
+            help="Also read the release through the TUF repository this root.json starts "
+            "(the feed's metadata/ beside a release folder, or --tuf-metadata).",
+        ),
+    ] = None,
+    tuf_metadata: Annotated[
+        str | None, typer.Option("--tuf-metadata", help="The TUF repository's URL or folder.")
+    ] = None,
 ) -> None:
     """Run exactly the verification `mux update` runs, and print each layer's result."""
     from release.publish.verify import verify_release  # httpx (docstring)
@@ -705,6 +766,8 @@ def verify_command(
             tag=tag,
             skip_attestation=insecure_skip_attestation,
             settings=settings.load(os.environ),
+            tuf_root=_read_small(tuf_root, "--tuf-root") if tuf_root is not None else None,
+            tuf_metadata=tuf_metadata,
         )
     except MuxError as exc:
         print(f"mux-release: {exc}", file=sys.stderr)
@@ -741,6 +804,204 @@ def rehearse_command(
     except MuxError as exc:
         print(f"mux-release: rehearsal failed: {exc}", file=sys.stderr)
         raise typer.Exit(exc.exit_code) from None
+
+
+# --- tuf -----------------------------------------------------------------------------------
+
+tuf_app = typer.Typer(
+    help="The feed's TUF repository: make it, add releases, sign, rotate keys, re-sign the "
+    'timestamp (docs/release.md, "The key ceremony").',
+    no_args_is_help=True,
+)
+app.add_typer(tuf_app, name="tuf")
+
+_SignOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--sign",
+        help="A private key to sign with: file2:PATH (PEM), env:NAME, or KEYID=URI for a "
+        "hardware or KMS key (repeatable).",
+    ),
+]
+_RepoArgument = Annotated[
+    Path, typer.Argument(help="The repository's folder (the feed: it holds metadata/).")
+]
+
+
+def _signers(folder: Path | None, uris: list[str] | None) -> list[Any]:
+    from release.publish import tuf_keys, tuf_repo  # python-tuf (docstring)
+
+    known: list[Any] = []
+    if folder is not None and (folder / tuf_repo.METADATA_DIR).is_dir():
+        known.append(tuf_repo.Repository(folder).keys_by_id())
+    return tuf_keys.signers_for(uris or [], tuf_keys.key_index(*known))
+
+
+def _say(lines: list[str]) -> None:
+    for line in lines:
+        print(line)
+
+
+@tuf_app.command("keygen")
+def tuf_keygen_command(
+    names: Annotated[list[str], typer.Argument(help="Key names (NAME.pem, NAME.pub.json).")],
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where to write the keys.")],
+) -> None:
+    """Make Ed25519 keys: NAME.pem (private, 0600: keep it offline) and NAME.pub.json."""
+    from release.publish import tuf_keys  # securesystemslib (docstring)
+
+    for name in names:
+        private, public, key = tuf_keys.generate(out_dir, name)
+        print(f"{name}: {private} (private), {public} (key id {key.keyid})")
+
+
+@tuf_app.command("init")
+def tuf_init_command(
+    folder: _RepoArgument,
+    root_keys: Annotated[list[Path], typer.Option("--root-key", help="A root key's .pub.json.")],
+    targets_keys: Annotated[
+        list[Path], typer.Option("--targets-key", help="A targets key's .pub.json.")
+    ],
+    online_key: Annotated[
+        Path, typer.Option("--online-key", help="The snapshot and timestamp key's .pub.json.")
+    ],
+    release_keys: Annotated[
+        list[Path], typer.Option("--release-key", help="The release workflow's key .pub.json.")
+    ],
+    root_threshold: Annotated[int, typer.Option("--root-threshold")] = 2,
+    targets_threshold: Annotated[int, typer.Option("--targets-threshold")] = 2,
+    sign_with: _SignOption = None,
+) -> None:
+    """Make the repository: root v1, targets v1 (delegating v*/* to the release workflow),
+    snapshot and timestamp. Roles the --sign keys cannot sign yet wait in staged/."""
+    from release.publish import tuf_keys, tuf_repo  # python-tuf (docstring)
+
+    keys = tuf_repo.Keys(
+        root=[tuf_keys.read_public_key(p) for p in root_keys],
+        root_threshold=root_threshold,
+        targets=[tuf_keys.read_public_key(p) for p in targets_keys],
+        targets_threshold=targets_threshold,
+        online=tuf_keys.read_public_key(online_key),
+        release=[tuf_keys.read_public_key(p) for p in release_keys],
+    )
+    _say(tuf_repo.create(folder, keys, _signers(None, sign_with)))
+
+
+@tuf_app.command("add-release")
+def tuf_add_release_command(
+    folder: _RepoArgument,
+    release_dir: Annotated[Path, typer.Argument(help="A packaged, signed release folder.")],
+    release_key: Annotated[list[str], typer.Option("--release-key", help="Its private key.")],
+    online_key: Annotated[list[str], typer.Option("--online-key", help="Its private key.")],
+) -> None:
+    """List every file of a release as a target (length, sha256, custom version, protocol,
+    target), then a new snapshot and timestamp."""
+    from release.publish import tuf_repo  # python-tuf (docstring)
+
+    _say(
+        tuf_repo.add_release(
+            folder, release_dir, _signers(folder, release_key), _signers(folder, online_key)
+        )
+    )
+
+
+@tuf_app.command("timestamp")
+def tuf_timestamp_command(
+    folder: _RepoArgument,
+    online_key: Annotated[list[str], typer.Option("--online-key", help="Its private key.")],
+    expires_in: Annotated[
+        str, typer.Option("--expires-in", help="At most 24h (a freeze is caught within it).")
+    ] = "24h",
+) -> None:
+    """Re-sign the timestamp (and the snapshot when it is due): the feed workflow's schedule."""
+    from release.publish import tuf_repo  # python-tuf (docstring)
+
+    _say(
+        tuf_repo.refresh(folder, _signers(folder, online_key), expires_in=parse_expiry(expires_in))
+    )
+
+
+@tuf_app.command("rotate")
+def tuf_rotate_command(
+    folder: _RepoArgument,
+    role: Annotated[
+        str, typer.Option("--role", help="root, targets, snapshot, timestamp or release-workflow.")
+    ],
+    add: Annotated[list[Path] | None, typer.Option("--add", help="A key's .pub.json.")] = None,
+    remove: Annotated[
+        list[str] | None, typer.Option("--remove", help="A key id (8+ hex digits) to revoke.")
+    ] = None,
+    threshold: Annotated[int | None, typer.Option("--threshold")] = None,
+    sign_with: _SignOption = None,
+) -> None:
+    """A new root (or targets, for the release workflow's keys) with keys added, replaced or
+    revoked; published once a threshold of the old and the new keys signed it."""
+    from release.publish import tuf_keys, tuf_repo  # python-tuf (docstring)
+
+    change = tuf_repo.KeyChange(
+        role=role,
+        add=[tuf_keys.read_public_key(p) for p in add or []],
+        remove=list(remove or []),
+        threshold=threshold,
+    )
+    _say(tuf_repo.rotate(folder, [change], _signers(folder, sign_with)))
+
+
+@tuf_app.command("sign")
+def tuf_sign_command(
+    folder: _RepoArgument,
+    role: Annotated[str, typer.Argument(help="root, targets or release-workflow.")],
+    sign_with: _SignOption = None,
+) -> None:
+    """Add a keyholder's signature to the staged version of a role; published once it meets
+    its threshold."""
+    from release.publish import tuf_repo  # python-tuf (docstring)
+
+    _say(tuf_repo.sign(folder, role, _signers(folder, sign_with)))
+
+
+# --- tuf-client ----------------------------------------------------------------------------
+
+
+@app.command("tuf-client")
+def tuf_client_command(
+    action: Annotated[str, typer.Argument(help="init, refresh or download.")],
+    trusted_root: Annotated[
+        str | None, typer.Argument(help="init: the root.json to trust.", show_default=False)
+    ] = None,
+    metadata_dir: Annotated[
+        str, typer.Option("--metadata-dir", help="Where the trusted metadata is kept.")
+    ] = "",
+    metadata_url: Annotated[
+        str | None, typer.Option("--metadata-url", help="The repository's metadata URL.")
+    ] = None,
+    target_names: Annotated[
+        list[str] | None,
+        typer.Option("--target-name", help="A target to download (repeatable, in order)."),
+    ] = None,
+    target_base_url: Annotated[
+        str | None, typer.Option("--target-base-url", help="Where targets are downloaded from.")
+    ] = None,
+    target_dir: Annotated[
+        str | None, typer.Option("--target-dir", help="Where downloaded targets go.")
+    ] = None,
+) -> None:
+    """mux's TUF client as tuf-conformance's client-under-test (its CLIENT-CLI.md): exit 0
+    or 1."""
+    from release.rehearsal.tuf_client import run  # python-tuf and httpx (docstring)
+
+    if not metadata_dir:
+        raise UsageError("--metadata-dir is required")
+    code = run(
+        action,
+        metadata_dir=metadata_dir,
+        metadata_url=metadata_url,
+        trusted_root=trusted_root,
+        target_names=target_names or [],
+        target_dir=target_dir,
+        target_base_url=target_base_url,
+    )
+    raise typer.Exit(code)
 
 
 # --- install-sh --------------------------------------------------------------------------

@@ -74,6 +74,8 @@ def build_standalone(
     pins_path: Path | None = None,
     artifacts_dir: Path | None = None,
     policy_file: str = POLICY_FILE,
+    tuf_root: bytes | None = None,
+    tuf_metadata_url: str = "",
     python_options: Sequence[str] = (),
 ) -> Path:
     """A PyInstaller one-folder build of ``mux`` in ``out_dir/mux-<target>/`` (returned).
@@ -94,6 +96,8 @@ def build_standalone(
         repo=repo,
         minisign_keys=minisign_keys,
         policy_file=policy_file,
+        tuf_root=tuf_root,
+        tuf_metadata_url=tuf_metadata_url,
     )
     if importlib.util.find_spec("PyInstaller") is None:
         raise BuildError(

@@ -127,6 +127,8 @@ def build_standin(
     pins_path: Path | None = None,
     artifacts_dir: Path | None = None,
     policy_file: str = POLICY_FILE,
+    tuf_root: bytes | None = None,
+    tuf_metadata_url: str = "",
 ) -> Path:
     """A stand-in build in ``out_dir/mux-<target>/`` (returned): ``mux`` + ``lib/``.
 
@@ -142,6 +144,8 @@ def build_standin(
         repo=repo,
         minisign_keys=minisign_keys,
         policy_file=policy_file,
+        tuf_root=tuf_root,
+        tuf_metadata_url=tuf_metadata_url,
     )
     baked = BuildInfo(
         version=report_version if report_version is not None else declared.version,

@@ -40,12 +40,19 @@ from release.bill.bill import write_build_bill
 from release.folder.layout import VENDOR_DIR_NAME, build_folder_name
 from release.pins.pinfile import Pin, PinnedAsset, check_file_against_pin, load_pins, shipped_pins
 from updater.config.buildfolder import BUILD_INFO_NAME
-from updater.config.buildinfo import MAX_TRUSTED_KEYS, POLICY_FILE, BuildInfo, TrustSettings
+from updater.config.buildinfo import (
+    MAX_TRUSTED_KEYS,
+    POLICY_FILE,
+    BuildInfo,
+    TrustSettings,
+    canonical_root,
+)
 from updater.config.targets import TARGETS, detect_target
 from updater.errors import MuxError, UsageError
 from updater.files import sha256_file
 from updater.formats.minisign import PublicKey
 from updater.formats.models import parse_version
+from updater.urls import check_url_scheme
 
 # The updater package every build ships (a copy, or frozen into the executable).
 PACKAGE_DIR = Path(updater.__file__).resolve().parent
@@ -64,11 +71,15 @@ def make_build_info(
     repo: str,
     minisign_keys: Sequence[str],
     policy_file: str = POLICY_FILE,
+    tuf_root: bytes | None = None,
+    tuf_metadata_url: str = "",
 ) -> BuildInfo:
     """Validate the declared build settings and turn them into a :class:`BuildInfo`.
 
     ``policy_file`` is where the build reads the machine policy (an absolute path: a
-    distribution whose /etc is elsewhere names its own)."""
+    distribution whose /etc is elsewhere names its own). ``tuf_root`` is the root.json of
+    the project's TUF repository the build trusts first, and ``tuf_metadata_url`` where that
+    repository's metadata is published (without it, the build reads no TUF repository)."""
     parse_version(version)
     if target not in TARGETS:
         raise UsageError(f"{target!r} is not a published target", hint=", ".join(TARGETS))
@@ -81,15 +92,43 @@ def make_build_info(
     keys = tuple(PublicKey.parse(key).to_base64() for key in minisign_keys)
     if not Path(policy_file).is_absolute():
         raise UsageError(f"--policy-file {policy_file!r} must be an absolute path")
+    root_text = check_tuf_root(tuf_root, tuf_metadata_url) if tuf_root is not None else ""
     return BuildInfo(
         version=version,
         protocol_version=protocol_version,
         target=target,
         repo=repo,
         development=False,
-        trust=TrustSettings(minisign_keys=keys),
+        trust=TrustSettings(
+            minisign_keys=keys,
+            tuf_metadata_url=tuf_metadata_url.rstrip("/") if root_text else "",
+            tuf_root=root_text,
+        ),
         policy_file=policy_file,
     )
+
+
+def check_tuf_root(root: bytes, metadata_url: str) -> str:
+    """The root a build bakes, as its build info keeps it: it must be TUF root metadata
+    signed to its own threshold, and come with an https:// (loopback http://) metadata URL."""
+    from tuf.api.metadata import Metadata, Root  # (release tooling: python-tuf, with sigstore)
+
+    if not metadata_url:
+        raise UsageError("a TUF root needs the URL of its metadata (--tuf-metadata-url)")
+    try:
+        check_url_scheme(metadata_url)
+    except MuxError as exc:
+        raise UsageError(f"--tuf-metadata-url: {exc.message}") from None
+    try:
+        md = Metadata.from_bytes(root)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"the TUF root is not TUF metadata: {exc}") from None
+    if not isinstance(md.signed, Root):
+        raise UsageError(f"the TUF root is {md.signed.type} metadata, not root")
+    result = md.signed.get_root_verification_result(None, md.signed_bytes, md.signatures)
+    if not result.verified:
+        raise UsageError("the TUF root is not signed to its own threshold")
+    return canonical_root(json.loads(root))
 
 
 def write_build_info(package_dir: Path, info: BuildInfo) -> Path:

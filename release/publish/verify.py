@@ -8,10 +8,17 @@ layer's result is reported. On top of ``mux update``'s layers, right after each 
 unpacked (and before its build runs), it checks the archive's SBOM (``mux-<target>.cdx.json``,
 covered by the signed ``SHA256SUMS``): present, and listing exactly the files the archive
 unpacks to (:func:`release.bill.sbom.check_release_sbom`).
+
+With ``tuf_root`` (a ``root.json`` the repository's chain starts from), the release is also read
+through its TUF repository, as a build that trusts that root reads it: the tag must be listed,
+and every file is checked against its signed length and sha256 (layer ``tuf``). The repository
+is ``tuf_metadata`` (a folder or URL), else the ``metadata/`` beside a release folder (a feed's);
+the trusted metadata is kept in a scratch folder, so each run starts from that root.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import tempfile
 from collections.abc import Sequence
@@ -25,12 +32,16 @@ from updater.config.targets import detect_target_or_empty
 from updater.core.request import ReleaseRequest
 from updater.errors import UsageError
 from updater.formats import models
+from updater.net.client import HttpClient
+from updater.net.hosts import HostPolicy
 from updater.sources.base import ReleaseSource
 from updater.sources.folder import ReleaseFolderSource
 from updater.sources.github import GitHubSource
+from updater.sources.tuf_index import METADATA_FOLDER, TufIndex, TufSpec
 from updater.trust.layers import VerificationLog
 from updater.trust.pipeline import verify_release_files, verify_release_metadata
 from updater.trust.policy import TrustPolicy
+from updater.urls import check_url_scheme, url_origin
 
 
 @dataclass
@@ -50,6 +61,8 @@ def verify_release(
     trusted_root: Path | None = None,
     smoke_target: str | None = None,
     settings: Settings | None = None,
+    tuf_root: bytes | None = None,
+    tuf_metadata: str | None = None,
 ) -> ReleaseVerification:
     """Verify a release folder, or the GitHub release ``location`` (a ``vX.Y.Z`` tag).
 
@@ -65,30 +78,64 @@ def verify_release(
     )
     this_target = smoke_target or detect_target_or_empty()
     source, request, shown = _open(location, tag, repo, settings)
-    with source:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(source)
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mux-release-verify-")))
+        if tuf_root is not None:
+            request = _read_through_tuf(
+                source, request, tuf_root, tuf_metadata, work / "tuf", settings, stack
+            )
         release_tag = source.resolve(request)
         result = ReleaseVerification(shown, release_tag)
         release = verify_release_metadata(source, release_tag, policy, result.log)
-        with tempfile.TemporaryDirectory(prefix="mux-release-verify-") as scratch:
-            work = Path(scratch)
-            for asset in release.manifest.assets:
-                unpacked = work / f"unpacked-{asset.target}"
-                unpacked.mkdir()
-                verify_release_files(
-                    source,
-                    release,
-                    asset,
-                    policy,
-                    result.log,
-                    download_dir=work,
-                    unpack_dir=unpacked,
-                    smoke_target=this_target,
-                    smoke_timeout=settings.smoke_test_timeout,
-                    check_unpacked=functools.partial(
-                        check_release_sbom, source, release, asset.target, log=result.log
-                    ),
-                )
+        for asset in release.manifest.assets:
+            unpacked = work / f"unpacked-{asset.target}"
+            unpacked.mkdir()
+            verify_release_files(
+                source,
+                release,
+                asset,
+                policy,
+                result.log,
+                download_dir=work,
+                unpack_dir=unpacked,
+                smoke_target=this_target,
+                smoke_timeout=settings.smoke_test_timeout,
+                check_unpacked=functools.partial(
+                    check_release_sbom, source, release, asset.target, log=result.log
+                ),
+            )
     return result
+
+
+def _read_through_tuf(
+    source: ReleaseSource,
+    request: ReleaseRequest,
+    root: bytes,
+    metadata: str | None,
+    state_dir: Path,
+    settings: Settings,
+    stack: contextlib.ExitStack,
+) -> ReleaseRequest:
+    """Give ``source`` the TUF repository (see the module docstring); the request to resolve."""
+    if metadata is None:
+        if not isinstance(source, ReleaseFolderSource):
+            raise UsageError("verifying a tag through TUF needs --tuf-metadata URL")
+        metadata = str(source.folder.parent / METADATA_FOLDER)
+    client = None
+    if "://" in metadata:
+        check_url_scheme(metadata)
+        client = HttpClient(
+            policy=HostPolicy(allowed_hosts=frozenset({url_origin(metadata)})),
+            settings=settings.http,
+            plain_loopback_only=metadata.startswith("http://"),
+        )
+        stack.callback(client.close)
+    spec = TufSpec(metadata.rstrip("/"), root, "--tuf-root", str(state_dir))
+    source.tuf = TufIndex(spec, client=client, lock_wait=settings.lock_timeout)
+    if isinstance(source, ReleaseFolderSource):
+        return ReleaseRequest.tagged(source.tag)
+    return request
 
 
 def _open(

@@ -2,8 +2,11 @@
 
 Build mux twice (the second release with a higher version and a bumped protocol), check
 that every file of the build maps to a notice entry, build the first version again and check
-the two builds are identical (reproducible builds), package both into a local static feed, sign them with a throwaway minisign key, attest them with a
-throwaway Sigstore instance, serve the feed on loopback, install the older release with
+the two builds are identical (reproducible builds), package both into a local static feed,
+sign them with a throwaway minisign key, attest them with a throwaway Sigstore instance, list
+them in the feed's TUF repository (throwaway keys: root and targets 2 of 3, the release and
+online keys; both builds trust its root v1), serve the feed on loopback, install the older
+release with
 ``install.sh`` into a temporary HOME, start a mux server from it, run the installed
 ``mux update --check`` and ``mux update``, show that the server kept its pid and that mux
 printed the restart command, run that command, show the new server's status line, and clean
@@ -41,6 +44,8 @@ from release.publish.feed import sign_feed_index
 from release.publish.install_script import write_install_script
 from release.publish.package import package_release, sign_release
 from release.publish.signing import SecretKey, generate_keypair
+from release.publish.tuf_keys import LocalKeys
+from release.publish.tuf_repo import create_local, publish_feed, root_bytes
 from release.publish.verify import verify_release
 from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serve_directory
@@ -48,6 +53,8 @@ from updater.errors import MuxError
 from updater.formats.minisign import PublicKey
 
 REHEARSAL_REPO = "mux-rehearsal/mux"
+# Where the GitHub source would read the repository (baked in; the rehearsal reads the feed's).
+REHEARSAL_TUF_URL = "https://mux-rehearsal.github.io/mux/metadata"
 
 
 class RehearsalError(MuxError):
@@ -186,6 +193,7 @@ def _rebaked(
     protocol: int,
     keys: list[str],
     read_info: Callable[[Path], Any],
+    tuf_root: bytes,
 ) -> Path:
     """A copy of the standalone build ``source`` in ``out`` as ``version`` (``protocol``),
     trusting ``keys``: what ``mux-release build`` would have made of this checkout."""
@@ -198,6 +206,8 @@ def _rebaked(
         target=read_info(source).target,
         repo=REHEARSAL_REPO,
         minisign_keys=keys,
+        tuf_root=tuf_root,
+        tuf_metadata_url=REHEARSAL_TUF_URL,
     )
     write_build_info(package_dir, info)
     write_bill(folder, None)  # its notices and SBOM name this version
@@ -215,8 +225,21 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         keys["public"] = PublicKey.parse(public_text).to_base64()
         return [f"throwaway minisign key {PublicKey.parse(public_text).key_id}"]
 
+    def make_tuf_repository() -> list[str]:
+        keys["tuf"] = LocalKeys.generate(r.workdir / "tuf-keys")
+        lines = create_local(feed, keys["tuf"])
+        keys["tuf_root"] = root_bytes(feed, 1)
+        tuf: dict[str, Any] = {"tuf_root": keys["tuf_root"], "tuf_metadata_url": REHEARSAL_TUF_URL}
+        keys["tuf_build"] = tuf
+        return [
+            *lines,
+            f"root 2 of 3, targets 2 of 3, release and online keys in {keys['tuf'].folder}",
+            "both builds trust root v1",
+        ]
+
     def build() -> list[str]:
         key = [keys["public"]]
+        tuf = keys["tuf_build"]
         old = r.workdir / "builds" / r.old_version
         new = r.workdir / "builds" / r.new_version
         if r.standin:
@@ -226,6 +249,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                 protocol_version=r.old_protocol,
                 repo=REHEARSAL_REPO,
                 minisign_keys=key,
+                **tuf,
             )
             builds[r.new_version] = standin_builder.build_standin(
                 new,
@@ -233,6 +257,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                 protocol_version=r.new_protocol,
                 repo=REHEARSAL_REPO,
                 minisign_keys=key,
+                **tuf,
             )
             kind = "stand-in builds"
         else:
@@ -245,10 +270,17 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                     protocol_version=r.old_protocol,
                     repo=REHEARSAL_REPO,
                     minisign_keys=key,
+                    **tuf,
                 )
             else:
                 folder = _rebaked(
-                    r.prebuilt, old, r.old_version, r.old_protocol, key, read_build_info
+                    r.prebuilt,
+                    old,
+                    r.old_version,
+                    r.old_protocol,
+                    key,
+                    read_build_info,
+                    keys["tuf_root"],
                 )
             builds[r.old_version] = folder
             builds[r.new_version] = new / folder.name
@@ -260,6 +292,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                 target=read_build_info(folder).target,
                 repo=REHEARSAL_REPO,
                 minisign_keys=key,
+                **tuf,
             )
             write_build_info(package_dir, info)
             write_bill(builds[r.new_version], None)  # its notices and SBOM name the new version
@@ -290,6 +323,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
             "protocol_version": r.old_protocol,
             "repo": REHEARSAL_REPO,
             "minisign_keys": [keys["public"]],
+            **keys["tuf_build"],
         }
         build_again = (
             standin_builder.build_standin if r.standin else standalone_builder.build_standalone
@@ -309,6 +343,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                 keys=[keys["public"]],
                 repo=REHEARSAL_REPO,
                 trusted_root=keys["sigstore"].trusted_root_path,
+                tuf_root=keys["tuf_root"],
             )
             layers = ", ".join(f"{layer.layer}: {layer.status}" for layer in result.log.layers)
             lines.append(f"v{version}: {layers}")
@@ -332,6 +367,8 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
             )
         index = sign_feed_index(feed, keys["secret"])
         lines.append(f"releases.json signed: seq {index.comment.seq}, expires in 14 days")
+        tuf = keys["tuf"]
+        lines += publish_feed(feed, tuf.signers(tuf.RELEASE), tuf.signers(tuf.ONLINE))
         return lines
 
     def install() -> list[str]:
@@ -394,12 +431,19 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         return [f"ran: {keys['restart']}", _status_line(now)]
 
     r.step("make a throwaway minisign key", make_key)
+    r.step("make throwaway TUF keys and the feed's TUF repository", make_tuf_repository)
     r.step("build mux twice (the second with a higher version and protocol)", build)
     r.step("map every file of the build to its notices (notices --check-build)", check_build_bill)
     r.step(f"build mux {r.old_version} again and compare (reproducible builds)", reproduce)
     r.step("create a throwaway Sigstore instance", sigstore)
-    r.step("package, attest and sign both releases into a static feed", package_attest_sign)
-    r.step("verify both releases as mux-release verify does (SBOM included)", verify_releases)
+    r.step(
+        "package, attest and sign both releases into a static feed and its TUF repository",
+        package_attest_sign,
+    )
+    r.step(
+        "verify both releases as mux-release verify does (through TUF, SBOM included)",
+        verify_releases,
+    )
     with serve_directory(feed) as url:
         r.feed_url = url
         home = r.workdir / "home"

@@ -2,7 +2,8 @@
 
 :func:`resolve_offer` is the one way ``mux update --check``, ``mux update`` and a server's
 background check learn which release is on offer: it opens the source, resolves the request
-to a tag (a feed's signed index decides which tags exist), derives the trust policy, verifies
+to a tag (the verified TUF metadata decides which tags exist for a build that trusts a TUF
+root; for a build of before TUF, a feed's signed index or GitHub's redirect), derives the trust policy, verifies
 the release's small documents (the signed ``SHA256SUMS`` and the manifest it vouches for) and
 decides the release against the installed version. ``mux update`` goes on with the source
 still open (the download); the check turns the answer into its cacheable
@@ -73,7 +74,7 @@ def resolve_offer(
     machine; ``kept`` are the versions kept on disk (where a withdrawn one moves back to).
     """
     now = time.time() if now is None else now
-    with open_source(settings, build_keys=build.trust.minisign_keys) as source:
+    with open_source(settings, build_keys=build.trust.minisign_keys, build=build) as source:
         tag = source.resolve(request)
         index = source.verified_index()
         if index is not None and on_index is not None:
@@ -157,7 +158,8 @@ def _index_facts(resolved: Resolved) -> dict[str, Any]:
     nothing)."""
     index = resolved.feed_index
     if index is None:
-        return {}
+        until = resolved.source.signed_until()  # a TUF repository's timestamp expiry
+        return {} if until is None else {"fresh_until": until}
     warnings = [w for w in (index.expiry_warning(), remember(index)) if w]
     fresh_until = None if index.expired else index.comment.expires
     return {"fresh_until": fresh_until, "warnings": tuple(warnings)}

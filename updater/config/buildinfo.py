@@ -68,29 +68,47 @@ class _Record:
 
 
 class TrustSettings(_Record):
-    """Who may sign and build releases for this mux."""
+    """Who may sign and build releases for this mux, and the TUF repository that says which
+    releases exist: its metadata URL (the project's GitHub Pages) and the root this build
+    trusts first (canonical JSON text; empty in a build that reads no TUF repository)."""
 
-    __slots__ = ("minisign_keys", "oidc_issuer", "signer_workflow")
+    __slots__ = ("minisign_keys", "oidc_issuer", "signer_workflow", "tuf_metadata_url", "tuf_root")
     minisign_keys: tuple[str, ...]
     oidc_issuer: str
     signer_workflow: str
+    tuf_metadata_url: str
+    tuf_root: str
 
     def __init__(
         self,
         minisign_keys: tuple[str, ...] = (),
         oidc_issuer: str = OIDC_ISSUER,
         signer_workflow: str = SIGNER_WORKFLOW,
+        tuf_metadata_url: str = "",
+        tuf_root: str = "",
     ) -> None:
         object.__setattr__(self, "minisign_keys", minisign_keys)
         object.__setattr__(self, "oidc_issuer", oidc_issuer)
         object.__setattr__(self, "signer_workflow", signer_workflow)
+        object.__setattr__(self, "tuf_metadata_url", tuf_metadata_url)
+        object.__setattr__(self, "tuf_root", tuf_root)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "minisign_keys": list(self.minisign_keys),
             "oidc_issuer": self.oidc_issuer,
             "signer_workflow": self.signer_workflow,
         }
+        if self.tuf_root:
+            doc["tuf"] = {"metadata_url": self.tuf_metadata_url, "root": json.loads(self.tuf_root)}
+        return doc
+
+
+def canonical_root(document: object) -> str:
+    """A root document as the build info keeps it: compact JSON with sorted keys (TUF checks
+    signatures over the canonical form of its ``signed`` part, so any faithful encoding
+    verifies)."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 class BuildInfo(_Record):
@@ -144,6 +162,9 @@ class BuildInfo(_Record):
     def from_json(cls, doc: dict[str, Any]) -> BuildInfo:
         trust = doc.get("trust") or {}
         keys = tuple(str(k) for k in trust.get("minisign_keys", ()))
+        tuf = trust.get("tuf") or {}
+        if not isinstance(tuf, dict):
+            raise ValueError("trust.tuf must be an object")
         if len(keys) > MAX_TRUSTED_KEYS:
             raise ValueError(f"at most {MAX_TRUSTED_KEYS} trusted minisign keys, got {len(keys)}")
         return cls(
@@ -156,6 +177,8 @@ class BuildInfo(_Record):
                 minisign_keys=keys,
                 oidc_issuer=str(trust.get("oidc_issuer", OIDC_ISSUER)),
                 signer_workflow=str(trust.get("signer_workflow", SIGNER_WORKFLOW)),
+                tuf_metadata_url=str(tuf.get("metadata_url") or ""),
+                tuf_root=canonical_root(tuf["root"]) if tuf.get("root") else "",
             ),
             policy_file=str(doc.get("policy_file") or POLICY_FILE),
         )

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from updater.config.strict import (
     SHARED_SETTINGS,
+    check_who_can_write,
     parse_toml,
     read_toml,
     refuse_unknown,
@@ -77,6 +78,8 @@ KNOWN_SETTINGS = (
     "pin",
     "minimum_release_age",
     "ring",
+    "tuf_root",
+    "tuf_metadata_url",
 )
 
 
@@ -97,6 +100,9 @@ class MachinePolicy(NamedTuple):
     pin: str | None = None  # "1.4": every mux here stays on 1.4.x
     minimum_release_age: float | None = None  # seconds: nothing younger is offered
     ring: str | None = None  # early | default | late
+    tuf_root: str | None = None  # an absolute path to the root.json releases are read with
+    tuf_metadata_url: str | None = None  # the GitHub source's TUF metadata
+    fixed: bool = True  # at the build's path (root's), not a development MUX_POLICY_FILE
 
     def setting(self, name: str) -> str:
         """``name = <value>`` as the file says it, for messages."""
@@ -116,7 +122,7 @@ def read_policy(path: str, *, fixed: bool) -> MachinePolicy | None:
     owners = {0} if fixed else {0, os.geteuid()}
     who = "root" if fixed else "root or you"
     document = read_toml(path, owners=owners, who=who, unusable=lambda r: _unusable(path, r))
-    return None if document is None else _validate(document, path)
+    return None if document is None else _validate(document, path)._replace(fixed=fixed)
 
 
 def parse_policy(raw: bytes, path: str) -> MachinePolicy:
@@ -129,6 +135,22 @@ def _unusable(path: str, reason: str) -> PolicyError:
         f"the machine policy {path} cannot be used: {reason}; updates are off until it is fixed",
         hint="ask its administrator to fix or remove it",
     )
+
+
+def check_file_owner(path: str, info: os.stat_result, *, fixed: bool = True) -> None:
+    """A file the policy names (its ``tuf_root``) is held to the policy's own rules: only
+    root (``fixed``; else root or the user, as for ``MUX_POLICY_FILE``) can change it or a
+    folder on the way to it."""
+    owners = {0} if fixed else {0, os.geteuid()}
+    who = "root" if fixed else "root or you"
+
+    def unusable(reason: str) -> PolicyError:
+        return PolicyError(
+            f"the file {path} the machine policy names cannot be trusted: {reason}",
+            hint="only root may be able to change it and the folders leading to it",
+        )
+
+    check_who_can_write(path, info, owners=owners, who=who, unusable=unusable)
 
 
 def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
@@ -200,6 +222,18 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         if document["ring"] not in RINGS:
             raise bad("ring", " or ".join(f'"{r}"' for r in RINGS))
         values["ring"] = document["ring"]
+    if "tuf_root" in document:
+        root = document["tuf_root"]
+        if not isinstance(root, str) or not os.path.isabs(root) or len(root) > 2000:
+            raise bad("tuf_root", "the absolute path of a TUF root.json")
+        values["tuf_root"] = root
+    if "tuf_metadata_url" in document:
+        if values.get("source") != "github":
+            raise _unusable(path, 'tuf_metadata_url goes with source = "github"')
+        url = _url(document["tuf_metadata_url"])
+        if url is None:
+            raise bad("tuf_metadata_url", "an https:// URL")
+        values["tuf_metadata_url"] = url
     return MachinePolicy(path=path, **values)
 
 
@@ -298,7 +332,24 @@ def apply_policy(
             raise refuse("source", "--insecure-skip-attestation cannot weaken its checks")
         if environ.get("MUX_SIGSTORE_TRUSTED_ROOT"):
             raise refuse("source", "MUX_SIGSTORE_TRUSTED_ROOT cannot replace the trust root")
-        settings = settings._replace(source=pinned, trust_keys=(), skip_attestation=False)
+        for variable in ("MUX_TUF_ROOT", "MUX_TUF_METADATA_URL"):
+            if environ.get(variable):
+                raise refuse("source", f"{variable} cannot replace its TUF repository")
+        settings = settings._replace(
+            source=pinned,
+            trust_keys=(),
+            skip_attestation=False,
+            tuf_root_file=None,
+            tuf_metadata_url=None,
+        )
+    if policy.tuf_root is not None:
+        if environ.get("MUX_TUF_ROOT") and environ["MUX_TUF_ROOT"] != policy.tuf_root:
+            raise refuse("tuf_root", "MUX_TUF_ROOT cannot replace it")
+        settings = settings._replace(
+            tuf_root_file=policy.tuf_root, tuf_root_owner="root" if policy.fixed else "user"
+        )
+    if policy.tuf_metadata_url is not None:
+        settings = settings._replace(tuf_metadata_url=policy.tuf_metadata_url)
 
     hosts = tuple(parse_download_host(h) or h for h in github.download_hosts)
     if policy.download_hosts is not None or policy.source is not None:

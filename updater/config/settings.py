@@ -45,6 +45,11 @@ POLICY_ENV = "MUX_POLICY_FILE"  # a development build's machine policy (tests)
 DOWNLOAD_HOSTS_ENV = "MUX_GITHUB_DOWNLOAD_HOSTS"
 CHECK_INTERVAL_ENV = "MUX_UPDATE_CHECK_INTERVAL"
 RING_ENV = "MUX_UPDATE_RING"
+TUF_ROOT_ENV = "MUX_TUF_ROOT"  # a TUF root.json to read releases with (tests, development)
+TUF_METADATA_URL_ENV = "MUX_TUF_METADATA_URL"  # the GitHub source's TUF metadata (tests)
+# How far ahead of the system clock TUF expiry is judged (tests move it forward; it only makes
+# metadata expire sooner, never later, so it cannot lift a freeze).
+TUF_CLOCK_AHEAD_ENV = "MUX_TUF_CLOCK_AHEAD"
 DEFAULT_CHECK_INTERVAL = 6 * 3600.0
 RESTART_TIMEOUT_ENV = "MUX_RESTART_TIMEOUT"
 # How long `mux server restart` waits for the new build's status line before it starts the
@@ -130,6 +135,17 @@ class Settings(NamedTuple):
     ring: str = "default"
     pin: str | None = None
     minimum_release_age: float | None = None
+    # The TUF root the releases are read through instead of the build's (MUX_TUF_ROOT, or the
+    # machine policy's tuf_root: an organisation's own repository), and who may own it when
+    # the policy names it ("root", or for a development MUX_POLICY_FILE "user": as the policy
+    # itself; "" for MUX_TUF_ROOT); None: the build's own root.
+    tuf_root_file: str | None = None
+    tuf_root_owner: str = ""
+    # Where the GitHub source reads its TUF metadata (MUX_TUF_METADATA_URL, the policy's
+    # tuf_metadata_url); None: the URL baked into the build (the project's GitHub Pages).
+    tuf_metadata_url: str | None = None
+    # Seconds added to the clock when TUF expiry is judged (MUX_TUF_CLOCK_AHEAD; never < 0).
+    tuf_clock_ahead: float = 0.0
 
     def trusted_keys(self, build_keys: Sequence[str]) -> tuple[str, ...]:
         """Every minisign key trusted here: the build's, then these settings' (--trust-key,
@@ -335,6 +351,9 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         restart_timeout=positive(RESTART_TIMEOUT_ENV, defaults.restart_timeout),
         link_poll_interval=max(0.01, positive("MUX_LINK_POLL", defaults.link_poll_interval)),
         ring=_ring(text(RING_ENV)),
+        tuf_root_file=text(TUF_ROOT_ENV),
+        tuf_metadata_url=text(TUF_METADATA_URL_ENV),
+        tuf_clock_ahead=max(0.0, _duration(text(TUF_CLOCK_AHEAD_ENV), 0.0)),
     )
 
 

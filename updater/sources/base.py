@@ -10,6 +10,7 @@ a source is: :func:`updater.sources.opener.open_source` picks one.
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -20,12 +21,15 @@ from updater.errors import (
 )
 from updater.formats import models
 from updater.net.client import HttpClient
+from updater.trust.layers import LAYER_TUF, layer_failure
 
 if TYPE_CHECKING:
     from updater.core.request import ReleaseRequest
     from updater.formats.lifecycle import SignedLifecycle
     from updater.net.download import Downloaded, Progress
     from updater.sources.feed_index import VerifiedIndex
+    from updater.sources.tuf_index import TufIndex
+    from updater.trust.tuf_targets import SignedFile
 
 
 SMALL_FILE_LIMIT = 8 * 1024 * 1024
@@ -71,8 +75,46 @@ class ReleaseSource(ABC):
     def file_url(self, tag: str, name: str) -> str: ...
 
     @abstractmethod
+    def read_file(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
+        """A small file of the release as the source serves it, read whole
+        (:class:`NetworkError` when it cannot be); :meth:`fetch` is the checked way in."""
+
+    # The TUF repository the releases are read through (updater.sources.tuf_index); None for
+    # a build that trusts no TUF root: then a feed's signed index or GitHub decides.
+    tuf: TufIndex | None = None
+
     def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
-        """A small file of the release, read whole (:class:`NetworkError` when it cannot be)."""
+        """A small file of the release, read whole. From a TUF source it must be a target of
+        the verified metadata, and it is read no further than its signed length and checked
+        against its signed sha256 before anyone parses it."""
+        signed = self.signed_file(tag, name)
+        if signed is None:
+            return self.read_file(tag, name, max_size=max_size)
+        data = self.read_file(tag, name, max_size=signed.length)
+        check_signed(data, signed, name, tag, self.location)
+        return data
+
+    def signed_file(self, tag: str, name: str) -> SignedFile | None:
+        """What the verified TUF targets say of a release file (None from a source without
+        TUF); a file they do not list is refused (exit 3)."""
+        if self.tuf is None:
+            return None
+        signed = self.tuf.file(tag, name)
+        if signed is None:
+            raise layer_failure(
+                LAYER_TUF,
+                f"{name} of {tag} is not a target of the signed metadata of {self.tuf.location}",
+                hint="the release is incomplete on this source, or the file was added to it",
+            )
+        return signed
+
+    def signed_until(self) -> float | None:
+        """Until when the answer this source gave may be reused: its TUF timestamp's expiry,
+        a feed index's ``expires``; None when nothing signed says (GitHub without TUF)."""
+        if self.tuf is not None:
+            return self.tuf.targets().versions.timestamp_expires
+        index = self.verified_index()
+        return None if index is None or index.expired else float(index.comment.expires)
 
     # Where download() gets file_url()s from: an HTTP client, or None for local paths.
     _files_client: HttpClient | None = None
@@ -128,13 +170,19 @@ class ReleaseSource(ABC):
         """Release the connection (a local source holds none)."""
 
     def resolve(self, request: ReleaseRequest, *, parse: TagRule = models.parse_tag) -> str:
-        """The tag ``request`` names, or this source's newest for it."""
+        """The tag ``request`` names, or this source's newest for it (from a TUF source: what
+        its verified targets list)."""
+        if self.tuf is not None:
+            return self.tuf.resolve(request)
         return request.tag() or self.latest_tag(include_pre=request.include_pre, parse=parse)
 
     def fetch_optional(
         self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT
     ) -> bytes | None:
-        """A file the release may lack: None when it cannot be read."""
+        """A file the release may lack: None when it cannot be read (or, from a TUF source,
+        when the signed targets do not list it)."""
+        if self.tuf is not None and self.tuf.file(tag, name) is None:
+            return None
         try:
             return self.fetch(tag, name, max_size=max_size)
         except NetworkError:
@@ -145,6 +193,25 @@ class ReleaseSource(ABC):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def check_signed(data: bytes, signed: SignedFile, name: str, tag: str, location: str) -> None:
+    """``data`` must be exactly the target the TUF metadata signed (length, then sha256)."""
+    if len(data) != signed.length:
+        raise layer_failure(
+            LAYER_TUF,
+            f"{name} of {tag} from {location} is {len(data)} bytes, its signed length is "
+            f"{signed.length}",
+            hint="the source altered or truncated it; do not install from it",
+        )
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != signed.sha256:
+        raise layer_failure(
+            LAYER_TUF,
+            f"{name} of {tag} from {location} has sha256 {actual}, the signed TUF targets say "
+            f"{signed.sha256}",
+            hint="the source altered or swapped it; do not install from it, and report it",
+        )
 
 
 # -- local files -------------------------------------------------------------------------------

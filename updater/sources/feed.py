@@ -29,6 +29,7 @@ from updater.sources.base import (
 )
 from updater.sources.etags import ConditionalCache, etag_cache_dir
 from updater.sources.feed_index import INDEX_LIMIT, verify_feed_index
+from updater.sources.tuf_index import TufIndex
 from updater.urls import (
     check_url_scheme,
     url_origin,
@@ -38,14 +39,18 @@ if TYPE_CHECKING:
     from updater.core.request import ReleaseRequest
     from updater.formats.lifecycle import SignedLifecycle
     from updater.sources.feed_index import IndexPolicy, VerifiedIndex
+    from updater.sources.tuf_index import TufSpec
 
 
 class FeedSource(ReleaseSource):
     """A static feed: ``releases.json`` plus one folder per tag, in a directory or at a URL.
 
-    With an ``index`` policy (what :func:`open_source` always gives a mux feed), the index is
-    believed only once verified (:func:`updater.sources.feed_index.verify_feed_index`): it alone says
-    which releases exist, which is the newest, and a release asked for by tag must be listed.
+    With an ``index`` policy (what :func:`open_source` gives a mux feed of a build without a
+    TUF root), the index is believed only once verified
+    (:func:`updater.sources.feed_index.verify_feed_index`): it alone says which releases exist,
+    which is the newest, and a release asked for by tag must be listed. With ``tuf`` (a
+    build that trusts a TUF root), the feed's own ``metadata/`` says all of that instead
+    (:mod:`updater.sources.tuf_index`), and ``releases.json`` is not read.
     """
 
     kind = "feed"
@@ -62,6 +67,8 @@ class FeedSource(ReleaseSource):
         *,
         http: HttpSettings | None = None,
         index: IndexPolicy | None = None,
+        tuf: TufSpec | None = None,
+        lock_wait: float = 10.0,
     ) -> None:
         self.location = location.rstrip("/") or location
         self._directory: Path | None = None
@@ -88,6 +95,12 @@ class FeedSource(ReleaseSource):
             raise UsageError(
                 f"unsupported release source {location}",
                 hint="use 'github', an https:// feed URL or a feed directory",
+            )
+        if tuf is not None:
+            self.tuf = TufIndex(
+                tuf._replace(metadata_url=f"{self.location}/metadata"),
+                client=self._client,
+                lock_wait=lock_wait,
             )
 
     def close(self) -> None:
@@ -152,6 +165,8 @@ class FeedSource(ReleaseSource):
         return self._verified
 
     def resolve(self, request: ReleaseRequest, *, parse: TagRule = models.parse_tag) -> str:
+        if self.tuf is not None:
+            return super().resolve(request, parse=parse)
         tag = request.tag()
         if tag is not None and self._index_policy is not None and not self._index().lists(tag):
             raise MuxError(
@@ -185,5 +200,5 @@ class FeedSource(ReleaseSource):
             return str(self._directory / tag / name)
         return f"{self.location}/{quote(tag)}/{quote(name)}"
 
-    def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
+    def read_file(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
         return self._read(f"{tag}/{name}", max_size)

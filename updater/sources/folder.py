@@ -52,5 +52,5 @@ class ReleaseFolderSource(ReleaseSource):
     def file_url(self, tag: str, name: str) -> str:
         return str(self.folder / name)
 
-    def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
+    def read_file(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
         return read_local(self.folder / name, max_size)

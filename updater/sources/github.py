@@ -1,9 +1,12 @@
 """GitHub as a release source, off the rate-limited API for everything it can.
 
-The latest tag comes from the ``/releases/latest`` redirect and release files from
-``/releases/download/<tag>/``; the API is asked only for what only it has (asset digests,
-the release list for ``--pre``, attestations), with ``If-None-Match``
-(:mod:`updater.sources.etags`).
+Release files come from ``/releases/download/<tag>/``. Which releases exist and which is the
+newest: for a build that trusts a TUF root, the verified TUF metadata of the project's
+repository (its GitHub Pages, or what the machine policy names: :mod:`updater.sources.tuf_index`),
+which also gives every file's signed length and digest; for a build of before TUF, the
+``/releases/latest`` redirect, and for ``--pre`` the API's release list. The API is asked
+only for what only it has (asset digests, attestations, and that release list), with
+``If-None-Match`` (:mod:`updater.sources.etags`).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from updater.sources.base import (
     TagRule,
 )
 from updater.sources.etags import ConditionalCache, etag_cache_dir
+from updater.sources.tuf_index import TufIndex
 from updater.urls import (
     GITHUB_WEB,
     check_url_scheme,
@@ -49,7 +53,7 @@ from updater.urls import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from updater.sources.tuf_index import TufSpec
 
 
 GITHUB_API = "https://api.github.com"
@@ -103,6 +107,8 @@ class GitHubSource(ReleaseSource):
         token: str | None = None,
         http: HttpSettings | None = None,
         download_hosts: Sequence[str] = (),
+        tuf: TufSpec | None = None,
+        lock_wait: float = 10.0,
     ) -> None:
         if not repo or repo.count("/") != 1:
             raise UsageError(
@@ -157,9 +163,25 @@ class GitHubSource(ReleaseSource):
         self._files_client = self._client
         self._conditional = ConditionalCache(etag_cache_dir())
         self._release_docs: dict[str, dict[str, Any]] = {}
+        # A build that trusts a TUF root learns the releases from its repository's metadata
+        # (the project's Pages, or what the policy names), read by a client of its own that
+        # never sends the GitHub token; the files still come from /releases/download/.
+        self._metadata_client: HttpClient | None = None
+        if tuf is not None:
+            if "://" in tuf.metadata_url:
+                check_url_scheme(tuf.metadata_url)
+                self._metadata_client = HttpClient(
+                    policy=HostPolicy(allowed_hosts=frozenset({url_origin(tuf.metadata_url)})),
+                    token=None,
+                    settings=self._http,
+                    plain_loopback_only=tuf.metadata_url.startswith("http://"),
+                )
+            self.tuf = TufIndex(tuf, client=self._metadata_client, lock_wait=lock_wait)
 
     def close(self) -> None:
         self._client.close()
+        if self._metadata_client is not None:
+            self._metadata_client.close()
 
     def latest_tag(self, *, include_pre: bool, parse: TagRule = models.parse_tag) -> str:
         if include_pre:
@@ -235,7 +257,7 @@ class GitHubSource(ReleaseSource):
     def file_url(self, tag: str, name: str) -> str:
         return github_download_url(self.web, self.repo, tag, name)
 
-    def fetch(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
+    def read_file(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
         return self._client.get(self.file_url(tag, name), max_size=max_size).content
 
     def listing(self, tag: str) -> ReleaseListing:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from updater.install.layout import UnpackedFiles
 
 
+LAYER_TUF = "tuf"  # the TUF repository: which releases exist, every file's length and digest
 LAYER_SIGNATURE = "signature"
 LAYER_MANIFEST = "manifest"
 LAYER_DIGEST = "digest"

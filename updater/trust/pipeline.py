@@ -32,15 +32,18 @@ from typing import TYPE_CHECKING
 
 from updater.errors import NetworkError
 from updater.formats import models
+from updater.timestamps import utc_text
 from updater.trust.attestation_worker import start
 from updater.trust.attested import AttestationInBackground
 from updater.trust.layers import (
     LAYER_API_DIGEST,
     LAYER_ARCHIVE,
     LAYER_SMOKE_TEST,
+    LAYER_TUF,
     VerificationLog,
     VerifiedFiles,
     VerifiedRelease,
+    layer_failure,
 )
 from updater.trust.policy import TrustPolicy
 from updater.trust.smoke import Expected, smoke_test
@@ -63,7 +66,20 @@ def verify_release_metadata(
     The signature's trusted comment must name this release (``version:``, equal to the tag
     and, below, to the manifest's version: no mix of releases) and its signed time, which the
     caller compares with the installed release's and records.
+
+    From a TUF source (layer 0, ``tuf``), the tag is one the verified targets list, each
+    document is checked against its signed length and sha256 before it is parsed
+    (:meth:`updater.sources.base.ReleaseSource.fetch`), and the manifest must say the
+    protocol its target says.
     """
+    if source.tuf is not None:
+        targets = source.tuf.targets()
+        log.ok(
+            LAYER_TUF,
+            f"{tag} listed by the TUF repository {targets.location} ({targets.describe()}, "
+            f"timestamp valid until {utc_text(int(targets.versions.timestamp_expires))}); each file "
+            "is checked against its signed length and sha256",
+        )
     signed = verify_sums(
         source.fetch(tag, models.SUMS_NAME),
         source.fetch_optional(tag, models.SUMS_SIGNATURE_NAME),
@@ -73,6 +89,16 @@ def verify_release_metadata(
         signature_url=source.file_url(tag, models.SUMS_SIGNATURE_NAME),
     )
     manifest = verify_manifest(source.fetch(tag, models.MANIFEST_NAME), signed.sums, tag, log)
+    signed_manifest = source.signed_file(tag, models.MANIFEST_NAME)
+    if signed_manifest is not None:
+        said = signed_manifest.facts.get("protocol_version")
+        if said != manifest.protocol_version:
+            raise layer_failure(
+                LAYER_TUF,
+                f"manifest.json of {tag} says protocol {manifest.protocol_version}, its signed "
+                f"target says {str(said)[:40]}",
+                hint="the release's files do not agree with the signed metadata; report it",
+            )
     return VerifiedRelease(tag, signed.sums, manifest, signed.timestamp)
 
 
@@ -105,6 +131,7 @@ def verify_release_files(
     """
     published = _published_digest(source, release.tag, asset.name, policy, log)
     signed = signed_digest(asset.name, sums=release.sums, manifest=release.manifest)
+    _check_signed_archive(source, release.tag, asset, signed)
     owned = None
     if attestation_worker is None and not policy.skip_attestation:
         attestation_worker = owned = start()
@@ -158,6 +185,32 @@ def verify_release_files(
             f"{asset.name}: `mux version --json` reports {manifest.version} for {asset.target}",
         )
     return VerifiedFiles(asset, fetched.sha256, unpack_dir, unpacked)
+
+
+def _check_signed_archive(
+    source: ReleaseSource, tag: str, asset: models.ManifestAsset, signed: str
+) -> None:
+    """From a TUF source, the archive's target must give the length, the sha256 and the
+    target triple the manifest and ``SHA256SUMS`` give (wrong software for this target, or a
+    digest nobody signed in TUF, is refused before a byte is downloaded)."""
+    target = source.signed_file(tag, asset.name)
+    if target is None:
+        return
+    if target.sha256 != signed or target.length != asset.size:
+        raise layer_failure(
+            LAYER_TUF,
+            f"{asset.name} of {tag}: its signed target gives {target.length} bytes, sha256 "
+            f"{target.sha256}; SHA256SUMS and manifest.json give {asset.size} bytes, sha256 "
+            f"{signed}",
+            hint="the release's files do not agree with the signed metadata; do not install it",
+        )
+    if target.facts.get("target") != asset.target:
+        raise layer_failure(
+            LAYER_TUF,
+            f"{asset.name} of {tag} is signed as a build for "
+            f"{str(target.facts.get('target'))[:80]}, not {asset.target}",
+            hint="wrong software for this target; do not install it, and report it",
+        )
 
 
 def _published_digest(

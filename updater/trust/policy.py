@@ -49,7 +49,9 @@ class TrustPolicy(NamedTuple):
         """``mux update``: what the source demands, with the build's keys and identity.
 
         A signature is required from a source that demands one (a feed) and whenever the
-        build trusts a key; an attestation wherever the source demands one (GitHub).
+        build trusts a key; an attestation wherever the source demands one (GitHub), and from
+        every source whenever the build knows its repository: a mirror (or whoever holds a
+        stolen signing key) cannot strip it, only ``--insecure-skip-attestation`` skips it.
         """
         github_url, repository = attestation_identity(
             settings.github.web_url, settings.github.repo, build.repo
@@ -60,7 +62,7 @@ class TrustPolicy(NamedTuple):
             repository=repository,
             signer_workflow=build.trust.signer_workflow,
             oidc_issuer=build.trust.oidc_issuer,
-            require_attestation=source.attestation_required,
+            require_attestation=source.attestation_required or bool(build.repo),
             skip_attestation=settings.skip_attestation,
             github_url=github_url,
             trusted_root=settings.sigstore_trusted_root,
