@@ -143,6 +143,14 @@ def update(
             help="INSECURE: do not check that our release workflow built the release.",
         ),
     ] = False,
+    no_delta: Annotated[
+        bool,
+        typer.Option(
+            "--no-delta",
+            help="Download the full archive even when the release has a delta from a version"
+            " this install keeps. Env: MUX_NO_DELTA=1.",
+        ),
+    ] = False,
 ) -> None:
     """Check for, verify and install the newest mux; never stops a server.
 
@@ -178,6 +186,7 @@ def update(
         trust_keys=trust_key or (),
         skip_attestation=insecure_skip_attestation,
         allow_expired_feed=allow_expired_feed,
+        no_delta=no_delta,
     )
     commands = _update_commands()
     if prune:

@@ -26,7 +26,7 @@ from updater.core.retention import KeptVersion, recorded_signed_at
 from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, InstallError, VerificationError
 from updater.install import transaction as install
-from updater.install.layout import Layout, read_record, resolve_layout
+from updater.install.layout import Layout, kept_builds, read_record, resolve_layout
 from updater.net.download import NoProgress, Progress
 from updater.servers.client import query_reusing, server_addresses
 from updater.sources.feed_index import remember
@@ -37,6 +37,7 @@ from updater.trust.pipeline import verify_release_files
 from updater.trust.smoke import run_kept_build
 
 if TYPE_CHECKING:
+    from updater.core.transfer import Transfer
     from updater.sources.feed_index import VerifiedIndex
     from updater.trust.attestation_worker import AttestationWorker
 
@@ -77,6 +78,9 @@ class UpdateResult:
     plan: UpdatePlan | None = None
     removed_versions: tuple[str, ...] = ()
     kept_versions: tuple[KeptVersion, ...] = ()
+    # How the new version's files came (a delta or the full archive) and how many bytes of
+    # release files were downloaded for them; None when nothing was installed.
+    transfer: Transfer | None = None
 
     @property
     def restart_needed(self) -> bool:
@@ -223,6 +227,8 @@ def _run_update(
                 attestation_worker=worker,
                 check_unpacked=transaction.flush_unpacked,
                 on_unpacked_file=transaction.flush_file,
+                kept=() if settings.no_delta else kept_builds(layout, read_record(layout), target),
+                warn=events.warning,
             )
             settled = transaction.switch_to(
                 verified.folder,
@@ -234,7 +240,12 @@ def _run_update(
                 unpacked=verified.unpacked,
             )
         _remember(index, events)
-    updated = replace(outcome, action=UpdateAction.UPDATED, verification=tuple(log.layers))
+    updated = replace(
+        outcome,
+        action=UpdateAction.UPDATED,
+        verification=tuple(log.layers),
+        transfer=verified.transfer,
+    )
     return _with_verdicts(_with_settled(updated, settled), settings, settled)
 
 
