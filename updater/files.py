@@ -30,6 +30,7 @@ _CHUNK = 1 << 20
 
 def sha256_file(path: StrPath) -> str:
     """The SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    # deferred: this module is on a fast path (docs/build.md)
     import hashlib
 
     digest = hashlib.sha256()
@@ -44,6 +45,7 @@ def write_temp_beside(path: StrPath, data: bytes, *, mode: int | None = None) ->
 
     ``mode`` sets its permissions (default: ``tempfile``'s private 0600).
     """
+    # deferred: this module is on a fast path (docs/build.md)
     import tempfile
     from pathlib import Path
 
@@ -64,6 +66,7 @@ def write_temp_beside(path: StrPath, data: bytes, *, mode: int | None = None) ->
 
 def atomic_write(path: StrPath, data: bytes, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` in one rename (see the module docstring)."""
+    # deferred: this module is on a fast path (docs/build.md)
     from pathlib import Path
 
     path = Path(path)
@@ -105,6 +108,7 @@ class Flush:
     """
 
     def __init__(self) -> None:
+        # deferred: this module is on a fast path (docs/build.md)
         import queue
         import threading
 

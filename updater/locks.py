@@ -15,6 +15,7 @@ def flock_within(fd: int, operation: int, *, wait: float, interval: float) -> bo
     """``flock(fd, operation)`` without blocking, tried every ``interval`` seconds for at most
     ``wait``: True once taken, False when another holder kept it that long. Errors other than
     "held" are raised."""
+    # deferred: this module is on a fast path (docs/build.md)
     import fcntl
 
     deadline = time.monotonic() + wait

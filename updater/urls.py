@@ -20,6 +20,7 @@ def is_loopback_host(host: str | None) -> bool:
         return False
     if host.lower() in LOOPBACK_NAMES:
         return True
+    # deferred: this module is on a fast path (docs/build.md)
     import ipaddress
 
     try:
@@ -30,6 +31,7 @@ def is_loopback_host(host: str | None) -> bool:
 
 def check_url_scheme(url: str) -> None:
     """HTTPS everywhere; plain HTTP only to loopback. Raises :class:`NetworkError`."""
+    # deferred: this module is on a fast path (docs/build.md)
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
@@ -45,6 +47,7 @@ def check_url_scheme(url: str) -> None:
 
 def is_allowed_url(url: str) -> bool:
     """What :func:`check_url_scheme` accepts, as a yes/no (a malformed URL is a no)."""
+    # deferred: this module is on a fast path (docs/build.md)
     from urllib.parse import urlsplit
 
     try:
@@ -60,6 +63,7 @@ def github_api_for(web_url: str | None) -> str:
     ``api.github.com`` for github.com, ``api.<host>`` for a GHE.com (data residency) host,
     else ``<web>/api/v3`` (GitHub Enterprise Server). Never github.com's API for another
     server: its token must not go there."""
+    # deferred: this module is on a fast path (docs/build.md)
     from urllib.parse import urlsplit
 
     if not web_url:
@@ -76,6 +80,7 @@ def github_api_for(web_url: str | None) -> str:
 
 def url_origin(url: str) -> str:
     """``host`` or ``host:port`` (when the URL names a port), lower case."""
+    # deferred: this module is on a fast path (docs/build.md)
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
@@ -93,6 +98,7 @@ _HOST_RE = (
 def parse_download_host(text: str) -> str | None:
     """An exact host (``host`` or ``host:port``, as :class:`updater.net.hosts.HostPolicy` matches
     them), lower case; None when ``text`` is not one (a URL, a path, a wildcard)."""
+    # deferred: this module is on a fast path (docs/build.md)
     import re
 
     entry = text.strip().lower()

@@ -47,8 +47,10 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib import metadata as importlib_metadata
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -149,7 +151,6 @@ class LibraryTable:
 
 
 def load_library_table(path: Path = LIBRARY_TABLE) -> LibraryTable:
-    import tomllib
 
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -681,7 +682,6 @@ def collect_sources(
     library_table: Path = LIBRARY_TABLE,
 ) -> _Sources:
     """Gather what :func:`build_inventory` consults, from this (the build's) environment."""
-    from importlib import metadata as importlib_metadata
 
     info = read_build_info(root)
     pins = load_pins(pins_path) if pins_path is not None and pins_path.is_file() else []

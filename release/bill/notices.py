@@ -34,11 +34,15 @@ import hashlib
 import platform
 import re
 import sysconfig
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from release.bill.components import Component, ComponentKind, LicenceText, normalise_text
 from release.checkout import REPO_ROOT
@@ -106,7 +110,6 @@ class RuntimeComponent:
 
 
 def _normalise_name(name: str) -> str:
-    from packaging.utils import canonicalize_name
 
     return str(canonicalize_name(name))
 
@@ -176,7 +179,6 @@ def project_dependencies(pyproject: Path = PYPROJECT) -> list[str]:
     Release jobs run the tooling from the source tree without installing the project (nothing
     is built there, docs/release.md), so mux's own distribution metadata is not installed.
     """
-    import tomllib
 
     try:
         doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
@@ -197,7 +199,6 @@ def _root_requirements(root: str) -> list[str]:
 
 def _requirement_closure(root: str) -> list[metadata.Distribution]:
     """The installed runtime closure of ``root`` (itself excluded), markers evaluated here."""
-    from packaging.requirements import InvalidRequirement, Requirement
 
     seen: dict[str, metadata.Distribution] = {}
     followed: set[tuple[str, str]] = set()
@@ -248,7 +249,6 @@ class Override:
 
 def load_overrides(path: Path) -> dict[str, Override]:
     """``overrides.toml``: ``[distributions.<name>]`` with ``file``, ``sha256`` and ``reason``."""
-    import tomllib
 
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))

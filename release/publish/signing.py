@@ -16,6 +16,8 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from updater.errors import MuxError
 from updater.formats.minisign import (
     SIG_ALG,
@@ -158,7 +160,6 @@ class SecretKey:
 
 
 def _private_key(seed: bytes) -> Ed25519PrivateKey:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     return Ed25519PrivateKey.from_private_bytes(seed)
 

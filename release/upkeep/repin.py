@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import tomlkit
+
 from release.bill.notices import Distribution, generate_notices
 from release.pins.pinfile import (
     ARTIFACTS_KEY,
@@ -204,7 +206,6 @@ def rewrite_pin(
     of targets it no longer declares, a single-asset entry its ``[pinned]`` tables. Nothing
     people wrote is touched.
     """
-    import tomlkit
 
     document = tomlkit.parse(document_text)
     entry = document[ARTIFACTS_KEY][name]
@@ -619,6 +620,5 @@ def repin(
 
 
 def load_document_text(text: str) -> Any:
-    import tomlkit
 
     return tomlkit.parse(text)

@@ -469,9 +469,16 @@ class BarProgress:
     """A progress bar on a terminal (rich, imported only here)."""
 
     def __init__(self, label: str) -> None:
+        # deferred: this module is on a fast path (docs/build.md)
         from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
-        from rich.progress import Progress as RichProgress
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            TransferSpeedColumn,
+        )
+        from rich.progress import (
+            Progress as RichProgress,
+        )
 
         self._progress = RichProgress(
             "[progress.description]{task.description}",
@@ -519,9 +526,18 @@ class ProgressGroup:
         self._quiet = quiet
         self._rich: Any = None
         if not quiet and bar and sys.stderr.isatty():
-            from rich.console import Console
-            from rich.progress import BarColumn, DownloadColumn, TransferSpeedColumn
-            from rich.progress import Progress as RichProgress
+            # deferred: this module is on a fast path (docs/build.md)
+            from rich.console import (
+                Console,
+            )
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                TransferSpeedColumn,
+            )
+            from rich.progress import (
+                Progress as RichProgress,
+            )
 
             self._rich = RichProgress(
                 "[progress.description]{task.description}",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -193,7 +194,6 @@ def watch_command(
     goes away, drops this watcher or sends nothing for 45s, heartbeats included (exit 1,
     one line on stderr). See docs/scripting.md.
     """
-    import sys
 
     address = _run(lambda: _server_address(name, socket, url))
     silence = READ_TIMEOUT if read_timeout is None else read_timeout

@@ -35,6 +35,7 @@ CACHE_SCHEMA = 3
 
 def cache_dir() -> Path:
     """``<user cache dir>/mux``, platformdirs' answer (:mod:`updater.config.dirs`)."""
+    # deferred: this module is on a fast path (docs/build.md)
     from pathlib import Path
 
     return Path(user_cache_dir())

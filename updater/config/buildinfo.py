@@ -208,9 +208,11 @@ def current_mux_command() -> list[str]:
     A server (:func:`updater.servers.control.start`) and the attestation worker
     (:mod:`updater.trust.attestation_worker`) run this.
     """
+    # deferred: this module is on a fast path (docs/build.md)
     import sys
 
     if not getattr(sys, "frozen", False):
+        # deferred: this module is on a fast path (docs/build.md)
         import os
 
         here = os.path.dirname(PACKAGE_FOLDER)  # the folder that holds this updater package
@@ -229,6 +231,7 @@ def executable() -> str:
     has no build of its own, so it is the Python interpreter. Resolved: never ``<bin>/mux``,
     which ``mux update`` moves to another version under a running process.
     """
+    # deferred: this module is on a fast path (docs/build.md)
     import os
     import shutil
     import sys

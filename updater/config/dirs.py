@@ -52,6 +52,7 @@ def user_runtime_dir() -> str:
             default = f"/run/user/{os.geteuid()}"
             if _private_directory(default):
                 return os.path.join(default, APP)
+    # deferred: this module is on a fast path (docs/build.md)
     import warnings
 
     platformdirs = _platformdirs()
@@ -116,6 +117,7 @@ def _private_directory(path: str) -> bool:
 
 
 def _platformdirs() -> ModuleType:
+    # deferred: this module is on a fast path (docs/build.md)
     import platformdirs
 
     return platformdirs

@@ -75,6 +75,7 @@ class MachinePolicy(NamedTuple):
 
     def setting(self, name: str) -> str:
         """``name = <value>`` as the file says it, for messages."""
+        # deferred: this module is on a fast path (docs/build.md)
         import json
 
         value = getattr(self, name)
@@ -112,6 +113,7 @@ def read_policy(path: str, *, fixed: bool) -> MachinePolicy | None:
 
 def parse_policy(raw: bytes, path: str) -> MachinePolicy:
     """The policy in ``raw`` (TOML), validated; :class:`PolicyError` for anything else."""
+    # deferred: this module is on a fast path (docs/build.md)
     import tomllib
 
     try:
@@ -164,6 +166,7 @@ def _check_who_can_write(path: str, info: os.stat_result, *, fixed: bool) -> Non
 
 def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
     def bad(name: str, expected: str) -> PolicyError:
+        # deferred: this module is on a fast path (docs/build.md)
         import json
 
         shown = printable(json.dumps(document[name], default=str), 80)
@@ -234,6 +237,7 @@ def _source(value: object) -> str | None:
 
 def _is_repo(value: object) -> bool:
     """``owner/name`` as GitHub spells them: letters, digits, ``-``, ``_`` and ``.``."""
+    # deferred: this module is on a fast path (docs/build.md)
     import re
 
     return (

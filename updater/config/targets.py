@@ -55,6 +55,7 @@ def _running_on_musl() -> bool:
     try:
         return not os.confstr("CS_GNU_LIBC_VERSION")
     except (ValueError, OSError):
+        # deferred: this module is on a fast path (docs/build.md)
         import platform
 
         libc, _ = platform.libc_ver()
@@ -62,6 +63,7 @@ def _running_on_musl() -> bool:
 
 
 def _running_under_rosetta() -> bool:
+    # deferred: this module is on a fast path (docs/build.md)
     import subprocess
 
     try:

@@ -148,6 +148,7 @@ def hold_until(released_at: str, delay: float, now: float | None) -> str | None:
     """When a release made at ``released_at`` (RFC 3339) is announced after ``delay`` seconds,
     if that is still ahead of ``now``; None when it is due, or its time cannot be read (a
     courtesy to packagers must never hide a release for good)."""
+    # deferred: this module is on a fast path (docs/build.md)
     import time
     from datetime import datetime
 

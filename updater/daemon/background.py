@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from updater.childio import OutputTooLarge, read_bounded
 from updater.commands.check import offer_for
@@ -65,7 +66,6 @@ def check_interval(settings: Settings, log: Callable[[str], None] | None = None)
 def _on_this_machine(source: str) -> bool:
     if "://" not in source:
         return source != "github"  # a feed folder
-    from urllib.parse import urlsplit
 
     try:
         return is_loopback_host(urlsplit(source).hostname or "")

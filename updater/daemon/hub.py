@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import selectors
 import socket
 import threading
 import time
@@ -63,7 +64,6 @@ class _HangUps:
     """
 
     def __init__(self, on_gone: Callable[[Watcher], None]) -> None:
-        import selectors
 
         self._on_gone = on_gone
         self._selector = selectors.DefaultSelector()
@@ -75,7 +75,6 @@ class _HangUps:
         self._thread.start()
 
     def add(self, connection: socket.socket, watcher: Watcher) -> None:
-        import selectors
 
         with self._lock:
             if not self._closed:

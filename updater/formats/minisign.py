@@ -23,6 +23,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from updater.errors import ParseError, VerificationError
 
 SIG_ALG = b"Ed"  # key algorithm, and the legacy signature algorithm (raw message)
@@ -129,8 +132,6 @@ def _parse_signature(signature_file: bytes) -> _Signature:
 
 
 def _ed25519_valid(public_key: bytes, signature: bytes, message: bytes) -> bool:
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
     try:
         Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)

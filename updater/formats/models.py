@@ -12,7 +12,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
+
+from packaging.version import InvalidVersion, Version
 
 from updater.errors import ParseError
 
@@ -56,7 +59,6 @@ def parse_tag(tag: str) -> Version:
     """``vX.Y.Z`` (optionally with a pre-release suffix) to a comparable version."""
     if not isinstance(tag, str) or not TAG_RE.fullmatch(tag):
         raise ParseError(f"{str(tag)[:60]!r} is not a release tag of the form vX.Y.Z")
-    from packaging.version import InvalidVersion, Version
 
     try:
         return Version(tag[1:])
@@ -65,7 +67,6 @@ def parse_tag(tag: str) -> Version:
 
 
 def parse_version(text: str) -> Version:
-    from packaging.version import InvalidVersion, Version
 
     try:
         return Version(text.removeprefix("v"))
@@ -83,7 +84,6 @@ def is_safe_asset_name(name: object) -> bool:
 
 def parse_rfc3339(value: object, what: str) -> str:
     """``value`` when it is an RFC 3339 date-time (``2026-11-20T12:00:00Z``); else ParseError."""
-    from datetime import UTC, datetime, timedelta, timezone
 
     match = _RFC3339_RE.fullmatch(value) if isinstance(value, str) else None
     try:

@@ -65,6 +65,7 @@ def hold_running_build() -> str | None:
         return _removed(folder)
     except OSError:
         return None
+    # deferred: this module is on a fast path (docs/build.md)
     import fcntl
 
     try:
@@ -127,6 +128,7 @@ def try_exclusive(folder: str | os.PathLike[str]) -> Exclusive:
     A folder without a file list cannot be locked by anyone: it counts as free here, and the
     caller's other evidence (servers, processes) decides.
     """
+    # deferred: this module is on a fast path (docs/build.md)
     import fcntl
 
     path = os.path.join(folder, HOLD_FILE)

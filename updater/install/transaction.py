@@ -22,6 +22,7 @@ import errno
 import fcntl
 import json
 import os
+import pwd
 import shutil
 import tempfile
 import time
@@ -160,8 +161,6 @@ def ensure_writable(directory: str | Path) -> None:
                 hint="reinstall into a writable directory (MUX_HOME / MUX_INSTALL_DIR) with install.sh",
             ) from None
         try:
-            import pwd
-
             owner = pwd.getpwuid(probe.stat().st_uid).pw_name
         except (KeyError, OSError, ImportError):
             owner = "another user"

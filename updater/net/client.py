@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, BinaryIO, NamedTuple, TypeVar
@@ -55,8 +56,6 @@ _REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 
 def _proxy_for(url: str) -> str | None:
     """The proxy the environment gives for ``url`` (what httpx's trust_env uses), if any."""
-    import urllib.request
-
     parts = urlsplit(url)
     proxies = urllib.request.getproxies_environment()
     proxy = proxies.get(parts.scheme) or proxies.get("all")
@@ -130,6 +129,7 @@ class HttpClient:
         settings: HttpSettings | None = None,
         plain_loopback_only: bool = False,
         rate_limits: RateLimits | None = None,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.policy = policy or HostPolicy()
         self.rate_limits = rate_limits
@@ -142,17 +142,25 @@ class HttpClient:
         self._min_speed, self._speed_window = settings.min_speed, settings.speed_window
         self._budgets = Budgets()
         try:
-            self._client = self._make_client(settings.timeout, plain_loopback_only)
+            self._client = self._make_client(settings.timeout, plain_loopback_only, transport)
         except ValueError as exc:  # httpx's word on a proxy URL it cannot use
             raise UsageError(
                 f"unusable proxy setting: {exc}",
                 hint="check HTTPS_PROXY / HTTP_PROXY / ALL_PROXY",
             ) from None
-        budget_every_connection(self._client, self._budgets)
+        if transport is None:
+            # The budgets live in the sockets; an injected transport (the tests' in-process
+            # seam, as httpx.MockTransport) has none, and its rules are the client's alone.
+            budget_every_connection(self._client, self._budgets)
 
     @staticmethod
-    def _make_client(connect_timeout: float, plain_loopback_only: bool) -> httpx.Client:
+    def _make_client(
+        connect_timeout: float,
+        plain_loopback_only: bool,
+        transport: httpx.BaseTransport | None,
+    ) -> httpx.Client:
         return httpx.Client(
+            transport=transport,
             follow_redirects=False,
             trust_env=True,
             # A client whose policy admits only plain-http loopback origins never speaks TLS:

@@ -9,9 +9,11 @@ that no mux process on the machine asks sooner. Every other refusal becomes one
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +81,6 @@ def _retry_after(value: str | None, now: float) -> float | None:
     value = value.strip()
     if _HEADER_NUMBER.fullmatch(value):
         return now + float(value)  # rate_limit_of caps the wait
-    from email.utils import parsedate_to_datetime
 
     try:
         return parsedate_to_datetime(value).timestamp()
@@ -90,7 +91,6 @@ def _retry_after(value: str | None, now: float) -> float | None:
 def github_message(body: bytes, limit: int = 300) -> str:
     """The ``message`` of a JSON error body (GitHub's word on what went wrong), with the
     first detail of a 422's ``errors``; escaped and bounded. Empty when there is none."""
-    import json
 
     try:
         doc = json.loads(body[:ERROR_BODY_LIMIT])
@@ -174,7 +174,6 @@ class RateLimits:
         return f"{url_origin(url)} {credential}"
 
     def _read(self) -> dict[str, Any]:
-        import json
 
         try:
             doc = json.loads(self.path.read_bytes())
@@ -200,7 +199,6 @@ class RateLimits:
         return error
 
     def close(self, url: str, credential: str, error: RateLimitError) -> None:
-        import json
 
         if error.retry_at is None:
             return

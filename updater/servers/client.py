@@ -52,6 +52,7 @@ class UnixAddress(NamedTuple):
 
     @property
     def path(self) -> Path:
+        # deferred: this module is on a fast path (docs/build.md)
         from pathlib import Path
 
         return Path(self.socket_path)
@@ -163,6 +164,7 @@ def runtime_dir() -> Path:
     ``runtime-<uid>`` in the temp dir). Clients and servers both call this, so they agree.
     Raises :class:`MuxError` when no usable directory exists.
     """
+    # deferred: this module is on a fast path (docs/build.md)
     from pathlib import Path
 
     return Path(_runtime_dir())
@@ -223,6 +225,8 @@ def peer_pid(sock: Any) -> int | None:
     hung server is still known by it.
     """
     import _socket  # the constants only (see _connect)
+
+    # deferred: this module is on a fast path (docs/build.md)
     import struct
     import sys
 
@@ -244,6 +248,7 @@ def process_executable(pid: int) -> tuple[str, bool] | None:
     """The executable of process ``pid`` as the operating system names it, and whether it is
     still on disk; None when the OS does not say (no such process, another user's, no
     ``/proc``: on macOS a server's status line is what names its executable)."""
+    # deferred: this module is on a fast path (docs/build.md)
     import sys
 
     if sys.platform.startswith("linux"):
@@ -309,6 +314,7 @@ def _unix_connection_class() -> Callable[[str, float, Peer | None], http.client.
     """
     global _connection_class
     if _connection_class is None:
+        # deferred: this module is on a fast path (docs/build.md)
         import http.client
 
         class UnixHTTPConnection(http.client.HTTPConnection):
@@ -318,6 +324,7 @@ def _unix_connection_class() -> Callable[[str, float, Peer | None], http.client.
                 self.peer = peer
 
             def connect(self) -> None:
+                # deferred: this module is on a fast path (docs/build.md)
                 import socket
 
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -342,6 +349,7 @@ def open_connection(
     or shutdown request goes through :func:`http_request` instead."""
     if isinstance(address, UnixAddress):
         return _unix_connection_class()(address.socket_path, timeout, peer)
+    # deferred: this module is on a fast path (docs/build.md)
     import http.client
 
     return http.client.HTTPConnection(address.host, address.port, timeout=timeout)
@@ -355,6 +363,7 @@ class Watchdog:
     """
 
     def __init__(self, connection: http.client.HTTPConnection, timeout: float) -> None:
+        # deferred: this module is on a fast path (docs/build.md)
         import threading
 
         self.fired = False
@@ -363,6 +372,7 @@ class Watchdog:
         self._timer.daemon = True
 
     def _cut(self) -> None:
+        # deferred: this module is on a fast path (docs/build.md)
         import socket
 
         self.fired = True
@@ -391,6 +401,7 @@ _MAX_HEAD_BYTES = 16 * 1024
 
 def _connect(address: ServerAddress, timeout: float, peer: Peer | None) -> _socket.socket:
     if isinstance(address, TcpAddress):
+        # deferred: this module is on a fast path (docs/build.md)
         import socket
 
         return socket.create_connection((address.host, address.port), timeout=timeout)
@@ -578,6 +589,7 @@ def query_all(
     targets = discover_server_addresses() if addresses is None else list(addresses)
     if len(targets) <= 1:
         return [query_server(address, timeout) for address in targets]
+    # deferred: this module is on a fast path (docs/build.md)
     import threading
 
     reports: list[ServerReport | None] = [None] * len(targets)

@@ -9,6 +9,7 @@ sends reaches a terminal unescaped. The server side is :mod:`updater.daemon.hub`
 
 from __future__ import annotations
 
+import http.client
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -134,7 +135,6 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
     watch endpoint (protocol 1: the error names the restart command), or when its first
     line is not a status line.
     """
-    import http.client
 
     target = parse_server_address(address)
     display = target.display

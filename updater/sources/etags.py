@@ -7,6 +7,7 @@ An optimisation only: a store that cannot be read or written never fails a check
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,7 +34,6 @@ class ConditionalCache:
     directory: Path
 
     def _path(self, url: str) -> Path:
-        import hashlib
 
         return self.directory / (hashlib.sha256(url.encode()).hexdigest()[:32] + ".json")
 

@@ -22,10 +22,13 @@ Stdlib only, except platformdirs when no state dir is given.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+
+from platformdirs import user_state_dir
 
 from updater.errors import MuxError
 from updater.files import write_temp_beside
@@ -40,8 +43,6 @@ BEYOND_ANY_SEQ = 10**MAX_DECIMAL_DIGITS
 def state_path(state_dir: Path | None = None) -> Path:
     """``<state_dir>/feed-seq``; the default state dir is the user's (platformdirs)."""
     if state_dir is None:
-        from platformdirs import user_state_dir
-
         state_dir = Path(user_state_dir("mux", appauthor=False))
     return state_dir / STATE_NAME
 
@@ -98,7 +99,6 @@ def record(path: Path, key_id: str, seq: int) -> bool:
     leaves only that last instant to chance. Raises :class:`OSError` when the file cannot be
     written (the caller warns: the answer it verified stands).
     """
-    import fcntl
 
     if parse(_read_text(path)).get(key_id, -1) >= seq:
         return False  # already recorded (the common case: read only)

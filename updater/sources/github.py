@@ -8,10 +8,15 @@ the release list for ``--pre``, attestations), with ``If-None-Match``
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
+
+import httpx
 
 from updater.config.settings import DOWNLOAD_HOSTS_ENV, HttpSettings
 from updater.errors import (
@@ -62,7 +67,6 @@ MAX_RELEASE_PAGES = 10  # the newest 1000 releases: a bound, not a limit anyone 
 
 def next_link(header: str | None) -> str | None:
     """The ``rel="next"`` URL of an RFC 8288 ``Link`` header, as GitHub paginates."""
-    import re
 
     for match in re.finditer(r"<([^<>]*)>((?:\s*;\s*[^;,]*)*)", header or ""):
         params = match.group(2)
@@ -266,7 +270,6 @@ class GitHubSource(ReleaseSource):
         one can; when none can, this raises a :class:`NetworkError` naming the URL that
         failed. An API that refuses anonymous requests is said so, with what to do.
         """
-        from urllib.parse import urlencode
 
         path = f"/repos/{self.repo}/attestations/sha256:{sha256}"
         query = urlencode({"predicate_type": PROVENANCE})
@@ -324,7 +327,6 @@ class GitHubSource(ReleaseSource):
         decompresses to at most ``max_size`` bytes. Errors name the URL without its query,
         which carries the pre-signed access signature.
         """
-        import httpx
 
         try:
             shown = urlsplit(url)._replace(query="", fragment="").geturl()
@@ -354,8 +356,6 @@ def _attests_provenance_of(bundle: bytes, sha256: str) -> bool | None:
     """Whether a bundle's in-toto statement is an SLSA provenance naming ``sha256`` as a
     subject, read without verifying anything (to choose among several attestations of one
     digest; the verifier checks the one it is given); None when it cannot be read."""
-    import base64
-    import binascii
 
     try:
         envelope = json.loads(bundle).get("dsseEnvelope")

@@ -28,6 +28,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from cryptography.hazmat import asn1
+from cryptography.x509 import (
+    ExtensionNotFound,
+    SubjectAlternativeName,
+    UniformResourceIdentifier,
+    UnrecognizedExtension,
+)
+
 from updater.errors import VerificationError
 from updater.text import safe_text
 
@@ -200,6 +208,7 @@ def preload() -> None:
     install is reported when a bundle is verified (:func:`_load_verifier`), not here."""
     _quiet_sigstore_logs()
     try:
+        # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
         import sigstore.errors
         import sigstore.models
         import sigstore.verify  # noqa: F401
@@ -374,7 +383,10 @@ def _load_verifier(
 ) -> tuple[Verifier, str]:
     _quiet_sigstore_logs()
     try:
-        from sigstore.verify import Verifier
+        # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
+        from sigstore.verify import (
+            Verifier,
+        )
     except ImportError as exc:  # a broken install must not turn into "verified"
         raise VerificationError(f"attestation: sigstore is not available ({exc})") from None
 
@@ -392,7 +404,11 @@ def _load_verifier(
 
 
 def _trusted_root_from_file(path: Path) -> TrustedRoot:
-    from sigstore.models import ClientTrustConfig, TrustedRoot
+    # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
+    from sigstore.models import (
+        ClientTrustConfig,
+        TrustedRoot,
+    )
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -418,7 +434,10 @@ def _trusted_root_from_file(path: Path) -> TrustedRoot:
 def _production_trusted_root(
     offline: bool, refresh_timeout: float, warn: Callable[[str], None]
 ) -> tuple[TrustedRoot, str]:
-    from sigstore.models import ClientTrustConfig
+    # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
+    from sigstore.models import (
+        ClientTrustConfig,
+    )
 
     if not offline:
         outcome: dict[str, Any] = {}
@@ -485,9 +504,17 @@ def _verify_one(
             "as GitHub makes for private repositories); only public-good Sigstore is supported"
         )
 
-    from sigstore.errors import CertValidationError
-    from sigstore.errors import VerificationError as SigstoreVerificationError
-    from sigstore.models import Bundle, InvalidBundle
+    # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
+    from sigstore.errors import (
+        CertValidationError,
+    )
+    from sigstore.errors import (
+        VerificationError as SigstoreVerificationError,
+    )
+    from sigstore.models import (
+        Bundle,
+        InvalidBundle,
+    )
 
     policy = _IdentityPolicy(identity)
     try:
@@ -713,8 +740,6 @@ class _IdentityPolicy:
 
 def _fulcio_extensions(cert: Certificate) -> dict[str, str]:
     """GitHub's Fulcio extensions from 1.8 on, decoded (DER UTF8String); others are skipped."""
-    from cryptography.hazmat import asn1
-    from cryptography.x509 import UnrecognizedExtension
 
     values: dict[str, str] = {}
     for extension in cert.extensions:
@@ -742,11 +767,6 @@ def _required(extensions: Mapping[str, str], oid: str, what: str, expected: str)
 
 
 def _san_uri(cert: Certificate) -> str | None:
-    from cryptography.x509 import (
-        ExtensionNotFound,
-        SubjectAlternativeName,
-        UniformResourceIdentifier,
-    )
 
     try:
         san = cert.extensions.get_extension_for_class(SubjectAlternativeName).value

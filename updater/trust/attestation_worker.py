@@ -21,6 +21,7 @@ takes longer than :data:`WORKER_TIMEOUT` fails the layer (fail closed). A child 
 
 from __future__ import annotations
 
+import atexit
 import base64
 import json
 import os
@@ -29,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +78,6 @@ class AttestationWorker:
         Raises :class:`VerificationError` (prefixed ``attestation:``) on every failure,
         the child's own included.
         """
-        from dataclasses import asdict
 
         process = self._process
         if process is None:
@@ -183,7 +184,6 @@ def prestart(update_args: list[str]) -> None:
             return
     except MuxError:
         return  # the CLI says what is wrong with the settings; nothing to start early
-    import atexit
 
     worker = start()
     _prestarted.append(worker)

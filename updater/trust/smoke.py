@@ -7,6 +7,7 @@ this catches a wrong-architecture build that passes its checksum.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,7 +25,6 @@ class Expected(NamedTuple):
 
 def reported_build(folder: Path, *, timeout: float) -> Expected:
     """What ``<folder>/mux version --json`` says it is (run once, with a timeout)."""
-    import subprocess
 
     command = [str(folder / "mux"), "version", "--json"]
     try:
