@@ -464,8 +464,8 @@ class KeptBuild(NamedTuple):
 def kept_builds(layout: Layout, record: dict[str, Any], target: str) -> list[KeptBuild]:
     """The installed versions of ``target`` whose file list is on record: the active one
     first, then the others from the newest (what a delta from each would start from)."""
-    # (not at the top: models imports dataclasses, which the cached check, reading this
-    # module, does without; only an update that may use a delta asks)
+    # deferred: models imports dataclasses and packaging, which the cached check, reading
+    # this module, does without; only an update that may use a delta asks
     from updater.formats.models import is_sha256, parse_version
 
     versions = record.get("versions")
@@ -493,7 +493,7 @@ def kept_builds(layout: Layout, record: dict[str, Any], target: str) -> list[Kep
 def recorded_files(build: KeptBuild, *, limit: int = 8 * 1024 * 1024) -> dict[str, str] | None:
     """The digest of every file of a kept build, from its ``.mux-files``, once that list
     matches the digest on record; None when it is missing, changed or malformed."""
-    import hashlib  # (only an update asks)
+    import hashlib  # deferred: only an update asks (as in verify_files)
 
     path = os.path.join(build.folder, FILES_LIST_NAME)
     try:

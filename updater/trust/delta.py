@@ -225,7 +225,7 @@ def _kept(
             now = os.lstat(path)
             if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
                 raise _broken(f"the kept {step.source} changed while it was linked")
-            return _hash_fd(fd, wanted.size)
+            return _unchanged(step, _hash_fd(fd, wanted.size))
         digest = hashlib.sha256()
         out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
@@ -240,9 +240,17 @@ def _kept(
         finally:
             os.close(out)
         _finish(path, wanted.mode, mtime)
-        return digest.hexdigest()
+        return _unchanged(step, digest.hexdigest())
     finally:
         os.close(fd)
+
+
+def _unchanged(step: DeltaEntry, sha256: str) -> str:
+    """``sha256``, the digest the kept file ``step`` copies has now, once it is the one
+    recorded (and the delta made from): else the kept file changed on disk."""
+    if sha256 != step.source_sha256:
+        raise _broken(f"the kept {step.source} changed since it was installed")
+    return sha256
 
 
 def _patched(

@@ -304,11 +304,15 @@ def _via_delta(
         worker = owned = start()
     attesting = AttestationInBackground(source, release, actual, policy, worker)
     try:
+        # No size given: a short body is not resumed but refused below (a delta is never
+        # worth retrying, the archive is there); the count says what came over the network.
+        counted = _Counted()
         try:
             fetched = source.download(
-                release.tag, ref.name, download_dir, size=ref.size, max_size=ref.size
+                release.tag, ref.name, download_dir, size=None, max_size=ref.size, progress=counted
             )
         except (NetworkError, VerificationError) as exc:
+            downloaded += counted.done
             raise DeltaUnusable(f"{ref.name}: {exc.message}", downloaded, asked=True) from None
         try:
             downloaded += fetched.size
@@ -350,6 +354,22 @@ def _via_delta(
         if owned is not None:
             owned.close()
     return _Built(ref.name, base.version, unpacked, downloaded, log)
+
+
+class _Counted:
+    """A download's progress that remembers how many bytes came (shows nothing: the delta
+    is small, and the archive's download has its own bar)."""
+
+    done = 0
+
+    def start(self, total: int | None) -> None:
+        pass
+
+    def advance(self, done: int) -> None:
+        self.done = done
+
+    def finish(self, completed: bool = True) -> None:
+        pass
 
 
 def _same_as_published(
