@@ -3,6 +3,7 @@ parsers of both formats; and the one rule of which release files are attested.""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from release.publish.delta import write_deltas
+from release.publish.delta import DeltaError, write_deltas
 from release.publish.formats import delta_header_document, file_list_document
 from release.publish.package import rehash_sums
 from release.rehearsal.fake_sigstore import FakeSigstore
@@ -115,8 +116,10 @@ def test_deltas_come_from_the_three_newest_earlier_releases(tmp_path: Path) -> N
 def test_a_newer_release_is_refused_as_a_previous_one(tmp_path: Path) -> None:
     feed = make_feed(tmp_path, versions=["0.1.0", "0.2.0"])
     result = subprocess.run(
-        [sys.executable, "-m", "release", "delta", str(feed.releases["0.1.0"])]
-        + ["--previous", str(feed.releases["0.2.0"])],
+        [
+            *(sys.executable, "-m", "release", "delta", str(feed.releases["0.1.0"])),
+            *("--previous", str(feed.releases["0.2.0"])),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -151,7 +154,7 @@ def test_an_earlier_release_whose_archive_is_not_its_own_is_refused(tmp_path: Pa
     feed = make_feed(tmp_path, versions=["0.1.0", "0.2.0"])
     archive = feed.releases["0.1.0"] / f"mux-{TARGET}.tar.gz"
     archive.write_bytes(archive.read_bytes()[:-10])
-    with pytest.raises(Exception, match="not the archive manifest.json describes"):
+    with pytest.raises(DeltaError, match=r"not the archive manifest\.json describes"):
         write_deltas(feed.releases["0.2.0"], [feed.releases["0.1.0"]])
 
 
@@ -164,8 +167,6 @@ def test_the_fake_sigstore_attests_exactly_what_sha256sums_lists(tmp_path: Path)
     sigstore = FakeSigstore.create(tmp_path / "sigstore")
     bundle = sigstore.attest_release(release, "0.2.0", repository="acme/mux")
     envelope = json.loads(bundle.read_bytes())["dsseEnvelope"]
-    import base64
-
     statement = json.loads(base64.b64decode(envelope["payload"]))
     subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}
     assert subjects == listed
@@ -305,7 +306,7 @@ def test_a_delta_for_another_version_is_unusable(tmp_path: Path) -> None:
     digests = _unpacked(feed.releases["0.1.0"], tmp_path / "old")
     (tmp_path / "out").mkdir()
     delta = new / fmt.delta_name(TARGET, "0.1.0")
-    with open(delta, "rb") as stream, pytest.raises(DeltaUnusable, match="not from 0.0.1"):
+    with open(delta, "rb") as stream, pytest.raises(DeltaUnusable, match=r"not from 0\.0\.1"):
         apply_delta(
             stream,
             delta.stat().st_size,
