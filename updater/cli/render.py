@@ -356,7 +356,7 @@ def _transfer_line(result: UpdateResult) -> str | None:
             f"  download: a delta from {transfer.delta_from}, {transfer.bytes} bytes "
             f"({share} of the {transfer.archive_size}-byte archive)"
         )
-    why = f"; no delta: {transfer.fallback}" if transfer.fallback else ""
+    why = f" (no delta: {safe_text(transfer.fallback)})" if transfer.fallback else ""
     return f"  download: the full archive, {transfer.bytes} bytes{why}"
 
 
