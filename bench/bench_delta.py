@@ -124,13 +124,14 @@ def _install(
     return install_env, home, bin_dir / "mux"
 
 
-def _timed_update(mux: Path, env: dict[str, str], *args: str) -> tuple[float, int, str]:
-    """Wall seconds and peak RSS (KiB) of one `mux update`, which must pass every layer."""
+def _timed_update(mux: Path, env: dict[str, str], *args: str) -> tuple[float, float, int, str]:
+    """Wall and CPU seconds (user + system, its children included) and peak RSS (KiB) of one
+    `mux update`, which must pass every layer."""
     import time
 
     started = time.perf_counter()
     result = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", str(mux), "update", *args],
+        ["/usr/bin/time", "-f", "%U %S %M", str(mux), "update", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -139,8 +140,8 @@ def _timed_update(mux: Path, env: dict[str, str], *args: str) -> tuple[float, in
     wall = time.perf_counter() - started
     if result.returncode != 0 or "attestation: ok" not in result.stdout:
         raise SystemExit(f"mux update did not pass every layer: {result.stdout}{result.stderr}")
-    peak = int(result.stderr.strip().splitlines()[-1])
-    return wall, peak, result.stdout
+    user, system, peak = result.stderr.strip().splitlines()[-1].split()
+    return wall, float(user) + float(system), int(peak), result.stdout
 
 
 def _tree(folder: Path) -> dict[str, str]:
@@ -205,11 +206,12 @@ def main() -> None:
                     )
                     log.sent.clear()
                     flags = () if method == "delta" else ("--no-delta",)
-                    wall, peak, out = _timed_update(mux, install_env, *flags)
+                    wall, cpu, peak, out = _timed_update(mux, install_env, *flags)
                     used = "a delta from" in out
                     if used != (method == "delta"):
                         raise SystemExit(f"the {method} run did not use what it asked: {out}")
                     walls[method].wall.append(wall)
+                    walls[method].cpu.append(cpu)
                     peaks[method].append(peak)
                     of_build = sum(n for p, n in log.sent if p.rsplit("/", 1)[-1] in build_files)
                     sent[method].append(of_build)
@@ -219,7 +221,8 @@ def main() -> None:
         print(f"\n{args.rounds} rounds, {old} -> {new}, all five layers, installed build updating")
         for method in ("delta", "full"):
             print(
-                f"  {method:5}: wall {describe_seconds(walls[method].wall)}; "
+                f"  {method:5}: wall {describe_seconds(walls[method].wall)}, "
+                f"CPU {describe_seconds(walls[method].cpu)}; "
                 f"build files sent {statistics.median(sent[method])} B "
                 f"({100 * statistics.median(sent[method]) / size:.2f}% of the archive), "
                 f"metadata {statistics.median(metadata[method])} B; "
@@ -228,6 +231,8 @@ def main() -> None:
             )
         ratio = [d / f for d, f in zip(walls["delta"].wall, walls["full"].wall, strict=True)]
         print(f"  wall, delta / full, per round: {describe_ratio(ratio)} (target <= 0.6x)")
+        cpu = [d / f for d, f in zip(walls["delta"].cpu, walls["full"].cpu, strict=True)]
+        print(f"  CPU, delta / full, per round: {describe_ratio(cpu)}")
         print(f"  bytes, delta / full: {statistics.median(sent['delta']) / size:.4f}")
         print(f"  installed trees identical: {trees['delta'] == trees['full']}")
     print(load_average())
