@@ -320,7 +320,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         return [f"trusted root: {keys['sigstore'].trusted_root_path}"]
 
     def package_attest_sign() -> list[str]:
-        lines = []
+        lines: list[str] = []
         for version in (r.old_version, r.new_version):
             release_dir = feed / f"v{version}"
             manifest = package_release([builds[version]], release_dir)
