@@ -32,6 +32,7 @@ from release.build.glibc import GLIBC_FLOOR, check_glibc_floor
 from release.build.reproduce import compare_builds, read_environment
 from release.checkout import REPO_ROOT, write_text_atomically
 from release.pins.pinfile import DEFAULT_NOTICES_PATH, DEFAULT_PINS_PATH, check_pins, load_pins
+from release.publish.delta import write_deltas
 from release.publish.feed import parse_duration as parse_expiry
 from release.publish.feed import sign_feed_index
 from release.publish.flags import MAX_RELEASE_LIST_BYTES, parse_release_list, plan_publish
@@ -235,6 +236,33 @@ def package(
     for asset in manifest.assets:
         print(f"{out / asset.name}  {asset.sha256}")
     print(f"mux {manifest.version} (protocol {manifest.protocol_version}) packaged in {out}")
+
+
+# --- delta -------------------------------------------------------------------------------
+
+
+@app.command("delta")
+def delta_command(
+    release_dir: Annotated[Path, typer.Argument(help="A packaged release folder.")],
+    previous: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--previous",
+            help="An earlier release folder (its archives and manifest.json); repeat it. "
+            "Deltas are made from the newest three below this release.",
+        ),
+    ] = None,
+) -> None:
+    """Write each target's signed file list and its deltas from earlier releases.
+
+    Run after package and before attest and sign: SHA256SUMS is rewritten over the new files
+    (its signature removed). A delta of half the full archive or more is not published."""
+    report = write_deltas(release_dir, previous or (), say=print)
+    published = [d for d in report.deltas if d.published]
+    print(
+        f"{len(report.file_lists)} file lists, {len(published)} deltas written in {release_dir}"
+        f" ({len(report.deltas) - len(published)} refused)"
+    )
 
 
 # --- sign --------------------------------------------------------------------------------

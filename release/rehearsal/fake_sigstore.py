@@ -495,14 +495,12 @@ class FakeSigstore:
         return (json.dumps(bundle, indent=2) + "\n").encode()
 
     def attest_release(self, release_dir: Path, version: str, *, repository: str) -> Path:
-        """Attest a release folder's archives and manifest as the release workflow does, for
-        ``refs/tags/v<version>`` of ``repository``; writes the bundle next to them, lists it in
-        ``SHA256SUMS`` (rehashed) and returns its path. Signing is left to the caller."""
-        subjects = {
-            p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in release_dir.iterdir()
-            if p.name.endswith(".tar.gz") or p.name == models.MANIFEST_NAME
-        }
+        """Attest a release folder as the release workflow does, for ``refs/tags/v<version>``
+        of ``repository``: the subjects are exactly the files its ``SHA256SUMS`` lists at this
+        point (docs/contracts.md), under their names and digests there. Writes the bundle next
+        to them, lists it in ``SHA256SUMS`` (rehashed) and returns its path. Signing is left to
+        the caller."""
+        subjects = models.parse_sha256sums((release_dir / models.SUMS_NAME).read_bytes())
         bundle = release_dir / models.attestation_name(version)
         bundle.write_bytes(
             self.attest(subjects, repository=repository, ref=f"refs/tags/v{version}")

@@ -40,6 +40,7 @@ from release.build.glibc import required_glibc
 from release.build.reproduce import compare_builds
 from release.build.steps import make_build_info, write_bill, write_build_info
 from release.folder.layout import read_build_info
+from release.publish.delta import write_deltas
 from release.publish.feed import sign_feed_index
 from release.publish.install_script import write_install_script
 from release.publish.package import package_release, sign_release
@@ -354,10 +355,12 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         return [f"trusted root: {keys['sigstore'].trusted_root_path}"]
 
     def package_attest_sign() -> list[str]:
-        lines = []
+        lines: list[str] = []
         for version in (r.old_version, r.new_version):
             release_dir = feed / f"v{version}"
             manifest = package_release([builds[version]], release_dir)
+            if version == r.new_version:  # its file lists and its delta, as the workflow does
+                write_deltas(release_dir, [feed / f"v{r.old_version}"], say=lines.append)
             keys["sigstore"].attest_release(release_dir, version, repository=REHEARSAL_REPO)
             sign_release(release_dir, keys["secret"])
             lines.append(f"v{version}: {', '.join(sorted(p.name for p in release_dir.iterdir()))}")
@@ -410,6 +413,8 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         if len(commands) != 1:
             raise RehearsalError("mux update did not print one restart command")
         keys["restart"] = commands[0]
+        if not any(f"a delta from {r.old_version}" in ln for ln in lines):
+            raise RehearsalError(f"mux update did not use the delta from {r.old_version}")
         return lines
 
     def server_survived() -> list[str]:

@@ -50,12 +50,20 @@ def own_interpreter(build_folder: Path) -> None:
     if quoted not in text:
         raise AssertionError(f"the stand-in launcher changed; cannot find {quoted!r} in it")
     launcher.write_text(text.replace(quoted, f'exec "$here/{INTERPRETER}" '), encoding="utf-8")
-    _relist(build_folder)
+    _relist(build_folder, "the test's Python interpreter (tests.support.standins)")
 
 
-def _relist(build_folder: Path) -> None:
-    """Make the build's SBOM list what the folder now holds (packaging checks it): the
-    launcher's new digest, and the interpreter's files as one component of their own."""
+def add_file(build_folder: Path, relative: str, data: bytes) -> None:
+    """Add a file to a stand-in build (listed in its SBOM as a component of its own)."""
+    path = build_folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    _relist(build_folder, f"a test's file {relative} (tests.support.standins)")
+
+
+def _relist(build_folder: Path, component_name: str) -> None:
+    """Make the build's SBOM list what the folder now holds (packaging checks it): changed
+    files with their new digests, new ones as one component named ``component_name``."""
     from release.bill.sbom import folder_files
     from release.folder.layout import SBOM_NAME
 
@@ -74,8 +82,8 @@ def _relist(build_folder: Path) -> None:
     doc["components"].append(
         {
             "type": "library",
-            "bom-ref": "test-interpreter",
-            "name": "the test's Python interpreter (tests.support.standins)",
+            "bom-ref": f"test-{len(doc['components'])}",
+            "name": component_name,
             "components": [
                 {"type": "file", "name": name, "hashes": [{"alg": "SHA-256", "content": digest}]}
                 for name, digest in sorted(present.items())

@@ -193,6 +193,14 @@ def update(
         ),
     ] = None,
     unhold: Annotated[bool, typer.Option("--unhold", help="End a --hold now.")] = False,
+    no_delta: Annotated[
+        bool,
+        typer.Option(
+            "--no-delta",
+            help="Download the full archive even when the release has a delta from a version"
+            " this install keeps. Env: MUX_NO_DELTA=1.",
+        ),
+    ] = False,
 ) -> None:
     """Check for, verify and install the newest mux; never stops a server.
 
@@ -242,6 +250,7 @@ def update(
         trust_keys=trust_key or (),
         skip_attestation=insecure_skip_attestation,
         allow_expired_feed=allow_expired_feed,
+        no_delta=no_delta,
     )
     commands = _update_commands()
     if prune:

@@ -333,6 +333,7 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
         "removed_versions": list(result.removed_versions),
         "kept_versions": [kept_document(k) for k in result.kept_versions],
         "withheld": result.withheld.to_json() if result.withheld else None,
+        "transfer": _transfer_document(result),
         "plan": (
             {
                 "tag": plan.tag,
@@ -349,6 +350,33 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
             else {}
         ),
     }
+
+
+def _transfer_document(result: UpdateResult) -> dict[str, Any] | None:
+    transfer = result.transfer
+    if transfer is None:
+        return None
+    return {
+        "method": transfer.method,
+        "delta_from": transfer.delta_from,
+        "bytes": transfer.bytes,
+        "archive_size": transfer.archive_size,
+        "fallback_reason": transfer.fallback,
+    }
+
+
+def _transfer_line(result: UpdateResult) -> str | None:
+    transfer = result.transfer
+    if transfer is None:
+        return None
+    share = f"{100 * transfer.bytes / transfer.archive_size:.1f}%" if transfer.archive_size else ""
+    if transfer.method == "delta":
+        return (
+            f"  download: a delta from {transfer.delta_from}, {transfer.bytes} bytes "
+            f"({share} of the {transfer.archive_size}-byte archive)"
+        )
+    why = f" (no delta: {safe_text(transfer.fallback)})" if transfer.fallback else ""
+    return f"  download: the full archive, {transfer.bytes} bytes{why}"
 
 
 def update_text(result: UpdateResult) -> str:
@@ -392,6 +420,9 @@ def update_text(result: UpdateResult) -> str:
     for layer in result.verification:
         mark = "ok" if layer.status == "ok" else "SKIPPED"
         lines.append(f"  {layer.layer}: {mark}: {layer.detail}")
+    transfer_line = _transfer_line(result)
+    if transfer_line is not None:
+        lines.append(transfer_line)
     if result.action in ("updated", "rolled-back"):
         lines.append(
             f"  {result.layout.link} → {result.layout.version_dir(str(result.to_version))}"

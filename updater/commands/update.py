@@ -38,7 +38,7 @@ from updater.errors import (
 )
 from updater.formats.lifecycle import shown
 from updater.install import transaction as install
-from updater.install.layout import Layout, read_record, resolve_layout
+from updater.install.layout import Layout, kept_builds, read_record, resolve_layout
 from updater.net.download import NoProgress, Progress
 from updater.servers.client import query_reusing, server_addresses
 from updater.sources.feed_index import remember
@@ -49,6 +49,7 @@ from updater.trust.pipeline import verify_release_files
 from updater.trust.smoke import run_kept_build
 
 if TYPE_CHECKING:
+    from updater.core.transfer import Transfer
     from updater.sources.feed_index import VerifiedIndex
     from updater.trust.attestation_worker import AttestationWorker
 
@@ -92,6 +93,9 @@ class UpdateResult:
     kept_versions: tuple[KeptVersion, ...] = ()
     withheld: Withheld | None = None
     notes: tuple[str, ...] = ()  # why (a withdrawn release moved off; a release held back)
+    # How the new version's files came (a delta or the full archive) and how many bytes of
+    # release files were downloaded for them; None when nothing was installed.
+    transfer: Transfer | None = None
 
     @property
     def restart_needed(self) -> bool:
@@ -322,6 +326,8 @@ def _run_update(
                 attestation_worker=worker,
                 check_unpacked=transaction.flush_unpacked,
                 on_unpacked_file=transaction.flush_file,
+                kept=() if settings.no_delta else kept_builds(layout, read_record(layout), target),
+                warn=events.warning,
             )
             settled = transaction.switch_to(
                 verified.folder,
@@ -335,7 +341,12 @@ def _run_update(
         _remember(index, events)
     if request.exact and automatic is None:
         _forget_failures(settings, manifest.version, events)
-    updated = replace(outcome, action=UpdateAction.UPDATED, verification=tuple(log.layers))
+    updated = replace(
+        outcome,
+        action=UpdateAction.UPDATED,
+        verification=tuple(log.layers),
+        transfer=verified.transfer,
+    )
     return _with_verdicts(_with_settled(updated, settled), settings, settled)
 
 

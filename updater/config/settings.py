@@ -102,6 +102,7 @@ class Settings(NamedTuple):
     # user_state_dir("mux"), as install.sh computes it (docs/contracts.md)
     state_dir: Path | None = None
     skip_attestation: bool = False  # --insecure-skip-attestation
+    no_delta: bool = False  # --no-delta / MUX_NO_DELTA=1: always the full archive
     sigstore_trusted_root: Path | None = None  # MUX_SIGSTORE_TRUSTED_ROOT (private instances)
     target: str | None = None  # MUX_TARGET: the build to install instead of this machine's
     home: Path | None = None  # --home / MUX_HOME: the install to update
@@ -163,6 +164,7 @@ def load(
     trust_keys: Sequence[str] = (),
     skip_attestation: bool = False,
     allow_expired_feed: bool = False,
+    no_delta: bool = False,
     policy_file: str | None = None,
     development: bool = False,
     config_file: str | None = None,
@@ -185,6 +187,7 @@ def load(
         trust_keys=tuple(trust_keys),
         skip_attestation=skip_attestation,
         allow_expired_feed=allow_expired_feed,
+        no_delta=no_delta,
     )
     # The machine policy is merged here, last, so that it can overrule both.
     fixed = True
@@ -339,6 +342,7 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
             speed_window=positive("MUX_HTTP_SPEED_WINDOW", defaults.http.speed_window),
         ),
         allow_expired_feed=environ.get("MUX_ALLOW_EXPIRED_FEED") == "1",
+        no_delta=environ.get("MUX_NO_DELTA") == "1",
         sigstore_trusted_root=path(TRUSTED_ROOT_ENV, expand=False),
         target=text("MUX_TARGET"),
         home=path("MUX_HOME", expand=False),
@@ -389,8 +393,10 @@ def _with_flags(
     trust_keys: tuple[str, ...],
     skip_attestation: bool,
     allow_expired_feed: bool,
+    no_delta: bool = False,
 ) -> Settings:
     return settings._replace(
+        no_delta=no_delta or settings.no_delta,
         source=source or settings.source,
         home=home or settings.home,
         trust_keys=(*settings.trust_keys, *trust_keys),

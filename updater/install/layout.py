@@ -24,7 +24,7 @@ from updater._records import NamedTuple
 from updater.config.buildfolder import build_info_in
 from updater.config.buildinfo import packager_marker_file
 from updater.core.retention import RECORD_SCHEMA, InUseHold, ServerHold, settle
-from updater.errors import InstallError, UsageError
+from updater.errors import InstallError, MuxError, UsageError
 from updater.files import STATE_FILE_LIMIT, NotReadable, read_small_file, sha256_file
 from updater.install import inuse
 
@@ -451,3 +451,69 @@ def bin_dir_for(home: str, configured: str | None) -> str:
     if isinstance(recorded, str) and recorded:
         return pure(recorded)
     return absolute(os.path.join(os.path.expanduser("~"), ".local", "bin"))
+
+
+# -- what a delta can start from -----------------------------------------------------------
+
+
+class KeptBuild(NamedTuple):
+    """An installed version a delta may start from: its folder and the digest its
+    ``.mux-files`` has on record."""
+
+    version: str
+    folder: str
+    files_sha256: str
+
+
+def kept_builds(layout: Layout, record: dict[str, Any], target: str) -> list[KeptBuild]:
+    """The installed versions of ``target`` whose file list is on record: the active one
+    first, then the others from the newest (what a delta from each would start from)."""
+    # deferred: models imports dataclasses and packaging, which the cached check, reading
+    # this module, does without; only an update that may use a delta asks
+    from updater.formats.models import is_sha256, parse_version
+
+    versions = record.get("versions")
+    versions = versions if isinstance(versions, dict) else {}
+    found = []
+    for version in layout.installed_versions():
+        entry = versions.get(version)
+        if not isinstance(entry, dict) or not is_sha256(entry.get("files_sha256")):
+            continue
+        if str(entry.get("target") or record.get("target") or "") != target:
+            continue
+        try:
+            order = parse_version(version)
+        except MuxError:
+            continue
+        kept = KeptBuild(version, layout.version_dir(version), entry["files_sha256"])
+        found.append((order, kept))
+    active = layout.active_version()
+    found.sort(key=lambda item: item[0], reverse=True)
+    return [b for _, b in found if b.version == active] + [
+        b for _, b in found if b.version != active
+    ]
+
+
+def recorded_files(build: KeptBuild, *, limit: int = 8 * 1024 * 1024) -> dict[str, str] | None:
+    """The digest of every file of a kept build, from its ``.mux-files``, once that list
+    matches the digest on record; None when it is missing, changed or malformed."""
+    import hashlib  # deferred: only an update asks (as in verify_files)
+
+    path = os.path.join(build.folder, FILES_LIST_NAME)
+    try:
+        raw = read_small_file(path, limit)
+    except NotReadable:
+        return None
+    if raw is None or hashlib.sha256(raw).hexdigest() != build.files_sha256:
+        return None
+    files: dict[str, str] = {}
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    for line in text.splitlines():
+        digest, sep, name = line.partition("  ")
+        if not sep or len(digest) != 64 or not name.startswith("./"):
+            return None
+        files[name[2:]] = digest
+    return files

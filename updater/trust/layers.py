@@ -14,6 +14,7 @@ from updater.errors import VerificationError
 from updater.formats import models
 
 if TYPE_CHECKING:
+    from updater.core.transfer import Transfer
     from updater.install.layout import UnpackedFiles
 
 
@@ -65,10 +66,13 @@ class VerifiedRelease(NamedTuple):
 
 
 class VerifiedFiles(NamedTuple):
-    """One archive that passed every layer, unpacked into ``folder``; ``unpacked``: what
-    :func:`unpack` wrote there (its digests, for the install's file list)."""
+    """One archive's tree that passed every layer, in ``folder`` (unpacked from the archive,
+    or built from a kept version and a delta: ``transfer`` says which, and what was
+    downloaded); ``unpacked``: the files written there with their digests (for the
+    install's file list)."""
 
     asset: models.ManifestAsset
     archive_sha256: str
     folder: Path
     unpacked: UnpackedFiles | None = None
+    transfer: Transfer | None = None

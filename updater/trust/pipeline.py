@@ -27,17 +27,25 @@ and nothing is unpacked before the child's answer is in (:class:`AttestationInBa
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from updater.errors import NetworkError
+from updater.core.transfer import DELTA, FULL, Transfer, choose_delta
+from updater.errors import MuxError, NetworkError, ParseError, VerificationError
 from updater.formats import models
+from updater.formats.delta import MAX_FILE_LIST_BYTES, file_list_name, parse_file_list
+from updater.install.layout import FILES_LIST_NAME, recorded_files
 from updater.timestamps import utc_text
 from updater.trust.attestation_worker import start
 from updater.trust.attested import AttestationInBackground
+from updater.trust.delta import DeltaUnusable, apply_delta
 from updater.trust.layers import (
     LAYER_API_DIGEST,
     LAYER_ARCHIVE,
+    LAYER_DIGEST,
     LAYER_SMOKE_TEST,
     LAYER_TUF,
     VerificationLog,
@@ -51,8 +59,9 @@ from updater.trust.sums import signed_digest, verify_download, verify_manifest, 
 from updater.trust.unpack import unpack
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
+    from updater.install.layout import KeptBuild, UnpackedFiles
     from updater.net.download import Progress
     from updater.sources.base import ReleaseSource
     from updater.trust.attestation_worker import AttestationWorker
@@ -117,6 +126,8 @@ def verify_release_files(
     check_unpacked: Callable[[Path], None] | None = None,
     on_unpacked_file: Callable[[str], None] | None = None,
     attestation_worker: AttestationWorker | None = None,
+    kept: Sequence[KeptBuild] = (),
+    warn: Callable[[str], None] | None = None,
 ) -> VerifiedFiles:
     """Layers 2 to 5 for one archive of a release that passed :func:`verify_release_metadata`.
 
@@ -126,9 +137,51 @@ def verify_release_files(
     for the smoke test when it is built for ``smoke_target`` (the target this machine runs);
     otherwise that layer is reported skipped.
 
+    With ``kept`` (the versions the install keeps, :func:`updater.install.layout.kept_builds`)
+    and a release that publishes a delta from one of them, the tree is built from that
+    version's files and the delta instead (:func:`_via_delta`); anything wrong with it throws
+    that tree away and the archive is installed in the same run, ``warn`` saying why in one
+    line. The result's ``transfer`` says which was used and what was downloaded.
+
     Layer 3's Sigstore check runs in ``attestation_worker`` (a child process the caller
     started early and closes), else in one started and closed here.
     """
+    fallback: str | None = None
+    downloaded = 0
+    if kept:
+        try:
+            built = _via_delta(
+                source, release, asset, policy, kept, download_dir, unpack_dir, attestation_worker
+            )
+        except DeltaUnusable as exc:
+            fallback, downloaded = exc.message, exc.downloaded
+            if exc.tried:
+                _empty(unpack_dir)
+                if warn is not None:
+                    warn(f"the delta was not used ({exc.message}); downloading the full archive")
+            if exc.asked_worker:
+                attestation_worker = None  # asked once: the archive's layer 3 starts its own
+        else:
+            log.layers.extend(built.log.layers)
+            log.ok(
+                LAYER_ARCHIVE,
+                f"{built.delta}: {asset.name}'s tree built from {built.base}'s files; "
+                "every file matches the signed file list; mux executable present",
+            )
+            return _tested(
+                VerifiedFiles(
+                    asset,
+                    asset.sha256,
+                    unpack_dir,
+                    built.unpacked,
+                    Transfer(DELTA, built.downloaded, asset.size, built.base),
+                ),
+                release,
+                log,
+                smoke_target=smoke_target,
+                smoke_timeout=smoke_timeout,
+                check_unpacked=check_unpacked,
+            )
     published = _published_digest(source, release.tag, asset.name, policy, log)
     signed = signed_digest(asset.name, sums=release.sums, manifest=release.manifest)
     _check_signed_archive(source, release.tag, asset, signed)
@@ -169,6 +222,28 @@ def verify_release_files(
         if owned is not None:
             owned.close()
     log.ok(LAYER_ARCHIVE, f"{asset.name}: members confined to its folder; mux executable present")
+    transfer = Transfer(FULL, downloaded + fetched.size, asset.size, fallback=fallback)
+    return _tested(
+        VerifiedFiles(asset, fetched.sha256, unpack_dir, unpacked, transfer),
+        release,
+        log,
+        smoke_target=smoke_target,
+        smoke_timeout=smoke_timeout,
+        check_unpacked=check_unpacked,
+    )
+
+
+def _tested(
+    verified: VerifiedFiles,
+    release: VerifiedRelease,
+    log: VerificationLog,
+    *,
+    smoke_target: str | None,
+    smoke_timeout: float,
+    check_unpacked: Callable[[Path], None] | None,
+) -> VerifiedFiles:
+    """Layer 5 (after ``check_unpacked``) for a tree that passed layer 4."""
+    asset, unpack_dir = verified.asset, verified.folder
     if check_unpacked is not None:
         check_unpacked(unpack_dir)
     manifest = release.manifest
@@ -184,7 +259,170 @@ def verify_release_files(
             LAYER_SMOKE_TEST,
             f"{asset.name}: `mux version --json` reports {manifest.version} for {asset.target}",
         )
-    return VerifiedFiles(asset, fetched.sha256, unpack_dir, unpacked)
+    return verified
+
+
+class _Built(NamedTuple):
+    delta: str
+    base: str
+    unpacked: UnpackedFiles
+    downloaded: int
+    log: VerificationLog
+
+
+def _via_delta(
+    source: ReleaseSource,
+    release: VerifiedRelease,
+    asset: models.ManifestAsset,
+    policy: TrustPolicy,
+    kept: Sequence[KeptBuild],
+    download_dir: Path,
+    unpack_dir: Path,
+    worker: AttestationWorker | None,
+) -> _Built:
+    """Layers 2 to 4 by a delta: the signed file list, the delta (its size and digest signed,
+    both checked before a byte of it is read), the tree built from the kept version's files
+    (each checked against its recorded digest) and checked against the list; layer 3 for the
+    file list's digest (it names every byte of the tree), in the background meanwhile.
+
+    The tree is built while the attestation is checked: everything it is built from passed
+    layers 1 and 2 by then, and nothing in it runs, nor is it placed, before layer 3 passed
+    (the smoke test comes after). Raises :class:`DeltaUnusable` for every failure."""
+    log = VerificationLog()
+    name = file_list_name(asset.target)
+    listed = release.sums.get(name)
+    if listed is None:
+        raise DeltaUnusable(f"the release has no {name}", tried=False)
+    downloaded = 0
+    try:
+        raw = source.fetch(release.tag, name, max_size=MAX_FILE_LIST_BYTES)
+    except NetworkError as exc:
+        raise DeltaUnusable(f"{name}: {exc.message}") from None
+    downloaded += len(raw)
+    actual = hashlib.sha256(raw).hexdigest()
+    if actual != listed:
+        raise DeltaUnusable(f"{name} has sha256 {actual}, SHA256SUMS says {listed}", downloaded)
+    _same_as_published(source, release.tag, name, actual, downloaded, asked=False)
+    try:
+        file_list = parse_file_list(raw, name=name)
+    except ParseError as exc:
+        raise DeltaUnusable(exc.message, downloaded) from None
+    if (file_list.version, file_list.target) != (release.manifest.version, asset.target) or (
+        file_list.archive.name,
+        file_list.archive.size,
+        file_list.archive.sha256,
+    ) != (asset.name, asset.size, asset.sha256):
+        raise DeltaUnusable(f"{name} describes another build than {asset.name}", downloaded)
+    log.ok(LAYER_DIGEST, f"{name} sha256 {actual} matches SHA256SUMS; it describes {asset.name}")
+    choice = choose_delta(
+        file_list, release.sums, [k.version for k in kept], archive_size=asset.size
+    )
+    if isinstance(choice, str):
+        raise DeltaUnusable(choice, downloaded, tried=False)
+    ref = choice.delta
+    base = next(k for k in kept if k.version == choice.base)
+    base_files = recorded_files(base)
+    if base_files is None:
+        raise DeltaUnusable(
+            f"the kept {base.version}'s {FILES_LIST_NAME} does not match its record", downloaded
+        )
+    owned = None
+    if worker is None and not policy.skip_attestation:
+        worker = owned = start()
+    attesting = AttestationInBackground(source, release, actual, policy, worker)
+    try:
+        # No size given: a short body is not resumed but refused below (a delta is never
+        # worth retrying, the archive is there); the count says what came over the network.
+        counted = _Counted()
+        try:
+            fetched = source.download(
+                release.tag, ref.name, download_dir, size=None, max_size=ref.size, progress=counted
+            )
+        except (NetworkError, VerificationError) as exc:
+            downloaded += counted.done
+            raise DeltaUnusable(f"{ref.name}: {exc.message}", downloaded, asked=True) from None
+        try:
+            downloaded += fetched.size
+            if fetched.size != ref.size or fetched.sha256 != ref.sha256:
+                raise DeltaUnusable(
+                    f"{ref.name} is {fetched.size} bytes with sha256 {fetched.sha256}; "
+                    f"the signed lists say {ref.size} bytes, sha256 {ref.sha256}",
+                    downloaded,
+                    asked=True,
+                )
+            _same_as_published(
+                source, release.tag, ref.name, fetched.sha256, downloaded, asked=True
+            )
+            log.ok(
+                LAYER_DIGEST,
+                f"{ref.name} sha256 {fetched.sha256} matches SHA256SUMS and {name}",
+            )
+            try:
+                with open(fetched.path, "rb") as stream:
+                    unpacked = apply_delta(
+                        stream,
+                        fetched.size,
+                        file_list,
+                        from_version=base.version,
+                        base_dir=base.folder,
+                        base_files=base_files,
+                        destination=str(unpack_dir),
+                    )
+            except DeltaUnusable as exc:
+                raise DeltaUnusable(f"{ref.name}: {exc.message}", downloaded, asked=True) from None
+            try:
+                attesting.finish(actual, log)
+            except VerificationError as exc:
+                raise DeltaUnusable(exc.message, downloaded, asked=True) from None
+        finally:
+            fetched.path.unlink(missing_ok=True)
+    finally:
+        attesting.wait()
+        if owned is not None:
+            owned.close()
+    return _Built(ref.name, base.version, unpacked, downloaded, log)
+
+
+class _Counted:
+    """A download's progress that remembers how many bytes came (shows nothing: the delta
+    is small, and the archive's download has its own bar)."""
+
+    done = 0
+
+    def start(self, total: int | None) -> None:
+        pass
+
+    def advance(self, done: int) -> None:
+        self.done = done
+
+    def finish(self, completed: bool = True) -> None:
+        pass
+
+
+def _same_as_published(
+    source: ReleaseSource, tag: str, name: str, sha256: str, downloaded: int, *, asked: bool
+) -> None:
+    """GitHub's own digest of a release file, where it gives one, must be ``sha256``."""
+    try:
+        listing = source.listing(tag)
+    except MuxError:
+        return  # the signed SHA256SUMS decided; the archive's check says what the API did
+    published = listing.assets.get(name) if listing else None
+    if published is not None and published.sha256 is not None and published.sha256 != sha256:
+        raise DeltaUnusable(
+            f"{name} has sha256 {sha256}, GitHub's asset digest is {published.sha256}",
+            downloaded,
+            asked=asked,
+        )
+
+
+def _empty(folder: Path) -> None:
+    """Remove what a failed delta left in the staging folder (which stays, empty)."""
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            os.unlink(entry.path)
 
 
 def _check_signed_archive(

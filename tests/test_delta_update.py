@@ -1,0 +1,468 @@
+"""``mux update`` by a delta, end to end: real installs, real processes, a loopback feed whose
+request log says what came over the network; and every way a delta can be wrong, each of which
+falls back to the full archive in the same run (or is refused), losing nothing and leaving
+no temporary file."""
+
+from __future__ import annotations
+
+import bz2
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from release.publish.delta import write_deltas
+from release.publish.formats import delta_header_document
+from release.publish.package import rehash_sums
+from tests.support.installs import Install, bootstrap, snapshot
+from tests.support.releases import (
+    Feed,
+    flip_byte,
+    make_feed,
+    serve_directory_recording,
+    sign_release_dir,
+)
+from updater.config.targets import detect_target
+from updater.formats import delta as fmt
+
+TARGET = detect_target()
+DELTA = fmt.delta_name(TARGET, "0.1.0")
+FILE_LIST = fmt.file_list_name(TARGET)
+ARCHIVE = f"mux-{TARGET}.tar.gz"
+# A file the delta copies from the kept version that `mux update` does not run (a changed
+# one is read past: Python compiles the module from its source on a bad magic number).
+KEPT_COPIED = f"lib/updater/daemon/__pycache__/hub.{sys.implementation.cache_tag}.pyc"
+KEPT_PATCHED = "THIRD_PARTY_NOTICES.md"  # a file the delta patches (its version differs)
+
+
+@pytest.fixture
+def feed(tmp_path: Path) -> Feed:
+    feed = make_feed(tmp_path / "f", versions=["0.1.0", "0.2.0"])
+    write_deltas(feed.releases["0.2.0"], [feed.releases["0.1.0"]])
+    sign_release_dir(feed.releases["0.2.0"], feed.keypair)
+    return feed
+
+
+@pytest.fixture
+def served(feed: Feed):
+    with serve_directory_recording(feed.path) as (url, paths):
+        yield url, paths
+
+
+@pytest.fixture
+def installed(tmp_path: Path, sandbox_env, feed: Feed, served) -> Install:
+    url, paths = served
+    install = bootstrap(
+        tmp_path, sandbox_env, source=url, version="0.1.0", public_key=feed.keypair.public_key
+    )
+    paths.clear()
+    return install
+
+
+def _sent(feed: Feed, paths: list[str]) -> dict[str, int]:
+    """The bytes the server sent for each release file, from its request log."""
+    sent: dict[str, int] = {}
+    for path in paths:
+        file = feed.path / path.lstrip("/")
+        if file.is_file():
+            sent[file.name] = sent.get(file.name, 0) + file.stat().st_size
+    return sent
+
+
+def _update(install: Install, *args: str) -> dict[str, Any]:
+    result = install.run("update", "--json", *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["action"] == "updated", report
+    report["stderr"] = result.stderr
+    return report
+
+
+def _tree(folder: Path) -> dict[str, tuple[str, int]]:
+    """Every entry below ``folder``: a file's sha256 and mode, a link's target, a folder."""
+    found: dict[str, tuple[str, int]] = {}
+    for path in sorted(folder.rglob("*")):
+        relative = str(path.relative_to(folder))
+        if path.is_symlink():
+            found[relative] = (f"-> {os.readlink(path)}", 0)
+        elif path.is_dir():
+            found[relative] = ("dir", 0)
+        else:
+            found[relative] = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mode)
+    return found
+
+
+def _leftovers(install: Install) -> list[str]:
+    found = [
+        str(p)
+        for p in install.home.rglob("*")
+        if ".partial-" in p.name
+        or (
+            p.name.startswith((".download-", ".trash-", "."))
+            and p.name not in (".lock", ".mux-files")
+        )
+    ]
+    found += [p.name for p in install.bin_dir.iterdir() if p.name != "mux"]
+    return found
+
+
+def _full_install_tree(tmp_path: Path, sandbox_env, feed: Feed, url: str) -> dict:
+    """The tree a fresh install of 0.2.0 from the full archive gets (the reference)."""
+    reference = bootstrap(
+        tmp_path / "reference",
+        sandbox_env,
+        source=url,
+        version="0.2.0",
+        public_key=feed.keypair.public_key,
+    )
+    return _tree(reference.home / "versions" / "0.2.0")
+
+
+def test_update_by_delta_downloads_only_what_changed(
+    installed: Install, feed: Feed, served, tmp_path: Path, sandbox_env
+) -> None:
+    url, paths = served
+    report = _update(installed)
+    transfer = report["transfer"]
+    assert transfer["method"] == "delta" and transfer["delta_from"] == "0.1.0", transfer
+    assert transfer["fallback_reason"] is None
+    sent = _sent(feed, paths)
+    assert ARCHIVE not in sent and {DELTA, FILE_LIST} <= set(sent), sent
+    # The report's bytes are what the server's log says it sent of the build's files.
+    assert transfer["bytes"] == sent[DELTA] + sent[FILE_LIST]
+    archive_size = (feed.releases["0.2.0"] / ARCHIVE).stat().st_size
+    assert transfer["archive_size"] == archive_size
+    assert transfer["bytes"] < archive_size / 2
+    layers = {layer["layer"]: layer["status"] for layer in report["verification"]}
+    assert layers["archive"] == layers["smoke-test"] == layers["digest"] == "ok"
+    assert installed.reported_version()["version"] == "0.2.0"
+    # Byte for byte and mode for mode what a full install of 0.2.0 gets.
+    version_dir = installed.home / "versions" / "0.2.0"
+    assert _tree(version_dir) == _full_install_tree(tmp_path, sandbox_env, feed, url)
+    assert _leftovers(installed) == []
+    # The next update from 0.2.0 can start from what this one recorded.
+    record = json.loads((installed.home / "install.json").read_text())
+    assert (
+        record["versions"]["0.2.0"]["files_sha256"]
+        == hashlib.sha256((version_dir / ".mux-files").read_bytes()).hexdigest()
+    )
+
+
+def test_text_report_says_which_download(installed: Install) -> None:
+    result = installed.run("update")
+    assert result.returncode == 0, result.stderr
+    line = next(li for li in result.stdout.splitlines() if "download:" in li)
+    assert "a delta from 0.1.0" in line and "of the" in line, result.stdout
+
+
+@pytest.mark.parametrize("how", ["flag", "environment"])
+def test_no_delta_downloads_the_full_archive(
+    installed: Install, feed: Feed, served, how: str
+) -> None:
+    _, paths = served
+    if how == "flag":
+        report = _update(installed, "--no-delta")
+    else:
+        installed.env["MUX_NO_DELTA"] = "1"
+        report = _update(installed)
+    assert report["transfer"]["method"] == "full"
+    sent = _sent(feed, paths)
+    assert DELTA not in sent and FILE_LIST not in sent
+    assert report["transfer"]["bytes"] == sent[ARCHIVE]
+    assert "WARNING" not in report["stderr"]
+
+
+# -- faults: each falls back to the full archive, in the same run, with one line why --------
+
+
+def _resign(feed: Feed) -> None:
+    release = feed.releases["0.2.0"]
+    rehash_sums(release)
+    sign_release_dir(release, feed.keypair)
+
+
+def _file_list_doc(feed: Feed) -> dict[str, Any]:
+    return json.loads((feed.releases["0.2.0"] / FILE_LIST).read_bytes())
+
+
+def _write_file_list(feed: Feed, doc: dict[str, Any]) -> None:
+    (feed.releases["0.2.0"] / FILE_LIST).write_text(json.dumps(doc, indent=1, sort_keys=True))
+
+
+def _read_delta(feed: Feed) -> tuple[fmt.DeltaHeader, bytes]:
+    raw = (feed.releases["0.2.0"] / DELTA).read_bytes()
+    length = fmt.header_length(raw[: fmt.DELTA_PREFIX_SIZE])
+    header = fmt.parse_delta_header(
+        raw[fmt.DELTA_PREFIX_SIZE : fmt.DELTA_PREFIX_SIZE + length], size=len(raw)
+    )
+    return header, raw[fmt.DELTA_PREFIX_SIZE + length :]
+
+
+def _publish_delta(feed: Feed, raw: bytes, *, file_list: dict[str, Any] | None = None) -> None:
+    """Publish ``raw`` as the delta, signed: the file list names its size and digest, and
+    SHA256SUMS and its signature cover both (what a compromised or buggy signer publishes)."""
+    (feed.releases["0.2.0"] / DELTA).write_bytes(raw)
+    doc = file_list or _file_list_doc(feed)
+    (ref,) = doc["deltas"]
+    ref["size"], ref["sha256"] = len(raw), hashlib.sha256(raw).hexdigest()
+    _write_file_list(feed, doc)
+    _resign(feed)
+
+
+def _rewritten(feed: Feed, change: Callable[[list[dict[str, Any]]], None], patches: bytes) -> bytes:
+    """The delta with its header's entries changed by ``change`` and the patch area given."""
+    header, _ = _read_delta(feed)
+    document = json.loads(delta_header_document(header)[fmt.DELTA_PREFIX_SIZE :])
+    change(document["entries"])
+    raw = json.dumps(document, separators=(",", ":"), sort_keys=True).encode()
+    return fmt.DELTA_MAGIC + len(raw).to_bytes(4, "big") + raw + patches
+
+
+def _bsdiff(control: list[tuple[int, int, int]], diff: bytes, extra: bytes, size: int) -> bytes:
+    def int64(n: int) -> bytes:
+        return (abs(n) | (1 << 63 if n < 0 else 0)).to_bytes(8, "little")
+
+    blocks = [
+        bz2.compress(b"".join(int64(a) + int64(b) + int64(c) for a, b, c in control)),
+        diff,
+        extra,
+    ]
+    return (
+        fmt.BSDIFF_MAGIC + int64(len(blocks[0])) + int64(len(blocks[1])) + int64(size)
+    ) + b"".join(blocks)
+
+
+def _only_patch(entries: list[dict[str, Any]], path: str, length: int) -> None:
+    """Every entry a copy from the kept version, but ``path``: one patch of ``length``."""
+    for entry in entries:
+        if entry["path"] == path:
+            entry.update(op="patch", offset=0, length=length)
+        elif entry["op"] == "patch":
+            entry.update(op="copy")
+            entry.pop("offset"), entry.pop("length")
+
+
+def _notices_entry(feed: Feed) -> dict[str, Any]:
+    return next(e for e in _file_list_doc(feed)["entries"] if e["path"] == KEPT_PATCHED)
+
+
+def _fault(feed: Feed, install: Install, fault: str) -> None:
+    release = feed.releases["0.2.0"]
+    delta = release / DELTA
+    if fault == "missing":
+        delta.unlink()
+    elif fault == "truncated":
+        delta.write_bytes(delta.read_bytes()[:-100])
+    elif fault == "corrupt":
+        flip_byte(delta, len(delta.read_bytes()) // 2)
+    elif fault == "oversized":
+        delta.write_bytes(delta.read_bytes() + bytes(4096))
+    elif fault == "file list corrupt":
+        flip_byte(release / FILE_LIST, 40)
+    elif fault == "wrong bytes":
+        # A signed delta whose patch of the notices makes other bytes than the file list says.
+        size = _notices_entry(feed)["size"]
+        patch = _bsdiff([(0, size, 0)], bz2.compress(b""), bz2.compress(b"x" * size), size)
+        _publish_delta(
+            feed, _rewritten(feed, lambda e: _only_patch(e, KEPT_PATCHED, len(patch)), patch)
+        )
+    elif fault == "gigabytes":
+        # A signed patch whose diff block inflates to 4 GiB (3 KB of bzip2): the applier asks
+        # the decompressor for at most the file's signed size, then finds the rest.
+        size = _notices_entry(feed)["size"]
+        bomb = (Path(__file__).parent / "fixtures" / "zeros-4gib.bz2").read_bytes()
+        patch = _bsdiff([(size, 0, 0)], bomb, bz2.compress(b""), size)
+        _publish_delta(
+            feed, _rewritten(feed, lambda e: _only_patch(e, KEPT_PATCHED, len(patch)), patch)
+        )
+    elif fault == "output past its size":
+        size = _notices_entry(feed)["size"]
+        patch = _bsdiff([(0, 1 << 32, 0)], bz2.compress(b""), bz2.compress(b""), size)
+        _publish_delta(
+            feed, _rewritten(feed, lambda e: _only_patch(e, KEPT_PATCHED, len(patch)), patch)
+        )
+    elif fault == "kept file changed":
+        flip_byte(install.home / "versions" / "0.1.0" / KEPT_COPIED, 0)
+    elif fault == "patched kept file changed":
+        flip_byte(install.home / "versions" / "0.1.0" / KEPT_PATCHED, 10)
+    elif fault == "kept file list changed":
+        listed = install.home / "versions" / "0.1.0" / ".mux-files"
+        listed.write_bytes(listed.read_bytes().replace(b"./", b"./x", 1))
+    elif fault == "dotdot in the delta":
+
+        def escape(entries: list[dict[str, Any]]) -> None:
+            entries[0]["path"] = "../../escaped"
+
+        _publish_delta(feed, _rewritten(feed, escape, _read_delta(feed)[1]))
+    elif fault == "dotdot source in the delta":
+
+        def escape(entries: list[dict[str, Any]]) -> None:
+            copied = next(e for e in entries if e["op"] == "copy")
+            copied["source"] = "../../../../etc/passwd"
+
+        _publish_delta(feed, _rewritten(feed, escape, _read_delta(feed)[1]))
+    elif fault in ("link leaving", "device", "absolute link"):
+        doc = _file_list_doc(feed)
+        if fault == "device":
+            doc["entries"].append({"path": "lib/tty", "type": "char", "major": 5, "minor": 0})
+        else:
+            target = "../../../etc/passwd" if fault == "link leaving" else "/etc/passwd"
+            doc["entries"].append({"path": "lib/passwd", "type": "link", "target": target})
+        _write_file_list(feed, doc)
+        _resign(feed)
+    elif fault == "link in the kept version":
+        kept = install.home / "versions" / "0.1.0" / KEPT_COPIED
+        kept.unlink()
+        kept.symlink_to("/etc/passwd")
+    else:
+        raise AssertionError(fault)
+
+
+FAULTS = {
+    "missing": "404",
+    "truncated": "bytes",
+    "corrupt": "sha256",
+    "oversized": "larger",
+    "file list corrupt": "sha256",
+    "wrong bytes": "came out with sha256",
+    "gigabytes": "holds more than the patch uses",
+    "output past its size": "writes outside",
+    "kept file changed": "changed since it was installed",
+    "patched kept file changed": "changed since it was installed",
+    "kept file list changed": "does not match its record",
+    "dotdot in the delta": "not a plain path",
+    "dotdot source in the delta": "not a plain path",
+    "link leaving": "leaves its folder",
+    "absolute link": "leaves its folder",
+    "device": "not a file, folder or link",
+    "link in the kept version": "kept",
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_bad_delta_falls_back_to_the_full_archive(
+    installed: Install, feed: Feed, served, fault: str, tmp_path: Path, sandbox_env
+) -> None:
+    url, paths = served
+    _fault(feed, installed, fault)
+    report = _update(installed)
+    transfer = report["transfer"]
+    assert transfer["method"] == "full", transfer
+    reason = transfer["fallback_reason"]
+    assert reason and FAULTS[fault] in reason, reason
+    warnings = [li for li in report["stderr"].splitlines() if li.startswith("WARNING")]
+    assert len(warnings) == 1 and "downloading the full archive" in warnings[0], warnings
+    assert installed.reported_version()["version"] == "0.2.0"
+    sent = _sent(feed, paths)
+    assert ARCHIVE in sent
+    served_bytes = sum(sent.get(n, 0) for n in (DELTA, FILE_LIST, ARCHIVE))
+    if fault == "oversized":  # mux stops reading before the signed size is passed
+        assert sent[ARCHIVE] + sent[FILE_LIST] <= transfer["bytes"] <= served_bytes
+    else:
+        assert transfer["bytes"] == served_bytes
+    # What was installed is the full archive's tree, and the kept version is still there.
+    reference = _full_install_tree(tmp_path, sandbox_env, feed, url)
+    assert _tree(installed.home / "versions" / "0.2.0") == reference
+    assert (installed.home / "versions" / "0.1.0" / "mux").is_file()
+    assert _leftovers(installed) == []
+
+
+def test_peak_memory_stays_bounded_on_a_gigabyte_patch(
+    installed: Install, feed: Feed, served
+) -> None:
+    """The 4 GiB patch costs no more memory than a good update (bounded windows)."""
+    _fault(feed, installed, "gigabytes")
+    command = [str(installed.mux), "update", "--json"]
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    result = subprocess.run(
+        ["python3", "-c", wrapper, *command],
+        env=installed.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    peak_kib = int(result.stdout.split()[-1])
+    assert peak_kib < 64 * 1024, f"peak RSS {peak_kib} KiB"
+    assert installed.reported_version()["version"] == "0.2.0"
+
+
+def test_no_delta_from_a_version_not_kept_is_tried(installed: Install, feed: Feed, served) -> None:
+    """A release whose deltas start from versions this install does not keep: the full
+    archive, no delta fetched, no warning."""
+    _, paths = served
+    doc = _file_list_doc(feed)
+    doc["deltas"][0]["from"] = "0.0.9"
+    doc["deltas"][0]["name"] = fmt.delta_name(TARGET, "0.0.9")
+    os.rename(feed.releases["0.2.0"] / DELTA, feed.releases["0.2.0"] / doc["deltas"][0]["name"])
+    _write_file_list(feed, doc)
+    _resign(feed)
+    report = _update(installed)
+    assert report["transfer"]["method"] == "full"
+    assert "keeps" in report["transfer"]["fallback_reason"]
+    assert "WARNING" not in report["stderr"]
+    assert not any("0.0.9" in p for p in paths)
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_delta_update_leaves_a_runnable_mux(installed: Install) -> None:
+    """Updates by delta killed at random moments; after each, mux runs at 0.1.0 or 0.2.0,
+    and the next update finishes (by the delta) and leaves nothing behind."""
+    pristine = installed.home.parent / "pristine"
+    shutil.copytree(installed.home, pristine / "home", symlinks=True)
+    shutil.copytree(installed.bin_dir, pristine / "bin", symlinks=True)
+
+    def reset() -> None:
+        shutil.rmtree(installed.home)
+        shutil.rmtree(installed.bin_dir)
+        shutil.copytree(pristine / "home", installed.home, symlinks=True)
+        shutil.copytree(pristine / "bin", installed.bin_dir, symlinks=True)
+
+    started = time.monotonic()
+    assert _update(installed)["transfer"]["method"] == "delta"
+    duration = time.monotonic() - started
+    rng = random.Random(20261202)
+    killed = 0
+    for run in range(12):
+        reset()
+        process = subprocess.Popen(
+            [str(installed.mux), "update"],
+            env=installed.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            process.wait(timeout=rng.uniform(0, duration))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            killed += 1
+        version = installed.reported_version()["version"]
+        assert version in ("0.1.0", "0.2.0"), f"run {run}: mux reports {version}"
+        assert Path(os.readlink(installed.mux)).is_file()
+        kept = installed.home / "versions" / "0.1.0"
+        assert (kept / ".mux-files").is_file()
+        if version == "0.1.0":
+            report = _update(installed)  # finishes what was killed
+            assert report["transfer"]["method"] == "delta", report["transfer"]
+        else:  # killed after the switch: the next run tidies what it left
+            assert installed.run("update").returncode == 0
+        assert _leftovers(installed) == [], f"run {run}"
+        assert snapshot(kept)  # the kept version is whole
+    assert killed >= 6, f"only {killed} of 12 runs were killed mid-way"
