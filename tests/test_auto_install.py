@@ -30,7 +30,7 @@ from tests.support.installs import Install, bootstrap
 from tests.support.releases import KeyPair, make_keypair, make_release
 from tests.support.servers import wait_until
 from tests.test_restart import processes_of
-from tests.test_watch import Lines, event, spawn
+from tests.test_watch import Lines, event, spawn, watch_start
 from updater.servers.client import query_server
 
 needs_root = pytest.mark.skipif(
@@ -93,7 +93,7 @@ def serve_and_watch(mux: Install) -> tuple[Path, int, subprocess.Popen[str], Lin
     status = query_server(str(socket)).status
     assert status is not None
     watcher, lines = spawn(mux, "server", "watch", "--socket", str(socket))
-    assert json.loads(lines.next() or "")["version"] == status.version
+    assert watch_start(lines)[0]["version"] == status.version
     return socket, status.pid, watcher, lines
 
 
@@ -193,7 +193,7 @@ def test_off_by_default_and_skip_and_hold_are_honoured(
     write_config(mux.env, 'auto_install = "compatible"\n')  # and it is not installed either
     wait_for_log(socket, "not installing mux 1.1.0 on its own: mux 1.1.0 is skipped")
     late, late_lines = spawn(mux, "server", "watch", "--socket", str(socket))
-    late_lines.next()
+    watch_start(late_lines)
     assert mux.run("server", "stop", "--socket", str(socket)).returncode == 0
     assert [event(line)[0] for line in late_lines.rest()] == ["server-stopping"]
     assert mux.active() == "1.0.0"

@@ -21,7 +21,7 @@ from tests.support.releases import (
     serve_directory,
     serve_directory_recording,
 )
-from tests.test_watch import event, spawn
+from tests.test_watch import event, spawn, watch_start
 from updater.errors import EXIT_WITHDRAWN
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 
@@ -281,7 +281,7 @@ def test_a_withdrawal_reaches_a_running_server_within_one_check_interval(
     installed.env["MUX_UPDATE_CHECK_INTERVAL"] = "1"
     assert installed.run("server", "start").returncode == 0
     watcher, lines = spawn(installed, "server", "watch")
-    assert json.loads(lines.next() or "")["version"] == "0.2.0"
+    assert watch_start(lines)[0]["version"] == "0.2.0"
     verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "eats \x1b[2J files")
     withdrawn_at = time.monotonic()
     kind, data = event(lines.next(timeout=30))
@@ -296,7 +296,7 @@ def test_a_withdrawal_reaches_a_running_server_within_one_check_interval(
     kind, data = event(lines.next(timeout=30))
     assert kind == "update-installed" and data["version"] == "0.1.0"
     late, late_lines = spawn(installed, "server", "watch")
-    late_lines.next()
+    watch_start(late_lines)
     assert installed.run("server", "stop").returncode == 0
     assert [event(line)[0] for line in late_lines.rest()] == ["update-installed", "server-stopping"]
     watcher.wait(10)

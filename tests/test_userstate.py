@@ -22,7 +22,7 @@ from tests.conftest import run_mux
 from tests.support.installs import bootstrap
 from tests.support.releases import make_feed
 from tests.test_check import trusting, write_feed, write_release
-from tests.test_watch import event, spawn
+from tests.test_watch import event, spawn, watch_start
 from updater.commands import userstate as state_file
 from updater.core.autoinstall import LiveServer, allowed_on, decide_auto_install
 from updater.core.userstate import (
@@ -327,7 +327,7 @@ def test_a_server_tells_of_a_version_once_a_day_even_after_a_restart(
 
     def watch():
         watcher, lines = spawn(mux, "server", "watch", "--socket", str(socket))
-        lines.next()
+        watch_start(lines)
         return watcher, lines
 
     assert mux.run("server", "start", "--socket", str(socket)).returncode == 0
@@ -346,7 +346,7 @@ def test_a_server_tells_of_a_version_once_a_day_even_after_a_restart(
     other = Path(env["XDG_RUNTIME_DIR"]) / "mux" / "other.sock"
     assert mux.run("server", "start", "--socket", str(other)).returncode == 0
     other_watcher, other_lines = spawn(mux, "server", "watch", "--socket", str(other))
-    other_lines.next()
+    watch_start(other_lines)
     assert event(other_lines.next(60))[0] == "update-available"
     assert mux.run("server", "stop", "--socket", str(socket)).returncode == 0
     assert [event(line)[0] for line in lines.rest()] == ["server-stopping"]

@@ -38,7 +38,16 @@ CHECK_FLAGS = {
     "--trust-key": LIST,
 }
 # The flags of `mux update` that are not part of a check (what it does instead of checking).
-NOT_CHECK_FLAGS = ("--dry-run", "--rollback", "--prune", "--skip", "--unskip", "--hold", "--unhold")
+NOT_CHECK_FLAGS = (
+    "--dry-run",
+    "--rollback",
+    "--prune",
+    "--skip",
+    "--unskip",
+    "--hold",
+    "--unhold",
+    "--no-delta",
+)
 
 
 class CheckFlags(NamedTuple):
