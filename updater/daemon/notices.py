@@ -91,6 +91,9 @@ class ServerNotices:
         self._automatic: AutoInstall | None = None  # what the last check said of installing
         self._said_why_not: str | None = None
         self._quiet_about: str | None = None  # the version the once-a-day rule holds back
+        # The policy allowed updates again after disabling them: what it withdrew is said
+        # again at the next check (restated, not a new notice for the once-a-day rule).
+        self._restate = False
         self.layout: Layout | None = None  # found by start(), as is what follows
         self.installed: InstalledBuild | None = None
         self.manager: Manager | None = None
@@ -178,6 +181,8 @@ class ServerNotices:
         manager = self._manager(settings) if settings is not None else None
         with self._lock:
             changed = (updates, manager) != (self._updates, self.manager)
+            if self._updates == "disabled" and updates != "disabled":
+                self._restate = True
             self._updates, self.manager = updates, manager
             if settings is not None:
                 self._settings = settings
@@ -273,7 +278,8 @@ class ServerNotices:
                 self.hub.retract(EVENT_UPDATE_AVAILABLE)
                 self._announced_tag = None
                 return None
-            self._refresh_offer(installing=installing)
+            restate, self._restate = self._restate, False
+            self._refresh_offer(installing=installing, restate=restate)
             self._publish_lifecycle_events(offer, self._baseline())
         if automatic is not None and installing:
             self._said_why_not = None
@@ -310,10 +316,13 @@ class ServerNotices:
             return False
         return withheld(state, offer.version, time.time()) is not None
 
-    def _refresh_offer(self, *, installing: bool = False, announce: bool = True) -> None:
+    def _refresh_offer(
+        self, *, installing: bool = False, announce: bool = True, restate: bool = False
+    ) -> None:
         """Say (or withdraw) ``update-available`` for the last offer, as things stand now.
         ``installing``: an automatic install of it is about to run, so it is not announced;
-        ``announce=False``: withdraw what no longer holds, announce nothing new (yet)."""
+        ``announce=False``: withdraw what no longer holds, announce nothing new (yet);
+        ``restate``: say it even if this surface told of it today (the policy had withdrawn it)."""
         offer = self._offer
         if offer is None:
             return
@@ -329,7 +338,7 @@ class ServerNotices:
         elif (
             announce
             and notice.data.get("tag") != self._announced_tag
-            and self._may_announce(offer.version)
+            and (restate or self._may_announce(offer.version))
         ):
             self._announced_tag = str(notice.data.get("tag"))
             self.hub.publish(WatchEvent(notice.type, notice.data))
