@@ -32,7 +32,6 @@ MUX_MINISIGN_KEYS=''
 # administrator decides for every mux and every install.sh on the machine. A release may
 # name another path; nothing in the environment can.
 MUX_POLICY_FILE_PATH='/etc/mux/policy.toml'
-policy_pin='' policy_min_age='' policy_min_age_text=''
 # The schema of install.json (docs/contracts.md), shared with mux: written from mux's own
 # definition (updater/core/retention.py, RECORD_SCHEMA) into every copy mux-release makes.
 MUX_RECORD_SCHEMA='1'
@@ -1545,8 +1544,7 @@ time_awk() {
         function epoch(t) {
             if (t !~ /^[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9]Z$/) return -1
             return days(substr(t, 1, 4) + 0, substr(t, 6, 2) + 0, substr(t, 9, 2) + 0) * 86400 + substr(t, 12, 2) * 3600 + substr(t, 15, 2) * 60 + substr(t, 18, 2)
-        }
-'
+        }'
 }
 
 
@@ -1565,7 +1563,7 @@ utc_epoch() {
 # install takes the newest release that is neither halted nor withdrawn whatever its rollout
 # stage (docs/contracts.md, "Release lifecycle"), so stages are not read here.
 pick_from_index() {
-    LC_ALL=C awk -F '\t' -v pin="$policy_pin" -v age="$policy_min_age" -v now="$(now_unix)" "$(version_awk)$(time_awk)"'
+    LC_ALL=C awk -F '\t' -v pin="${policy_pin-}" -v age="${policy_min_age-}" -v now="$(now_unix)" "$(version_awk)$(time_awk)"'
         function index_of(p) { sub(/\/.*/, "", p); return p }
         { p = $1; sub(/^releases\//, "", p) }
         p ~ /^[0-9]+\/tag$/ {
@@ -1744,13 +1742,13 @@ verify_documents() {
     if [ -z "$feed_url" ]; then
         # GitHub's release pages carry no signed lifecycle (until the TUF repository): the
         # policy's pin and minimum_release_age are held to the signed manifest itself.
-        if [ -n "$policy_pin" ]; then
+        if [ -n "${policy_pin-}" ]; then
             case $version. in
                 "$policy_pin".*) ;;
                 *) policy_refuses "pin = \"$policy_pin\"" "mux $version (GitHub's newest) is not a $policy_pin.x release, and GitHub's source cannot list older ones" ;;
             esac
         fi
-        if [ -n "$policy_min_age" ]; then
+        if [ -n "${policy_min_age-}" ]; then
             vd_released=$(utc_epoch "$(json_get "$mf" released_at)")
             if [ "$vd_released" -lt 0 ] || [ $((vd_released + policy_min_age)) -gt "$(now_unix)" ]; then
                 policy_refuses "minimum_release_age = \"$policy_min_age_text\"" "mux $version is younger than that (or its signed manifest gives no release time)"

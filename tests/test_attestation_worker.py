@@ -20,7 +20,7 @@ import pytest
 
 from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.support.installs import bootstrap
-from tests.support.releases import make_keypair, make_release, serve_directory
+from tests.support.releases import attest_release, make_keypair, make_release, serve_directory
 from updater.config import buildinfo
 from updater.config.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
 from updater.errors import VerificationError
@@ -266,7 +266,8 @@ def test_mux_update_leaves_no_verifier_behind_whatever_happens(
     keypair = make_keypair(tmp_path / "keys")
     feed = tmp_path / "feed"
     for version in ("0.1.0", "0.2.0"):
-        make_release(feed, version, protocol_version=1, keypair=keypair, repo=REPO)
+        release = make_release(feed, version, protocol_version=1, keypair=keypair, repo=REPO)
+        attest_release(release, version, sigstore, keypair, REPO)
     env = {
         **sandbox_env,
         "MUX_REPO": REPO,
@@ -277,7 +278,7 @@ def test_mux_update_leaves_no_verifier_behind_whatever_happens(
         install = bootstrap(
             tmp_path, env, source=url, version="0.1.0", public_key=keypair.public_key
         )
-        installed = install.run("update")  # verified (no bundle is published here: skipped)
+        installed = install.run("update")  # verified, its attestation by the child
         assert installed.returncode == 0, installed.stderr
         again = install.run("update")  # up to date: the prestarted child goes unused
         assert again.returncode == 0, again.stderr

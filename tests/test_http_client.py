@@ -59,8 +59,15 @@ def test_the_token_goes_only_to_its_hosts_and_a_401_is_retried_without_it() -> N
             return httpx.Response(302, headers={"Location": "https://blobs.example/b"})
         return httpx.Response(200, content=b"body")
 
-    policy = HostPolicy(token_hosts=frozenset({"api.example"}))
+    # Token hosts are origins: scheme, host and effective port.
+    policy = HostPolicy(token_hosts=frozenset({"https://api.example:443"}))
     with client(handler, policy=policy, token="t0ken") as http:
+        assert http.get("https://api.example/a").content == b"body"
+        asked.clear()
+        # Another port of the same host is another origin: it never sees the token.
+        assert http.get("https://api.example:8443/a").content == b"body"
+        assert asked == [("api.example", None), ("blobs.example", None)]
+        asked.clear()
         assert http.get("https://api.example/a").content == b"body"
     assert asked == [
         ("api.example", "Bearer t0ken"),  # stale: 401

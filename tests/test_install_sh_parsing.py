@@ -130,7 +130,8 @@ def test_the_newest_stable_release_is_mux_s(
     picked = call(library, 'pick_from_index "$1"', "", str(flat))
     assert picked.returncode == 0, picked.stderr
     lines = picked.stdout.splitlines()
-    assert lines[: len(listed)] == [f"listed\t{v}" for v in listed]
+    # "listed<TAB>version<TAB>state<TAB>reason": none of these has a lifecycle record
+    assert lines[: len(listed)] == [f"listed\t{v}\tok\t" for v in listed]
     stable = [v for v in listed if not parse_tag(f"v{v}").is_prerelease]
     if stable:
         assert lines[len(listed) :] == [f"latest\t{max(stable, key=Version)}"]
@@ -144,7 +145,11 @@ def test_an_invalid_tag_spoils_the_list_and_drafts_are_not_offered(
     flat = tmp_path / "releases.flat"
     flat.write_text(_flat_index(["0.1.0", "0.9.0", "0.2.0"], drafts=[1]))
     picked = call(library, 'pick_from_index "$1"', "", str(flat))
-    assert picked.stdout.splitlines() == ["listed\t0.1.0", "listed\t0.2.0", "latest\t0.2.0"]
+    assert picked.stdout.splitlines() == [
+        "listed\t0.1.0\tok\t",
+        "listed\t0.2.0\tok\t",
+        "latest\t0.2.0",
+    ]
     flat.write_text(_flat_index(["0.1.0", "1.2.3-foo", "0.2.0"]))
     picked = call(library, 'pick_from_index "$1"', "", str(flat))
     assert picked.stdout.splitlines()[-1] == "bad\tv1.2.3-foo"

@@ -250,7 +250,7 @@ def test_watch_events_carry_the_packagers_command_after_its_delay(
 ) -> None:
     """A server of the packaged mux checks in the background: its update-available event
     names the packager's command, and a packager's delay holds it back like the check's."""
-    from tests.test_watch import event, spawn, wait_until
+    from tests.test_watch import event, spawn, wait_until, watch_start
 
     folder = build_folder(homebrew)
     fresh = offering(tmp_path / "fresh", rfc3339(time.time() - 3600))
@@ -262,7 +262,7 @@ def test_watch_events_carry_the_packagers_command_after_its_delay(
     assert write_marker(folder, *marker, "--announce-delay", "24h").returncode == 0
     assert run.run("server", "start").returncode == 0
     watcher, lines = spawn(run, "server", "watch")
-    assert json.loads(lines.next() or "")["version"] == "0.1.0"
+    assert watch_start(lines)[0]["version"] == "0.1.0"
     wait_until(lambda: "background check: latest v0.2.0" in log.read_text(), what="a check")
     assert run.run("server", "stop").returncode == 0
     assert [event(line)[0] for line in lines.rest()] == ["server-stopping"]  # held back
@@ -271,7 +271,7 @@ def test_watch_events_carry_the_packagers_command_after_its_delay(
     assert write_marker(folder, *marker).returncode == 0  # no delay
     assert run.run("server", "start").returncode == 0
     watcher, lines = spawn(run, "server", "watch")
-    lines.next()
+    watch_start(lines)
     kind, data = event(lines.next())
     assert (kind, data["version"]) == ("update-available", "0.2.0")
     assert data["install_command"] == "brew upgrade mux"

@@ -594,6 +594,8 @@ def test_offer_notice_only_for_a_newer_release(installed: str, announced: bool) 
         **_offer(Decision.UPDATE).to_cache()["latest"],
         "install_command": "mux update",
         "managed_by": None,
+        "critical": False,  # no signed lifecycle record: nothing critical, no notes
+        "notes": "",
     }
 
 

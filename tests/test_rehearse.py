@@ -28,7 +28,7 @@ def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up(real_build: Rea
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "rehearsal passed: 13 steps" in out
+    assert "rehearsal passed: 14 steps" in out
     for expected in (
         f"a standalone PyInstaller one-folder build (from {real_build.folder})",
         "install mux 1.0.0 with install.sh",
@@ -63,9 +63,9 @@ def test_a_failing_step_stops_the_rehearsal_with_its_error(
     with pytest.raises(rehearsal.RehearsalError) as caught:
         rehearsal.rehearse(standin=True, say=said.append)
     message = str(caught.value)
-    assert message.startswith("step 7 (verify both releases"), message
+    assert message.startswith("step 8 (verify both releases"), message
     assert "verification failed (attestation)" in message
-    assert not any(line.startswith("[ 8]") for line in said)  # nothing ran after it
+    assert not any(line.startswith("[ 9]") for line in said)  # nothing ran after it
     workdir = Path(said[0].rsplit(" in ", 1)[1])
     assert not workdir.exists()
 
@@ -91,9 +91,9 @@ def test_the_reproducibility_step_fails_when_the_second_build_differs(
     with pytest.raises(rehearsal.RehearsalError) as caught:
         rehearsal.rehearse(standin=True, say=said.append)
     message = str(caught.value)
-    assert message.startswith("step 4 (build mux 1.0.0 again and compare"), message
+    assert message.startswith("step 5 (build mux 1.0.0 again and compare"), message
     assert "the two builds of mux 1.0.0" in message
     assert "lib/updater/stamp.py (only in the second)" in message
-    assert not any(line.startswith("[ 5]") for line in said)
+    assert not any(line.startswith("[ 6]") for line in said)
     workdir = Path(said[0].rsplit(" in ", 1)[1])
     assert not workdir.exists()

@@ -99,6 +99,6 @@ def breaker(kind: str) -> Callable[[Path], None]:
             _missing_library(folder)
         else:
             _edit_server_module(folder, kind)
-        _relist(folder)
+        _relist(folder, f"a broken server ({kind}, tests.support.broken)")
 
     return post_build

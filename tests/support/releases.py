@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
 import http.server
 import json
 import shutil
@@ -65,7 +66,12 @@ from typing import Any
 
 from release.build.standin import build_standin
 from release.publish.feed import DEFAULT_EXPIRES_IN, SignedIndex, sign_feed_index, write_feed_index
-from release.publish.package import package_release, sign_release, trusted_comment_for
+from release.publish.package import (
+    package_release,
+    rehash_sums,
+    sign_release,
+    trusted_comment_for,
+)
 from release.publish.signing import SecretKey, generate_keypair
 from release.rehearsal.serve import serve_directory as serve_directory  # re-exported for tests
 from release.rehearsal.serve import serve_handler
@@ -75,6 +81,7 @@ from updater.formats.models import (
     MANIFEST_NAME,
     SUMS_NAME,
     SUMS_SIGNATURE_NAME,
+    attestation_name,
     parse_manifest,
     tag_for,
 )
@@ -128,6 +135,25 @@ def make_keypair(
         password=password,
         public_key_path=public_path,
     )
+
+
+def attest_release(
+    release_dir: Path, version: str, sigstore: Any, keypair: KeyPair, repo: str
+) -> Path:
+    """Attest every file of a release with ``sigstore`` (a throwaway
+    :class:`~release.rehearsal.fake_sigstore.FakeSigstore`), as the release workflow does,
+    list the bundle in ``SHA256SUMS`` and sign it again; returns the bundle's path."""
+    release_dir = Path(release_dir)
+    subjects = {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in release_dir.iterdir()
+        if p.name not in (SUMS_NAME, SUMS_SIGNATURE_NAME)
+    }
+    bundle = release_dir / attestation_name(version)
+    bundle.write_bytes(sigstore.attest(subjects, repository=repo, ref=f"refs/tags/v{version}"))
+    rehash_sums(release_dir)
+    sign_release(release_dir, keypair.secret_key())
+    return bundle
 
 
 def sign_release_dir(
