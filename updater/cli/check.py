@@ -37,7 +37,7 @@ CHECK_FLAGS = {
     "--trust-key": LIST,
 }
 # The flags of `mux update` that are not part of a check (what it does instead of checking).
-NOT_CHECK_FLAGS = ("--dry-run", "--rollback", "--prune")
+NOT_CHECK_FLAGS = ("--dry-run", "--rollback", "--prune", "--no-delta")
 
 
 class CheckFlags(NamedTuple):
