@@ -20,6 +20,7 @@ from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.support.releases import make_feed
 from tests.support.standins import add_file
 from updater.config.targets import detect_target
+from updater.core.transfer import choose_delta
 from updater.errors import ParseError
 from updater.files import sha256_file
 from updater.formats import delta as fmt
@@ -316,3 +317,43 @@ def test_a_delta_for_another_version_is_unusable(tmp_path: Path) -> None:
             base_files=digests,
             destination=str(tmp_path / "out"),
         )
+
+
+# -- which delta a client tries (pure) ------------------------------------------------------
+
+
+def _offering(*refs: tuple[str, int]) -> tuple[fmt.FileList, dict[str, str]]:
+    deltas = tuple(
+        fmt.DeltaRef(version, fmt.delta_name(TARGET, version), size, f"{n:064x}")
+        for n, (version, size) in enumerate(refs)
+    )
+    file_list = fmt.parse_file_list(json.dumps(_file_list(entries=_entries())).encode())
+    file_list = fmt.FileList(
+        file_list.version,
+        file_list.target,
+        file_list.archive,
+        file_list.mtime,
+        file_list.entries,
+        deltas,
+    )
+    return file_list, {d.name: d.sha256 for d in deltas}
+
+
+def test_the_delta_from_the_first_kept_version_that_has_one_is_chosen() -> None:
+    file_list, sums = _offering(("0.1.0", 10), ("0.1.5", 10))
+    choice = choose_delta(file_list, sums, ["0.1.5", "0.1.0"], archive_size=100)
+    assert not isinstance(choice, str) and choice.base == "0.1.5"
+    choice = choose_delta(file_list, sums, ["0.1.9", "0.1.0"], archive_size=100)
+    assert not isinstance(choice, str) and choice.base == "0.1.0"
+
+
+def test_no_delta_is_chosen_unless_signed_small_and_from_a_kept_version() -> None:
+    file_list, sums = _offering(("0.1.0", 50))
+    assert "not under half" in str(choose_delta(file_list, sums, ["0.1.0"], archive_size=100))
+    file_list, sums = _offering(("0.1.0", 10))
+    unlisted = {name: "f" * 64 for name in sums}
+    assert "SHA256SUMS does not list" in str(
+        choose_delta(file_list, unlisted, ["0.1.0"], archive_size=100)
+    )
+    assert "keeps" in str(choose_delta(file_list, sums, ["0.0.1"], archive_size=100))
+    assert "no delta" in str(choose_delta(_offering()[0], {}, ["0.1.0"], archive_size=100))
