@@ -81,7 +81,7 @@ def _client(
 def refresh(metadata_dir: str, metadata_url: str) -> None:
     client, http = _client(metadata_dir, metadata_url)
     try:
-        client.refresh()
+        client.refresh_top_level()
     finally:
         if http is not None:
             http.close()
@@ -98,7 +98,7 @@ def download(
         metadata_dir, metadata_url, target_dir=target_dir, target_base_url=target_base_url
     )
     try:
-        client.refresh()
+        client.refresh_top_level()
         for name in target_names:
             client.download(name)
     finally:

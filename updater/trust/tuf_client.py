@@ -119,6 +119,18 @@ class TufClient:
 
     def refresh(self) -> SignedTargets:
         """Run the client workflow and list every release file the verified metadata names."""
+        listed = self._refresh(list_targets=True)
+        assert listed is not None
+        return listed
+
+    def refresh_top_level(self) -> None:
+        """The specification's refresh alone (root, timestamp, snapshot, top-level targets),
+        as ``mux-release tuf-client refresh`` does: delegated roles are loaded only when a
+        target is looked up, so a delegation the snapshot no longer lists is no error until
+        then. :meth:`refresh` also loads every delegated role, to list every release."""
+        self._refresh(list_targets=False)
+
+    def _refresh(self, *, list_targets: bool) -> SignedTargets | None:
         with refreshing(self.metadata_dir, wait=self._lock_wait):
             try:
                 updater = self._updater = StoredUpdater(
@@ -134,7 +146,7 @@ class TufClient:
                 # made; moved forward only (a test's clock), never back.
                 updater._trusted_set.reference_time += self._clock_ahead
                 updater.refresh()
-                return self._listed(updater)
+                return self._listed(updater) if list_targets else None
             except (exceptions.RepositoryError, exceptions.DownloadError, ValueError) as exc:
                 raise explain(exc, self) from None
             except OSError as exc:
