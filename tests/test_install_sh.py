@@ -1443,7 +1443,14 @@ def test_the_script_is_truncation_safe_by_construction() -> None:
         assert (
             line.endswith("() {")
             or line in ("set -eu", '{ main ${1+"$@"}; }')
-            or line.startswith(("MUX_DEFAULT_REPO=", "MUX_MINISIGN_KEYS=", "MUX_POLICY_FILE_PATH="))
+            or line.startswith(
+                (
+                    "MUX_DEFAULT_REPO=",
+                    "MUX_MINISIGN_KEYS=",
+                    "MUX_POLICY_FILE_PATH=",
+                    "MUX_RECORD_SCHEMA=",
+                )
+            )
         ), line
     # Nothing may read the rest of a piped script: main's first act is to drop stdin.
     body = text.split("\nmain() {\n", 1)[1]

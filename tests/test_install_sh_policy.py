@@ -219,10 +219,9 @@ def test_a_folder_source_is_for_mux_not_install_sh(
 def test_trusted_keys_let_in_a_mirror_signed_with_its_own_key(
     tmp_path: Path, script: Path, env: dict[str, str], policy_path: Path
 ) -> None:
-    # The mirror signs with its own key, which the script was not built with.
-    mirror = make_feed(
-        tmp_path / "mirror", versions=["0.1.0"], keypair=make_keypair(tmp_path / "mirror-key")
-    )
+    # The mirror signs with a key of its own, not the one the script was built to trust.
+    mirror_key = make_keypair(tmp_path / "mirror-key")
+    mirror = make_feed(tmp_path / "mirror", versions=["0.1.0"], keypair=mirror_key)
     with serve_directory(mirror.path) as url:
         write_policy(policy_path, f'source = "{url}"\n')
         without = {k: v for k, v in env.items() if k != "MUX_DOWNLOAD_URL"}

@@ -287,7 +287,8 @@ def test_trusted_keys_let_a_mirror_signed_with_another_key_in(
 ) -> None:
     """A mirror re-signs the releases (and its index) with its own key: without the policy's
     key its signed index is refused (exit 3); with it, mux installs from it."""
-    mirror = make_feed(tmp_path / "mirror", versions=["0.1.0", "0.2.0"])
+    mirror_key = make_keypair(tmp_path / "mirror-key")
+    mirror = make_feed(tmp_path / "mirror", versions=["0.1.0", "0.2.0"], keypair=mirror_key)
     home = tmp_path / "home-install"
     env = {
         **sandbox_env,

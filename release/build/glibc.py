@@ -34,8 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from packaging.version import InvalidVersion, Version
-
 from release.folder.walk import build_files
 from release.textdiff import name_some
 from updater.errors import MuxError, UsageError
@@ -69,6 +67,8 @@ def wheel_platform(target: str, floor: str = GLIBC_FLOOR) -> str:
 
 
 def _parse(text: str) -> Version:
+    # deferred: the build job runs `python3 -S -m release.build.glibc wheel-platform` before anything is installed: the standard library only
+    from packaging.version import Version
 
     return Version(text)
 
@@ -150,6 +150,8 @@ def required_glibc(folder: Path) -> GlibcRequirement:
 def check_glibc_floor(folder: Path, floor: str = GLIBC_FLOOR) -> GlibcRequirement:
     """``required_glibc``, failing when the build needs more than ``floor`` (naming every file
     above it, with what it needs) or more of the system's libgcc_s than :data:`LIBGCC_FLOOR`."""
+    # deferred: the build job runs `python3 -S -m release.build.glibc wheel-platform` before anything is installed: the standard library only
+    from packaging.version import InvalidVersion
 
     try:
         _parse(floor)

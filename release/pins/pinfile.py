@@ -25,7 +25,6 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-import tomlkit.exceptions
 from packaging.licenses import InvalidLicenseExpression, canonicalize_license_expression
 from packaging.version import InvalidVersion, Version
 
@@ -212,6 +211,7 @@ def load_document(path: Path) -> tomlkit.TOMLDocument:
     # tomlkit is the release extra: imported once a pins file is read, so that without it
     # mux-release still starts and main() says how to get it (tests/test_units.py).
     import tomlkit
+    import tomlkit.exceptions
 
     try:
         text = path.read_text(encoding="utf-8")

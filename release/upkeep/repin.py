@@ -38,8 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import tomlkit
-
 from release.bill.notices import Distribution, generate_notices
 from release.pins.pinfile import (
     ARTIFACTS_KEY,
@@ -206,6 +204,8 @@ def rewrite_pin(
     of targets it no longer declares, a single-asset entry its ``[pinned]`` tables. Nothing
     people wrote is touched.
     """
+    # deferred: tomlkit is the release extra's: without it, mux-release says how to get it (release/cli.py)
+    import tomlkit
 
     document = tomlkit.parse(document_text)
     entry = document[ARTIFACTS_KEY][name]
@@ -620,5 +620,7 @@ def repin(
 
 
 def load_document_text(text: str) -> Any:
+    # deferred: tomlkit is the release extra's: without it, mux-release says how to get it (release/cli.py)
+    import tomlkit
 
     return tomlkit.parse(text)

@@ -28,14 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from cryptography.hazmat import asn1
-from cryptography.x509 import (
-    ExtensionNotFound,
-    SubjectAlternativeName,
-    UniformResourceIdentifier,
-    UnrecognizedExtension,
-)
-
 from updater.errors import VerificationError
 from updater.text import safe_text
 
@@ -208,7 +200,7 @@ def preload() -> None:
     install is reported when a bundle is verified (:func:`_load_verifier`), not here."""
     _quiet_sigstore_logs()
     try:
-        # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
+        # deferred: sigstore (with cryptography and pydantic) takes 0.5-0.7 s to import; importing this module must not (tests/test_attestation.py)
         import sigstore.errors
         import sigstore.models
         import sigstore.verify  # noqa: F401
@@ -383,10 +375,8 @@ def _load_verifier(
 ) -> tuple[Verifier, str]:
     _quiet_sigstore_logs()
     try:
-        # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
-        from sigstore.verify import (
-            Verifier,
-        )
+        # deferred: sigstore (with cryptography and pydantic) takes 0.5-0.7 s to import; importing this module must not (tests/test_attestation.py)
+        from sigstore.verify import Verifier
     except ImportError as exc:  # a broken install must not turn into "verified"
         raise VerificationError(f"attestation: sigstore is not available ({exc})") from None
 
@@ -404,11 +394,8 @@ def _load_verifier(
 
 
 def _trusted_root_from_file(path: Path) -> TrustedRoot:
-    # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
-    from sigstore.models import (
-        ClientTrustConfig,
-        TrustedRoot,
-    )
+    # deferred: sigstore (with cryptography and pydantic) takes 0.5-0.7 s to import; importing this module must not (tests/test_attestation.py)
+    from sigstore.models import ClientTrustConfig, TrustedRoot
 
     try:
         text = path.read_text(encoding="utf-8")
@@ -434,10 +421,8 @@ def _trusted_root_from_file(path: Path) -> TrustedRoot:
 def _production_trusted_root(
     offline: bool, refresh_timeout: float, warn: Callable[[str], None]
 ) -> tuple[TrustedRoot, str]:
-    # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
-    from sigstore.models import (
-        ClientTrustConfig,
-    )
+    # deferred: sigstore (with cryptography and pydantic) takes 0.5-0.7 s to import; importing this module must not (tests/test_attestation.py)
+    from sigstore.models import ClientTrustConfig
 
     if not offline:
         outcome: dict[str, Any] = {}
@@ -504,17 +489,10 @@ def _verify_one(
             "as GitHub makes for private repositories); only public-good Sigstore is supported"
         )
 
-    # deferred: sigstore takes 0.5-0.7 s to import; only the attestation child needs it
-    from sigstore.errors import (
-        CertValidationError,
-    )
-    from sigstore.errors import (
-        VerificationError as SigstoreVerificationError,
-    )
-    from sigstore.models import (
-        Bundle,
-        InvalidBundle,
-    )
+    # deferred: sigstore (with cryptography and pydantic) takes 0.5-0.7 s to import; importing this module must not (tests/test_attestation.py)
+    from sigstore.errors import CertValidationError
+    from sigstore.errors import VerificationError as SigstoreVerificationError
+    from sigstore.models import Bundle, InvalidBundle
 
     policy = _IdentityPolicy(identity)
     try:
@@ -740,6 +718,9 @@ class _IdentityPolicy:
 
 def _fulcio_extensions(cert: Certificate) -> dict[str, str]:
     """GitHub's Fulcio extensions from 1.8 on, decoded (DER UTF8String); others are skipped."""
+    # deferred: sigstore (with cryptography and pydantic) takes 0.5-0.7 s to import; importing this module must not (tests/test_attestation.py)
+    from cryptography.hazmat import asn1
+    from cryptography.x509 import UnrecognizedExtension
 
     values: dict[str, str] = {}
     for extension in cert.extensions:
@@ -767,6 +748,12 @@ def _required(extensions: Mapping[str, str], oid: str, what: str, expected: str)
 
 
 def _san_uri(cert: Certificate) -> str | None:
+    # deferred: sigstore (with cryptography and pydantic) takes 0.5-0.7 s to import; importing this module must not (tests/test_attestation.py)
+    from cryptography.x509 import (
+        ExtensionNotFound,
+        SubjectAlternativeName,
+        UniformResourceIdentifier,
+    )
 
     try:
         san = cert.extensions.get_extension_for_class(SubjectAlternativeName).value
