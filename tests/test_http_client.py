@@ -16,6 +16,7 @@ from updater.config.settings import HttpSettings
 from updater.errors import NetworkError, VerificationError
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
+from updater.urls import url_origin
 
 Handler = Callable[[httpx.Request], httpx.Response]
 QUICK = HttpSettings(retries=2, backoff=0.0)
@@ -59,8 +60,8 @@ def test_the_token_goes_only_to_its_hosts_and_a_401_is_retried_without_it() -> N
             return httpx.Response(302, headers={"Location": "https://blobs.example/b"})
         return httpx.Response(200, content=b"body")
 
-    # Token hosts are origins: scheme, host and effective port.
-    policy = HostPolicy(token_hosts=frozenset({"https://api.example:443"}))
+    # Token hosts are origins (scheme, host and effective port), as the sources give them.
+    policy = HostPolicy(token_hosts=frozenset({url_origin("https://api.example")}))
     with client(handler, policy=policy, token="t0ken") as http:
         assert http.get("https://api.example/a").content == b"body"
         asked.clear()

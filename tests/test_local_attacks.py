@@ -193,17 +193,21 @@ def test_this_users_process_holding_the_state_folder_delays_an_update_only_to_a_
 # -- state files that are not what they should be ------------------------------------------
 
 
-KINDS = ["fifo", "device", "huge", "other-owner"]
+KINDS = ["fifo", "device", "link-to-device", "huge", "other-owner"]
 
 
 def plant(path: Path, kind: str, content: bytes) -> None:
-    """Put ``kind`` at ``path``: a FIFO, a link to /dev/zero, 2 MiB of JSON white space, or
-    ``content`` as a file of another user's."""
+    """Put ``kind`` at ``path``: a FIFO, a device node as /dev/zero is (as root), a link to
+    /dev/zero, 2 MiB of JSON white space, or ``content`` as a file of another user's."""
+    if kind == "device" and os.geteuid() != 0:
+        pytest.skip("only root can make a device node")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.unlink(missing_ok=True)
     if kind == "fifo":
         os.mkfifo(path, 0o600)
     elif kind == "device":
+        os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    elif kind == "link-to-device":
         path.symlink_to("/dev/zero")
     elif kind == "huge":
         path.write_bytes(b" " * (2 << 20) + content)
@@ -225,7 +229,7 @@ def settled(result, *codes: int) -> str:
 def test_a_check_cache_or_install_record_that_is_no_regular_file_of_yours_is_ignored(
     installed: Install, kind: str
 ) -> None:
-    """check.json and install.json as a FIFO (a hang on main), linked to /dev/zero (a
+    """check.json and install.json as a FIFO (a hang on main), /dev/zero or linked to it (a
     MemoryError on main), 2 MiB, or another user's (whose cached answer would be believed):
     the check and the update go on as without them, and write them anew."""
     if kind == "other-owner":
@@ -269,7 +273,8 @@ def test_a_feed_seq_that_is_no_regular_file_of_yours_is_one_line(
 def test_a_rate_limit_file_that_is_no_regular_file_of_yours_is_ignored(
     tmp_path: Path, sandbox_env: dict[str, str], kind: str
 ) -> None:
-    """http/rate-limits.json (what GitHub's rate limits left) as a FIFO, a device, 2 MiB,
+    """http/rate-limits.json (what GitHub's rate limits left) as a FIFO, a device (or a link
+    to one), 2 MiB,
     or another user's saying GitHub's API is closed for an hour: the check asks GitHub as
     if it were not there. The same entry in a file of this user's is obeyed."""
     if kind == "other-owner":
