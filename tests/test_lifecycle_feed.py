@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from release.publish.lifecycle import change_lifecycle
+from tests.conftest import run_mux
+from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import (
     TEST_PASSWORD,
@@ -21,6 +24,7 @@ from tests.support.releases import (
     serve_directory,
     serve_directory_recording,
 )
+from tests.test_check import write_release
 from tests.test_watch import event, spawn, watch_start
 from updater.errors import EXIT_WITHDRAWN
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
@@ -301,3 +305,68 @@ def test_a_withdrawal_reaches_a_running_server_within_one_check_interval(
     assert [event(line)[0] for line in late_lines.rest()] == ["update-installed", "server-stopping"]
     watcher.wait(10)
     late.wait(10)
+
+
+def write_policy(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o644)
+    return path
+
+
+def test_the_policy_pin_ring_and_cooldown_bind_mux(
+    installed: Install, feed: Feed, tmp_path: Path
+) -> None:
+    # A development mux (version 0.1.0, as installed) reads MUX_POLICY_FILE; an installed
+    # build reads only the path it was built with.
+    policy = write_policy(tmp_path / "own" / "policy.toml", 'pin = "0.1"\nring = "early"\n')
+    env = {**installed.env, "MUX_POLICY_FILE": str(policy), "MUX_HOME": str(installed.home)}
+    trust = ("--trust-key", feed.keypair.public_key)
+
+    def dev(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return run_mux(list(args), {**env, **extra})
+
+    result = dev("update", "--check", "--json", *trust)
+    doc = json.loads(result.stdout)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert doc["lifecycle"]["pin"] == "0.1" and doc["lifecycle"]["ring"] == "early"
+    assert doc["lifecycle"]["held_back"][0]["why"] == "pin"
+    asked = dev("update", "--version", "0.2.0", *trust)
+    assert asked.returncode == 4 and "pin" in asked.stderr, asked.stderr
+    louder = dev("update", "--check", *trust, MUX_UPDATE_RING="late")
+    assert louder.returncode == 4 and 'ring = "early"' in louder.stderr, louder.stderr
+    # The cooldown counts from the signed released_at: a release an hour old is held 72 h.
+    young = int(time.time()) - 3600
+    change_lifecycle(
+        feed.path,
+        feed.keypair.secret_key(),
+        "v0.2.0",
+        lambda record: record._replace(released_at=young),
+    )
+    write_policy(policy, 'minimum_release_age = "72h"\n')
+    cooling = dev("update", "--check", "--json", *trust)
+    assert cooling.returncode == 0, cooling.stdout + cooling.stderr
+    (held,) = json.loads(cooling.stdout)["lifecycle"]["held_back"]
+    assert held["why"] == "cooldown" and held["offered_at"] is not None
+    stays = dev("update", *trust)
+    assert stays.returncode == 0, stays.stdout + stays.stderr
+    assert installed.active() == "0.1.0"
+
+
+def test_github_has_no_signed_lifecycle_and_says_so(tmp_path: Path, sandbox_env) -> None:
+    root = tmp_path / "releases"
+    root.mkdir()
+    with serve_github(FakeGitHub(root=root)) as github:
+        write_release(github.root, "9.0.0")
+        env = {**sandbox_env, **github_env(github)}
+        result = run_mux(["update", "--check", "--json"], env)
+        doc = json.loads(result.stdout)
+        assert result.returncode == 10, result.stdout + result.stderr
+        assert doc["lifecycle"]["available"] is False
+        assert "GitHub's release pages carry no signed lifecycle" in doc["lifecycle"]["origin"]
+        assert doc["lifecycle"]["withdrawn"] is None and doc["lifecycle"]["held_back"] == []
+        # The pin still holds, by the signed manifest.
+        policy = write_policy(tmp_path / "own" / "policy.toml", 'pin = "8"\n')
+        held = run_mux(["update", "--check", "--json"], {**env, "MUX_POLICY_FILE": str(policy)})
+        assert held.returncode == 0, held.stdout + held.stderr
+        assert json.loads(held.stdout)["lifecycle"]["held_back"][0]["why"] == "pin"
