@@ -263,7 +263,11 @@ def test_an_unsigned_or_rolled_back_lifecycle_change_is_refused(
     signature.write_bytes(after_halt[1])
     unsigned, _ = check(installed)
     assert unsigned.returncode == 3 and "not signed by a key" in unsigned.stderr
-    # The publisher never carries state its own signature does not vouch for.
+    # The publisher never carries state its own signature does not vouch for (here a note
+    # nobody signed; an index without state starts the next one afresh).
+    doc = json.loads(after_halt[0])
+    doc["releases"][0]["lifecycle"]["notes"] = "written by nobody the key vouches for"
+    index.write_text(json.dumps(doc))
     carried = mux_release(feed, "resume", "--tag", "v0.2.0")
     assert carried.returncode == 1 and "no signature" in carried.stderr, carried.stderr
     assert len(carried.stderr.strip().splitlines()) <= 2

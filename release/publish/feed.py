@@ -121,7 +121,7 @@ def _released_at(manifest: Path) -> int | None:
 def carried_lifecycle(feed_dir: Path, key: SecretKey) -> dict[str, Lifecycle]:
     """The lifecycle records of ``feed_dir``'s index, once its signature verified with
     ``key``'s public key: only signed state is carried into the next index. An index without
-    records and no signature carries nothing; one its signature does not vouch for is refused."""
+    records carries nothing; one with records its signature does not vouch for is refused."""
     index = feed_dir / FEED_INDEX_NAME
     if not index.is_file():
         return {}
@@ -136,13 +136,10 @@ def carried_lifecycle(feed_dir: Path, key: SecretKey) -> dict[str, Lifecycle]:
         for r in releases
         if r.lifecycle is not None and r.lifecycle._replace(released_at=None) != Lifecycle()
     }
-    signature = feed_dir / FEED_SIGNATURE_NAME
-    # A signed index is checked even when it now carries no state: an edit that removed a
-    # halt or a withdrawal must not be signed again as if it were the publisher's.
-    if not stateful and not signature.exists():
+    if not stateful:
         return {}
     try:
-        verify(raw, signature.read_bytes(), [key.public_key])
+        verify(raw, (feed_dir / FEED_SIGNATURE_NAME).read_bytes(), [key.public_key])
     except (OSError, VerificationError) as exc:
         reason = exc.message if isinstance(exc, VerificationError) else str(exc)
         raise FeedError(
