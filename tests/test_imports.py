@@ -103,6 +103,7 @@ CACHED_CHECK_ALLOWED = {
     "updater.core.retention",
     "updater.servers.client",
     "updater.config.settings",
+    "updater.config.settings_record",  # its records, apart so the policy can name them
     "updater.timestamps",
     # The versions the install keeps, and why (issue 11: a released build's check reports
     # them), read by the layout's rules on path strings: no pathlib (whose import, with

@@ -66,7 +66,7 @@ from updater.trust.attestation import AttestationIdentity, AttestationReport, ve
 
 if TYPE_CHECKING:
     from updater.config.settings import Settings
-    from updater.net.download import Progress
+    from updater.net.progress import Progress
 
 MAX_DIFF_LINES = 120
 MAX_PARALLEL = 4  # assets downloaded and verified at once

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from updater.core.retention import KeptVersion
     from updater.core.verdicts import ServerVerdict
     from updater.errors import MuxError
-    from updater.net.download import Progress
+    from updater.net.progress import Progress
     from updater.servers.client import ServerReport
 
 REPORT_SCHEMA = 1

@@ -40,8 +40,8 @@ from updater.core.offer import ReleaseOffer
 from updater.core.request import Decision, ReleaseRequest
 from updater.core.userstate import withheld
 from updater.errors import MuxError
-from updater.net.download import NoProgress, Progress
 from updater.net.metered import is_metered
+from updater.net.progress import NoProgress, Progress
 from updater.servers.client import query_all, server_addresses
 
 Metered = Callable[[], bool | None]

@@ -57,7 +57,7 @@ from updater.timestamps import parse_duration
 from updater.urls import check_url_scheme, github_api_for, parse_download_host
 
 if TYPE_CHECKING:
-    from updater.config.settings import Settings
+    from updater.config.settings_record import Settings
 
 POLICY_ENV = "MUX_POLICY_FILE"
 UPDATES = ("enabled", "check-only", "disabled")

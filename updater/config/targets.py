@@ -8,7 +8,19 @@ from updater.errors import MuxError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
-    from updater.config.buildinfo import BuildInfo
+    from typing import Protocol
+
+    class BuiltFor(Protocol):
+        """What :func:`release_target` reads of a build: a
+        :class:`~updater.config.buildinfo.BuildInfo`, whose module reaches this one through
+        :mod:`updater.config.devbuild` (naming it here would close a circle)."""
+
+        @property
+        def development(self) -> bool: ...
+
+        @property
+        def target(self) -> str: ...
+
 
 TARGETS = (
     "x86_64-unknown-linux-gnu",
@@ -104,7 +116,7 @@ def detect_target_or_empty() -> str:
         return ""
 
 
-def release_target(override: str | None, build: BuildInfo, *, recorded: object = None) -> str:
+def release_target(override: str | None, build: BuiltFor, *, recorded: object = None) -> str:
     """The build ``mux update`` installs and ``--check`` looks for: ``MUX_TARGET`` (checked),
     else the target this release build was made for, else the one on record (a development
     checkout updating an install), else this machine's."""

@@ -46,7 +46,7 @@ from updater.net.refusals import ERROR_BODY_LIMIT, RateLimits, status_error
 from updater.urls import shown_url
 
 if TYPE_CHECKING:
-    from updater.net.download import Progress
+    from updater.net.progress import Progress
 
 
 USER_AGENT = "mux-updater"

@@ -14,9 +14,10 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO
 
 from updater.errors import InstallError, NetworkError, VerificationError
+from updater.net.progress import NoProgress, Progress
 
 if TYPE_CHECKING:
     from updater.net.client import HttpClient
@@ -32,27 +33,6 @@ class Downloaded:
     path: Path
     sha256: str
     size: int
-
-
-class Progress(Protocol):
-    """What a download reports as it goes (rendered by :mod:`updater.cli.render`)."""
-
-    def start(self, total: int | None) -> None: ...
-
-    def advance(self, done: int) -> None: ...
-
-    def finish(self, completed: bool = True) -> None: ...
-
-
-class NoProgress:
-    def start(self, total: int | None) -> None:
-        pass
-
-    def advance(self, done: int) -> None:
-        pass
-
-    def finish(self, completed: bool = True) -> None:
-        pass
 
 
 def download(

@@ -26,7 +26,8 @@ from updater.trust.layers import LAYER_TUF, layer_failure
 if TYPE_CHECKING:
     from updater.core.request import ReleaseRequest
     from updater.formats.lifecycle import SignedLifecycle
-    from updater.net.download import Downloaded, Progress
+    from updater.net.download import Downloaded
+    from updater.net.progress import Progress
     from updater.sources.feed_index import VerifiedIndex
     from updater.sources.tuf_index import TufIndex
     from updater.trust.tuf_targets import SignedFile

@@ -29,7 +29,7 @@ from tuf.api import exceptions
 
 from updater.errors import NetworkError, VerificationError
 from updater.net.client import HttpClient
-from updater.net.download import NoProgress
+from updater.net.progress import NoProgress
 from updater.trust.tuf_client import RememberingFetcher
 
 

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from updater.install.layout import KeptBuild, UnpackedFiles
-    from updater.net.download import Progress
+    from updater.net.progress import Progress
     from updater.sources.base import ReleaseSource
     from updater.trust.attestation_worker import AttestationWorker
 
