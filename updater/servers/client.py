@@ -603,7 +603,8 @@ def query_server(address: str, timeout: float = DEFAULT_TIMEOUT) -> ServerReport
 
 def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
     display = target.display
-    # Only now that there is a server to ask: the protocol (its records) and the socket.
+    # deferred (+0.6 ms, 1 module, on the cached check): only now that there is a server to
+    # ask, the protocol (its records); tests/test_imports.py holds it to that
     from updater.protocol import STATUS_PATH, StatusLineError, parse_status_line
 
     peer = Peer()

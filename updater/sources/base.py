@@ -21,12 +21,12 @@ from updater.errors import (
 )
 from updater.formats import models
 from updater.net.client import HttpClient
+from updater.net.download import Downloaded, download
 from updater.trust.layers import LAYER_TUF, layer_failure
 
 if TYPE_CHECKING:
     from updater.core.request import ReleaseRequest
     from updater.formats.lifecycle import SignedLifecycle
-    from updater.net.download import Downloaded
     from updater.net.progress import Progress
     from updater.sources.feed_index import VerifiedIndex
     from updater.sources.tuf_index import TufIndex
@@ -131,7 +131,6 @@ class ReleaseSource(ABC):
         progress: Progress | None = None,
     ) -> Downloaded:
         """A release file into a temporary file in ``into`` (see :mod:`updater.net.download`)."""
-        from updater.net.download import download  # (not at the top: the check downloads nothing)
 
         return download(
             self.file_url(tag, name),
