@@ -343,6 +343,10 @@ _TagOption = Annotated[str, typer.Option("--tag", help="The release (vX.Y.Z), li
 _ExpiresOption = Annotated[
     str, typer.Option("--expires-in", help="How long the new signature holds (14d, 12h).")
 ]
+_FeedDirArgument = Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")]
+_NotesOption = Annotated[
+    str | None, typer.Option("--notes", help="A short plain-text summary (1000 characters).")
+]
 
 
 def _change(
@@ -361,7 +365,7 @@ def _change(
 
 @app.command("rollout")
 def rollout_command(
-    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    feed_dir: _FeedDirArgument,
     tag: _TagOption,
     stages: Annotated[
         str | None,
@@ -379,9 +383,7 @@ def rollout_command(
         ),
     ] = None,
     full: Annotated[bool, typer.Option("--full", help="Offer it to everyone now.")] = False,
-    notes: Annotated[
-        str | None, typer.Option("--notes", help="A short plain-text summary (1000 characters).")
-    ] = None,
+    notes: _NotesOption = None,
     key_file: _KeyFileOption = None,
     key_env: _KeyEnvOption = None,
     password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
@@ -405,7 +407,7 @@ def rollout_command(
 
 @app.command("halt")
 def halt_command(
-    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    feed_dir: _FeedDirArgument,
     tag: _TagOption,
     key_file: _KeyFileOption = None,
     key_env: _KeyEnvOption = None,
@@ -418,7 +420,7 @@ def halt_command(
 
 @app.command("resume")
 def resume_command(
-    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    feed_dir: _FeedDirArgument,
     tag: _TagOption,
     key_file: _KeyFileOption = None,
     key_env: _KeyEnvOption = None,
@@ -431,7 +433,7 @@ def resume_command(
 
 @app.command("withdraw")
 def withdraw_command(
-    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    feed_dir: _FeedDirArgument,
     tag: _TagOption,
     reason: Annotated[
         str, typer.Option("--reason", help="Why (300 characters), shown to every machine on it.")
@@ -455,7 +457,7 @@ def withdraw_command(
 
 @app.command("critical")
 def critical_command(
-    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    feed_dir: _FeedDirArgument,
     tag: _TagOption,
     minimum_version: Annotated[
         str | None,
@@ -463,9 +465,7 @@ def critical_command(
             "--minimum-version", help="Every older install needs this update (status, watch)."
         ),
     ] = None,
-    notes: Annotated[
-        str | None, typer.Option("--notes", help="A short plain-text summary (1000 characters).")
-    ] = None,
+    notes: _NotesOption = None,
     key_file: _KeyFileOption = None,
     key_env: _KeyEnvOption = None,
     password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
