@@ -467,20 +467,18 @@ def _start_notices(
 
     info = buildinfo.current()
 
-    def settings_now() -> Settings:
+    def settings_now(*, say: bool = False) -> Settings:
         # A broken config.toml: each background check says so (in this log) until it is
         # fixed, and this server still watches its link and reads the policy meanwhile.
         try:
             return load_for(info)
-        except ConfigError:
+        except ConfigError as exc:
+            if say:
+                log(exc.message)
             return load_for(info, user_config=False)
 
     try:
-        try:
-            settings = load_for(info)
-        except ConfigError as exc:
-            log(exc.message)
-            settings = load_for(info, user_config=False)
+        settings = settings_now(say=True)
         notices = ServerNotices(
             hub,
             server_version=str(fields.get("version")),
