@@ -23,7 +23,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 
@@ -38,6 +38,7 @@ from release.publish.feed import sign_feed_index
 from release.publish.flags import MAX_RELEASE_LIST_BYTES, parse_release_list, plan_publish
 from release.publish.install_script import write_install_script
 from release.publish.lifecycle import (
+    TufSigners,
     change_lifecycle,
     clock,
     critical,
@@ -284,6 +285,20 @@ def sign(
 # --- feed --------------------------------------------------------------------------------
 
 
+_TufReleaseKeyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tuf-release-key",
+        help="The release workflow's TUF key (file2:PATH, env:NAME, KEYID=URI), for the "
+        "feed's TUF repository (metadata/): it signs each release's files and lifecycle.",
+    ),
+]
+_TufOnlineKeyOption = Annotated[
+    list[str] | None,
+    typer.Option("--tuf-online-key", help="The TUF snapshot and timestamp key."),
+]
+
+
 @app.command("feed")
 def feed_command(
     feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
@@ -301,18 +316,8 @@ def feed_command(
         int | None,
         typer.Option("--seq", help="Sequence number to sign (default: the previous one + 1)."),
     ] = None,
-    tuf_release_key: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tuf-release-key",
-            help="The release workflow's TUF key (file2:PATH, env:NAME, KEYID=URI): list every "
-            "new release folder in the feed's TUF repository (metadata/).",
-        ),
-    ] = None,
-    tuf_online_key: Annotated[
-        list[str] | None,
-        typer.Option("--tuf-online-key", help="The TUF snapshot and timestamp key."),
-    ] = None,
+    tuf_release_key: _TufReleaseKeyOption = None,
+    tuf_online_key: _TufOnlineKeyOption = None,
 ) -> None:
     """Write releases.json from the v*/ folders and sign it (releases.json.minisig).
 
@@ -349,17 +354,27 @@ _NotesOption = Annotated[
 ]
 
 
-def _change(
-    feed_dir: Path,
-    key_file: Path | None,
-    key_env: str | None,
-    password_env: str,
-    tag: str,
-    change: Any,
-    expires_in: str,
-) -> None:
-    key = _read_secret_key(key_file, key_env, password_env)
-    changed = change_lifecycle(feed_dir, key, tag, change, expires_in=parse_expiry(expires_in))
+class _Keys(NamedTuple):
+    """The keys a lifecycle verb signs with: the feed's minisign key, and the TUF keys for a
+    feed with a TUF repository."""
+
+    key_file: Path | None
+    key_env: str | None
+    password_env: str
+    tuf_release_key: list[str] | None
+    tuf_online_key: list[str] | None
+
+
+def _change(feed_dir: Path, keys: _Keys, tag: str, change: Any, expires_in: str) -> None:
+    key = _read_secret_key(keys.key_file, keys.key_env, keys.password_env)
+    tuf = None
+    if keys.tuf_release_key or keys.tuf_online_key:
+        tuf = TufSigners(
+            _signers(feed_dir, keys.tuf_release_key), _signers(feed_dir, keys.tuf_online_key)
+        )
+    changed = change_lifecycle(
+        feed_dir, key, tag, change, expires_in=parse_expiry(expires_in), tuf=tuf
+    )
     print(describe(changed))
 
 
@@ -387,6 +402,8 @@ def rollout_command(
     key_file: _KeyFileOption = None,
     key_env: _KeyEnvOption = None,
     password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    tuf_release_key: _TufReleaseKeyOption = None,
+    tuf_online_key: _TufOnlineKeyOption = None,
     expires_in: _ExpiresOption = "14d",
 ) -> None:
     """Stage a release (or finish its rollout with --full) in the feed's signed index."""
@@ -401,7 +418,11 @@ def rollout_command(
         except ValueError as exc:
             raise UsageError(f"--interval: {exc}") from None
     _change(
-        feed_dir, key_file, key_env, password_env, tag, rollout(planned, every, notes), expires_in
+        feed_dir,
+        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
+        tag,
+        rollout(planned, every, notes),
+        expires_in,
     )
 
 
@@ -412,10 +433,18 @@ def halt_command(
     key_file: _KeyFileOption = None,
     key_env: _KeyEnvOption = None,
     password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    tuf_release_key: _TufReleaseKeyOption = None,
+    tuf_online_key: _TufOnlineKeyOption = None,
     expires_in: _ExpiresOption = "14d",
 ) -> None:
     """Stop a release's rollout: offered to nobody who has not installed it."""
-    _change(feed_dir, key_file, key_env, password_env, tag, halt, expires_in)
+    _change(
+        feed_dir,
+        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
+        tag,
+        halt,
+        expires_in,
+    )
 
 
 @app.command("resume")
@@ -425,10 +454,18 @@ def resume_command(
     key_file: _KeyFileOption = None,
     key_env: _KeyEnvOption = None,
     password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    tuf_release_key: _TufReleaseKeyOption = None,
+    tuf_online_key: _TufOnlineKeyOption = None,
     expires_in: _ExpiresOption = "14d",
 ) -> None:
     """Resume a halted rollout where its stages stand."""
-    _change(feed_dir, key_file, key_env, password_env, tag, resume, expires_in)
+    _change(
+        feed_dir,
+        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
+        tag,
+        resume,
+        expires_in,
+    )
 
 
 @app.command("withdraw")
@@ -445,13 +482,19 @@ def withdraw_command(
     key_file: _KeyFileOption = None,
     key_env: _KeyEnvOption = None,
     password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    tuf_release_key: _TufReleaseKeyOption = None,
+    tuf_online_key: _TufOnlineKeyOption = None,
     expires_in: _ExpiresOption = "14d",
 ) -> None:
     """Withdraw a release: never installed again, and machines on it move off it."""
     if replacement is not None and not (feed_dir / replacement / "manifest.json").is_file():
         raise UsageError(f"--replacement {replacement}: the feed has no such release")
     _change(
-        feed_dir, key_file, key_env, password_env, tag, withdraw(reason, replacement), expires_in
+        feed_dir,
+        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
+        tag,
+        withdraw(reason, replacement),
+        expires_in,
     )
 
 
@@ -469,14 +512,14 @@ def critical_command(
     key_file: _KeyFileOption = None,
     key_env: _KeyEnvOption = None,
     password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    tuf_release_key: _TufReleaseKeyOption = None,
+    tuf_online_key: _TufOnlineKeyOption = None,
     expires_in: _ExpiresOption = "14d",
 ) -> None:
     """Mark a release critical: offered at once, skipping stages and delays (not a pin)."""
     _change(
         feed_dir,
-        key_file,
-        key_env,
-        password_env,
+        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
         tag,
         critical(minimum_version, notes),
         expires_in,

@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from release.build import standin as builder
+from release.build.steps import write_bill
+from release.rehearsal import rehearse as rehearsal
+from release.rehearsal.fake_sigstore import FakeSigstore
 from tests.support.realbuild import RealBuild
 
 
@@ -28,7 +32,7 @@ def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up(real_build: Rea
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
-    assert "rehearsal passed: 14 steps" in out
+    assert "rehearsal passed: 17 steps" in out
     for expected in (
         f"a standalone PyInstaller one-folder build (from {real_build.folder})",
         "install mux 1.0.0 with install.sh",
@@ -50,9 +54,6 @@ def test_the_quick_start_rehearsal_runs_every_step_and_cleans_up(real_build: Rea
 def test_a_failing_step_stops_the_rehearsal_with_its_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from release.rehearsal import rehearse as rehearsal
-    from release.rehearsal.fake_sigstore import FakeSigstore
-
     attest = FakeSigstore.attest
 
     def from_another_repository(self: FakeSigstore, subjects, **kwargs):  # type: ignore[no-untyped-def]
@@ -73,10 +74,6 @@ def test_a_failing_step_stops_the_rehearsal_with_its_error(
 def test_the_reproducibility_step_fails_when_the_second_build_differs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from release.build import standin as builder
-    from release.build.steps import write_bill
-    from release.rehearsal import rehearse as rehearsal
-
     real_build = builder.build_standin
 
     def differing_second_build(out_dir, **kwargs):  # type: ignore[no-untyped-def]
@@ -97,3 +94,23 @@ def test_the_reproducibility_step_fails_when_the_second_build_differs(
     assert not any(line.startswith("[ 6]") for line in said)
     workdir = Path(said[0].rsplit(" in ", 1)[1])
     assert not workdir.exists()
+
+
+def test_the_rehearsal_withdraws_the_new_release_and_moves_the_machine_back() -> None:
+    """With stand-in builds (every step but the real build's): the withdrawal end to end,
+    read by builds that trust the rehearsal's TUF root."""
+
+    said: list[str] = []
+    rehearsal.rehearse(standin=True, say=said.append)
+    out = "\n".join(said)
+    assert "rehearsal passed: 17 steps" in out, out
+    for expected in (
+        "withdraw mux 1.1.0 (mux-release withdraw: the index and TUF)",
+        "v1.1.0: withdrawn. Signed",
+        "and the TUF repository (release-workflow v",
+        "mux 1.1.0 was withdrawn by its publisher",
+        "moved back to the kept mux 1.0.0",
+        "moved back to 1.0.0 in",
+        "without a download; the server kept pid",
+    ):
+        assert expected in out, out

@@ -101,16 +101,17 @@ def write_feed_index(
         flag = known.get(folder.name, version.is_prerelease)
         record = records.get(folder.name) or Lifecycle()
         if record.released_at is None:
-            record = record._replace(released_at=_released_at(folder / MANIFEST_NAME))
+            record = record._replace(released_at=manifest_released_at(folder))
         releases.append(FeedRelease(tag=folder.name, prerelease=flag, lifecycle=record))
     atomic_write(index, format_releases_json(releases), mode=0o644)  # published: for all to read
     return index
 
 
-def _released_at(manifest: Path) -> int | None:
-    """The manifest's ``released_at`` as a Unix time (None when it has none)."""
+def manifest_released_at(release_dir: Path) -> int | None:
+    """A release folder's manifest's ``released_at`` as a Unix time (None when it has none):
+    what every lifecycle record starts from (the cooldown counts from it)."""
     try:
-        text = parse_manifest(manifest.read_bytes()).released_at
+        text = parse_manifest((release_dir / MANIFEST_NAME).read_bytes()).released_at
     except (OSError, ParseError):
         return None
     if not text:

@@ -5,24 +5,33 @@ Each verb reads the feed's signed index (its records are carried only once the s
 verified with the signing key: :func:`release.publish.feed.carried_lifecycle`), changes the
 record of one listed release, checks it with the client's own strict parser
 (:func:`updater.formats.lifecycle.parse_record`), and writes and signs the index with the
-next ``seq`` (:func:`release.publish.feed.sign_feed_index`). The feed workflow publishes the
-result like any other index; clients believe it only through that signature, and a mirror
-that hides the change is refused once the index it serves expires.
+next ``seq`` (:func:`release.publish.feed.sign_feed_index`). A feed with a TUF repository
+(``metadata/``) gets the same record signed there first
+(:func:`release.publish.tuf_repo.set_lifecycle`: the release key, then the online key for
+the snapshot and timestamp): a build that trusts a TUF root reads only that, so a verb that
+changed the index alone would leave every such build on a halted or withdrawn release. The
+verb refuses such a feed without both keys, before it signs anything.
+
+The feed workflow publishes the result like any other index; clients believe it only
+through those signatures, and a mirror that hides the change is refused once what it serves
+expires (the index's ``expires``, TUF's timestamp within a day).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from release.publish.feed import (
     DEFAULT_EXPIRES_IN,
     FeedError,
     SignedIndex,
     carried_lifecycle,
+    manifest_released_at,
     sign_feed_index,
 )
 from release.publish.signing import SecretKey
@@ -36,10 +45,20 @@ from updater.formats.lifecycle import (
     parse_record,
     parse_time,
 )
-from updater.formats.models import MANIFEST_NAME, parse_tag
+from updater.formats.models import MANIFEST_NAME, TUF_METADATA_DIR, parse_tag
 from updater.timestamps import parse_duration
 
+if TYPE_CHECKING:
+    from securesystemslib.signer import Signer
+
 _STAGE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)%?\s*(?:@\s*(\S+))?\s*")
+
+
+class TufSigners(NamedTuple):
+    """The keys a lifecycle change needs in a feed's TUF repository."""
+
+    release: Sequence[Signer]  # the release workflow's (release-workflow)
+    online: Sequence[Signer]  # snapshot and timestamp
 
 
 class Changed(NamedTuple):
@@ -47,6 +66,7 @@ class Changed(NamedTuple):
     tag: str
     before: Lifecycle
     after: Lifecycle
+    tuf: tuple[str, ...] = ()  # what the TUF repository published (a feed without one: none)
 
 
 def change_lifecycle(
@@ -57,8 +77,10 @@ def change_lifecycle(
     *,
     expires_in: int = DEFAULT_EXPIRES_IN,
     now: int | None = None,
+    tuf: TufSigners | None = None,
 ) -> Changed:
-    """Apply ``change`` to the record of ``tag`` and sign the index with the next seq."""
+    """Apply ``change`` to the record of ``tag``: in the TUF repository when the feed has
+    one (``tuf`` is then required), then in the index, signed with the next seq."""
     feed_dir = Path(feed_dir)
     try:
         parse_tag(tag)
@@ -67,11 +89,32 @@ def change_lifecycle(
     if not (feed_dir / tag / MANIFEST_NAME).is_file():
         raise UsageError(f"{feed_dir} has no release {tag} (no {tag}/{MANIFEST_NAME})")
     before = carried_lifecycle(feed_dir, key).get(tag, Lifecycle())
+    if before.released_at is None:  # as every index writes it (and TUF's record starts)
+        before = before._replace(released_at=manifest_released_at(feed_dir / tag))
     after = change(before)
     try:
         parse_record(after.to_json(), f"the lifecycle of {tag}")  # the client's rules
     except ParseError as exc:
         raise FeedError(exc.message) from None
+    published: list[str] = []
+    if (feed_dir / TUF_METADATA_DIR).is_dir():
+        if tuf is None or not tuf.release or not tuf.online:
+            raise UsageError(
+                f"{feed_dir} has a TUF repository ({TUF_METADATA_DIR}/): a build that trusts it "
+                "reads the lifecycle only there",
+                hint="give --tuf-release-key and --tuf-online-key too",
+            )
+        # deferred (+120 ms, python-tuf): only a feed with a TUF repository needs it
+        from release.publish import tuf_repo
+
+        published = tuf_repo.set_lifecycle(
+            feed_dir,
+            tag,
+            after.to_json(),
+            tuf.release,
+            tuf.online,
+            now=None if now is None else datetime.fromtimestamp(now, UTC),
+        )
     signed = sign_feed_index(
         feed_dir,
         key,
@@ -79,7 +122,7 @@ def change_lifecycle(
         now=now,
         lifecycle={tag: after},
     )
-    return Changed(signed, tag, before, after)
+    return Changed(signed, tag, before, after, tuple(published))
 
 
 def parse_stages(text: str, *, now: int) -> tuple[Stage, ...]:
@@ -179,8 +222,9 @@ def describe(changed: Changed) -> str:
     if not facts:
         facts.append("fully rolled out")
     comment = changed.signed.comment
+    tuf = f" and the TUF repository ({'; '.join(changed.tuf)})" if changed.tuf else ""
     return (
         f"{changed.tag}: {'; '.join(facts)}. Signed {changed.signed.index} with key "
-        f"{changed.signed.key_id}: seq {comment.seq}, expires {format_time(comment.expires)}; "
-        "publish the feed (the feed workflow) for clients to see it"
+        f"{changed.signed.key_id}: seq {comment.seq}, expires {format_time(comment.expires)}"
+        f"{tuf}; publish the feed (the feed workflow) for clients to see it"
     )

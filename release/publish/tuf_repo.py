@@ -53,12 +53,14 @@ from tuf.api.metadata import (
 )
 from tuf.api.serialization.json import JSONSerializer
 
+from release.publish.feed import manifest_released_at
 from release.publish.tuf_keys import LocalKeys
 from updater.errors import MuxError, ParseError, UsageError, VerificationError
 from updater.files import atomic_write
 from updater.formats import models
+from updater.formats.lifecycle import format_time
 
-METADATA_DIR = "metadata"
+METADATA_DIR = models.TUF_METADATA_DIR
 STAGED_DIR = "staged"
 RELEASE_ROLE = "release-workflow"
 RELEASE_PATHS = ["v*/*"]  # one release's files, and nothing else
@@ -477,8 +479,9 @@ def _kind(name: str, version: str) -> str:
 def release_targets(release_dir: Path, *, state: str = PUBLISHED) -> dict[str, TargetFile]:
     """Every file of a packaged release folder as a target ``<tag>/<name>``, with its length,
     sha256 and ``custom.mux`` facts: the release's version and protocol (from its
-    manifest), the target triple of an archive or SBOM, the file's kind and the lifecycle
-    state."""
+    manifest), the target triple of an archive or SBOM, the file's kind and state, and on
+    the manifest's target the lifecycle record a new release starts with (its
+    ``released_at``, which the cooldown counts from; :func:`set_lifecycle` changes it)."""
     release_dir = Path(release_dir)
     try:
         manifest = models.parse_manifest((release_dir / models.MANIFEST_NAME).read_bytes())
@@ -490,6 +493,7 @@ def release_targets(release_dir: Path, *, state: str = PUBLISHED) -> dict[str, T
     if release_dir.name != tag:
         raise UsageError(f"{release_dir} holds mux {manifest.version}: its folder must be {tag}")
     by_archive = {asset.name: asset.target for asset in manifest.assets}
+    released_at = manifest_released_at(release_dir)
     targets = {}
     for path in sorted(release_dir.iterdir()):
         if not path.is_file() or path.is_symlink():
@@ -502,6 +506,8 @@ def release_targets(release_dir: Path, *, state: str = PUBLISHED) -> dict[str, T
             "kind": _kind(path.name, manifest.version),
             "state": state,
         }
+        if path.name == models.MANIFEST_NAME and released_at is not None:
+            facts["lifecycle"] = {"released_at": format_time(released_at)}
         target = by_archive.get(path.name)
         if target is None and facts["kind"] == "sbom":
             target = path.name.removeprefix("mux-").removesuffix(".cdx.json")
@@ -511,6 +517,32 @@ def release_targets(release_dir: Path, *, state: str = PUBLISHED) -> dict[str, T
         info.unrecognized_fields["custom"] = {"mux": facts}
         targets[info.path] = info
     return targets
+
+
+def _without_lifecycle(target: TargetFile) -> tuple[Any, ...]:
+    """What of a target never changes once published: its path, length, hashes and facts
+    but the lifecycle record (which :func:`set_lifecycle` re-signs)."""
+    custom = dict(target.unrecognized_fields.get("custom") or {})
+    facts = {k: v for k, v in (custom.get("mux") or {}).items() if k != "lifecycle"}
+    return target.path, target.length, target.hashes, {**custom, "mux": facts}
+
+
+def _publish_release_role(
+    repo: Repository, releases: Targets, release_signers: Sequence[Signer]
+) -> None:
+    """Sign a new version of release-workflow with the release key and publish it."""
+    top = repo.targets().signed
+    releases.version += 1
+    releases.expires = repo.expiry(RELEASE_ROLE)
+    md = Metadata(releases)
+    assert top.delegations is not None and top.delegations.roles is not None
+    _sign(md, release_signers, top.delegations.roles[RELEASE_ROLE].keyids)
+    if not top.get_verification_result(RELEASE_ROLE, md.signed_bytes, md.signatures).verified:
+        raise TufRepoError(
+            f"the release key given cannot sign {RELEASE_ROLE} ({_missing(md, top, RELEASE_ROLE)})",
+            hint="give the release workflow's key (--release-key, --tuf-release-key)",
+        )
+    repo.publish(RELEASE_ROLE, md)
 
 
 def add_release(
@@ -528,36 +560,64 @@ def add_release(
     they differ: a tag's files never change once published (that is what lets clients and
     mirrors cache them for good, and GitHub's assets be the targets)."""
     repo = Repository(Path(folder), now or _now())
-    root = repo.root().signed
-    top = repo.targets().signed
+    repo.root()  # (a repository must be there)
     current = repo.targets(RELEASE_ROLE)
     new = release_targets(release_dir)
     tag = next(iter(new)).split("/", 1)[0]
     listed = {p: t for p, t in current.signed.targets.items() if p.startswith(f"{tag}/")}
     if listed:
-        if listed == new:
+        changed = sorted(
+            set(listed) ^ set(new)
+            | {
+                p
+                for p in new
+                if p in listed and _without_lifecycle(listed[p]) != _without_lifecycle(new[p])
+            }
+        )
+        if not changed:
             return [f"{tag} is already listed with these files: nothing to do"]
-        changed = sorted(set(listed) ^ set(new) | {p for p in new if listed.get(p) != new[p]})
         raise TufRepoError(
             f"{tag} is already listed with other files ({', '.join(changed)[:300]}); a "
             "published release never changes: publish a new version",
         )
     releases = current.signed
     releases.targets.update(new)
-    releases.version += 1
-    releases.expires = repo.expiry(RELEASE_ROLE)
-    md = Metadata(releases)
-    assert top.delegations is not None and top.delegations.roles is not None
-    delegation = top.delegations.roles[RELEASE_ROLE]
-    _sign(md, release_signers, delegation.keyids)
-    if not top.get_verification_result(RELEASE_ROLE, md.signed_bytes, md.signatures).verified:
-        raise TufRepoError(
-            f"the release key given cannot sign {RELEASE_ROLE} ({_missing(md, top, RELEASE_ROLE)})",
-            hint="give the release workflow's key (--release-key)",
-        )
-    del root
-    repo.publish(RELEASE_ROLE, md)
+    _publish_release_role(repo, releases, release_signers)
     lines = [f"{RELEASE_ROLE} v{releases.version}: {tag} listed ({len(new)} files)"]
+    return lines + _snapshot_and_timestamp(repo, online_signers)
+
+
+def set_lifecycle(
+    folder: Path,
+    tag: str,
+    record: dict[str, Any],
+    release_signers: Sequence[Signer],
+    online_signers: Sequence[Signer],
+    *,
+    now: datetime | None = None,
+) -> list[str]:
+    """Sign ``record`` (a lifecycle record's JSON, already checked with the client's parser)
+    as the lifecycle of the listed release ``tag``: a new release-workflow version whose
+    manifest target carries it in ``custom.mux.lifecycle`` (files, lengths and digests
+    untouched), then a new snapshot and timestamp. What ``mux-release rollout|halt|resume|
+    withdraw|critical`` do for a feed with a TUF repository, beside its signed index."""
+    repo = Repository(Path(folder), now or _now())
+    repo.root()  # (a repository must be there)
+    releases = repo.targets(RELEASE_ROLE).signed
+    manifest = releases.targets.get(f"{tag}/{models.MANIFEST_NAME}")
+    if manifest is None:
+        raise TufRepoError(
+            f"the TUF repository of {folder} does not list {tag}",
+            hint="publish it first (mux-release feed --tuf-online-key …)",
+        )
+    custom = manifest.unrecognized_fields.setdefault("custom", {})
+    facts = custom.setdefault("mux", {})
+    if facts.get("lifecycle") == record:
+        lines = [f"{RELEASE_ROLE} v{releases.version} already carries this lifecycle of {tag}"]
+        return lines + _snapshot_and_timestamp(repo, online_signers)
+    facts["lifecycle"] = record
+    _publish_release_role(repo, releases, release_signers)
+    lines = [f"{RELEASE_ROLE} v{releases.version}: the lifecycle of {tag} signed"]
     return lines + _snapshot_and_timestamp(repo, online_signers)
 
 

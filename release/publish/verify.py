@@ -37,7 +37,7 @@ from updater.net.hosts import HostPolicy
 from updater.sources.base import ReleaseSource
 from updater.sources.folder import ReleaseFolderSource
 from updater.sources.github import GitHubSource
-from updater.sources.tuf_index import METADATA_FOLDER, TufIndex, TufSpec
+from updater.sources.tuf_index import TufIndex, TufSpec
 from updater.trust.layers import VerificationLog
 from updater.trust.pipeline import verify_release_files, verify_release_metadata
 from updater.trust.policy import TrustPolicy
@@ -121,7 +121,7 @@ def _read_through_tuf(
     if metadata is None:
         if not isinstance(source, ReleaseFolderSource):
             raise UsageError("verifying a tag through TUF needs --tuf-metadata URL")
-        metadata = str(source.folder.parent / METADATA_FOLDER)
+        metadata = str(source.folder.parent / models.TUF_METADATA_DIR)
     client = None
     if "://" in metadata:
         check_url_scheme(metadata)

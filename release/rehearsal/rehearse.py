@@ -9,8 +9,10 @@ online keys; both builds trust its root v1), serve the feed on loopback, install
 release with
 ``install.sh`` into a temporary HOME, start a mux server from it, run the installed
 ``mux update --check`` and ``mux update``, show that the server kept its pid and that mux
-printed the restart command, run that command, show the new server's status line, and clean
-up. Every step says what it did and how long it took; the first failing step stops the
+printed the restart command, run that command, show the new server's status line, withdraw
+the new release (signed in the index and in TUF) and show that ``mux update --check`` says so
+(exit 11) and ``mux update`` moves back to the kept older build offline while the server
+keeps running, and clean up. Every step says what it did and how long it took; the first failing step stops the
 rehearsal with its error.
 """
 
@@ -43,6 +45,7 @@ from release.folder.layout import read_build_info
 from release.publish.delta import write_deltas
 from release.publish.feed import sign_feed_index
 from release.publish.install_script import write_install_script
+from release.publish.lifecycle import TufSigners, change_lifecycle, describe, withdraw
 from release.publish.package import package_release, sign_release
 from release.publish.signing import SecretKey, generate_keypair
 from release.publish.tuf_keys import LocalKeys
@@ -50,7 +53,7 @@ from release.publish.tuf_repo import create_local, publish_feed, root_bytes
 from release.publish.verify import verify_release
 from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serve_directory
-from updater.errors import MuxError
+from updater.errors import EXIT_WITHDRAWN, MuxError
 from updater.formats.minisign import PublicKey
 
 REHEARSAL_REPO = "mux-rehearsal/mux"
@@ -433,7 +436,41 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         now = r.live_server()
         if now["protocol_version"] != r.new_protocol or now["pid"] == keys["server"]["pid"]:
             raise RehearsalError(f"the restarted server answers {now}")
+        keys["restarted"] = now
         return [f"ran: {keys['restart']}", _status_line(now)]
+
+    def withdraw_release() -> list[str]:
+        tuf = keys["tuf"]
+        changed = change_lifecycle(
+            feed,
+            keys["secret"],
+            f"v{r.new_version}",
+            withdraw("rehearsal: a release that turned out bad", None),
+            tuf=TufSigners(tuf.signers(tuf.RELEASE), tuf.signers(tuf.ONLINE)),
+        )
+        return [describe(changed)]
+
+    def check_withdrawn() -> list[str]:
+        return r.run_mux("update", "--check", expect=EXIT_WITHDRAWN).stdout.strip().splitlines()
+
+    def move_back() -> list[str]:
+        started = time.monotonic()
+        result = r.run_mux("update", expect=(0, 20))
+        took = time.monotonic() - started
+        active = Path(os.readlink(r.mux)).parent.name
+        if active != r.old_version:
+            raise RehearsalError(f"mux update left the link at {active}, not {r.old_version}")
+        now = r.live_server()
+        if now["pid"] != keys["restarted"]["pid"]:
+            raise RehearsalError(f"the server changed: {keys['restarted']} -> {now}")
+        versions = Path(os.path.realpath(r.mux)).parent.parent  # versions/<version>/mux
+        if not (versions / r.new_version / "mux").exists():
+            raise RehearsalError(f"the build the server runs from ({r.new_version}) was removed")
+        return [
+            *result.stdout.strip().splitlines(),
+            f"moved back to {active} in {took:.2f} s without a download; the server kept pid "
+            f"{now['pid']} and its build {r.new_version}",
+        ]
 
     r.step("make a throwaway minisign key", make_key)
     r.step("make throwaway TUF keys and the feed's TUF repository", make_tuf_repository)
@@ -472,6 +509,17 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         r.step("mux update (expect exit 20: a server needs a restart)", update)
         r.step("the server is untouched", server_survived)
         r.step("run the restart command mux printed", restart)
+        r.step(
+            f"withdraw mux {r.new_version} (mux-release withdraw: the index and TUF)",
+            withdraw_release,
+        )
+        r.step(
+            "mux update --check (expect exit 11: the installed release is withdrawn)",
+            check_withdrawn,
+        )
+        r.step(
+            f"mux update moves back to {r.old_version}, offline; the server untouched", move_back
+        )
 
 
 def _cleanup(r: Rehearsal, runtime: Path, keep: bool) -> None:

@@ -2,12 +2,13 @@
 every surface reports (``--check``, ``mux update``, a server's background check and watch).
 
 :func:`plan_lifecycle` reads the source's signed lifecycle (:meth:`ReleaseSource.lifecycle
-<updater.sources.base.ReleaseSource.lifecycle>`: a feed's verified index today, the TUF
-targets later), this machine's rollout bucket (:mod:`updater.config.rollout_bucket`) and the
-policy's pin, cooldown and ring, and asks :func:`updater.core.lifecycle.choose`. A source
-without signed lifecycle data (GitHub, until TUF) gets a view that says so; its one release
-on offer is still held to the pin and the cooldown by the signed manifest
-(:func:`hold_by_manifest`), never by anything unsigned.
+<updater.sources.base.ReleaseSource.lifecycle>`: the verified TUF targets for a build that
+trusts a TUF root, else a feed's verified index), this machine's rollout bucket
+(:mod:`updater.config.rollout_bucket`) and the policy's pin, cooldown and ring, and asks
+:func:`updater.core.lifecycle.choose`. A source without signed lifecycle data (GitHub, for a
+build without a TUF root) gets a view that says so; its one release on offer is still held
+to the pin and the cooldown by the signed manifest (:func:`hold_by_manifest`), never by
+anything unsigned.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """A release's lifecycle after publishing, parsed: stages, halt, withdrawal, critical, notes.
 
 A lifecycle record is a JSON object that travels inside signed data, never on its own
-(docs/contracts.md, "Release lifecycle"): today a feed's signed ``releases.json`` (each
-release's ``lifecycle`` field), later the TUF repository's targets metadata (its ``custom``
-field). :func:`parse_record` reads it from whichever carries it; it is the one parser::
+(docs/contracts.md, "Release lifecycle"): a feed's signed ``releases.json`` (each release's
+``lifecycle`` field) and the TUF repository's targets metadata (``custom.mux.lifecycle`` of
+each release's manifest target). :func:`parse_record` reads it from either; it is the one
+parser::
 
     {"released_at": "2026-12-01T12:00:00Z",
      "stages": [{"start": "2026-12-01T12:00:00Z", "percent": 5}, ...],
@@ -111,8 +112,8 @@ class SignedLifecycle(NamedTuple):
     and what signed it (for reports: "the signed release list of <url>, seq 41"). A release
     without a record is fully rolled out, not halted, not withdrawn: the signed document
     says so by omission. This is the seam between the signed data and the decision
-    (:mod:`updater.core.lifecycle`): a feed's index builds one today, the TUF repository's
-    targets metadata (each target's ``custom`` field) will build the same."""
+    (:mod:`updater.core.lifecycle`): a feed's index builds one, and so do the TUF
+    repository's targets (:meth:`updater.trust.tuf_targets.SignedTargets.lifecycle`)."""
 
     listed: tuple[tuple[str, Lifecycle], ...]  # (tag, record), as listed
     origin: str

@@ -28,6 +28,7 @@ MANIFEST_NAME = "manifest.json"
 SUMS_NAME = "SHA256SUMS"
 SUMS_SIGNATURE_NAME = "SHA256SUMS.minisig"
 FEED_INDEX_NAME = "releases.json"
+TUF_METADATA_DIR = "metadata"  # a feed's TUF repository, beside its releases
 MANIFEST_SCHEMA = 1
 
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")

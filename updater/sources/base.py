@@ -159,8 +159,9 @@ class ReleaseSource(ABC):
         """Every release this source's signed data lists, with its lifecycle record (staged
         rollout, halt, withdrawal, critical, minimum version, notes: the seam of
         :mod:`updater.formats.lifecycle`), once that data verified; None where the source has
-        no signed data to carry it (nothing is ever guessed from unsigned data)."""
-        return None
+        no signed data to carry it (nothing is ever guessed from unsigned data). From a TUF
+        source: its verified targets (every source kind alike)."""
+        return self.tuf.lifecycle() if self.tuf is not None else None
 
     def attestation_bundles(self, sha256: str) -> list[bytes]:
         """Attestation bundles for ``sha256`` (only where :attr:`attestation_lookup`)."""

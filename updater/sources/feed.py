@@ -130,6 +130,8 @@ class FeedSource(ReleaseSource):
         return self._verified
 
     def lifecycle(self) -> SignedLifecycle | None:
+        if self.tuf is not None:
+            return super().lifecycle()  # a TUF build never reads the index
         if self._index_policy is None:
             return None  # an unsigned artifact mirror carries no lifecycle
         return self._index().lifecycle()

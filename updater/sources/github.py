@@ -94,8 +94,8 @@ class GitHubSource(ReleaseSource):
     # A release page is not signed data: nothing on it may halt, withdraw or stage a release.
     lifecycle_unavailable = (
         "GitHub's release pages carry no signed lifecycle state (staged rollout, halt, "
-        "withdrawal, critical, minimum version, notes) until the TUF repository; a feed "
-        "carries it in its signed release list"
+        "withdrawal, critical, minimum version, notes); a build that trusts a TUF root reads "
+        "it from the TUF targets, a feed carries it in its signed release list"
     )
 
     def __init__(

@@ -13,7 +13,9 @@ or its API) decides. :func:`tuf_spec` says where the repository is for a source:
   (the project's GitHub Pages), with release files from ``/releases/download/<tag>/``.
 
 :class:`TufIndex` refreshes the repository once per source (:mod:`updater.trust.tuf_client`) and
-answers from its :class:`~updater.trust.tuf_targets.SignedTargets`.
+answers from its :class:`~updater.trust.tuf_targets.SignedTargets`: the releases, their files
+and their lifecycle records (:meth:`TufIndex.lifecycle`, what the source's
+``lifecycle()`` returns).
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from updater.config.policy import check_file_owner
 from updater.config.settings import TUF_METADATA_URL_ENV
-from updater.errors import MuxError, UsageError, VerificationError
+from updater.errors import MuxError, ParseError, UsageError, VerificationError
 from updater.files import NotReadable, read_small_file
+from updater.formats import models
 from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
+from updater.trust.layers import LAYER_TUF, layer_failure
 from updater.trust.tuf_client import ROOT_LIMIT, TufClient
 from updater.trust.tuf_store import metadata_folder
 
@@ -33,10 +37,9 @@ if TYPE_CHECKING:
     from updater.config.buildinfo import BuildInfo
     from updater.config.settings import Settings
     from updater.core.request import ReleaseRequest
+    from updater.formats.lifecycle import SignedLifecycle
     from updater.net.client import HttpClient
     from updater.trust.tuf_targets import SignedFile, SignedTargets
-
-METADATA_FOLDER = "metadata"  # a feed's TUF metadata, beside its releases
 
 
 class TufSpec(NamedTuple):
@@ -86,7 +89,7 @@ def tuf_spec(settings: Settings, build: BuildInfo, *, feed: str | None) -> TufSp
     else:
         return None
     if feed is not None:
-        url = f"{feed.rstrip('/')}/{METADATA_FOLDER}"
+        url = f"{feed.rstrip('/')}/{models.TUF_METADATA_DIR}"
     else:
         url = settings.tuf_metadata_url or build.trust.tuf_metadata_url
         if not url:
@@ -146,3 +149,18 @@ class TufIndex:
 
     def file(self, tag: str, name: str) -> SignedFile | None:
         return self.targets().file(tag, name)
+
+    def lifecycle(self) -> SignedLifecycle:
+        """Each release's lifecycle record from the verified targets; a record the client's
+        parser refuses fails the whole answer (exit 3), as a bad record in a feed's index."""
+        targets = self.targets()
+        try:
+            return targets.lifecycle()
+        except ParseError as exc:
+            raise layer_failure(
+                LAYER_TUF,
+                f"the signed TUF targets of {self.location} carry a lifecycle record mux cannot "
+                f"read: {exc.message}",
+                hint="the publisher's tooling wrote a record this mux does not understand; "
+                "report it",
+            ) from None

@@ -9,12 +9,17 @@ object ``{"mux": {...}}`` (docs/contracts.md, "TUF repository"):
 * ``target``: the target triple, for an archive and its SBOM;
 * ``kind``: ``archive``, ``sbom``, ``manifest``, ``sums``, ``signature``, ``bundle``,
   ``install-script`` or ``file``;
-* ``state``: the release's lifecycle state; ``published`` is the only one offered today (the
-  others are reserved for the next issues, as is ``deltas``).
+* ``state``: ``published`` is the only one offered (the others are reserved, as is
+  ``deltas``);
+* ``lifecycle`` (the manifest's target only): the release's lifecycle record after
+  publishing (staged rollout, halt, withdrawal, critical, minimum version, notes), the same
+  JSON a feed's signed index carries (:mod:`updater.formats.lifecycle`); absent means fully
+  rolled out. ``mux-release rollout|halt|resume|withdraw|critical`` re-sign it.
 
 :class:`SignedTargets` is the client's answer once every role verified: which releases exist
 (the tags whose ``manifest.json`` is a target), which is the newest (by PEP 440 on the
-version, never list order or a flag), and each file's signed length and digest.
+version, never list order or a flag), each file's signed length and digest, and each
+release's lifecycle (:meth:`SignedTargets.lifecycle`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any, NamedTuple
 
 from updater.errors import ParseError
 from updater.formats import models
+from updater.formats.lifecycle import SignedLifecycle, parse_records
 
 PUBLISHED = "published"
 
@@ -91,6 +97,18 @@ class SignedTargets(NamedTuple):
                 continue
             found.append(tag)
         return found
+
+    def lifecycle(self) -> SignedLifecycle:
+        """Every release on offer with the lifecycle record its manifest's target carries
+        (raises ParseError for a record the client's strict parser refuses: the caller then
+        refuses the whole answer, as a feed's index with a bad record is refused)."""
+        tags = sorted(self.tags(), key=models.parse_tag)
+        records = {}
+        for tag in tags:
+            manifest = self.files[f"{tag}/{models.MANIFEST_NAME}"]
+            records[tag] = manifest.facts.get("lifecycle")
+        origin = f"the signed TUF targets of {self.location} ({self.describe()})"
+        return parse_records(records, origin)
 
     def lists(self, tag: str) -> bool:
         return tag in self.tags()

@@ -1,0 +1,200 @@
+"""The release lifecycle of a build that trusts a TUF root: halts and withdrawals reach it only
+through the TUF targets (``custom.mux.lifecycle`` of each release's manifest target), written
+by the same ``mux-release`` verbs that sign the feed's index, and refused when anyone but the
+release key wrote them. Real installs, real processes, a loopback feed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from release.publish import tuf_repo
+from tests.support.installs import Install, bootstrap, snapshot
+from tests.support.releases import TEST_PASSWORD, serve_directory
+from tests.support.tuf import TufFeed, forge, make_tuf_feed
+from tests.test_lifecycle_feed import check
+from updater.errors import EXIT_USAGE, EXIT_VERIFICATION, EXIT_WITHDRAWN
+from updater.formats.models import FEED_INDEX_NAME
+from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
+
+
+@pytest.fixture
+def feed(tmp_path: Path) -> TufFeed:
+    return make_tuf_feed(tmp_path / "f", ["0.1.0", "0.2.0"])
+
+
+@pytest.fixture
+def served(feed: TufFeed):
+    with serve_directory(feed.path) as url:
+        yield url
+
+
+@pytest.fixture
+def installed(tmp_path: Path, sandbox_env, feed: TufFeed, served: str) -> Install:
+    return bootstrap(
+        tmp_path, sandbox_env, source=served, version="0.1.0", public_key=feed.keypair.public_key
+    )
+
+
+def mux_release(feed: TufFeed, *args: str, tuf_keys: tuple[str, ...] = ("release", "online")):
+    """``mux-release VERB <feed> --key-file K --tuf-release-key … --tuf-online-key …``, as
+    the feed workflow runs it (``tuf_keys`` names the TUF keys it is given)."""
+    verb, *rest = args
+    options = {"release": "--tuf-release-key", "online": "--tuf-online-key"}
+    tuf = [x for name in tuf_keys for x in (options[name], feed.keys.uri(name))]
+    return subprocess.run(
+        [
+            *(sys.executable, "-m", "release", verb, str(feed.path)),
+            *("--key-file", str(feed.keypair.secret_key_path)),
+            *tuf,
+            *rest,
+        ],
+        env={**os.environ, "MINISIGN_PASSWORD": TEST_PASSWORD},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def verb(feed: TufFeed, *args: str) -> str:
+    done = mux_release(feed, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def signed_record(feed: TufFeed, tag: str) -> dict:
+    releases = tuf_repo.Repository(feed.path).targets(tuf_repo.RELEASE_ROLE).signed
+    return releases.targets[f"{tag}/manifest.json"].unrecognized_fields["custom"]["mux"][
+        "lifecycle"
+    ]
+
+
+def test_a_new_release_starts_with_its_manifest_s_released_at(feed: TufFeed) -> None:
+    """The cooldown counts from it: a TUF build must see it as the index's readers do."""
+    manifest = json.loads((feed.releases["0.2.0"] / "manifest.json").read_text())
+    index = json.loads((feed.path / FEED_INDEX_NAME).read_text())
+    (listed,) = [r for r in index["releases"] if r["tag"] == "v0.2.0"]
+    assert signed_record(feed, "v0.2.0") == {"released_at": listed["lifecycle"]["released_at"]}
+    assert listed["lifecycle"]["released_at"][:19] == manifest["released_at"][:19]
+
+
+def test_a_withdrawal_signed_in_tuf_moves_a_tuf_build_back_whatever_the_index_says(
+    installed: Install, feed: TufFeed
+) -> None:
+    assert installed.run("update").returncode == 0 and installed.active() == "0.2.0"
+    index = {n: (feed.path / n).read_bytes() for n in (FEED_INDEX_NAME, FEED_SIGNATURE_NAME)}
+    out = verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "corrupts \x1b[2J scrollback")
+    assert "v0.2.0: withdrawn. Signed" in out and "the TUF repository (release-workflow v" in out
+    assert signed_record(feed, "v0.2.0")["withdrawn"] == {"reason": "corrupts \x1b[2J scrollback"}
+    # The index a TUF build never reads goes back to before the withdrawal: only TUF decides.
+    for name, data in index.items():
+        (feed.path / name).write_bytes(data)
+
+    result, doc = check(installed)
+    assert result.returncode == EXIT_WITHDRAWN, result.stdout + result.stderr
+    assert doc["status"] == "withdrawn"
+    assert doc["lifecycle"]["origin"].startswith("the signed TUF targets of ")
+    assert (doc["lifecycle"]["withdrawn"]["move"], doc["lifecycle"]["withdrawn"]["move_to"]) == (
+        "kept",
+        "0.1.0",
+    )
+    text = installed.run("update", "--check")
+    assert text.returncode == EXIT_WITHDRAWN and "\x1b" not in text.stdout
+
+    moved = installed.run("update")
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert "moved back to the kept mux 0.1.0" in moved.stdout and installed.active() == "0.1.0"
+    refused = installed.run("update", "--version", "0.2.0")
+    assert refused.returncode == 1 and "--allow-withdrawn" in refused.stderr
+    assert installed.active() == "0.1.0"
+
+
+def test_a_halt_signed_in_tuf_holds_the_release_and_resume_offers_it(
+    installed: Install, feed: TufFeed
+) -> None:
+    verb(feed, "halt", "--tag", "v0.2.0")
+    result, doc = check(installed)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert [(h["version"], h["why"]) for h in doc["lifecycle"]["held_back"]] == [
+        ("0.2.0", "halted")
+    ]
+    assert installed.run("update").returncode == 0 and installed.active() == "0.1.0"
+    verb(feed, "resume", "--tag", "v0.2.0")
+    result, doc = check(installed)
+    assert result.returncode == 10 and doc["latest"]["version"] == "0.2.0", result.stdout
+
+
+def test_a_lifecycle_written_without_the_release_key_is_refused(
+    installed: Install, feed: TufFeed
+) -> None:
+    """Whoever holds the online key (the feed workflow's) can re-sign the snapshot and the
+    timestamp, but not the release-workflow role: lifting a halt with it is refused."""
+    verb(feed, "halt", "--tag", "v0.2.0")
+    current = tuf_repo.Repository(feed.path).targets(tuf_repo.RELEASE_ROLE)
+    released = current.signed.targets["v0.2.0/manifest.json"].unrecognized_fields
+    released["custom"]["mux"]["lifecycle"].pop("halted")
+    current.signed.version += 1
+    forge(
+        feed.path,
+        current,
+        feed.signers(feed.keys.ONLINE),
+        name=f"{current.signed.version}.{tuf_repo.RELEASE_ROLE}.json",
+    )
+    feed.refresh()  # a snapshot and timestamp over the forged role, with the real online key
+    before = snapshot(installed.home, installed.bin_dir)
+    result = installed.run("update")
+    assert result.returncode == EXIT_VERIFICATION, result.stdout + result.stderr
+    assert "release-workflow" in result.stderr and "Traceback" not in result.stderr
+    after = snapshot(installed.home, installed.bin_dir)
+    for state in (before, after):
+        state.pop(str(installed.home / ".lock"), None)
+    assert after == before and installed.active() == "0.1.0"
+
+
+def test_a_signed_record_the_client_cannot_read_fails_the_whole_answer(
+    installed: Install, feed: TufFeed
+) -> None:
+    k = feed.keys
+    tuf_repo.set_lifecycle(
+        feed.path, "v0.2.0", {"halted": "soon"}, k.signers(k.RELEASE), k.signers(k.ONLINE)
+    )
+    result = installed.run("update", "--check")
+    assert result.returncode == EXIT_VERIFICATION, result.stdout + result.stderr
+    (line, *_hint) = result.stderr.strip().splitlines()
+    assert "lifecycle record mux cannot read" in line and "halted must be true or false" in line
+    assert installed.active() == "0.1.0"
+
+
+@pytest.mark.parametrize("given", [(), ("release",), ("online",)])
+def test_a_verb_refuses_a_tuf_feed_without_both_tuf_keys_and_signs_nothing(
+    feed: TufFeed, given: tuple[str, ...]
+) -> None:
+    """Signing the index alone would leave every TUF build on the halted release."""
+    before = snapshot(feed.path)
+    done = mux_release(feed, "halt", "--tag", "v0.2.0", tuf_keys=given)
+    assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
+    assert "has a TUF repository" in done.stderr and "Traceback" not in done.stderr
+    assert snapshot(feed.path) == before
+
+
+def test_a_release_engineer_s_second_run_of_the_same_change_signs_no_new_role(
+    feed: TufFeed,
+) -> None:
+    verb(feed, "halt", "--tag", "v0.2.0")
+    version = tuf_repo.Repository(feed.path).targets(tuf_repo.RELEASE_ROLE).signed.version
+    out = verb(feed, "halt", "--tag", "v0.2.0")
+    assert f"release-workflow v{version} already carries this lifecycle of v0.2.0" in out
+    assert tuf_repo.Repository(feed.path).targets(tuf_repo.RELEASE_ROLE).signed.version == version
+    # Listing the release again finds the same files: the lifecycle is no part of them.
+    k = feed.keys
+    again = tuf_repo.add_release(
+        feed.path, feed.releases["0.2.0"], k.signers(k.RELEASE), k.signers(k.ONLINE)
+    )
+    assert again == ["v0.2.0 is already listed with these files: nothing to do"]
+    assert signed_record(feed, "v0.2.0")["halted"] is True
