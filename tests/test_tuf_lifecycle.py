@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -113,6 +114,39 @@ def test_a_withdrawal_signed_in_tuf_moves_a_tuf_build_back_whatever_the_index_sa
     refused = installed.run("update", "--version", "0.2.0")
     assert refused.returncode == 1 and "--allow-withdrawn" in refused.stderr
     assert installed.active() == "0.1.0"
+
+
+def test_a_mirror_that_hides_a_withdrawal_is_refused_once_its_timestamp_expires(
+    installed: Install, feed: TufFeed
+) -> None:
+    assert installed.run("update").returncode == 0 and installed.active() == "0.2.0"
+    metadata = feed.path / "metadata"
+    hiding = shutil.copytree(metadata, feed.path.parent / "before-the-withdrawal")
+    verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad")
+    signed = shutil.copytree(metadata, feed.path.parent / "after-the-withdrawal")
+
+    def mirror_serves(folder: Path) -> None:
+        shutil.rmtree(metadata)
+        shutil.copytree(folder, metadata)
+
+    mirror_serves(hiding)
+    hidden, _ = check(installed)
+    assert hidden.returncode == 0, hidden.stdout + hidden.stderr  # within its timestamp's day
+    late = Install(
+        installed.home, installed.bin_dir, {**installed.env, "MUX_TUF_CLOCK_AHEAD": "25h"}
+    )
+    expired = late.run("update", "--check")
+    assert expired.returncode == EXIT_VERIFICATION, expired.stdout + expired.stderr
+    assert "timestamp" in expired.stderr and "expired at" in expired.stderr
+
+    mirror_serves(signed)
+    seen, _ = check(installed)
+    assert seen.returncode == EXIT_WITHDRAWN, seen.stdout + seen.stderr
+    # Once the withdrawal was seen, the mirror's older metadata is a rollback: refused at once.
+    mirror_serves(hiding)
+    rolled_back = installed.run("update", "--check")
+    assert rolled_back.returncode == EXIT_VERIFICATION, rolled_back.stdout + rolled_back.stderr
+    assert "timestamp" in rolled_back.stderr and "Traceback" not in rolled_back.stderr
 
 
 def test_a_halt_signed_in_tuf_holds_the_release_and_resume_offers_it(

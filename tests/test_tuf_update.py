@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from tuf.api.metadata import Metadata, Root
+from tuf.api.metadata import Metadata, Root, Snapshot, Timestamp
 
 from release.publish import tuf_repo
 from release.publish.tuf_keys import LocalKeys
@@ -296,6 +296,62 @@ def test_a_snapshot_of_another_state_is_mix_and_match(installed: Install, feed: 
     forge(feed.path, md, feed.signers(feed.keys.ONLINE), name=path.name)
     line = refused(installed, snapshot(installed.home, installed.bin_dir))
     assert "snapshot metadata" in line and "mixed" in line
+
+
+def test_a_fast_forwarded_timestamp_is_left_behind_by_rotating_the_online_key(
+    installed: Install, feed: TufFeed, tmp_path: Path
+) -> None:
+    """Fast-forward: with the stolen online key an attacker signs timestamp v1000, and the
+    installed mux takes it (it verifies). The maintainers rotate the online key in root v2
+    and sign a timestamp of a lower version with the new key: the installed mux follows (the
+    old timestamp is dropped when its keys change) and updates."""
+    stamp = Metadata.from_bytes((feed.metadata / "timestamp.json").read_bytes())
+    stamp.signed.version = 1000
+    forge(feed.path, stamp, feed.signers(feed.keys.ONLINE), name="timestamp.json")
+    taken = installed.run("update", "--check", "--json")
+    assert taken.returncode == 10, taken.stdout + taken.stderr
+    assert "timestamp v1000" in json.dumps(json.loads(taken.stdout))
+
+    new = LocalKeys.generate(tmp_path / "new")
+    old_online = feed.keys.public(feed.keys.ONLINE).keyid
+    tuf_repo.rotate(
+        feed.path,
+        [
+            tuf_repo.KeyChange(role, add=[new.public(new.ONLINE)], remove=[old_online])
+            for role in (Timestamp.type, Snapshot.type)
+        ],
+        feed.signers("root-1", "root-2"),
+    )
+    stamp.signed.version = 5  # the publisher's own count, below the attacker's
+    forge(feed.path, stamp, [], name="timestamp.json")
+    tuf_repo.refresh(feed.path, new.signers(new.ONLINE))
+    result = installed.run("update", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    tuf_line = next(v for v in json.loads(result.stdout)["verification"] if v["layer"] == "tuf")
+    assert "root v2, timestamp v6" in tuf_line["detail"], tuf_line
+    assert installed.active() == "0.2.0"
+
+
+def test_wrong_software_for_this_target_is_refused_before_a_byte_is_read(
+    installed: Install, feed: TufFeed
+) -> None:
+    """The release key alone lists 0.2.0's archive as a build for another target (the file
+    itself unchanged): the installed mux refuses it, nothing installed, nothing left."""
+    md = tuf_repo.Repository(feed.path).targets(tuf_repo.RELEASE_ROLE)
+    for path, info in md.signed.targets.items():
+        if path.startswith("v0.2.0/") and path.endswith(".tar.gz"):
+            info.unrecognized_fields["custom"]["mux"]["target"] = "aarch64-apple-darwin"
+    md.signed.version += 1
+    forge(
+        feed.path,
+        md,
+        feed.signers(feed.keys.RELEASE),
+        name=f"{md.signed.version}.{tuf_repo.RELEASE_ROLE}.json",
+    )
+    feed.refresh()
+    line = refused(installed, snapshot(installed.home, installed.bin_dir))
+    assert "signed as a build for aarch64-apple-darwin" in line, line
+    assert not list(installed.home.rglob(".download-*"))
 
 
 def test_one_stolen_targets_key_signs_nothing(installed: Install, feed: TufFeed) -> None:
