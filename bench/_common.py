@@ -80,9 +80,11 @@ def real_build(
     protocol_version: int,
     repo: str,
     keys: Sequence[str],
+    extra: Sequence[str] = (),
     say: Callable[[str], None] = print,
 ) -> Path:
-    """``mux-release build`` into ``out_dir``; the build folder (``mux-<target>/``)."""
+    """``mux-release build`` into ``out_dir`` (``extra``: more of its options, such as
+    ``--tuf-root``); the build folder (``mux-<target>/``)."""
     started = time.monotonic()
     command = [
         sys.executable,
@@ -98,6 +100,7 @@ def real_build(
         "--repo",
         repo,
         *(arg for key in keys for arg in ("--key", key)),
+        *extra,
     ]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     if result.returncode != 0:

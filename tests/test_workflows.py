@@ -1003,17 +1003,18 @@ def test_the_feed_index_is_signed_after_each_release_and_re_signed_weekly(
     workflows: dict[str, dict[str, Any]],
 ) -> None:
     """Issue 13: the release publishes the signed index, a scheduled run re-signs it (seq + 1,
-    a new 14-day expiry) often enough that it never expires while the project is alive."""
+    a new 14-day expiry) often enough that it never expires while the project is alive; and
+    (issue 20) the TUF timestamp, which expires within a day, four times a day."""
     feed = workflows[FEED_WORKFLOW.name]
     triggers = _triggers(feed)
     assert "workflow_call" in triggers and "workflow_dispatch" in triggers
     (schedule,) = triggers["schedule"]
-    _minute, _hour, day, month, weekday = schedule["cron"].split()
-    assert (day, month) == ("*", "*") and weekday.isdigit()  # once a week
+    _minute, hour, day, month, weekday = schedule["cron"].split()
+    assert (hour, day, month, weekday) == ("*/6", "*", "*", "*")  # every six hours
     jobs = _jobs(feed)
     sign = "\n".join(_joined_run_script(str(s.get("run", ""))) for s in jobs["sign"]["steps"])
     refresh = re.search(
-        r'if \[ "\$EVENT" = schedule \]; then\s+(?:#[^\n]*\n\s*)?'
+        r'if \[ "\$EVENT" = schedule \]; then\s+(?:#[^\n]*\n\s*)*'
         rf"{re.escape(RELEASE_TOOL)} feed feed --refresh --expires-in 14d ",
         sign,
     )
@@ -1021,6 +1022,9 @@ def test_the_feed_index_is_signed_after_each_release_and_re_signed_weekly(
     events = [s["env"].get("EVENT") for s in jobs["sign"]["steps"] if "env" in s]
     assert "${{ github.event_name }}" in events
     assert sign.count(f"{RELEASE_TOOL} feed feed ") == 3  # refresh, a new feed, a release
+    # Once root v1 is committed, each of those and every lifecycle verb signs TUF too.
+    assert sign.count('"${tuf[@]}"') == 4, sign
+    assert "tuf=(--tuf-release-key env:MUX_TUF_RELEASE_KEY --tuf-online-key env:MUX_TUF_ONLINE_KEY)" in sign
     # checked as mux reads it, mux run from the checkout like the tooling
     assert f'{MUX_FROM_CHECKOUT} update --check --source feed "${{keys[@]}}"' in sign
     assert jobs["publish"]["needs"] == "sign"
