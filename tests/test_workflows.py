@@ -1024,7 +1024,10 @@ def test_the_feed_index_is_signed_after_each_release_and_re_signed_weekly(
     assert sign.count(f"{RELEASE_TOOL} feed feed ") == 3  # refresh, a new feed, a release
     # Once root v1 is committed, each of those and every lifecycle verb signs TUF too.
     assert sign.count('"${tuf[@]}"') == 4, sign
-    assert "tuf=(--tuf-release-key env:MUX_TUF_RELEASE_KEY --tuf-online-key env:MUX_TUF_ONLINE_KEY)" in sign
+    assert (
+        "tuf=(--tuf-release-key env:MUX_TUF_RELEASE_KEY --tuf-online-key env:MUX_TUF_ONLINE_KEY)"
+        in sign
+    )
     # checked as mux reads it, mux run from the checkout like the tooling
     assert f'{MUX_FROM_CHECKOUT} update --check --source feed "${{keys[@]}}"' in sign
     assert jobs["publish"]["needs"] == "sign"
