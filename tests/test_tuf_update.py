@@ -30,7 +30,7 @@ from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.imports import matching
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.installsh import make_toolbox, render_install_sh, run_install
-from tests.support.releases import serve_directory
+from tests.support.releases import make_feed, serve_directory
 from tests.support.tuf import TufFeed, forge, make_tuf_feed
 from tests.test_imports import CACHED_CHECK_ALLOWED, outside, run_released
 from tests.test_mux_attacks import _max_rss as max_rss
@@ -167,6 +167,22 @@ def test_the_cached_check_imports_no_tuf(
     assert "from the check at" in result.stdout
     assert not matching(imported, ["tuf", "securesystemslib"])
     assert outside(imported, CACHED_CHECK_ALLOWED) == []
+
+
+def test_a_build_without_a_tuf_root_never_imports_tuf(tmp_path: Path, sandbox_env) -> None:
+    """Its uncached check reads the signed index: python-tuf (some 120 modules) is not loaded,
+    even when the feed has a TUF repository beside it."""
+    feed = make_feed(tmp_path / "f", ["0.1.0", "0.2.0"])
+    (unpacked := tmp_path / "build").mkdir()
+    shutil.unpack_archive(next(feed.releases["0.1.0"].glob("*.tar.gz")), unpacked)
+    (lib,) = unpacked.glob("*/lib/mux_entry.py")
+    with serve_directory(feed.path) as url:
+        result, imported = run_released(
+            lib, ["update", "--check", "--json"], {**sandbox_env, "MUX_UPDATE_SOURCE": url}
+        )
+    assert result.returncode == 10, result.stderr[-2000:]
+    assert json.loads(result.stdout)["lifecycle"]["origin"].startswith("the signed release list")
+    assert not matching(imported, ["tuf", "securesystemslib", "urllib3"])
 
 
 @pytest.mark.parametrize("where", ["url", "folder"])

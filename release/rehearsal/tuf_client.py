@@ -30,8 +30,9 @@ from updater.errors import MuxError
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
 from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
-from updater.trust.tuf_client import ROOT_LIMIT, TufClient
+from updater.trust.tuf_client import TufClient
 from updater.trust.tuf_store import make_private_folder
+from updater.trust.tuf_targets import ROOT_LIMIT
 from updater.urls import url_origin
 
 

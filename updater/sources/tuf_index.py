@@ -28,10 +28,8 @@ from updater.config.settings import TUF_METADATA_URL_ENV
 from updater.errors import MuxError, ParseError, UsageError, VerificationError
 from updater.files import NotReadable, read_small_file
 from updater.formats import models
-from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
 from updater.trust.layers import LAYER_TUF, layer_failure
-from updater.trust.tuf_client import ROOT_LIMIT, TufClient
-from updater.trust.tuf_store import metadata_folder
+from updater.trust.tuf_targets import ROOT_LIMIT
 
 if TYPE_CHECKING:
     from updater.config.buildinfo import BuildInfo
@@ -39,6 +37,7 @@ if TYPE_CHECKING:
     from updater.core.request import ReleaseRequest
     from updater.formats.lifecycle import SignedLifecycle
     from updater.net.client import HttpClient
+    from updater.trust.tuf_client import TufClient
     from updater.trust.tuf_targets import SignedFile, SignedTargets
 
 
@@ -107,8 +106,14 @@ class TufIndex:
 
     def __init__(self, spec: TufSpec, *, client: HttpClient | None, lock_wait: float) -> None:
         self.spec = spec
+        # deferred (+125 ms, 123 modules: python-tuf, securesystemslib, urllib3): only a build
+        # that trusts a TUF root reads through it, and every other check would pay for it
+        from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
+        from updater.trust.tuf_client import TufClient
+        from updater.trust.tuf_store import metadata_folder
+
         fetcher = HttpFetcher(client) if client is not None else FolderFetcher()
-        self._client = TufClient(
+        self._client: TufClient = TufClient(
             spec.metadata_url,
             metadata_folder(spec.state_dir, spec.metadata_url),
             fetcher=fetcher,

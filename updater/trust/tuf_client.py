@@ -38,14 +38,13 @@ from tuf.ngclient import FetcherInterface, UpdaterConfig
 from updater.errors import MuxError, NetworkError, VerificationError
 from updater.timestamps import utc_text
 from updater.trust.tuf_store import StoredUpdater, refreshing
-from updater.trust.tuf_targets import RoleVersions, SignedFile, SignedTargets
+from updater.trust.tuf_targets import ROOT_LIMIT, RoleVersions, SignedFile, SignedTargets
 
 if TYPE_CHECKING:
     from tuf.api.metadata import TargetFile
 
 # What each role may weigh when the metadata that names it gives no length (python-tuf's
 # defaults, but a timestamp of a few hundred bytes needs no more than 16 KiB).
-ROOT_LIMIT = 512_000
 TIMESTAMP_LIMIT = 16_384
 SNAPSHOT_LIMIT = 2_000_000
 TARGETS_LIMIT = 5_000_000

@@ -32,6 +32,8 @@ from updater.formats import models
 from updater.formats.lifecycle import SignedLifecycle, parse_records
 
 PUBLISHED = "published"
+# What a root.json may weigh (a baked one, one a policy names, one a repository serves).
+ROOT_LIMIT = 512_000
 
 
 class SignedFile(NamedTuple):
