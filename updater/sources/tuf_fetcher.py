@@ -13,7 +13,9 @@ these, never through python-tuf's own urllib3 fetcher.
   file by file), bounded the same way.
 
 Both keep the last bytes they handed out for each URL (:meth:`last`), so that a refusal can
-say what the refused document claimed (its expiry, its signatures).
+say what the refused document claimed (its expiry, its signatures). :func:`open_client` makes
+the TUF client of a source with the right one (what :class:`updater.sources.tuf_index.TufIndex`
+imports once it knows the build trusts a TUF root).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from tuf.api import exceptions
 from updater.errors import NetworkError, VerificationError
 from updater.net.client import HttpClient
 from updater.net.progress import NoProgress
-from updater.trust.tuf_client import RememberingFetcher
+from updater.trust.tuf_client import RememberingFetcher, TufClient
+from updater.trust.tuf_store import metadata_folder
 
 
 class HttpFetcher(RememberingFetcher):
@@ -134,3 +137,25 @@ def _download_error(
     if "larger than" in exc.message:
         return exceptions.DownloadLengthMismatchError(exc.message)
     return exceptions.DownloadError(exc.message)
+
+
+def open_client(
+    metadata_url: str,
+    state_dir: str,
+    root: bytes,
+    *,
+    client: HttpClient | None,
+    lock_wait: float,
+    clock_ahead: float,
+) -> TufClient:
+    """The TUF client of one repository: through ``client`` (a URL) or from a folder, its
+    trusted metadata kept per repository below the user's ``state_dir``."""
+    fetcher = HttpFetcher(client) if client is not None else FolderFetcher()
+    return TufClient(
+        metadata_url,
+        metadata_folder(state_dir, metadata_url),
+        fetcher=fetcher,
+        bootstrap=root,
+        lock_wait=lock_wait,
+        clock_ahead=clock_ahead,
+    )

@@ -108,16 +108,13 @@ class TufIndex:
         self.spec = spec
         # deferred (+125 ms, 123 modules: python-tuf, securesystemslib, urllib3): only a build
         # that trusts a TUF root reads through it, and every other check would pay for it
-        from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
-        from updater.trust.tuf_client import TufClient
-        from updater.trust.tuf_store import metadata_folder
+        from updater.sources.tuf_fetcher import open_client
 
-        fetcher = HttpFetcher(client) if client is not None else FolderFetcher()
-        self._client: TufClient = TufClient(
+        self._client: TufClient = open_client(
             spec.metadata_url,
-            metadata_folder(spec.state_dir, spec.metadata_url),
-            fetcher=fetcher,
-            bootstrap=spec.root,
+            spec.state_dir,
+            spec.root,
+            client=client,
             lock_wait=lock_wait,
             clock_ahead=spec.clock_ahead,
         )
