@@ -190,6 +190,9 @@ def test_off_by_default_and_skip_and_hold_are_honoured(
     # Skipping it withdraws the announcement in force: a watcher that connects gets none.
     skipped = mux.run("update", "--skip", "1.1.0")
     assert skipped.returncode == 0 and "mux 1.1.0 will not be offered" in skipped.stdout
+    kind, data = next_event(lines)  # and the watcher that was told of it is told so
+    assert (kind, data["version"]) == ("update-retracted", "1.1.0"), (kind, data)
+    assert data["reason"].startswith("no longer offered to this machine (skipped")
     write_config(mux.env, 'auto_install = "compatible"\n')  # and it is not installed either
     wait_for_log(socket, "not installing mux 1.1.0 on its own: mux 1.1.0 is skipped")
     late, late_lines = spawn(mux, "server", "watch", "--socket", str(socket))

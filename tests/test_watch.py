@@ -984,9 +984,9 @@ class RawStream:
 
 def test_a_running_server_follows_the_machine_policy_as_it_changes(tmp_path, sandbox_env):
     """The policy switched to check-only, then disabled, then enabled again while a server
-    runs: its watchers are told what installs the update as the policy now says, a new
-    watcher gets only what the policy allows, and no check child runs while it disables
-    updates."""
+    runs: its watchers are told what installs the update as the policy now says (and, once
+    it disables updates, that the update no longer holds), a new watcher gets only what the
+    policy allows, and no check child runs while it disables updates."""
     policy = tmp_path / "root" / "etc" / "mux" / "policy.toml"
     policy.parent.mkdir(parents=True)
     keypair = make_keypair(tmp_path / "keys")
@@ -1043,6 +1043,13 @@ def test_a_running_server_follows_the_machine_policy_as_it_changes(tmp_path, san
         late.sock.close()
 
         set_policy("disabled")
+        # The watcher that was told of 1.1.0 is told it no longer holds, once.
+        kind, data = watcher.next_event()
+        assert (kind, data["version"], data["reason"]) == (
+            "update-retracted",
+            "1.1.0",
+            "the machine policy disables updates",
+        )
         wait_until(lambda: 'now sets updates = "disabled"' in log.read_text(), what="the change")
         wait_until(lambda: "background check skipped" in log.read_text(), what="a skipped check")
         asked = len(recording.since(0, "/releases.json"))

@@ -24,6 +24,9 @@ EVENT_UPDATE_INSTALLED = "update-installed"
 EVENT_RESTART_NEEDED = "restart-needed"
 EVENT_RELEASE_WITHDRAWN = "release-withdrawn"
 EVENT_UPDATE_REQUIRED = "update-required"
+# update-available no longer holds (the policy disabled updates, the user skipped or held it):
+# watchers that were told of it are told this; later watchers get neither.
+EVENT_UPDATE_RETRACTED = "update-retracted"
 # What the link moving says: a move replaces all of these at once (link_notices).
 LINK_EVENTS = (EVENT_UPDATE_INSTALLED, EVENT_RESTART_NEEDED)
 # What the signed lifecycle state says of the installed release: each answer of the

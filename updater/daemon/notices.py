@@ -38,6 +38,7 @@ from updater.config.settings import Settings
 from updater.core.autoinstall import REASON_OFF, AutoInstall
 from updater.core.notices import (
     EVENT_UPDATE_AVAILABLE,
+    EVENT_UPDATE_RETRACTED,
     LIFECYCLE_EVENTS,
     LINK_EVENTS,
     InstalledBuild,
@@ -54,6 +55,11 @@ from updater.daemon.linkwatch import LinkWatch
 from updater.errors import MuxError
 from updater.install.layout import Layout, installed_protocol, resolve_layout
 from updater.protocol import WatchEvent
+
+POLICY_DISABLES = "the machine policy disables updates"
+NO_LONGER_OFFERED = (
+    "no longer offered to this machine (skipped, held, failed to start here, or installed)"
+)
 
 
 class ServerNotices:
@@ -165,6 +171,18 @@ class ServerNotices:
 
     # -- the background check ------------------------------------------------------------
 
+    def _retract_offer(self, reason: str) -> None:
+        """``update-available`` no longer holds: later watchers do not get it, and the ones
+        that were told of it are told so (``update-retracted``), once."""
+        said = next((e for e in self.hub.in_force() if e.type == EVENT_UPDATE_AVAILABLE), None)
+        self.hub.retract(EVENT_UPDATE_AVAILABLE)
+        self._announced_tag = None
+        if said is not None:
+            data = {"version": said.data.get("version"), "tag": said.data.get("tag")}
+            self.hub.publish(
+                WatchEvent(EVENT_UPDATE_RETRACTED, {**data, "reason": reason}), in_force=False
+            )
+
     # -- the machine policy --------------------------------------------------------------
 
     def refresh_policy(self) -> bool:
@@ -194,8 +212,7 @@ class ServerNotices:
                 self._log(f'the machine policy now sets updates = "{updates}"')
             offer = self._offer
             if updates == "disabled" or offer is None:
-                self.hub.retract(EVENT_UPDATE_AVAILABLE)
-                self._announced_tag = None
+                self._retract_offer(POLICY_DISABLES)
             else:
                 notice = offer_notice(
                     offer,
@@ -204,8 +221,7 @@ class ServerNotices:
                     withheld=self._withheld(offer),
                 )
                 if notice is None:
-                    self.hub.retract(EVENT_UPDATE_AVAILABLE)
-                    self._announced_tag = None
+                    self._retract_offer(NO_LONGER_OFFERED)
                 elif self._announced_tag is not None:  # said before: say it as it is now
                     self._announced_tag = str(notice.data.get("tag"))
                     self.hub.replace(
@@ -275,8 +291,7 @@ class ServerNotices:
             self._offer = offer
             self._automatic = automatic
             if self._updates == "disabled":  # changed while the check ran
-                self.hub.retract(EVENT_UPDATE_AVAILABLE)
-                self._announced_tag = None
+                self._retract_offer(POLICY_DISABLES)
                 return None
             restate, self._restate = self._restate, False
             self._refresh_offer(installing=installing, restate=restate)
@@ -333,8 +348,7 @@ class ServerNotices:
             withheld=installing or self._withheld(offer),
         )
         if notice is None:
-            self.hub.retract(EVENT_UPDATE_AVAILABLE)
-            self._announced_tag = None
+            self._retract_offer(NO_LONGER_OFFERED)
         elif (
             announce
             and notice.data.get("tag") != self._announced_tag
