@@ -128,6 +128,8 @@ def rebadge(build: Path, destination: Path, *, version: str, protocol_version: i
             target=info.target,
             repo=info.repo,
             minisign_keys=info.trust.minisign_keys,
+            tuf_root=info.trust.tuf_root.encode() if info.trust.tuf_root else None,
+            tuf_metadata_url=info.trust.tuf_metadata_url,
         ),
     )
     write_bill(copy, None)  # its notices and SBOM describe what it now ships

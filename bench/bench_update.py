@@ -53,13 +53,16 @@ class Feed:
     target: str
 
 
-def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
+def make_feed(tmp: Path, mib: int, keypair, real: Path | None, *, tuf: bool = False) -> Feed:
     """v0.1.0 (what is installed) and v0.2.0, signed and attested; v0.2.0 carries enough
-    incompressible data for its archive to weigh ``mib`` MiB."""
+    incompressible data for its archive to weigh ``mib`` MiB. With ``tuf``: the feed has a
+    TUF repository listing both (tests/support/tuf.py's root v1, which ``real`` must trust;
+    stand-in builds are made trusting it)."""
     from release.build.standin import build_standin
     from release.publish.feed import sign_feed_index
     from release.publish.package import package_release, sign_release
     from release.rehearsal.fake_sigstore import FakeSigstore
+    from tests.support.tuf import METADATA_URL, add_repository, default_root
     from updater.config.targets import detect_target
     from updater.formats import models
 
@@ -78,6 +81,7 @@ def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
                 repo=REPO,
                 minisign_keys=[keypair.public_key],
                 target=target,
+                **({"tuf_root": default_root(), "tuf_metadata_url": METADATA_URL} if tuf else {}),
             )
         elif version == "0.1.0":
             build = real
@@ -93,6 +97,8 @@ def make_feed(tmp: Path, mib: int, keypair, real: Path | None) -> Feed:
         if version == "0.2.0" and real is None:
             shutil.rmtree(scratch)
     sign_feed_index(feed, keypair.secret_key())  # a signed index, as a real feed publishes
+    if tuf:
+        add_repository(feed)
     return Feed(feed, keypair.public_key, sigstore.trusted_root_path, target)
 
 
@@ -166,13 +172,14 @@ def measure_update(
     *,
     mib: int,
     rounds: int,
+    tuf: bool = False,
 ) -> tuple[dict[str, Samples], float]:
     """``rounds`` interleaved rounds of the bare tools and a fresh ``mux update`` (installed
     with ``installer``: the real build when ``real`` is given); the samples and the archive's
     size in MiB."""
     from tests.support.releases import serve_directory
 
-    feed = make_feed(work / "f", mib, keypair, real)
+    feed = make_feed(work / "f", mib, keypair, real, tuf=tuf)
     archive = feed.path / "v0.2.0" / f"mux-{feed.target}.tar.gz"
     results = {BARE: Samples(), "mux update": Samples()}
     with serve_directory(feed.path) as url:

@@ -25,6 +25,7 @@ from tests.support.broken import KINDS, breaker
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import KeyPair, make_keypair, make_release
 from tests.support.servers import wait_until
+from tests.test_watch import RawStream
 from updater.errors import EXIT_RESTART_FELL_BACK
 from updater.protocol import StatusLine
 from updater.servers.client import query_server
@@ -235,6 +236,35 @@ def test_two_failed_starts_move_the_link_back_and_nothing_offers_the_version_aga
     assert asked.returncode == 0, asked.stdout + asked.stderr
     assert mux.active() == NEW
     assert check_json(mux, keypair)["failed_versions"] == []
+
+
+def test_a_server_s_background_check_withholds_a_version_that_failed_to_start(
+    tmp_path: Path, sandbox_env: dict[str, str], keypair: KeyPair, exiting_feed: Path
+) -> None:
+    """After two failed starts of 1.1.0 the link is back on 1.0.0: a server whose stream never
+    told of 1.1.0 checks every second and announces nothing, until 1.2.0 is published."""
+    feed = shutil.copytree(exiting_feed, tmp_path / "feed")
+    env = {**sandbox_env, "MUX_UPDATE_CHECK_INTERVAL": "1"}
+    mux, socket, _old, _ = install_and_serve(tmp_path, env, feed, keypair)
+    update_to_new(mux, keypair)
+    for _ in range(2):
+        assert mux.run("server", "restart", "--socket", str(socket)).returncode == 5
+    assert mux.active() == OLD
+    fresh = socket.with_name("fresh.sock")  # a surface that never told of 1.1.0
+    assert mux.run("server", "start", "--socket", str(fresh)).returncode == 0
+    log = fresh.with_name("fresh.log")
+    wait_until(
+        lambda: log.read_text().count(f"background check: latest v{NEW}") >= 2,
+        what="two background checks of the fresh server",
+    )
+    assert "announced here within the last day" not in log.read_text()
+    watcher = RawStream(fresh)
+    assert watcher.next() is not None  # the status line; then nothing in force
+    make_release(feed, "1.2.0", protocol_version=PROTOCOL, keypair=keypair)
+    kind, data = watcher.next_event()
+    assert (kind, data["version"]) == ("update-available", "1.2.0"), (kind, data)
+    watcher.sock.close()
+    assert mux.run("server", "stop", "--socket", str(fresh)).returncode == 0
 
 
 def test_healthy_restarts_never_fall_back_and_forget_an_earlier_failure(

@@ -99,10 +99,7 @@ def make_tuf_feed(
     keypair = keypair or default_keypair()
     feed = TufFeed(path=Path(tmp) / "feed", keypair=keypair, root_v1=default_root())
     feed.path.mkdir(parents=True, exist_ok=True)
-    tuf_repo.create_local(feed.path, feed.keys, now=_ROOT_TIME)
-    # The roles made with root v1 may be hours old: give the repository a fresh snapshot and
-    # timestamp before anything else.
-    feed.refresh()
+    add_repository(feed.path, publish=False)
     now = int(time.time())
     for number, version in enumerate(versions):
         feed.releases[version] = make_release(
@@ -117,6 +114,17 @@ def make_tuf_feed(
     if publish:
         feed.publish()
     return feed
+
+
+def add_repository(folder: Path, *, publish: bool = True) -> None:
+    """Give ``folder`` (a feed) a TUF repository from the process's root v1, fresh, listing
+    every release folder in it (unless ``publish`` is false)."""
+    keys = default_tuf_keys()
+    tuf_repo.create_local(folder, keys, now=_ROOT_TIME)
+    # The roles made with root v1 may be hours old: a fresh snapshot and timestamp first.
+    tuf_repo.refresh(folder, keys.signers(keys.ONLINE))
+    if publish:
+        tuf_repo.publish_feed(folder, keys.signers(keys.RELEASE), keys.signers(keys.ONLINE))
 
 
 def forge(folder: Path, md: Metadata[Any], signers: Sequence[Signer], *, name: str) -> Path:
