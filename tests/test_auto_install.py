@@ -14,7 +14,9 @@ import functools
 import http.server
 import json
 import os
+import random
 import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -252,6 +254,71 @@ def test_kill_9_during_an_automatic_install_leaves_a_runnable_mux_and_the_next_c
     assert status is not None and status.pid == pid
     watcher.terminate()
     watcher.wait(10)
+
+
+def test_kill_9_at_any_moment_of_the_automatic_install_child_leaves_a_runnable_mux(
+    tmp_path: Path, sandbox_env: dict[str, str], feed: Feed, keypair: KeyPair
+) -> None:
+    """The child a server runs (`<its build> server auto-install`), killed with its process
+    group at random moments of its run: each time mux runs at 1.0.0 or 1.1.0, and the next
+    run finishes the install and leaves nothing behind."""
+    write_config(sandbox_env, 'auto_install = "compatible"\n')
+    mux = installed(tmp_path, sandbox_env, feed, keypair)
+    publish(feed.path, "1.1.0", 2, keypair)
+    pristine = tmp_path / "pristine"
+    shutil.copytree(mux.home, pristine / "home", symlinks=True)
+    shutil.copytree(mux.bin_dir, pristine / "bin", symlinks=True)
+    child = [
+        str(mux.home / "versions" / "1.0.0" / "mux"),
+        *("server", "auto-install", "--version", "1.1.0", "--protocol", "2"),
+    ]
+
+    def reset() -> None:
+        for name, folder in (("home", mux.home), ("bin", mux.bin_dir)):
+            shutil.rmtree(folder)
+            shutil.copytree(pristine / name, folder, symlinks=True)
+
+    def run_child() -> dict[str, Any]:
+        done = subprocess.run(child, env=mux.env, capture_output=True, text=True, check=False)
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        assert answer.get("ok") is True, answer
+        return answer
+
+    started = time.monotonic()
+    assert run_child()["to"] == "1.1.0"
+    duration = time.monotonic() - started
+    rng = random.Random(20261202)
+    killed = 0
+    for run in range(10):
+        reset()
+        process = subprocess.Popen(
+            child,
+            env=mux.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            process.wait(timeout=rng.uniform(0, duration))  # the moment it is killed at
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            killed += 1
+        version = mux.reported_version()["version"]
+        assert version in ("1.0.0", "1.1.0"), f"run {run}: mux reports {version}"
+        if version == "1.0.0":
+            assert run_child()["to"] == "1.1.0"  # the next automatic install finishes it
+        else:
+            assert mux.run("update").returncode == 0  # the next run tidies what it left
+        assert mux.active() == "1.1.0" and mux.reported_version()["version"] == "1.1.0"
+        left = [
+            p.name
+            for p in mux.home.rglob("*")
+            if ".partial-" in p.name or p.name.startswith((".download-", ".trash-"))
+        ]
+        assert left == [], f"run {run}: {left}"
+    assert killed >= 5, f"only {killed} of 10 runs were killed mid-way"
 
 
 @needs_root

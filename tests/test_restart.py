@@ -182,6 +182,7 @@ def test_a_restart_into_a_build_that_cannot_serve_brings_the_old_build_back(
     assert now.status.executable == old.executable  # the very build it ran before
     # Without a server of the old build on the socket for less than 10 s (the wait for the
     # new build, MUX_RESTART_TIMEOUT, is 7 s of that for a hung one).
+    print(f"outage, {kind}: {outage.seconds:.2f} s (a healthy start: {healthy_start:.2f} s)")
     assert outage.seconds < 10.0, f"{outage.seconds:.2f}s (a healthy start: {healthy_start:.2f}s)"
     assert processes_of(mux.home / "versions" / NEW) == []  # nothing of the broken build lives
     assert Path(f"{socket.with_suffix('.log')}.failed").is_file()  # the failed start's log
