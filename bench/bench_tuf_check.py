@@ -43,6 +43,7 @@ from _common import (
     run_once,
     selected_modes,
 )
+from bench_check_floor import VERIFY
 
 from tests.support.releases import default_keypair, serve_directory
 from tests.support.tuf import METADATA_URL, default_root, make_tuf_feed
@@ -81,15 +82,6 @@ for name in ("manifest.json", "SHA256SUMS", "SHA256SUMS.minisig"):
     files[name] = data
 raw_key = base64.b64decode(key_line)
 key = Ed25519PublicKey.from_public_bytes(raw_key[10:])
-lines = files["SHA256SUMS.minisig"].decode().splitlines()
-signature, comment = base64.b64decode(lines[1]), lines[2].removeprefix("trusted comment: ")
-assert signature[2:10] == raw_key[2:10]
-key.verify(signature[10:], hashlib.blake2b(files["SHA256SUMS"], digest_size=64).digest())
-key.verify(base64.b64decode(lines[3]), signature[10:] + comment.encode())
-sums = dict(reversed(line.split("  ", 1)) for line in files["SHA256SUMS"].decode().splitlines())
-assert sums["manifest.json"] == hashlib.sha256(files["manifest.json"]).hexdigest()
-manifest = json.loads(files["manifest.json"])
-print(json.dumps({"tag": tag, "newer": Version(manifest["version"]) > Version(current)}))
 """
 
 MUX = "mux update --check (TUF, uncached)"
@@ -100,7 +92,7 @@ def measure(work: Path, mux: list[str], env: dict[str, str], rounds: int) -> dic
     feed = make_tuf_feed(work / "f", ["0.1.0", "9.0.0"])
     root = work / "root.json"
     root.write_bytes(default_root())
-    (work / "floor.py").write_text(FLOOR)
+    (work / "floor.py").write_text(FLOOR + VERIFY)
     results = {FLOOR_NAME: Samples(), MUX: Samples()}
     with serve_directory(feed.path) as url:
         commands = {
