@@ -93,6 +93,20 @@ def idle_threads(pid: int, address: str | Path) -> int:
     return before + 1
 
 
+def status_command_seconds(address: str | Path) -> float:
+    """`mux server status --json` itself, as a user runs it: the server must be listed live;
+    how long the command took (its own start-up included: a test compares it with the same
+    command's time against the server when nobody attacks it)."""
+    env = {**os.environ, "MUX_SERVER_URL": str(address)} if "://" in str(address) else None
+    began = time.monotonic()
+    result = mux("server", "status", "--json", env=env)
+    took = time.monotonic() - began
+    assert result.returncode == 0, result.stderr
+    servers = {s["address"]: s for s in json.loads(result.stdout)["servers"]}
+    assert servers[str(address)]["state"] == "live", servers
+    return took
+
+
 def answers_within_a_second(address: str | Path) -> None:
     """The owner's status query: live, and within a second."""
     began = time.monotonic()
@@ -149,6 +163,7 @@ def test_watchers_that_hang_up_before_the_answer_leak_no_place(mux_runtime_dir):
     """300 clients (more than the 256 places) send GET /api/watch and hang up before the
     server has read it: each place comes back, and a new watcher is served."""
     pid, path = start_mux_server(mux_runtime_dir, "early")
+    calm = max(status_command_seconds(path) for _ in range(2))  # the slower of two, unattacked
     idle = idle_threads(pid, path)
     for _round in range(3):
         os.kill(pid, signal.SIGSTOP)  # every one of them is gone before the server reads it
@@ -160,6 +175,7 @@ def test_watchers_that_hang_up_before_the_answer_leak_no_place(mux_runtime_dir):
             os.kill(pid, signal.SIGCONT)
         # Served after the 100 (connections are accepted in order), then every stream ended.
         answers_within_a_second(path)
+        assert status_command_seconds(path) - calm < 1.0, calm
         wait_until(lambda: threads(pid) <= idle, what="the server to be done with them")
     answers_within_a_second(path)
     assert first_watch_line(path)["pid"] == pid
@@ -233,6 +249,7 @@ def test_slow_and_oversized_requests_hold_nothing_for_long(mux_runtime_dir):
     server's threads and memory stay flat, it answers at once, and the drippers are cut at
     the request deadline however steadily they drip."""
     pid, path = start_mux_server(mux_runtime_dir, "crowded")
+    calm = max(status_command_seconds(path) for _ in range(2))  # the slower of two, unattacked
     base_threads, base_rss = idle_threads(pid, path), rss_mib(pid)
     drippers = [unix_client(path) for _ in range(100)]
     stop = threading.Event()
@@ -254,6 +271,7 @@ def test_slow_and_oversized_requests_hold_nothing_for_long(mux_runtime_dir):
                 client.sendall(b"GET /api/status HTTP/1.0\r\nX-Pad: " + b"a" * 65536)
             huge.append(client)
         answers_within_a_second(path)
+        assert status_command_seconds(path) - calm < 1.0, calm
         assert first_watch_line(path)["pid"] == pid
         assert threads(pid) <= base_threads + 2, threads(pid)
         assert rss_mib(pid) - base_rss < 24, (base_rss, rss_mib(pid))
@@ -443,6 +461,7 @@ def test_another_user_gets_nothing_from_a_loopback_server(mux_runtime_dir, other
     shutdown, and floods 64 KiB request lines for 5 s: it gets 401s and 403s, the server
     keeps answering its owner within a second, and its log stays small."""
     pid, url = start_mux_server_url(mux_runtime_dir)
+    calm = max(status_command_seconds(url) for _ in range(2))  # the slower of two, unattacked
     port = url.rsplit(":", 1)[1]
     secret = tcp_secret(url)
     log = tcp_server_log(url)
@@ -463,6 +482,7 @@ def test_another_user_gets_nothing_from_a_loopback_server(mux_runtime_dir, other
         # The flood runs now: the owner is served all the same.
         for _ in range(3):
             answers_within_a_second(url)
+        assert status_command_seconds(url) - calm < 1.0, calm
         assert first_watch_line(url)["pid"] == pid
         flooded = json.loads(attacker.stdout.readline() or "{}")
         assert attacker.wait(60) == 0
