@@ -335,11 +335,13 @@ def feed_command(
     if tuf_online_key:
         from release.publish import tuf_repo  # python-tuf (docstring)
 
-        _say(
-            tuf_repo.publish_feed(
-                feed_dir, _signers(feed_dir, tuf_release_key), _signers(feed_dir, tuf_online_key)
-            )
-        )
+        online = _signers(feed_dir, tuf_online_key)
+        if refresh:
+            # The index re-signed as it is: TUF gets a new timestamp, and nothing new is listed
+            # (a release whose own feed run failed must not reach TUF builds alone).
+            _say(tuf_repo.refresh(feed_dir, online))
+        else:
+            _say(tuf_repo.publish_feed(feed_dir, _signers(feed_dir, tuf_release_key), online))
 
 
 # --- lifecycle: rollout, halt, resume, withdraw, critical ----------------------------------

@@ -232,3 +232,39 @@ def test_a_release_engineer_s_second_run_of_the_same_change_signs_no_new_role(
     )
     assert again == ["v0.2.0 is already listed with these files: nothing to do"]
     assert signed_record(feed, "v0.2.0")["halted"] is True
+
+
+def test_a_verb_refuses_when_the_index_and_tuf_disagree_and_signs_nothing(feed: TufFeed) -> None:
+    """An index that lost its records (here: the one from before a withdrawal, validly signed
+    then) must not be the base of a change that would lift the withdrawal TUF builds obey."""
+    index = {n: (feed.path / n).read_bytes() for n in (FEED_INDEX_NAME, FEED_SIGNATURE_NAME)}
+    verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad")
+    for name, data in index.items():
+        (feed.path / name).write_bytes(data)
+    before = snapshot(feed.path)
+    done = mux_release(feed, "rollout", "--tag", "v0.2.0", "--full")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "disagree on the lifecycle of v0.2.0" in done.stderr and "Traceback" not in done.stderr
+    assert snapshot(feed.path) == before
+    assert signed_record(feed, "v0.2.0")["withdrawn"] == {"reason": "bad"}
+
+
+def test_a_refresh_signs_a_new_timestamp_and_lists_nothing_new(feed: TufFeed) -> None:
+    """A release folder whose own feed run failed reaches TUF builds only with its index."""
+    shutil.copytree(feed.releases["0.2.0"], feed.path / "v0.3.0")
+    stamp = tuf_repo.Repository(feed.path).timestamp().signed.version
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "release", "feed", str(feed.path), "--refresh"),
+            *("--key-file", str(feed.keypair.secret_key_path)),
+            *("--tuf-online-key", feed.keys.uri("online")),
+        ],
+        env={**os.environ, "MINISIGN_PASSWORD": TEST_PASSWORD},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert tuf_repo.Repository(feed.path).timestamp().signed.version == stamp + 1
+    assert tuf_repo.lifecycle_of(feed.path, "v0.3.0") is None  # not listed

@@ -31,7 +31,7 @@ from tests.support.imports import matching
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.installsh import make_toolbox, render_install_sh, run_install
 from tests.support.releases import make_feed, serve_directory
-from tests.support.tuf import TufFeed, forge, make_tuf_feed
+from tests.support.tuf import TufFeed, add_repository, forge, make_tuf_feed
 from tests.test_imports import CACHED_CHECK_ALLOWED, outside, run_released
 from tests.test_mux_attacks import _max_rss as max_rss
 from tests.test_update_github import attest
@@ -173,6 +173,7 @@ def test_a_build_without_a_tuf_root_never_imports_tuf(tmp_path: Path, sandbox_en
     """Its uncached check reads the signed index: python-tuf (some 120 modules) is not loaded,
     even when the feed has a TUF repository beside it."""
     feed = make_feed(tmp_path / "f", ["0.1.0", "0.2.0"])
+    add_repository(feed.path)  # a TUF repository beside the index: not this build's to read
     (unpacked := tmp_path / "build").mkdir()
     shutil.unpack_archive(next(feed.releases["0.1.0"].glob("*.tar.gz")), unpacked)
     (lib,) = unpacked.glob("*/lib/mux_entry.py")

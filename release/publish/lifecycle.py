@@ -107,6 +107,16 @@ def change_lifecycle(
         # deferred (+120 ms, python-tuf): only a feed with a TUF repository needs it
         from release.publish import tuf_repo
 
+        signed_there = tuf_repo.lifecycle_of(feed_dir, tag)
+        if signed_there is not None and _state(signed_there) != _state(before.to_json()):
+            # Changing one from the other's state would undo what the other says (a verb on
+            # an index that lost its records would lift a withdrawal TUF builds obey).
+            raise FeedError(
+                f"the signed index and the TUF repository of {feed_dir} disagree on the "
+                f"lifecycle of {tag} (index: {_state(before.to_json()) or 'none'}; TUF: "
+                f"{_state(signed_there) or 'none'})",
+                hint="publish the feed as it was (both from the last feed run), then run the verb",
+            )
         published = tuf_repo.set_lifecycle(
             feed_dir,
             tag,
@@ -123,6 +133,12 @@ def change_lifecycle(
         lifecycle={tag: after},
     )
     return Changed(signed, tag, before, after, tuple(published))
+
+
+def _state(record: dict[str, object]) -> dict[str, object]:
+    """A record's state: everything but ``released_at`` (which every writer takes from the
+    manifest)."""
+    return {k: v for k, v in record.items() if k != "released_at"}
 
 
 def parse_stages(text: str, *, now: int) -> tuple[Stage, ...]:

@@ -527,6 +527,18 @@ def _without_lifecycle(target: TargetFile) -> tuple[Any, ...]:
     return target.path, target.length, target.hashes, {**custom, "mux": facts}
 
 
+def _require_online(repo: Repository, signers: Sequence[Signer]) -> None:
+    """Before anything is written: the online key given can sign the snapshot and the
+    timestamp (else a new release-workflow would be published with no snapshot naming it)."""
+    root = repo.root().signed
+    given = {signer.public_key.keyid for signer in signers}
+    for role in (Snapshot.type, Timestamp.type):
+        if not given & set(root.roles[role].keyids):
+            raise TufRepoError(
+                f"no online key of the {role} role was given", hint="--online-key, --tuf-online-key"
+            )
+
+
 def _publish_release_role(
     repo: Repository, releases: Targets, release_signers: Sequence[Signer]
 ) -> None:
@@ -560,7 +572,6 @@ def add_release(
     they differ: a tag's files never change once published (that is what lets clients and
     mirrors cache them for good, and GitHub's assets be the targets)."""
     repo = Repository(Path(folder), now or _now())
-    repo.root()  # (a repository must be there)
     current = repo.targets(RELEASE_ROLE)
     new = release_targets(release_dir)
     tag = next(iter(new)).split("/", 1)[0]
@@ -580,11 +591,24 @@ def add_release(
             f"{tag} is already listed with other files ({', '.join(changed)[:300]}); a "
             "published release never changes: publish a new version",
         )
+    _require_online(repo, online_signers)
     releases = current.signed
     releases.targets.update(new)
     _publish_release_role(repo, releases, release_signers)
     lines = [f"{RELEASE_ROLE} v{releases.version}: {tag} listed ({len(new)} files)"]
     return lines + _snapshot_and_timestamp(repo, online_signers)
+
+
+def lifecycle_of(folder: Path, tag: str) -> dict[str, Any] | None:
+    """The lifecycle record the repository's newest release-workflow signs for ``tag`` (None:
+    the tag is not listed; ``{}``: listed without one)."""
+    releases = Repository(Path(folder)).targets(RELEASE_ROLE).signed
+    manifest = releases.targets.get(f"{tag}/{models.MANIFEST_NAME}")
+    if manifest is None:
+        return None
+    facts = (manifest.unrecognized_fields.get("custom") or {}).get("mux") or {}
+    record = facts.get("lifecycle")
+    return dict(record) if isinstance(record, dict) else {}
 
 
 def set_lifecycle(
@@ -602,7 +626,7 @@ def set_lifecycle(
     untouched), then a new snapshot and timestamp. What ``mux-release rollout|halt|resume|
     withdraw|critical`` do for a feed with a TUF repository, beside its signed index."""
     repo = Repository(Path(folder), now or _now())
-    repo.root()  # (a repository must be there)
+    _require_online(repo, online_signers)
     releases = repo.targets(RELEASE_ROLE).signed
     manifest = releases.targets.get(f"{tag}/{models.MANIFEST_NAME}")
     if manifest is None:

@@ -24,8 +24,8 @@ EVENT_UPDATE_INSTALLED = "update-installed"
 EVENT_RESTART_NEEDED = "restart-needed"
 EVENT_RELEASE_WITHDRAWN = "release-withdrawn"
 EVENT_UPDATE_REQUIRED = "update-required"
-# update-available no longer holds (the policy disabled updates, the user skipped or held it):
-# watchers that were told of it are told this; later watchers get neither.
+# update-available no longer holds (the policy disabled updates, or it is no longer offered here):
+# watchers that were told of it are told this once; later watchers get neither.
 EVENT_UPDATE_RETRACTED = "update-retracted"
 # What the link moving says: a move replaces all of these at once (link_notices).
 LINK_EVENTS = (EVENT_UPDATE_INSTALLED, EVENT_RESTART_NEEDED)

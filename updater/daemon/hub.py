@@ -244,6 +244,15 @@ class WatchHub:
                 watcher.lines.append(line)
         self._changed.notify_all()
 
+    def withdraw(self, event_type: str, tell: Callable[[WatchEvent], WatchEvent]) -> None:
+        """``event_type`` is no longer in force, and every watcher (each got it, when it was
+        sent or when it connected) is sent ``tell(that event)``, not in force. One step: a
+        watcher that connects meanwhile gets neither."""
+        with self._changed:
+            said = self._in_force.pop(event_type, None)
+            if said is not None:
+                self._publish(tell(said), in_force=False)
+
     def retract(self, event_type: str) -> None:
         """``event_type`` is no longer in force (later watchers do not get it)."""
         with self._changed:

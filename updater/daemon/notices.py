@@ -57,9 +57,7 @@ from updater.install.layout import Layout, installed_protocol, resolve_layout
 from updater.protocol import WatchEvent
 
 POLICY_DISABLES = "the machine policy disables updates"
-NO_LONGER_OFFERED = (
-    "no longer offered to this machine (skipped, held, failed to start here, or installed)"
-)
+NO_LONGER_OFFERED = "no longer offered to this machine"
 
 
 class ServerNotices:
@@ -174,14 +172,13 @@ class ServerNotices:
     def _retract_offer(self, reason: str) -> None:
         """``update-available`` no longer holds: later watchers do not get it, and the ones
         that were told of it are told so (``update-retracted``), once."""
-        said = next((e for e in self.hub.in_force() if e.type == EVENT_UPDATE_AVAILABLE), None)
-        self.hub.retract(EVENT_UPDATE_AVAILABLE)
-        self._announced_tag = None
-        if said is not None:
+
+        def retracted(said: WatchEvent) -> WatchEvent:
             data = {"version": said.data.get("version"), "tag": said.data.get("tag")}
-            self.hub.publish(
-                WatchEvent(EVENT_UPDATE_RETRACTED, {**data, "reason": reason}), in_force=False
-            )
+            return WatchEvent(EVENT_UPDATE_RETRACTED, {**data, "reason": reason})
+
+        self.hub.withdraw(EVENT_UPDATE_AVAILABLE, retracted)
+        self._announced_tag = None
 
     # -- the machine policy --------------------------------------------------------------
 
