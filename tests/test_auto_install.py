@@ -15,7 +15,6 @@ import http.server
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import threading
@@ -27,7 +26,7 @@ from typing import Any
 import pytest
 
 from release.rehearsal.serve import serving, url_of
-from tests.support.installs import Install, bootstrap
+from tests.support.installs import Install, bootstrap, keep_pristine, leftovers
 from tests.support.releases import KeyPair, make_keypair, make_release
 from tests.support.servers import wait_until
 from tests.test_restart import processes_of
@@ -264,18 +263,11 @@ def test_kill_9_at_any_moment_of_the_automatic_install_child_leaves_a_runnable_m
     write_config(sandbox_env, 'auto_install = "compatible"\n')
     mux = installed(tmp_path, sandbox_env, feed, keypair)
     publish(feed.path, "1.1.0", 2, keypair)
-    pristine = tmp_path / "pristine"
-    shutil.copytree(mux.home, pristine / "home", symlinks=True)
-    shutil.copytree(mux.bin_dir, pristine / "bin", symlinks=True)
+    reset = keep_pristine(mux, tmp_path / "pristine")
     child = [
         str(mux.home / "versions" / "1.0.0" / "mux"),
         *("server", "auto-install", "--version", "1.1.0", "--protocol", "2"),
     ]
-
-    def reset() -> None:
-        for name, folder in (("home", mux.home), ("bin", mux.bin_dir)):
-            shutil.rmtree(folder)
-            shutil.copytree(pristine / name, folder, symlinks=True)
 
     def run_child() -> dict[str, Any]:
         done = subprocess.run(child, env=mux.env, capture_output=True, text=True, check=False)
@@ -312,12 +304,7 @@ def test_kill_9_at_any_moment_of_the_automatic_install_child_leaves_a_runnable_m
         else:
             assert mux.run("update").returncode == 0  # the next run tidies what it left
         assert mux.active() == "1.1.0" and mux.reported_version()["version"] == "1.1.0"
-        left = [
-            p.name
-            for p in mux.home.rglob("*")
-            if ".partial-" in p.name or p.name.startswith((".download-", ".trash-"))
-        ]
-        assert left == [], f"run {run}: {left}"
+        assert leftovers(mux) == [], f"run {run}"
     assert killed >= 5, f"only {killed} of 10 runs were killed mid-way"
 
 

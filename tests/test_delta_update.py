@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ import pytest
 from release.publish.delta import write_deltas
 from release.publish.formats import delta_header_document
 from release.publish.package import rehash_sums
-from tests.support.installs import Install, bootstrap, snapshot
+from tests.support.installs import Install, bootstrap, keep_pristine, leftovers, snapshot
 from tests.support.releases import (
     Feed,
     flip_byte,
@@ -102,20 +101,6 @@ def _tree(folder: Path) -> dict[str, tuple[str, int]]:
     return found
 
 
-def _leftovers(install: Install) -> list[str]:
-    found = [
-        str(p)
-        for p in install.home.rglob("*")
-        if ".partial-" in p.name
-        or (
-            p.name.startswith((".download-", ".trash-", "."))
-            and p.name not in (".lock", ".mux-files")
-        )
-    ]
-    found += [p.name for p in install.bin_dir.iterdir() if p.name != "mux"]
-    return found
-
-
 def _full_install_tree(tmp_path: Path, sandbox_env, feed: Feed, url: str) -> dict:
     """The tree a fresh install of 0.2.0 from the full archive gets (the reference)."""
     reference = bootstrap(
@@ -149,7 +134,7 @@ def test_update_by_delta_downloads_only_what_changed(
     # Byte for byte and mode for mode what a full install of 0.2.0 gets.
     version_dir = installed.home / "versions" / "0.2.0"
     assert _tree(version_dir) == _full_install_tree(tmp_path, sandbox_env, feed, url)
-    assert _leftovers(installed) == []
+    assert leftovers(installed) == []
     # The next update from 0.2.0 can start from what this one recorded.
     record = json.loads((installed.home / "install.json").read_text())
     assert (
@@ -374,7 +359,7 @@ def test_a_bad_delta_falls_back_to_the_full_archive(
     reference = _full_install_tree(tmp_path, sandbox_env, feed, url)
     assert _tree(installed.home / "versions" / "0.2.0") == reference
     assert (installed.home / "versions" / "0.1.0" / "mux").is_file()
-    assert _leftovers(installed) == []
+    assert leftovers(installed) == []
 
 
 def test_peak_memory_stays_bounded_on_a_gigabyte_patch(
@@ -422,15 +407,7 @@ def test_no_delta_from_a_version_not_kept_is_tried(installed: Install, feed: Fee
 def test_kill_9_during_a_delta_update_leaves_a_runnable_mux(installed: Install) -> None:
     """Updates by delta killed at random moments; after each, mux runs at 0.1.0 or 0.2.0,
     and the next update finishes (by the delta) and leaves nothing behind."""
-    pristine = installed.home.parent / "pristine"
-    shutil.copytree(installed.home, pristine / "home", symlinks=True)
-    shutil.copytree(installed.bin_dir, pristine / "bin", symlinks=True)
-
-    def reset() -> None:
-        shutil.rmtree(installed.home)
-        shutil.rmtree(installed.bin_dir)
-        shutil.copytree(pristine / "home", installed.home, symlinks=True)
-        shutil.copytree(pristine / "bin", installed.bin_dir, symlinks=True)
+    reset = keep_pristine(installed, installed.home.parent / "pristine")
 
     started = time.monotonic()
     assert _update(installed)["transfer"]["method"] == "delta"
@@ -463,6 +440,6 @@ def test_kill_9_during_a_delta_update_leaves_a_runnable_mux(installed: Install) 
             assert report["transfer"]["method"] == "delta", report["transfer"]
         else:  # killed after the switch: the next run tidies what it left
             assert installed.run("update").returncode == 0
-        assert _leftovers(installed) == [], f"run {run}"
+        assert leftovers(installed) == [], f"run {run}"
         assert snapshot(kept)  # the kept version is whole
     assert killed >= 6, f"only {killed} of 12 runs were killed mid-way"

@@ -6,40 +6,21 @@ release key wrote them. Real installs, real processes, a loopback feed."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from release.publish import tuf_repo
-from tests.support.installs import Install, bootstrap, snapshot
-from tests.support.releases import TEST_PASSWORD, serve_directory
-from tests.support.tuf import TufFeed, forge, make_tuf_feed
+from tests.support.installs import Install, snapshot
+from tests.support.tuf import TufFeed, feed, forge, installed, served
 from tests.test_lifecycle_feed import check
+from tests.test_lifecycle_feed import mux_release as signed_feed_command
 from updater.errors import EXIT_USAGE, EXIT_VERIFICATION, EXIT_WITHDRAWN
 from updater.formats.models import FEED_INDEX_NAME
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 
-
-@pytest.fixture
-def feed(tmp_path: Path) -> TufFeed:
-    return make_tuf_feed(tmp_path / "f", ["0.1.0", "0.2.0"])
-
-
-@pytest.fixture
-def served(feed: TufFeed):
-    with serve_directory(feed.path) as url:
-        yield url
-
-
-@pytest.fixture
-def installed(tmp_path: Path, sandbox_env, feed: TufFeed, served: str) -> Install:
-    return bootstrap(
-        tmp_path, sandbox_env, source=served, version="0.1.0", public_key=feed.keypair.public_key
-    )
+__all__ = ["feed", "installed", "served"]  # fixtures, imported for pytest
 
 
 def mux_release(feed: TufFeed, *args: str, tuf_keys: tuple[str, ...] = ("release", "online")):
@@ -48,19 +29,7 @@ def mux_release(feed: TufFeed, *args: str, tuf_keys: tuple[str, ...] = ("release
     verb, *rest = args
     options = {"release": "--tuf-release-key", "online": "--tuf-online-key"}
     tuf = [x for name in tuf_keys for x in (options[name], feed.keys.uri(name))]
-    return subprocess.run(
-        [
-            *(sys.executable, "-m", "release", verb, str(feed.path)),
-            *("--key-file", str(feed.keypair.secret_key_path)),
-            *tuf,
-            *rest,
-        ],
-        env={**os.environ, "MINISIGN_PASSWORD": TEST_PASSWORD},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return signed_feed_command(feed, verb, *tuf, *rest)
 
 
 def verb(feed: TufFeed, *args: str) -> str:
@@ -253,18 +222,7 @@ def test_a_refresh_signs_a_new_timestamp_and_lists_nothing_new(feed: TufFeed) ->
     """A release folder whose own feed run failed reaches TUF builds only with its index."""
     shutil.copytree(feed.releases["0.2.0"], feed.path / "v0.3.0")
     stamp = tuf_repo.Repository(feed.path).timestamp().signed.version
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "release", "feed", str(feed.path), "--refresh"),
-            *("--key-file", str(feed.keypair.secret_key_path)),
-            *("--tuf-online-key", feed.keys.uri("online")),
-        ],
-        env={**os.environ, "MINISIGN_PASSWORD": TEST_PASSWORD},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = mux_release(feed, "feed", "--refresh", tuf_keys=("online",))
     assert done.returncode == 0, done.stdout + done.stderr
     assert tuf_repo.Repository(feed.path).timestamp().signed.version == stamp + 1
     assert tuf_repo.lifecycle_of(feed.path, "v0.3.0") is None  # not listed

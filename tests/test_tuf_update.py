@@ -31,31 +31,23 @@ from tests.support.imports import matching
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.installsh import make_toolbox, render_install_sh, run_install
 from tests.support.releases import make_feed, serve_directory
-from tests.support.tuf import TufFeed, add_repository, forge, make_tuf_feed
+from tests.support.tuf import (
+    TufFeed,
+    add_repository,
+    feed,
+    forge,
+    installed,
+    make_tuf_feed,
+    served,
+)
 from tests.test_imports import CACHED_CHECK_ALLOWED, outside, run_released
 from tests.test_mux_attacks import _max_rss as max_rss
 from tests.test_update_github import attest
 from updater.formats.models import FEED_INDEX_NAME
 
+__all__ = ["feed", "installed", "served"]  # fixtures, imported for pytest
+
 REPO = "acme/mux"
-
-
-@pytest.fixture
-def feed(tmp_path: Path) -> TufFeed:
-    return make_tuf_feed(tmp_path / "f", ["0.1.0", "0.2.0"], protocols={"0.2.0": 2})
-
-
-@pytest.fixture
-def served(feed: TufFeed):
-    with serve_directory(feed.path) as url:
-        yield url
-
-
-@pytest.fixture
-def installed(tmp_path: Path, sandbox_env, feed: TufFeed, served: str) -> Install:
-    return bootstrap(
-        tmp_path, sandbox_env, source=served, version="0.1.0", public_key=feed.keypair.public_key
-    )
 
 
 def refused(install: Install, before: dict[str, str], *args: str, env=None) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,3 +108,33 @@ def republish(
     # Signed as mux-release signs: the trusted comment names the version and the time.
     comment = trusted_comment_for(manifest["version"], int(time.time()))
     (release_dir / models.SUMS_SIGNATURE_NAME).write_bytes(secret_key.sign(sums, comment))
+
+
+def leftovers(install: Install) -> list[str]:
+    """What an interrupted update may leave and the next run must tidy: partial and trash
+    folders, downloads, stray dot files in ``MUX_HOME``, anything but the link in the bin dir."""
+    found = [
+        str(p)
+        for p in install.home.rglob("*")
+        if ".partial-" in p.name
+        or (
+            p.name.startswith((".download-", ".trash-", "."))
+            and p.name not in (".lock", ".mux-files")
+        )
+    ]
+    found += [p.name for p in install.bin_dir.iterdir() if p.name != "mux"]
+    return found
+
+
+def keep_pristine(install: Install, where: Path) -> Callable[[], None]:
+    """Copy the install (``MUX_HOME`` and its bin dir) to ``where``; a function that puts
+    that copy back, for tests that interrupt an update again and again."""
+    shutil.copytree(install.home, where / "home", symlinks=True)
+    shutil.copytree(install.bin_dir, where / "bin", symlinks=True)
+
+    def reset() -> None:
+        for name, folder in (("home", install.home), ("bin", install.bin_dir)):
+            shutil.rmtree(folder)
+            shutil.copytree(where / name, folder, symlinks=True)
+
+    return reset

@@ -27,13 +27,21 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from securesystemslib.signer import Signer
 from tuf.api.metadata import Metadata
 from tuf.api.serialization.json import JSONSerializer
 
 from release.publish import tuf_repo
 from release.publish.tuf_keys import LocalKeys
-from tests.support.releases import Feed, KeyPair, default_keypair, make_release
+from tests.support.installs import Install, bootstrap
+from tests.support.releases import (
+    Feed,
+    KeyPair,
+    default_keypair,
+    make_release,
+    serve_directory,
+)
 
 METADATA_URL = "https://mux.example/metadata"  # baked in; a feed reads its own metadata/
 
@@ -139,3 +147,25 @@ def forge(folder: Path, md: Metadata[Any], signers: Sequence[Signer], *, name: s
 
 def later(hours: float) -> datetime:
     return datetime.now(UTC).replace(microsecond=0) + timedelta(hours=hours)
+
+
+# -- fixtures: a served TUF feed of 0.1.0 and 0.2.0 (protocol 2), 0.1.0 installed from it ------
+# (import them into a test module, and name them in its __all__)
+
+
+@pytest.fixture
+def feed(tmp_path: Path) -> TufFeed:
+    return make_tuf_feed(tmp_path / "f", ["0.1.0", "0.2.0"], protocols={"0.2.0": 2})
+
+
+@pytest.fixture
+def served(feed: TufFeed):
+    with serve_directory(feed.path) as url:
+        yield url
+
+
+@pytest.fixture
+def installed(tmp_path: Path, sandbox_env, feed: TufFeed, served: str) -> Install:
+    return bootstrap(
+        tmp_path, sandbox_env, source=served, version="0.1.0", public_key=feed.keypair.public_key
+    )
