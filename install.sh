@@ -1078,8 +1078,16 @@ watchdog() {
     wd_t=0
     wd_mark=0
     wd_why=
+    wd_sleep=
+    # download_finish stops the watchdog with TERM. mksh and posh act on a signal only once
+    # the foreground command has ended, which cost every download up to a second there; a
+    # sleep in the background is waited for, and `wait` is interrupted in every shell.
+    trap '[ -z "$wd_sleep" ] || kill "$wd_sleep" 2>/dev/null; exit 0' TERM
     while kill -0 "$1" 2>/dev/null; do
-        sleep 1
+        sleep 1 &
+        wd_sleep=$!
+        wait "$wd_sleep" || :
+        wd_sleep=
         wd_t=$((wd_t + 1))
         if [ "$3" = doc ]; then
             if [ "$wd_t" -ge "$http_deadline" ]; then

@@ -15,7 +15,11 @@ checkout), ``build`` the real one-folder build (``mux-release build``, made once
 whose ``mux version --json`` is then what install.sh smoke-tests. Either way the archive is
 padded with incompressible data to PAYLOAD_MIB MiB.
 
+``--shell`` runs install.sh under another shell (mksh, posh, bash, ...), against the same
+dash baseline.
+
     uv run python bench/bench_install.py [--mode dev|build|both] [--rounds 7] [--payload-mib 48]
+                                         [--shell dash]
 """
 
 from __future__ import annotations
@@ -129,7 +133,10 @@ def measure(mode: str, root: Path, args: argparse.Namespace) -> None:
         tools = make_toolbox(root / "tools", downloader="curl", hashers=("sha256sum",))
         base_env = {**base_env, "PATH": str(tools)}
     hashing = "sha256sum" if args.sha256sum_only else "fastest hash tool"
-    ours_name = f"install.sh (dash, curl, minisign, {hashing})"
+    shell = shutil.which(args.shell)
+    if shell is None:
+        raise SystemExit(f"{args.shell} is not installed")
+    ours_name = f"install.sh ({args.shell}, curl, minisign, {hashing})"
     bare_name = "curl + sha256sum -c + tar -x + ln -s"
     results = {bare_name: Samples(), ours_name: Samples()}
     with serve_directory(feed) as url:
@@ -143,7 +150,7 @@ def measure(mode: str, root: Path, args: argparse.Namespace) -> None:
                 "MUX_NO_MODIFY_PATH": "1",
                 "NO_COLOR": "1",
             }
-            wall, cpu = timed(["/usr/bin/dash", str(script), "--quiet"], env)
+            wall, cpu = timed([shell, str(script), "--quiet"], env)
             results[ours_name].wall.append(wall)
             results[ours_name].cpu.append(cpu)
             plain = root / f"bare-{round_number}"
@@ -171,6 +178,11 @@ def main() -> int:
         "--sha256sum-only",
         action="store_true",
         help="hide openssl from install.sh so it hashes with coreutils sha256sum, as the baseline",
+    )
+    parser.add_argument(
+        "--shell",
+        default="dash",
+        help="the shell install.sh runs under (the baseline always runs under dash)",
     )
     add_mode_argument(parser)
     args = parser.parse_args()

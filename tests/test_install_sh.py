@@ -1460,3 +1460,64 @@ def test_the_script_is_truncation_safe_by_construction() -> None:
         if line.strip() and not line.strip().startswith("#")
     )
     assert first == "exec </dev/null"
+
+
+# -- the download watchdog stops when told ---------------------------------------------------
+
+
+def _shell_function(name: str) -> str:
+    """The text of one of install.sh's functions (from ``name() {`` to its closing ``}``)."""
+    text = INSTALL_SH.read_text()
+    start = text.index(f"\n{name}() {{\n") + 1
+    return text[start : text.index("\n}\n", start) + 3]
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash", "busybox", "ksh93", "mksh", "yash", "posh"])
+def test_the_download_watchdog_stops_on_term_while_its_sleep_runs(
+    shell: str, tmp_path: Path
+) -> None:
+    """download_finish stops a download's watchdog with TERM. mksh and posh acted on it only
+    once the watchdog's one-second sleep had ended: every download there took up to a second
+    more (a fresh install 5.7 s instead of 0.7 s, bench/bench_install.py --shell mksh). Here
+    the watchdog's sleep never ends by itself: the watchdog must still stop, and stop it."""
+    argv = shell_argv(shell)
+    started, stopped = tmp_path / "started", tmp_path / "stopped"
+    os.mkfifo(started)
+    real_sleep = shutil.which("sleep")
+    assert real_sleep is not None
+    fakes = tmp_path / "bin"
+    fakes.mkdir()
+    # The watchdog's `sleep 1`: says it started, then lasts until it is stopped.
+    fake = fakes / "sleep"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"{real_sleep} 3600 &\n"
+        "child=$!\n"
+        f"trap 'kill $child; echo TERM > {shlex.quote(str(stopped))}; exit 0' TERM\n"
+        f"echo started > {shlex.quote(str(started))}\n"
+        "wait $child\n"
+    )
+    fake.chmod(0o755)
+    script = tmp_path / "watchdog.sh"
+    script.write_text(
+        # ksh93's sleep is a builtin, which PATH does not reach.
+        ("builtin -d sleep\n" if shell == "ksh93" else "")
+        + _shell_function("watchdog")
+        + "http_deadline=100\nmin_speed=0\nspeed_window=4\n"
+        + f"{real_sleep} 3600 &\ndownload=$!\n"
+        + f'watchdog "$download" {shlex.quote(str(tmp_path / "file"))} doc &\nwatch=$!\n'
+        + f"read line < {shlex.quote(str(started))}\n"
+        + 'kill "$watch"\nwait "$watch"\necho "watchdog=$?"\n'
+        + 'kill "$download"\n'
+    )
+    result = subprocess.run(
+        [*argv, str(script)],
+        env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "watchdog=0"
+    assert stopped.read_text() == "TERM\n"

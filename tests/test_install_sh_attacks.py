@@ -849,7 +849,7 @@ def test_the_lock_is_held_for_the_whole_run_in_every_shell(
     _, mux_home, _ = paths(env)
     process = subprocess.Popen(
         [*shell_argv(shell), str(script)],
-        env={**env, "MUX_DOWNLOAD_URL": served.url, "MUX_HTTP_SPEED_WINDOW": "4"},
+        env={**env, "MUX_DOWNLOAD_URL": served.url, "MUX_HTTP_SPEED_WINDOW": "2"},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
