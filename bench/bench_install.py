@@ -50,7 +50,12 @@ from _common import (  # noqa: E402
 
 from release.build.standin import build_standin  # noqa: E402
 from release.publish.package import package_release  # noqa: E402
-from tests.support.installsh import make_toolbox, render_install_sh  # noqa: E402
+from tests.support.installsh import (  # noqa: E402
+    SHELLS,
+    find_tool,
+    make_toolbox,
+    render_install_sh,
+)
 from tests.support.releases import (  # noqa: E402
     make_keypair,
     serve_directory,
@@ -133,9 +138,11 @@ def measure(mode: str, root: Path, args: argparse.Namespace) -> None:
         tools = make_toolbox(root / "tools", downloader="curl", hashers=("sha256sum",))
         base_env = {**base_env, "PATH": str(tools)}
     hashing = "sha256sum" if args.sha256sum_only else "fastest hash tool"
-    shell = shutil.which(args.shell)
-    if shell is None:
-        raise SystemExit(f"{args.shell} is not installed")
+    first, *rest = SHELLS[args.shell]
+    found = find_tool(first)
+    if found is None:
+        raise SystemExit(f"{first} is not installed")
+    shell = [found, *rest]
     ours_name = f"install.sh ({args.shell}, curl, minisign, {hashing})"
     bare_name = "curl + sha256sum -c + tar -x + ln -s"
     results = {bare_name: Samples(), ours_name: Samples()}
@@ -150,7 +157,7 @@ def measure(mode: str, root: Path, args: argparse.Namespace) -> None:
                 "MUX_NO_MODIFY_PATH": "1",
                 "NO_COLOR": "1",
             }
-            wall, cpu = timed([shell, str(script), "--quiet"], env)
+            wall, cpu = timed([*shell, str(script), "--quiet"], env)
             results[ours_name].wall.append(wall)
             results[ours_name].cpu.append(cpu)
             plain = root / f"bare-{round_number}"
@@ -182,6 +189,7 @@ def main() -> int:
     parser.add_argument(
         "--shell",
         default="dash",
+        choices=sorted(SHELLS),
         help="the shell install.sh runs under (the baseline always runs under dash)",
     )
     add_mode_argument(parser)

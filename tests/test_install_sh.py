@@ -1472,7 +1472,7 @@ def _shell_function(name: str) -> str:
     return text[start : text.index("\n}\n", start) + 3]
 
 
-@pytest.mark.parametrize("shell", ["dash", "bash", "busybox", "ksh93", "mksh", "yash", "posh"])
+@pytest.mark.parametrize("shell", ALL_SHELLS)
 def test_the_download_watchdog_stops_on_term_while_its_sleep_runs(
     shell: str, tmp_path: Path
 ) -> None:
