@@ -33,6 +33,7 @@ from updater.trust.attestation import (
     AttestedSubject,
     verify_attestation,
 )
+from updater.trust.policy import sigstore_root
 
 REPO = "mux-dev/mux"
 TAG_REF = "refs/tags/v1.2.3"
@@ -166,7 +167,7 @@ def test_trusted_root_from_the_environment(
 ) -> None:
     monkeypatch.setenv(TRUSTED_ROOT_ENV, str(fake.trusted_root_path))
     # The environment is read once, into the settings, which hand the root to the verifier.
-    trusted_root = mux_settings.load().sigstore_trusted_root
+    trusted_root = sigstore_root(mux_settings.load())
     report = verify_attestation(
         good_bundle, ARCHIVE_SHA, IDENTITY, trusted_root=trusted_root, warn=pytest.fail
     )

@@ -320,6 +320,33 @@ def test_the_cached_check_reads_an_installed_layout_without_pathlib(
     assert not matching(imported, HEAVY)
 
 
+def test_the_cached_check_keeps_path_settings_as_strings(
+    released_entry: Path, sandbox_env: dict[str, str], keypair: KeyPair, tmp_path: Path
+) -> None:
+    """A sidebar on a machine that sets mux's path variables and reads a mirror on loopback:
+    the settings keep those paths as strings, so still its allow-list, still no pathlib (with
+    the urllib.parse and ipaddress it imports, a tenth of such a check in the build)."""
+    feed = tmp_path / "feed"
+    make_release(feed, "0.2.0", protocol_version=1, keypair=keypair, repo=REPO)
+    home = ["--home", str(tmp_path / "mux-home")]
+    with serve_directory(feed) as url:
+        env = {
+            **sandbox_env,
+            "MUX_UPDATE_SOURCE": url,
+            "MUX_INSTALL_DIR": str(tmp_path / "bin"),
+            "XDG_BIN_HOME": str(tmp_path / "xdg-bin"),
+            "MUX_SIGSTORE_TRUSTED_ROOT": str(tmp_path / "trusted_root.json"),
+        }
+        filled, _ = run_released(released_entry, ["update", "--check", "--json", *home], env)
+        assert filled.returncode == 10, filled.stderr[-2000:]
+    args = ["update", "--check", "--max-age", "1h", "--json", *home]
+    result, imported = run_released(released_entry, args, env)
+    assert result.returncode == 10, result.stderr[-2000:]
+    assert json.loads(result.stdout)["cached"] is True
+    assert outside(imported, CACHED_CHECK_ALLOWED) == []
+    assert not matching(imported, HEAVY)
+
+
 def test_the_uncached_check_is_seen_importing_the_http_stack(
     released_entry: Path, sandbox_env: dict[str, str], keypair: KeyPair, tmp_path: Path
 ) -> None:

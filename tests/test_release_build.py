@@ -390,6 +390,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     from PyInstaller.archive.readers import CArchiveReader, ZlibArchiveReader
 
     from release.build.standalone import (
+        ARCHIVE_COMPRESSION_LEVEL,
         NEVER_IMPORTED,
         OPTIONAL_NEVER_NEEDED,
         UNNEEDED_RUNTIME_HOOKS,
@@ -421,6 +422,10 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
     modules |= {path.name.split(".")[0] for path in internal.rglob("*.so*")}
     assert {"updater.commands.update", "sigstore", "updater.__main__"} <= modules
     assert matching(modules, [*NEVER_IMPORTED, *OPTIONAL_NEVER_NEEDED]) == set()
+    # The archive's modules are stored (ARCHIVE_COMPRESSION_LEVEL): a constant of
+    # updater.__main__ reads as it is, which it would not from a deflated entry.
+    assert ARCHIVE_COMPRESSION_LEVEL == 0
+    assert b"__verify-attestation" in pyz.read_bytes()
     if shutil.which("readelf"):
         for library in folder.rglob("*.so*"):
             assert not elf_sections(library) & {".symtab", ".debug_info"}, library

@@ -16,9 +16,11 @@ import respx
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.conftest import run_mux
 from updater.commands import cache
 from updater.config import settings as mux_settings
 from updater.config.targets import TARGETS, UnsupportedPlatform, detect_target, target_for
+from updater.errors import UsageError
 from updater.install.layout import package_manager_for
 from updater.protocol import StatusLineError, parse_status_line
 
@@ -341,10 +343,15 @@ def test_resolve_layout_spells_paths_as_pathlib_would(
     (tmp_path / "h" / "install.json").write_text(
         json.dumps({"versions": {}, "bin_dir": "/opt/b//in/"})
     )
+    (tmp_path / "user" / "y").mkdir(parents=True)
+    (tmp_path / "user" / "y" / "install.json").write_text(
+        json.dumps({"versions": {}, "bin_dir": "/opt/y"})
+    )
     cases: list[tuple[Path, Path | None, Path, Path]] = [
         (Path("h"), None, tmp_path / "h", Path("/opt/b/in")),  # the bin dir on record
         (Path("h/./"), Path("b"), tmp_path / "h", tmp_path / "b"),  # configured wins
         (Path("~/x"), None, tmp_path / "user" / "x", tmp_path / "user" / ".local" / "bin"),
+        (Path("~/y"), None, tmp_path / "user" / "y", Path("/opt/y")),  # its record, ~ expanded
     ]
     for home, bin_dir, expected_home, expected_bin in cases:
         layout = resolve_layout(home, bin_dir, development=True)
@@ -353,6 +360,23 @@ def test_resolve_layout_spells_paths_as_pathlib_would(
             str(home), None if bin_dir is None else str(bin_dir), development=True
         )
         assert (spelt.home, spelt.bin_dir) == (str(expected_home), str(expected_bin))
+
+
+@pytest.mark.parametrize("variable", ["MUX_HOME", "MUX_INSTALL_DIR", "XDG_BIN_HOME"])
+def test_a_path_variable_whose_home_cannot_be_expanded_is_one_usage_error(
+    variable: str, sandbox_env: dict[str, str]
+) -> None:
+    """`~user` of a user with no home is refused, named, in one line and exit 2, before
+    anything is read or written: read as a relative folder, the install or its link would
+    land below the working directory."""
+    env = {**sandbox_env, variable: "~no-such-user-of-mux/bin"}
+    with pytest.raises(UsageError, match=f"{variable}=~no-such-user-of-mux/bin"):
+        mux_settings.load(env)
+    for args in (["update", "--check", "--max-age", "1h"], ["update"]):
+        result = run_mux(args, env)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.count("\n") == 1 and variable in result.stderr, result.stderr
+    assert not (Path.cwd() / "~no-such-user-of-mux").exists()
 
 
 def test_a_plain_connection_reads_what_has_arrived_at_once_a_tls_one_as_httpcore_asks() -> None:

@@ -651,7 +651,9 @@ def test_the_machine_policy_disabled_means_no_background_check(tmp_path):
             server_version="1.0.0",
             server_protocol=2,
             restart_command="R",
-            settings=Settings(home=tmp_path / "none", update_check_interval=3600, updates=updates),
+            settings=Settings(
+                home=str(tmp_path / "none"), update_check_interval=3600, updates=updates
+            ),
             development=True,
             check_command=lambda: ran.append("x") or ["true"],
             log=logged.append,

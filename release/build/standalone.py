@@ -116,7 +116,7 @@ def build_standalone(
         command = pyinstaller_command(
             scratch, entry=entry, info_file=info_file, python_options=python_options
         )
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        env = {**os.environ, **pyinstaller_environment()}
         result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if result.returncode != 0:
             tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -140,11 +140,12 @@ def build_standalone(
 
 # --- what the PyInstaller build ships and runs at start-up (docs/build.md) ------------------
 #
-# Four decisions, each measured (bench/bench_standalone.py, docs/build.md) and each kept here,
+# Five decisions, each measured (bench/bench_standalone.py, docs/build.md) and each kept here,
 # apart from the build steps above:
 # * what is left out: modules the installed mux never imports (NEVER_IMPORTED);
 # * what runs before mux's own code: PyInstaller's runtime hooks mux does not need;
 # * how modules are stored: PyInstaller's archive or plain .pyc files (MODULE_ARCHIVE);
+# * whether the archive's modules are compressed (ARCHIVE_COMPRESSION_LEVEL);
 # * shared libraries stripped of their symbol tables.
 
 SPEC_FILE = RELEASE_DIR / "mux.spec"
@@ -209,6 +210,16 @@ UNNEEDED_RUNTIME_HOOKS: dict[str, str] = {
 # loose files. Updates are where mux is furthest from its target (docs/build.md).
 MODULE_ARCHIVE = True
 
+# The archive's modules are stored, not zlib-compressed: every start inflated each module it
+# imported, 14 M of the 169 M instructions of a cached check (callgrind). Stored (zlib streams
+# of stored blocks: a copy and an adler32 each), the cached check of a TUF build ran 156.5 M
+# instructions instead of 166.1 M, 2.99x `python -c pass` instead of 3.28x (31 rounds);
+# the executable grows from 5.8 MB to 14.2 MB, but the download shrinks (19.91 to 19.51 MiB:
+# the release archive's gzip compresses stored modules better than already deflated ones).
+# PyInstaller reads the level from its environment (PYINSTALLER_ZLIB_COMPRESSION_LEVEL, as
+# its own CI sets it), for the module archive and the executable's archive alike.
+ARCHIVE_COMPRESSION_LEVEL = 0
+
 # Symbol tables are for debuggers: the local CPython's libpython alone carries 17 MiB of them.
 STRIP_BINARIES = True
 
@@ -230,6 +241,15 @@ def pyinstaller_settings(
         "noarchive": not MODULE_ARCHIVE,
         "strip": STRIP_BINARIES,
         "python_options": list(python_options),
+    }
+
+
+def pyinstaller_environment() -> dict[str, str]:
+    """What PyInstaller's process gets besides the build machine's environment: a fixed hash
+    seed (reproducible builds) and the archive's compression level."""
+    return {
+        "PYTHONHASHSEED": "0",
+        "PYINSTALLER_ZLIB_COMPRESSION_LEVEL": str(ARCHIVE_COMPRESSION_LEVEL),
     }
 
 

@@ -40,7 +40,7 @@ from updater.sources.github import GitHubSource
 from updater.sources.tuf_index import TufIndex, TufSpec
 from updater.trust.layers import VerificationLog
 from updater.trust.pipeline import verify_release_files, verify_release_metadata
-from updater.trust.policy import TrustPolicy
+from updater.trust.policy import TrustPolicy, sigstore_root
 from updater.urls import check_url_scheme, url_origin
 
 
@@ -74,7 +74,7 @@ def verify_release(
         tuple(keys),
         repo,
         skip_attestation=skip_attestation,
-        trusted_root=trusted_root or settings.sigstore_trusted_root,
+        trusted_root=trusted_root or sigstore_root(settings),
     )
     this_target = smoke_target or detect_target_or_empty()
     source, request, shown = _open(location, tag, repo, settings)

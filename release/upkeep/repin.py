@@ -63,6 +63,7 @@ from updater.sources.base import BUNDLE_LIMIT, PublishedAsset, ReleaseSource
 from updater.sources.github import GITHUB_WEB, GitHubSource, github_download_url
 from updater.sources.opener import open_source
 from updater.trust.attestation import AttestationIdentity, AttestationReport, verify_attestation
+from updater.trust.policy import sigstore_root
 
 if TYPE_CHECKING:
     from updater.config.settings import Settings
@@ -583,7 +584,7 @@ def repin(
             release,
             sums,
             pin_web=_pin_web(source, github_url, settings),
-            trusted_root=trusted_root or settings.sigstore_trusted_root,
+            trusted_root=trusted_root or sigstore_root(settings),
             quiet=progress is None,
             bar=settings.progress_bar,
         )

@@ -115,7 +115,7 @@ def answer_check(flags: CheckFlags) -> int:
         settings = load_for(
             build,
             source=flags.source,
-            home=_path(flags.home),
+            home=flags.home,
             trust_keys=flags.trust_keys,
             skip_attestation=flags.skip_attestation,
             allow_expired_feed=flags.allow_expired_feed,
@@ -139,11 +139,3 @@ def answer_check(flags: CheckFlags) -> int:
         return 130
     print(to_json_line(check_document(report)) if flags.as_json else check_text(report))
     return report.exit_code
-
-
-def _path(text: str | None) -> object:
-    if text is None:
-        return None
-    from pathlib import Path  # (not at the top: a sidebar's check names no --home)
-
-    return Path(text)

@@ -209,7 +209,7 @@ def _roll_back(
     from updater.commands.update import run_rollback
 
     try:
-        done = run_rollback(settings._replace(home=Path(layout.home)), build=build)
+        done = run_rollback(settings._replace(home=layout.home), build=build)
     except PolicyError:
         return None, "the machine policy manages this install"
     except MuxError as exc:

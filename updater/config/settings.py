@@ -47,7 +47,6 @@ from updater.timestamps import parse_duration
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from pathlib import Path
     from typing import Any
 
     from updater.config.buildinfo import BuildInfo
@@ -71,7 +70,7 @@ def load(
     *,
     build_repo: str = "",
     source: str | None = None,
-    home: Path | None = None,
+    home: str | os.PathLike[str] | None = None,
     trust_keys: Sequence[str] = (),
     skip_attestation: bool = False,
     allow_expired_feed: bool = False,
@@ -228,13 +227,25 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         value = number(name, default)
         return value if value > 0 else default
 
-    def path(*names: str, expand: bool = True) -> Path | None:
-        value = next((environ[name] for name in names if environ.get(name)), None)
-        if not value:
+    # Strings, not pathlib: pathlib (with urllib.parse and ipaddress, which it imports) was a
+    # tenth of a cached check that has one of these set; the layout works on strings.
+    def path(*names: str, expand: bool = True) -> str | None:
+        name = next((name for name in names if environ.get(name)), None)
+        if name is None:
             return None
-        from pathlib import Path  # only when set: the sidebar's check sets none of these
-
-        return Path(value).expanduser() if expand else Path(value)
+        value = environ[name]
+        if not expand:
+            return value
+        expanded = os.path.expanduser(value)
+        if expanded.startswith("~"):
+            # A `~user` with no home: read as a relative folder, a link or an install would
+            # land below the working directory.
+            raise UsageError(
+                f"{name}={printable(value, 80)}: there is no home folder to expand "
+                f"{printable(value.split('/')[0], 40)} to",
+                hint=f"set {name} to an absolute path",
+            )
+        return expanded
 
     return Settings(
         source=text("MUX_UPDATE_SOURCE") or DEFAULT_SOURCE,
@@ -258,7 +269,7 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         no_delta=environ.get("MUX_NO_DELTA") == "1",
         sigstore_trusted_root=path(TRUSTED_ROOT_ENV, expand=False),
         target=text("MUX_TARGET"),
-        home=path("MUX_HOME", expand=False),
+        home=path("MUX_HOME"),
         bin_dir=path("MUX_INSTALL_DIR", "XDG_BIN_HOME"),
         lock_timeout=number("MUX_LOCK_TIMEOUT", defaults.lock_timeout),
         smoke_test_timeout=number("MUX_SMOKE_TEST_TIMEOUT", defaults.smoke_test_timeout),
@@ -302,7 +313,7 @@ def _with_flags(
     settings: Settings,
     *,
     source: str | None,
-    home: Path | None,
+    home: str | os.PathLike[str] | None,
     trust_keys: tuple[str, ...],
     skip_attestation: bool,
     allow_expired_feed: bool,
@@ -311,7 +322,7 @@ def _with_flags(
     return settings._replace(
         no_delta=no_delta or settings.no_delta,
         source=source or settings.source,
-        home=home or settings.home,
+        home=os.fspath(home) if home is not None else settings.home,
         trust_keys=(*settings.trust_keys, *trust_keys),
         skip_attestation=skip_attestation or settings.skip_attestation,
         allow_expired_feed=allow_expired_feed or settings.allow_expired_feed,

@@ -67,10 +67,10 @@ class Settings(NamedTuple):
     state_dir: Path | None = None
     skip_attestation: bool = False  # --insecure-skip-attestation
     no_delta: bool = False  # --no-delta / MUX_NO_DELTA=1: always the full archive
-    sigstore_trusted_root: Path | None = None  # MUX_SIGSTORE_TRUSTED_ROOT (private instances)
+    sigstore_trusted_root: str | None = None  # MUX_SIGSTORE_TRUSTED_ROOT (private instances)
     target: str | None = None  # MUX_TARGET: the build to install instead of this machine's
-    home: Path | None = None  # --home / MUX_HOME: the install to update
-    bin_dir: Path | None = None  # MUX_INSTALL_DIR, else XDG_BIN_HOME: where the mux link goes
+    home: str | None = None  # --home / MUX_HOME: the install to update
+    bin_dir: str | None = None  # MUX_INSTALL_DIR, else XDG_BIN_HOME: where the mux link goes
     lock_timeout: float = 10.0  # MUX_LOCK_TIMEOUT: how long to wait for another update
     smoke_test_timeout: float = 30.0  # MUX_SMOKE_TEST_TIMEOUT: a new build's `version --json`
     server_url: str | None = None  # MUX_SERVER_URL: the one server to ask, else all in the dir

@@ -408,8 +408,8 @@ def resolve_layout(
     on record, else ``~/.local/bin``."""
     configured = None if bin_dir is None else os.fspath(bin_dir)
     if home is not None:
-        home = os.fspath(home)
-        return Layout(absolute(os.path.expanduser(home)), bin_dir_for(home, configured))
+        home = absolute(os.path.expanduser(os.fspath(home)))
+        return Layout(home, bin_dir_for(home, configured))
     if not development and packager_marker_file() is not None:
         # deferred (+1.2 ms, 1 module, on the cached check): only a packaged build has a
         # marker

@@ -30,6 +30,12 @@ if TYPE_CHECKING:
     from updater.sources.base import ReleaseSource
 
 
+def sigstore_root(settings: Settings) -> Path | None:
+    """The Sigstore trust root file the settings name (``MUX_SIGSTORE_TRUSTED_ROOT``: a
+    private instance's), or None for Sigstore's production root."""
+    return None if settings.sigstore_trusted_root is None else Path(settings.sigstore_trusted_root)
+
+
 class TrustPolicy(NamedTuple):
     """What must hold before anything is installed."""
 
@@ -65,7 +71,7 @@ class TrustPolicy(NamedTuple):
             require_attestation=source.attestation_required or bool(build.repo),
             skip_attestation=settings.skip_attestation,
             github_url=github_url,
-            trusted_root=settings.sigstore_trusted_root,
+            trusted_root=sigstore_root(settings),
         )
 
     @classmethod
