@@ -1079,13 +1079,16 @@ watchdog() {
     wd_mark=0
     wd_why=
     wd_sleep=
+    wd_stop=
     # download_finish stops the watchdog with TERM. mksh and posh act on a signal only once
     # the foreground command has ended, which cost every download up to a second there; a
-    # sleep in the background is waited for, and `wait` is interrupted in every shell.
-    trap '[ -z "$wd_sleep" ] || kill "$wd_sleep" 2>/dev/null; exit 0' TERM
+    # sleep in the background is waited for, and `wait` is interrupted in every shell. A TERM
+    # between starting that sleep and noting its pid is acted on once the pid is noted.
+    trap 'wd_stop=1; [ -z "$wd_sleep" ] || { kill "$wd_sleep" 2>/dev/null; exit 0; }' TERM
     while kill -0 "$1" 2>/dev/null; do
         sleep 1 &
         wd_sleep=$!
+        [ -z "$wd_stop" ] || { kill "$wd_sleep" 2>/dev/null; exit 0; }
         wait "$wd_sleep" || :
         wd_sleep=
         wd_t=$((wd_t + 1))
