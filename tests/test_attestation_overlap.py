@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from release.publish.delta import write_deltas
 from release.publish.package import rehash_sums
 from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serve_handler
@@ -42,8 +43,10 @@ from tests.support.releases import (
 from updater.config.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
 from updater.config.settings import HttpSettings
 from updater.config.targets import detect_target
+from updater.core.transfer import DELTA
 from updater.errors import VerificationError
 from updater.formats import models
+from updater.install.layout import Layout, kept_builds, read_record
 from updater.sources.base import ReleaseSource
 from updater.sources.feed import FeedSource
 from updater.trust import attestation
@@ -409,3 +412,75 @@ def test_a_manifest_that_disagrees_with_the_signed_sums_fails_before_downloading
     )
     with pytest.raises(VerificationError, match=r"verification failed \(digest\): manifest"):
         signed_digest(ARCHIVE, sums=release.sums, manifest=lying)
+
+
+def test_a_deltas_tree_is_handed_over_to_be_made_durable_before_layer_3_answers(
+    tmp_path: Path,
+    sandbox_env: dict[str, str],
+    keypair: KeyPair,
+    sigstore: FakeSigstore,
+    monkeypatch,
+) -> None:
+    """The tree a delta builds is complete long before the Sigstore child answers (its import
+    of sigstore is the longest step of a delta update): ``on_unpacked`` gets it then, so an
+    install writes it out meanwhile instead of after the answer. The worker's answer is held
+    until the tree is handed over; a pipeline that handed it over only after the answer would
+    hold it for :data:`HOLD` seconds and fail on the recorded order."""
+    feed = tmp_path / "feed"
+    for version in ("0.1.0", "0.2.0"):
+        make_release(feed, version, protocol_version=1, keypair=keypair, repo=REPO)
+    write_deltas(feed / "v0.2.0", [feed / "v0.1.0"])
+    for version in ("0.1.0", "0.2.0"):
+        attest(feed / f"v{version}", sigstore, version, keypair)
+    handed_over = threading.Event()
+    events: list[str] = []
+    real_verify = AttestationWorker.verify
+
+    def verify_when_handed_over(*args: Any, **kwargs: Any) -> attestation.AttestationReport:
+        report = real_verify(*args, **kwargs)
+        events.append("attestation answered" if handed_over.wait(HOLD) else "gave up waiting")
+        return report
+
+    def on_unpacked(folder: Path) -> None:
+        assert (folder / "mux").is_file()
+        events.append("tree handed over")
+        handed_over.set()
+
+    monkeypatch.setattr(AttestationWorker, "verify", verify_when_handed_over)
+    trust = policy(keypair, sigstore)
+    log = VerificationLog()
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    with serve_directory(feed) as url:
+        install = bootstrap(
+            tmp_path / "install",
+            {
+                **sandbox_env,
+                "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+                "MUX_REPO": REPO,
+            },
+            source=url,
+            version="0.1.0",
+            public_key=keypair.public_key,
+        )
+        layout = Layout(str(install.home), str(install.bin_dir))
+        with FeedSource(url) as source:
+            release = verify_release_metadata(source, "v0.2.0", trust, log)
+            asset = release.manifest.asset_for(TARGET)
+            assert asset is not None
+            verified = verify_release_files(
+                source,
+                release,
+                asset,
+                trust,
+                log,
+                download_dir=tmp_path,
+                unpack_dir=staging,
+                smoke_target=TARGET,
+                smoke_timeout=60,
+                on_unpacked=on_unpacked,
+                kept=kept_builds(layout, read_record(layout), TARGET),
+            )
+    assert verified.transfer.method == DELTA, verified.transfer
+    assert events == ["tree handed over", "attestation answered"]
+    assert ("attestation", "ok") in [(layer.layer, layer.status) for layer in log.layers]

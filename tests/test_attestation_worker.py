@@ -24,9 +24,10 @@ from tests.support.releases import attest_release, make_keypair, make_release, s
 from updater.config import buildinfo
 from updater.config.buildinfo import OIDC_ISSUER, SIGNER_WORKFLOW
 from updater.errors import VerificationError
-from updater.trust import attestation_worker
+from updater.trust import attestation_start, attestation_worker
 from updater.trust.attestation import AttestationIdentity
-from updater.trust.attestation_worker import AttestationWorker, early, prestart, start
+from updater.trust.attestation_start import prestart
+from updater.trust.attestation_worker import AttestationWorker, early, start
 
 REPO = "acme/mux"
 DIGEST = hashlib.sha256(b"the archive").hexdigest()
@@ -48,8 +49,8 @@ def bundle(sigstore: FakeSigstore) -> bytes:
 @pytest.fixture(autouse=True)
 def nothing_prestarted() -> Iterator[None]:
     yield
-    while attestation_worker._prestarted:
-        attestation_worker._prestarted.pop().close()
+    while (process := attestation_start.take_prestarted()) is not None:
+        AttestationWorker(process).close()
 
 
 def _verify(worker: AttestationWorker, bundle: bytes, sigstore: FakeSigstore, **kwargs):
@@ -207,17 +208,18 @@ def test_a_bad_request_gets_a_refusal_not_a_traceback() -> None:
 )
 def test_nothing_is_prestarted_for_an_update_that_verifies_no_archive(args) -> None:
     prestart(args)
-    assert attestation_worker._prestarted == []
+    assert attestation_start._prestarted == []
 
 
 def test_the_prestarted_child_is_the_one_the_update_gets(monkeypatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setenv("MUX_REPO", REPO)
     prestart(["--version", "1.2.3"])
-    (prestarted,) = attestation_worker._prestarted
-    assert early(REPO) is prestarted
-    assert attestation_worker._prestarted == []
-    prestarted.close()
+    (prestarted,) = attestation_start._prestarted
+    worker = early(REPO)
+    assert worker is not None and worker._process is prestarted
+    assert attestation_start._prestarted == []
+    worker.close()
 
 
 def test_on_one_core_nothing_starts_early(monkeypatch) -> None:
@@ -225,7 +227,7 @@ def test_on_one_core_nothing_starts_early(monkeypatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     monkeypatch.setenv("MUX_REPO", REPO)
     prestart([])
-    assert attestation_worker._prestarted == []
+    assert attestation_start._prestarted == []
     assert early(REPO) is None
 
 
@@ -235,12 +237,11 @@ def test_without_a_repository_nothing_starts_early(monkeypatch) -> None:
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.delenv("MUX_REPO", raising=False)
     prestart(["--version", "1.2.3"])
-    assert attestation_worker._prestarted == []
+    assert attestation_start._prestarted == []
     assert early("") is None
     monkeypatch.setenv("MUX_REPO", REPO)
     prestart(["--version", "1.2.3"])
-    (prestarted,) = attestation_worker._prestarted  # the same call, with a repository
-    prestarted.close()
+    assert len(attestation_start._prestarted) == 1  # the same call, with a repository
 
 
 def _verifier_processes(home: Path) -> list[int]:
@@ -336,4 +337,4 @@ def test_a_containers_cpu_quota_counts_as_cores(tmp_path: Path, monkeypatch, cpu
     group.mkdir(parents=True)
     if cpu_max is not None:
         (group / "cpu.max").write_text(cpu_max)
-    assert attestation_worker.spare_core(str(tmp_path / "cgroup"), str(proc_self)) is spare
+    assert attestation_start.spare_core(str(tmp_path / "cgroup"), str(proc_self)) is spare

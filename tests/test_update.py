@@ -858,7 +858,8 @@ def test_an_update_that_is_not_needed_stops_the_prestarted_verifier(
     from updater.commands.update import UpdateAction, run_update
     from updater.config import settings
     from updater.core.request import ReleaseRequest
-    from updater.trust import attestation_worker
+    from updater.trust import attestation_start
+    from updater.trust.attestation_worker import AttestationWorker
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setenv("MUX_REPO", "acme/mux")  # a child starts early only for a known repository
@@ -866,14 +867,12 @@ def test_an_update_that_is_not_needed_stops_the_prestarted_verifier(
         installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
     )
     assert run_update(ReleaseRequest.latest(), loaded).action is UpdateAction.UPDATED
-    attestation_worker.prestart([])
-    (prestarted,) = attestation_worker._prestarted
-    process = prestarted._process
-    assert process is not None
+    attestation_start.prestart([])
+    (process,) = attestation_start._prestarted
     try:
         result = run_update(ReleaseRequest.latest(), loaded)
     finally:
-        while attestation_worker._prestarted:
-            attestation_worker._prestarted.pop().close()
+        while (unasked := attestation_start.take_prestarted()) is not None:
+            AttestationWorker(unasked).close()
     assert result.action is UpdateAction.UP_TO_DATE
     assert process.returncode == -signal.SIGKILL  # stopped by the update, not by its own end

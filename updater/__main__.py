@@ -13,11 +13,6 @@ import sys
 # The first of mux's modules every process imports, and the only one before the hold (main).
 from updater.install.inuse import hold_running_build
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
-if TYPE_CHECKING:
-    from typing import Any
-
-
 # `mux --version` and `mux -V` answer as `mux version` does, on its path (what uv, gh, rustup
 # and mise answer to --version, and tmux to -V).
 VERSION_FLAGS = (["--version"], ["-V"])
@@ -26,8 +21,11 @@ VERSION_FLAGS = (["--version"], ["-V"])
 def _fast_path(args: list[str]) -> int | None:
     # Each path imports what it runs, after the hold on this build (main): the fastest paths
     # import none of the others (tests/test_imports.py).
-    if args == ["__verify-attestation"]:  # updater.trust.attestation_worker.WORKER_ARG: its child
-        return _attestation_worker().serve()
+    if args == ["__verify-attestation"]:  # updater.trust.attestation_start.WORKER_ARG: its child
+        # deferred (+37 ms, 86 modules): the child's side, for the child only
+        from updater.trust.attestation_worker import serve
+
+        return serve()
     if args in (["version"], ["version", "--json"], *VERSION_FLAGS):
         # deferred (+27 ms, 29 modules): render and the build info, for `mux version` only
         from updater.cli.version import print_version
@@ -43,13 +41,6 @@ def _fast_path(args: list[str]) -> int | None:
     return None
 
 
-def _attestation_worker() -> Any:
-    # deferred (+57 ms, 80 modules): only `mux update` and its child start a worker
-    from updater.trust import attestation_worker
-
-    return attestation_worker
-
-
 def main() -> None:
     # First of all: this process uses its version folder, which no prune may remove until it
     # exits (updater.install.inuse). A build that was removed while this process started stops here.
@@ -62,7 +53,10 @@ def main() -> None:
     if code is None:
         if args[:1] == ["update"]:
             # Before the CLI's imports: the attestation's child imports sigstore beside them.
-            _attestation_worker().prestart(args[1:])
+            # deferred (+29 ms, 49 modules): only `mux update` starts the child, first thing
+            from updater.trust.attestation_start import prestart
+
+            prestart(args[1:])
         # deferred (+270 ms, 190 modules): typer and the CLI, for every path the above does
         # not take
         from updater.cli.app import run

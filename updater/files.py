@@ -129,8 +129,12 @@ class Flush:
     An install hands over each file as soon as the unpacking has written it and set its mode
     and times (:meth:`file`), so the disk writes it out while the rest unpacks; then the whole
     tree (:meth:`tree`): every folder, and every file not handed over before (its entries and
-    anything the unpacking did not announce), beside the smoke test. :meth:`join` waits for
-    all of it and raises the first failure; after one, the rest is skipped.
+    anything the unpacking did not announce), once the tree is complete. :meth:`join` waits
+    for all of it and raises the first failure; after one, the rest is skipped.
+
+    A file or folder gone by its turn is skipped: nothing of it is left to write. That is a
+    tree thrown away while it was being flushed (a delta that failed its attestation, whose
+    staging folder is emptied for the full archive); what replaces it is handed over again.
     """
 
     def __init__(self) -> None:
@@ -163,7 +167,7 @@ class Flush:
             kind, path = item
             try:
                 if kind == "file":
-                    fsync_file(path)
+                    _fsync_if_there(fsync_file, path)
                     self._flushed.add(path)
                 else:
                     self._flush_tree(path)
@@ -175,8 +179,15 @@ class Flush:
             for name in filenames:
                 file_path = os.path.join(dirpath, name)
                 if file_path not in self._flushed and not os.path.islink(file_path):
-                    fsync_file(file_path)
-            fsync_dir(dirpath)
+                    _fsync_if_there(fsync_file, file_path)
+            _fsync_if_there(fsync_dir, dirpath)
+
+
+def _fsync_if_there(fsync: Callable[[str], None], path: str) -> None:
+    try:
+        fsync(path)
+    except FileNotFoundError:
+        pass  # gone by its turn: nothing of it is left to write (see Flush)
 
 
 class NotReadable(Exception):

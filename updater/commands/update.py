@@ -324,8 +324,8 @@ def _run_update(
                 smoke_timeout=settings.smoke_test_timeout,
                 progress=events.progress(asset.name),
                 attestation_worker=worker,
-                check_unpacked=transaction.flush_unpacked,
                 on_unpacked_file=transaction.flush_file,
+                on_unpacked=transaction.flush_unpacked,
                 kept=() if settings.no_delta else kept_builds(layout, read_record(layout), target),
                 warn=events.warning,
             )

@@ -419,8 +419,9 @@ class Transaction:
 
     def flush_unpacked(self, staged: Path) -> None:
         """Start making the unpacked ``staged`` folder durable (its folders, and the files
-        :meth:`flush_file` was not given), beside what runs before the switch (the smoke
-        test, ``.mux-files``); :meth:`switch_to` waits for it."""
+        :meth:`flush_file` was not given) as soon as its tree is complete, beside what runs
+        before the switch (for a delta the wait for layer 3 too; the smoke test,
+        ``.mux-files``); :meth:`switch_to` waits for it."""
         if self._flush is None:
             self._flush = Flush()
         self._flush.tree(staged)

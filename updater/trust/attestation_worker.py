@@ -9,7 +9,7 @@ of its own and runs on another core; ``mux update`` starts it as soon as it runs
 release's metadata, and the answer is usually in before the archive is.
 
 The child is the running build itself (:func:`updater.config.buildinfo.current_mux_command` with
-:data:`WORKER_ARG`): it imports sigstore, reads one request on stdin (the bundles, the digest
+:data:`updater.trust.attestation_start.WORKER_ARG`): it imports sigstore, reads one request on stdin (the bundles, the digest
 the signed ``SHA256SUMS`` gives, who must have built it, which trust root), runs
 :func:`updater.trust.attestation.verify_attestation`, writes one JSON answer on stdout and exits. It
 decides nothing: the identity, the digest and the trust root all come from the parent's
@@ -21,7 +21,6 @@ takes longer than :data:`WORKER_TIMEOUT` fails the layer (fail closed). A child 
 
 from __future__ import annotations
 
-import atexit
 import base64
 import json
 import os
@@ -35,16 +34,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from updater.childio import OutputTooLarge, read_bounded
-from updater.config import buildinfo
-from updater.config.settings import load_for
-from updater.errors import MuxError, VerificationError
+from updater.errors import VerificationError
+from updater.trust.attestation_start import spare_core, spawn, take_prestarted
 
 if TYPE_CHECKING:
     from types import ModuleType
 
     from updater.trust.attestation import AttestationIdentity, AttestationReport
 
-WORKER_ARG = "__verify-attestation"  # argv[1] of the child; not a command users type
 WORKER_TIMEOUT = 120.0  # seconds from the request to the answer (sigstore's root refresh included)
 _MAX_ANSWER = 256 * 1024
 _IDENTITY_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -155,73 +152,17 @@ class AttestationWorker:
         self.close()
 
 
-# Flags of `mux update` with which no archive is verified: nothing to start early for.
-_NO_ARCHIVE_FLAGS = frozenset(
-    {"--check", "--dry-run", "--rollback", "--prune", "--insecure-skip-attestation", "--help"}
-)
-_prestarted: list[AttestationWorker] = []  # at most one: the child prestart() started
-
-
-def prestart(update_args: list[str]) -> None:
-    """Start the child at once when ``mux update <update_args>`` may verify an archive and a
-    spare core can run it; :func:`early` hands it to the update. A child nobody took is
-    stopped when this process exits.
-
-    ``mux update`` runs this before importing its CLI, which saves that import's time (about
-    0.1 s of the build's) on the attestation's path; the arguments are only looked at, the
-    CLI still parses them. Guessing wrong costs a child that is stopped unused.
-
-    Not for a build that knows no repository (a development checkout, a test build): no
-    attestation can name whose workflow built a release for it, so the layer can only fail
-    or be skipped, and a child would cost a second of CPU for nothing.
-    """
-    if any(arg.partition("=")[0] in _NO_ARCHIVE_FLAGS for arg in update_args):
-        return
-    if _prestarted or not spare_core():
-        return
-    try:
-        if not load_for(buildinfo.current()).github.repo:
-            return
-    except MuxError:
-        return  # the CLI says what is wrong with the settings; nothing to start early
-
-    worker = start()
-    _prestarted.append(worker)
-    atexit.register(worker.close)
-
-
 def early(repository: str) -> AttestationWorker | None:
-    """The child for an update about to run: the prestarted one, else a new one when a spare
-    CPU can run it beside the update; None without one (one core, or a container's CPU
-    quota under two: the attestation layer then starts its own when it gets there, where
-    it no longer slows anything else), or when no ``repository`` is known whose workflow an
-    attestation could name (see :func:`prestart`)."""
-    if _prestarted:
-        return _prestarted.pop()
+    """The child for an update about to run: the prestarted one
+    (:func:`updater.trust.attestation_start.prestart`), else a new one when a spare CPU can
+    run it beside the update; None without one (one core, or a container's CPU quota under
+    two: the attestation layer then starts its own when it gets there, where it no longer
+    slows anything else), or when no ``repository`` is known whose workflow an attestation
+    could name."""
+    prestarted = take_prestarted()
+    if prestarted is not None:
+        return AttestationWorker(prestarted)
     return start() if repository and spare_core() else None
-
-
-def spare_core(cgroup_root: str = "/sys/fs/cgroup", proc_self: str = "/proc/self") -> bool:
-    """Whether a second CPU can run the child beside this process: two cores this process
-    may run on, and a CPU quota (a container's cgroup v2 ``cpu.max``) of at least two."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    cores = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
-    quota = _cgroup_cpus(cgroup_root, proc_self)
-    return cores >= 2 and (quota is None or quota >= 2)
-
-
-def _cgroup_cpus(cgroup_root: str, proc_self: str) -> float | None:
-    """The CPUs this process's cgroup v2 quota allows; None when unlimited or unknown."""
-    try:
-        with open(os.path.join(proc_self, "cgroup"), encoding="utf-8") as membership:
-            lines = membership.read(64 * 1024).splitlines()
-        group = next(line[3:] for line in lines if line.startswith("0::"))
-        limits = os.path.join(cgroup_root, group.lstrip("/"), "cpu.max")
-        with open(limits, encoding="ascii") as cpu_max:
-            quota, period = cpu_max.read(256).split()
-        return None if quota == "max" else int(quota) / int(period)
-    except (OSError, StopIteration, ValueError, ZeroDivisionError):
-        return None
 
 
 def start() -> AttestationWorker:
@@ -230,18 +171,9 @@ def start() -> AttestationWorker:
     A child that cannot be started is reported by :meth:`~AttestationWorker.verify`, as
     the attestation layer's failure, only if the layer is reached.
     """
-
-    command = [*buildinfo.current_mux_command(), WORKER_ARG]
-    try:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            close_fds=True,
-        )
-    except OSError as exc:
-        return AttestationWorker(None, f"{command[0]}: {exc.strerror or exc}")
+    process = spawn()
+    if isinstance(process, str):
+        return AttestationWorker(None, process)
     return AttestationWorker(process)
 
 
@@ -278,6 +210,9 @@ def _exit_status(code: int | None) -> str:
 
 def serve() -> int:
     """The child: import sigstore, then answer the one request on stdin (see the module)."""
+    # pydantic would look for plugins in every installed distribution's entry points: 2 % of
+    # the child's instructions (30 M of 1,497 M, callgrind), and no plugin has a say here.
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
     attestation = _attestation()
     attestation.preload()  # the point of starting early: this takes most of the time
     warnings: list[str] = []

@@ -125,6 +125,7 @@ def verify_release_files(
     progress: Progress | None = None,
     check_unpacked: Callable[[Path], None] | None = None,
     on_unpacked_file: Callable[[str], None] | None = None,
+    on_unpacked: Callable[[Path], None] | None = None,
     attestation_worker: AttestationWorker | None = None,
     kept: Sequence[KeptBuild] = (),
     warn: Callable[[str], None] | None = None,
@@ -132,8 +133,10 @@ def verify_release_files(
     """Layers 2 to 5 for one archive of a release that passed :func:`verify_release_metadata`.
 
     The archive streams into ``download_dir`` (hashed as it goes, removed afterwards) and is
-    unpacked into the empty folder ``unpack_dir``. ``check_unpacked`` (``mux-release verify``:
-    the SBOM) then inspects the unpacked files, before anything in them runs. The build is run
+    unpacked into the empty folder ``unpack_dir``; ``on_unpacked_file`` is given each file as
+    it is written and ``on_unpacked`` the folder once its tree is complete (an install makes
+    them durable meanwhile). ``check_unpacked`` (``mux-release verify``: the SBOM) then
+    inspects the unpacked files, before anything in them runs. The build is run
     for the smoke test when it is built for ``smoke_target`` (the target this machine runs);
     otherwise that layer is reported skipped.
 
@@ -151,7 +154,16 @@ def verify_release_files(
     if kept:
         try:
             built = _via_delta(
-                source, release, asset, policy, kept, download_dir, unpack_dir, attestation_worker
+                source,
+                release,
+                asset,
+                policy,
+                kept,
+                download_dir,
+                unpack_dir,
+                attestation_worker,
+                on_file=on_unpacked_file,
+                on_built=on_unpacked,
             )
         except DeltaUnusable as exc:
             fallback, downloaded = exc.message, exc.downloaded
@@ -215,6 +227,8 @@ def verify_release_files(
                 top=models.archive_folder(asset.target),
                 on_file=on_unpacked_file,
             )
+            if on_unpacked is not None:
+                on_unpacked(unpack_dir)
         finally:
             fetched.path.unlink(missing_ok=True)
     finally:
@@ -279,6 +293,9 @@ def _via_delta(
     download_dir: Path,
     unpack_dir: Path,
     worker: AttestationWorker | None,
+    *,
+    on_file: Callable[[str], None] | None,
+    on_built: Callable[[Path], None] | None,
 ) -> _Built:
     """Layers 2 to 4 by a delta: the signed file list, the delta (its size and digest signed,
     both checked before a byte of it is read), the tree built from the kept version's files
@@ -287,7 +304,9 @@ def _via_delta(
 
     The tree is built while the attestation is checked: everything it is built from passed
     layers 1 and 2 by then, and nothing in it runs, nor is it placed, before layer 3 passed
-    (the smoke test comes after). Raises :class:`DeltaUnusable` for every failure."""
+    (the smoke test comes after). Its files go to ``on_file`` as they are made and the tree
+    to ``on_built`` before the wait for layer 3, so the disk writes them out meanwhile.
+    Raises :class:`DeltaUnusable` for every failure."""
     log = VerificationLog()
     name = file_list_name(asset.target)
     listed = release.sums.get(name)
@@ -367,9 +386,12 @@ def _via_delta(
                         base_dir=base.folder,
                         base_files=base_files,
                         destination=str(unpack_dir),
+                        on_file=on_file,
                     )
             except DeltaUnusable as exc:
                 raise DeltaUnusable(f"{ref.name}: {exc.message}", downloaded, asked=True) from None
+            if on_built is not None:
+                on_built(unpack_dir)
             try:
                 attesting.finish(actual, log)
             except VerificationError as exc:
