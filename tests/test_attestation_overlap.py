@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import hashlib
 import http.server
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,7 +32,7 @@ from release.publish.delta import write_deltas
 from release.publish.package import rehash_sums
 from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serve_handler
-from tests.support.installs import Install, bootstrap, snapshot
+from tests.support.installs import Install, bootstrap, leftovers, snapshot
 from tests.support.releases import (
     KeyPair,
     flip_byte,
@@ -46,6 +47,7 @@ from updater.config.targets import detect_target
 from updater.core.transfer import DELTA
 from updater.errors import VerificationError
 from updater.formats import models
+from updater.formats.delta import file_list_name
 from updater.install.layout import Layout, kept_builds, read_record
 from updater.sources.base import ReleaseSource
 from updater.sources.feed import FeedSource
@@ -484,3 +486,45 @@ def test_a_deltas_tree_is_handed_over_to_be_made_durable_before_layer_3_answers(
     assert verified.transfer.method == DELTA, verified.transfer
     assert events == ["tree handed over", "attestation answered"]
     assert ("attestation", "ok") in [(layer.layer, layer.status) for layer in log.layers]
+
+
+def test_a_delta_its_attestation_does_not_name_falls_back_to_the_attested_archive(
+    tmp_path: Path, sandbox_env: dict[str, str], keypair: KeyPair, sigstore: FakeSigstore
+) -> None:
+    """The one fault of a delta found only after its tree is built and handed over to be made
+    durable: the bundle attests the archive but not the file list. The staging folder is
+    emptied while the fsync thread may still be walking it, the full archive is installed in
+    the same run (its own layer 3 passes), and nothing is left behind."""
+    feed = tmp_path / "feed"
+    for version in ("0.1.0", "0.2.0"):
+        make_release(feed, version, protocol_version=1, keypair=keypair, repo=REPO)
+    release = feed / "v0.2.0"
+    write_deltas(release, [feed / "v0.1.0"])
+    attest(feed / "v0.1.0", sigstore, "0.1.0", keypair)
+    subjects = models.parse_sha256sums((release / models.SUMS_NAME).read_bytes())
+    del subjects[file_list_name(TARGET)]
+    (release / models.attestation_name("0.2.0")).write_bytes(
+        sigstore.attest(subjects, repository=REPO, ref="refs/tags/v0.2.0")
+    )
+    rehash_sums(release)
+    sign_release_dir(release, keypair)
+    env = {
+        **sandbox_env,
+        "MUX_SIGSTORE_TRUSTED_ROOT": str(sigstore.trusted_root_path),
+        "MUX_REPO": REPO,
+    }
+    with serve_directory(feed) as url:
+        install = bootstrap(
+            tmp_path / "install", env, source=url, version="0.1.0", public_key=keypair.public_key
+        )
+        result = install.run("update", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    transfer = report["transfer"]
+    assert transfer["method"] == "full", transfer
+    assert "(attestation): subject digest mismatch" in transfer["fallback_reason"], transfer
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 1 and "downloading the full archive" in warnings[0], warnings
+    assert install.reported_version()["version"] == "0.2.0"
+    assert (install.home / "versions" / "0.1.0" / "mux").is_file()
+    assert leftovers(install) == []

@@ -445,3 +445,29 @@ def test_no_path_imports_a_module_the_build_leaves_out(every_path: dict[str, set
         argv: sorted(matching(mods - startup, left_out)) for argv, mods in every_path.items()
     }
     assert {argv: found for argv, found in offenders.items() if found} == {}
+
+
+def test_the_attestation_child_starts_before_what_talking_to_it_needs() -> None:
+    """`mux update` starts the child from updater.trust.attestation_start before it imports
+    anything else of its own (updater/__main__.py): each module that one imports puts off
+    the child, whose import of sigstore is the longest step of a delta update."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; import updater.trust.attestation_start; print(' '.join(sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    imported = set(result.stdout.split())
+    assert "updater.trust.attestation_start" in imported
+    late = ["base64", "dataclasses", "pathlib", "typing", "updater.childio"]
+    late += ["httpx", "typer", "rich", "cryptography", "sigstore"]
+    assert not matching(imported, late)
+    assert not {m for m in imported if m.startswith("updater.trust.")} - {
+        "updater.trust",
+        "updater.trust.attestation_start",
+    }

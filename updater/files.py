@@ -128,13 +128,14 @@ class Flush:
 
     An install hands over each file as soon as the unpacking has written it and set its mode
     and times (:meth:`file`), so the disk writes it out while the rest unpacks; then the whole
-    tree (:meth:`tree`): every folder, and every file not handed over before (its entries and
-    anything the unpacking did not announce), once the tree is complete. :meth:`join` waits
-    for all of it and raises the first failure; after one, the rest is skipped.
+    tree (:meth:`tree`): every folder, and every file not flushed before (its entries, anything
+    the unpacking did not announce), once the tree is complete. :meth:`join` waits for all of
+    it and raises the first failure; after one, the rest is skipped.
 
     A file or folder gone by its turn is skipped: nothing of it is left to write. That is a
     tree thrown away while it was being flushed (a delta that failed its attestation, whose
-    staging folder is emptied for the full archive); what replaces it is handed over again.
+    staging folder is emptied for the full archive). A file counts as flushed by the inode
+    that was flushed, not by its path: one written later at the same path is flushed again.
     """
 
     def __init__(self) -> None:
@@ -143,7 +144,7 @@ class Flush:
         import threading
 
         self._work: queue.SimpleQueue[tuple[str, str] | None] = queue.SimpleQueue()
-        self._flushed: set[str] = set()
+        self._flushed: dict[str, tuple[int, int]] = {}  # path: (device, inode) flushed there
         self._failed: list[BaseException] = []
         self._thread = threading.Thread(target=self._run, name="mux-fsync", daemon=True)
         self._thread.start()
@@ -167,27 +168,40 @@ class Flush:
             kind, path = item
             try:
                 if kind == "file":
-                    _fsync_if_there(fsync_file, path)
-                    self._flushed.add(path)
+                    self._flush_file(path)
                 else:
                     self._flush_tree(path)
             except BaseException as exc:  # re-raised by join(), in the caller's thread
                 self._failed.append(exc)
 
+    def _flush_file(self, path: str) -> None:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # gone by its turn: nothing of it is left to write
+        try:
+            os.fsync(fd)
+            info = os.fstat(fd)
+        finally:
+            os.close(fd)
+        self._flushed[path] = (info.st_dev, info.st_ino)
+
     def _flush_tree(self, root: str) -> None:
         for dirpath, _dirnames, filenames in os.walk(root):
             for name in filenames:
                 file_path = os.path.join(dirpath, name)
-                if file_path not in self._flushed and not os.path.islink(file_path):
-                    _fsync_if_there(fsync_file, file_path)
-            _fsync_if_there(fsync_dir, dirpath)
-
-
-def _fsync_if_there(fsync: Callable[[str], None], path: str) -> None:
-    try:
-        fsync(path)
-    except FileNotFoundError:
-        pass  # gone by its turn: nothing of it is left to write (see Flush)
+                try:
+                    info = os.lstat(file_path)
+                except FileNotFoundError:
+                    continue
+                if stat.S_ISLNK(info.st_mode):
+                    continue
+                if self._flushed.get(file_path) != (info.st_dev, info.st_ino):
+                    self._flush_file(file_path)
+            try:
+                fsync_dir(dirpath)
+            except FileNotFoundError:
+                pass  # the folder went with the tree it was in
 
 
 class NotReadable(Exception):

@@ -4,9 +4,9 @@ as possible first.
 The child's import of sigstore is the longest single step of a delta update: the update waits
 for its answer, so every millisecond before the child starts is one on that path. This module
 is what ``mux update`` imports before it starts the child: the standard library's
-``subprocess`` and the build's settings, none of what talking to the child needs (JSON, base64,
-threads, dataclasses: about 40 ms more of the build's start-up, which the child now spends
-importing sigstore instead).
+``subprocess`` and the build's info and settings, none of what talking to the child needs
+(base64, dataclasses, pathlib, typing, the bounded read of its answer: the child started 24 ms
+later, median of 15 runs of the build, when all of that came first).
 """
 
 from __future__ import annotations
