@@ -743,9 +743,9 @@ def test_unpacked_files_are_flushed_as_they_are_written_and_the_tree_beside_the_
         order.append("handed over")
         real_flush_file(self, path)
 
-    def fsync_file(path: Path) -> None:
+    def fsync_file(path: Path) -> tuple[int, int]:
         fsynced.append(str(path))
-        real_fsync_file(path)
+        return real_fsync_file(path)
 
     def flush_tree(self, root: str) -> None:
         tree_started.set()
@@ -808,10 +808,10 @@ def test_a_file_the_disk_cannot_flush_fails_the_update_with_one_line_and_leaves_
 
     real_fsync_file = files.fsync_file
 
-    def fsync_file(path: str | Path) -> None:
+    def fsync_file(path: str | Path) -> tuple[int, int]:
         if ".partial-" in str(path) and Path(path).name == "mux":
             raise OSError(errno.EIO, os.strerror(errno.EIO), str(path))
-        real_fsync_file(path)
+        return real_fsync_file(path)
 
     monkeypatch.setattr(files, "fsync_file", fsync_file)
     threads_before = _flush_threads()

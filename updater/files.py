@@ -114,13 +114,15 @@ def fsync_dir(path: StrPath) -> None:
         os.close(fd)
 
 
-def fsync_file(path: StrPath) -> None:
-    """Make one file's bytes durable."""
+def fsync_file(path: StrPath) -> tuple[int, int]:
+    """Make one file's bytes durable; returns the (device, inode) that was flushed."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+        info = os.fstat(fd)
     finally:
         os.close(fd)
+    return info.st_dev, info.st_ino
 
 
 class Flush:
@@ -176,15 +178,9 @@ class Flush:
 
     def _flush_file(self, path: str) -> None:
         try:
-            fd = os.open(path, os.O_RDONLY)
+            self._flushed[path] = fsync_file(path)
         except FileNotFoundError:
-            return  # gone by its turn: nothing of it is left to write
-        try:
-            os.fsync(fd)
-            info = os.fstat(fd)
-        finally:
-            os.close(fd)
-        self._flushed[path] = (info.st_dev, info.st_ino)
+            pass  # gone by its turn: nothing of it is left to write
 
     def _flush_tree(self, root: str) -> None:
         for dirpath, _dirnames, filenames in os.walk(root):
