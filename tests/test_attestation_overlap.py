@@ -55,7 +55,7 @@ from updater.trust import attestation
 from updater.trust.attestation_worker import AttestationWorker
 from updater.trust.attestation_worker import start as start_worker
 from updater.trust.attested import AttestationInBackground
-from updater.trust.layers import VerificationLog, VerifiedRelease
+from updater.trust.layers import VerificationLog, VerifiedFiles, VerifiedRelease
 from updater.trust.pipeline import verify_release_files, verify_release_metadata
 from updater.trust.policy import TrustPolicy
 from updater.trust.sums import signed_digest
@@ -173,19 +173,7 @@ def test_the_attestation_is_verified_while_the_archive_is_still_downloading(
     unpacked.mkdir()
     with holding_server(feed, gate) as url, FeedSource(url, http=SLOW_NETWORK) as source:
         release = verify_release_metadata(source, "v0.2.0", trust, log)
-        asset = release.manifest.asset_for(TARGET)
-        assert asset is not None
-        verified = verify_release_files(
-            source,
-            release,
-            asset,
-            trust,
-            log,
-            download_dir=tmp_path,
-            unpack_dir=unpacked,
-            smoke_target=TARGET,
-            smoke_timeout=60,
-        )
+        verified = _verify_files(source, release, trust, log, tmp_path, unpacked)
     assert sorted(gate.events) == sorted(
         ["archive held", "attestation verified", "archive released"]
     )
@@ -307,27 +295,41 @@ def _metadata(
     return verify_release_metadata(source, "v0.2.0", trust, VerificationLog()), trust
 
 
+def _verify_files(
+    source: ReleaseSource,
+    release: VerifiedRelease,
+    trust: TrustPolicy,
+    log: VerificationLog,
+    download_dir: Path,
+    unpack_dir: Path,
+    **hooks: Any,
+) -> VerifiedFiles:
+    """Layers 2 to 5 for this machine's archive of ``release``, as ``mux update`` runs them."""
+    asset = release.manifest.asset_for(TARGET)
+    assert asset is not None
+    return verify_release_files(
+        source,
+        release,
+        asset,
+        trust,
+        log,
+        download_dir=download_dir,
+        unpack_dir=unpack_dir,
+        smoke_target=TARGET,
+        smoke_timeout=60,
+        **hooks,
+    )
+
+
 def test_a_worker_that_breaks_is_the_attestation_layers_one_line(
     tmp_path: Path, feed: Path, keypair: KeyPair, sigstore: FakeSigstore
 ) -> None:
     source = BrokenBundleSource(str(feed))
     release, trust = _metadata(source, keypair, sigstore)
-    asset = release.manifest.asset_for(TARGET)
-    assert asset is not None
     unpacked = tmp_path / "unpacked"
     unpacked.mkdir()
     with pytest.raises(VerificationError) as failure:
-        verify_release_files(
-            source,
-            release,
-            asset,
-            trust,
-            VerificationLog(),
-            download_dir=tmp_path,
-            unpack_dir=unpacked,
-            smoke_target=TARGET,
-            smoke_timeout=60,
-        )
+        _verify_files(source, release, trust, VerificationLog(), tmp_path, unpacked)
     assert failure.value.message == (
         "verification failed (attestation): RuntimeError: the bundle store fell over"
     )
@@ -366,20 +368,8 @@ def test_a_failed_download_waits_for_the_worker_before_it_reports(
     """A process that exits with a thread inside sigstore can crash instead of exiting 3."""
     source = FailingDownloadSource(str(feed))
     release, trust = _metadata(source, keypair, sigstore)
-    asset = release.manifest.asset_for(TARGET)
-    assert asset is not None
     with pytest.raises(OSError, match="reset"):
-        verify_release_files(
-            source,
-            release,
-            asset,
-            trust,
-            VerificationLog(),
-            download_dir=tmp_path,
-            unpack_dir=tmp_path / "unpacked",
-            smoke_target=TARGET,
-            smoke_timeout=60,
-        )
+        _verify_files(source, release, trust, VerificationLog(), tmp_path, tmp_path / "unpacked")
     # The worker went on after the failure, and was done before the failure was reported.
     assert source.events == ["download failed", "worker fetching"]
     assert not [t for t in threading.enumerate() if t.name == "mux-attestation"]
@@ -468,20 +458,9 @@ def test_a_deltas_tree_is_handed_over_to_be_made_durable_before_layer_3_answers(
         layout = Layout(str(install.home), str(install.bin_dir))
         with FeedSource(url) as source:
             release = verify_release_metadata(source, "v0.2.0", trust, log)
-            asset = release.manifest.asset_for(TARGET)
-            assert asset is not None
-            verified = verify_release_files(
-                source,
-                release,
-                asset,
-                trust,
-                log,
-                download_dir=tmp_path,
-                unpack_dir=staging,
-                smoke_target=TARGET,
-                smoke_timeout=60,
-                on_unpacked=on_unpacked,
-                kept=kept_builds(layout, read_record(layout), TARGET),
+            kept = kept_builds(layout, read_record(layout), TARGET)
+            verified = _verify_files(
+                source, release, trust, log, tmp_path, staging, on_unpacked=on_unpacked, kept=kept
             )
     assert verified.transfer.method == DELTA, verified.transfer
     assert events == ["tree handed over", "attestation answered"]

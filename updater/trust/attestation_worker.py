@@ -8,9 +8,10 @@ of its own and runs on another core; ``mux update`` starts it as soon as it runs
 :func:`start`), so sigstore is imported while the parent imports its HTTP stack and fetches the
 release's metadata, and the answer is usually in before the archive is.
 
-The child is the running build itself (:func:`updater.config.buildinfo.current_mux_command` with
-:data:`updater.trust.attestation_start.WORKER_ARG`): it imports sigstore, reads one request on stdin (the bundles, the digest
-the signed ``SHA256SUMS`` gives, who must have built it, which trust root), runs
+The child is the running build itself (:func:`updater.config.buildinfo.current_mux_command`
+with :data:`updater.trust.attestation_start.WORKER_ARG`, started by
+:mod:`updater.trust.attestation_start`): it imports sigstore, reads one request on stdin (the
+bundles, the digest the signed ``SHA256SUMS`` gives, who must have built it, which trust root), runs
 :func:`updater.trust.attestation.verify_attestation`, writes one JSON answer on stdout and exits. It
 decides nothing: the identity, the digest and the trust root all come from the parent's
 policy, and it reads no settings of its own. The parent believes only an answer that says it
