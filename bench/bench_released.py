@@ -1,6 +1,6 @@
-"""Issue 10's whole table, measured on the released build in one run.
+"""Start-up (the fast paths), `mux update` and the archive, on the released build, in one run.
 
-Run: uv run python bench/bench_issue10.py [--rounds 21] [--update-rounds 7] [--mib 64]
+Run: uv run python bench/bench_released.py [--rounds 21] [--update-rounds 7] [--mib 64]
 
 One real one-folder build (`mux-release build`) serves every row:
 
@@ -16,9 +16,8 @@ One real one-folder build (`mux-release build`) serves every row:
   curl + sha256sum + tar + ln on the same archive from the same server (bench_update.py).
 
 Ratios are medians of per-round ratios with their interquartile range; the load average is
-printed before and after. The uncached check's target (issue 13: within 1.3x of the floor of
-the same work with the same libraries) needs the floor script issue 13 adds to bench/; without
-it the uncached rows are reported against `python -c pass` only.
+printed before and after. The uncached rows are reported against `python -c pass` only; their
+target (within 1.3x of the floor of the same work with the same libraries) is bench_check_floor.py's.
 """
 
 from __future__ import annotations
@@ -96,7 +95,7 @@ def main() -> None:
     from tests.support.releases import make_feed, make_keypair, serve_directory
 
     print(load_average(), flush=True)
-    with tempfile.TemporaryDirectory(prefix="mux-bench-issue10-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="mux-bench-released-") as scratch:
         tmp = Path(scratch)
         keypair = make_keypair(tmp / "keys")
         feed = make_feed(tmp / "startup", versions=["9.0.0"], keypair=keypair)
@@ -133,7 +132,7 @@ def main() -> None:
 
     fast, served, uncached = startup["fast"], startup["with_server"], startup["uncached"]
     base = fast["python -c pass"]
-    print("\nissue 10, released build (ratios: median of per-round ratios, IQR)")
+    print("\nreleased build (ratios: median of per-round ratios, IQR)")
     print(f"  {'measure':46} {'ratio (IQR)':>24} {'wall':>12} {'CPU':>12} {'target':>8} {'':>8}")
     print(row("mux version", fast["mux version"], base, "2.5x", 2.5))
     print(

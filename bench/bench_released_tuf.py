@@ -1,6 +1,6 @@
-"""Issue 20's ratios, measured on the released build that trusts a TUF root, in one run.
+"""The checks and `mux update` of a released build that trusts a TUF root, in one run.
 
-Run: uv run python bench/bench_issue20.py [--rounds 15] [--update-rounds 5] [--mib 64]
+Run: uv run python bench/bench_released_tuf.py [--rounds 15] [--update-rounds 5] [--mib 64]
 
 One real one-folder build (`mux-release build --tuf-root`, the root of the feeds below baked
 in) serves every row:
@@ -40,7 +40,7 @@ from _common import (
     real_build,
     run_once,
 )
-from bench_issue10 import archive_size
+from bench_released import archive_size
 from bench_tuf_check import FLOOR_NAME, MUX
 from bench_tuf_check import measure as measure_uncached
 from bench_update import BARE, REPO, fresh_install, make_feed, measure_update
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=64)
     args = parser.parse_args()
     print(load_average(), flush=True)
-    with tempfile.TemporaryDirectory(prefix="mux-bench-issue20-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="mux-bench-released-tuf-") as scratch:
         tmp = Path(scratch)
         keypair = make_keypair(tmp / "keys")
         (tmp / "root.json").write_bytes(default_root())
@@ -140,7 +140,7 @@ def main() -> None:
             1.15,
         ),
     ]
-    print("\nissue 20, released build trusting a TUF root (median of per-round ratios, IQR)")
+    print("\nreleased build trusting a TUF root (median of per-round ratios, IQR)")
     for name, values, limit in rows:
         print(
             f"  {name:52} {describe_ratio(values):>22}  target {limit}x  {verdict(values, limit)}"
