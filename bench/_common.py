@@ -10,12 +10,21 @@ that a machine shared with other jobs slows every command alike; each round give
 per command against the baseline of that round. The report gives medians with their
 interquartile range (the spread), the CPU time (user + system, less sensitive to a busy
 machine than wall time) and the load average before and after, so a reader can judge the noise.
+
+Results: every table a bench prints (``print_table``) and every figure it adds with ``record``
+go into ``bench/results/<bench>.json`` when it calls ``write_results`` at its end, with the
+commit, the machine and the date they were measured on; ``bench/render.py`` makes
+docs/performance.md from those files. ``MUX_BENCH_MACHINE_NOTE`` adds a word on the machine
+(shared with other jobs, say) to what is recorded.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import os
+import platform
 import resource
 import shutil
 import statistics
@@ -29,6 +38,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "bench" / "results"
+# Written by the benches and the renderer: not what makes a checkout "dirty" for a result.
+GENERATED = ("bench/results", "docs/performance.md")
 
 MODES = ("dev", "build")
 
@@ -240,6 +252,101 @@ def load_average() -> str:
     return f"load average {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
+# --- recording ----------------------------------------------------------------------------
+
+
+@dataclass
+class Measure:
+    """One figure of a bench: a ratio against a baseline (median of per-round ratios, with
+    their interquartile range), or a plain value (a size, a count) with ``ratio`` None."""
+
+    name: str
+    baseline: str = ""
+    ratio: float | None = None
+    spread: tuple[float, float] | None = None
+    value: str = ""
+    target: str = ""
+
+
+_RECORDED: list[Measure] = []
+_LOAD_BEFORE = os.getloadavg()
+
+
+def record(measure: Measure) -> None:
+    _RECORDED.append(measure)
+
+
+def record_ratio(
+    name: str, values: Sequence[float], baseline: str, *, value: str = "", target: str = ""
+) -> None:
+    """A ratio measure from its per-round ratios."""
+    low, mid, high = quartiles(values)
+    record(Measure(name, baseline, mid, (low, high), value, target))
+
+
+def _git(*args: str) -> str:
+    result = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    return result.stdout.strip() if result.returncode == 0 else ""
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict[str, object]:
+    uname = platform.uname()
+    return {
+        "uname": f"{uname.system} {uname.release} {uname.machine}",
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_before": [round(x, 2) for x in _LOAD_BEFORE],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "note": os.environ.get("MUX_BENCH_MACHINE_NOTE", ""),
+    }
+
+
+def write_results(script: str) -> Path:
+    """Write what this run recorded to ``bench/results/<bench>.json`` (``script``: the
+    bench's ``__file__``) and return the path."""
+    bench = Path(script).stem
+    excluded = [f":(exclude){path}" for path in GENERATED]
+    dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
+    result = {
+        "schema": 1,
+        "bench": bench,
+        "command": " ".join(["uv run python", f"bench/{bench}.py", *sys.argv[1:]]),
+        "commit": {"sha": _git("rev-parse", "HEAD"), "dirty": bool(dirty)},
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": machine(),
+        "measures": [
+            {
+                "name": m.name,
+                "baseline": m.baseline,
+                "ratio": None if m.ratio is None else round(m.ratio, 3),
+                "spread": None if m.spread is None else [round(x, 3) for x in m.spread],
+                "value": m.value,
+                "target": m.target,
+            }
+            for m in _RECORDED
+        ],
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{bench}.json"
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)
+    print(f"recorded in {path.relative_to(ROOT)}")
+    return path
+
+
 def print_table(
     title: str,
     results: Mapping[str, Samples],
@@ -259,6 +366,9 @@ def print_table(
         ratio = ratios(samples, base)
         medians[name] = statistics.median(ratio)
         target = (targets or {}).get(name, "")
+        if name != baseline:
+            wall = f"{describe_seconds(samples.wall).split('(')[0].strip()} median wall"
+            record_ratio(f"{title}: {name}", ratio, baseline, value=wall, target=target)
         print(
             f"  {name:50} {describe_seconds(samples.wall):>28} "
             f"{statistics.median(samples.cpu) * 1000:8.1f} ms {describe_ratio(ratio):>32} "

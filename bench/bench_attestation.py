@@ -33,6 +33,7 @@ from _common import (
     real_build,
     run_once,
     selected_modes,
+    write_results,
 )
 from bench_update import REPO, fresh_install, make_feed
 
@@ -144,6 +145,7 @@ def main() -> None:
             layer_in_update(mode, tmp / mode, args.rounds, keypair)
     print()
     print(load_average())
+    write_results(__file__)
 
 
 if __name__ == "__main__":

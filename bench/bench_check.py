@@ -36,6 +36,7 @@ from _common import (
     real_build,
     run_once,
     selected_modes,
+    write_results,
 )
 
 TARGETS = {
@@ -175,6 +176,7 @@ def main() -> None:
                 )
     print()
     print(load_average())
+    write_results(__file__)
     print(json.dumps({mode: {k: round(v, 2) for k, v in r.items()} for mode, r in summary.items()}))
 
 

@@ -34,6 +34,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _common import record_ratio, write_results  # noqa: E402
+
 FLOOR = r"""
 import base64, hashlib, json, sys
 import httpx
@@ -171,6 +173,14 @@ def main() -> None:
         f"(per-round wall ratios {min(paired):.2f}-{max(paired):.2f}; target: within 1.3x)"
     )
     print(json.dumps({k: round(v, 3) for k, v in ratios.items()}))
+    record_ratio(
+        "the uncached check (GitHub source), development checkout",
+        paired,
+        "the floor: httpx, packaging and Ed25519 doing the same work",
+        value=f"CPU {ratios['cpu']:.2f}x (ratio of medians)",
+        target="1.3x",
+    )
+    write_results(__file__)
 
 
 if __name__ == "__main__":

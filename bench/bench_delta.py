@@ -31,7 +31,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import Samples, clean_env, describe_ratio, describe_seconds, load_average
+from _common import (
+    Measure,
+    Samples,
+    clean_env,
+    describe_ratio,
+    describe_seconds,
+    load_average,
+    record,
+    record_ratio,
+    write_results,
+)
 
 REPO = "acme/mux"
 
@@ -235,7 +245,26 @@ def main() -> None:
         print(f"  CPU, delta / full, per round: {describe_ratio(cpu)}")
         print(f"  bytes, delta / full: {statistics.median(sent['delta']) / size:.4f}")
         print(f"  installed trees identical: {trees['delta'] == trees['full']}")
+        kind = "real builds" if args.old_build is not None else "stand-in builds"
+        record_ratio(
+            f"mux update by a delta ({kind}, {old} -> {new}): wall",
+            ratio,
+            "a full update of the same pair",
+            value=f"{statistics.median(walls['delta'].wall) * 1000:.0f} ms median wall",
+            target="0.6x",
+        )
+        record_ratio("  the same: CPU", cpu, "a full update of the same pair")
+        record(
+            Measure(
+                "  the same: bytes of the build's files downloaded",
+                "the archive",
+                statistics.median(sent["delta"]) / size,
+                value=f"{statistics.median(sent['delta'])} of {size} B",
+                target="1 %",
+            )
+        )
     print(load_average())
+    write_results(__file__)
 
 
 def _keypair_from(tmp: Path, keys: list[str]) -> Any:

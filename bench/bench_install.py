@@ -46,6 +46,7 @@ from _common import (  # noqa: E402
     real_build,
     rebadge,
     selected_modes,
+    write_results,
 )
 
 from release.build.standin import build_standin  # noqa: E402
@@ -200,6 +201,7 @@ def main() -> int:
             measure(mode, Path(tmp), args)
     print()
     print(load_average())
+    write_results(__file__)
     return 0
 
 

@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from _common import (
+    Measure,
     Samples,
     clean_env,
     describe_ratio,
@@ -37,6 +38,8 @@ from _common import (
     print_table,
     ratios,
     real_build,
+    record,
+    write_results,
 )
 from bench_check import install_real_build, measure
 from bench_standalone import folder_size, instructions
@@ -114,7 +117,7 @@ def main() -> None:
             env["MUX_UPDATE_SOURCE"] = url
             startup = measure([str(mux)], env, feed.path, url, args.rounds)
             counts = {} if args.no_instructions else counted(mux, env)
-        print_table(f"start-up of {mux}", startup["fast"], "python -c pass")
+        print_table("start-up of the installed build", startup["fast"], "python -c pass")
         print_table("with a live server", startup["with_server"], "python -c pass")
         print_table("uncached", startup["uncached"], "python -c pass")
         work = tmp / "update"
@@ -178,6 +181,13 @@ def main() -> None:
         f"  {'archive mux-<target>.tar.gz':46} {size_mib:21.2f} MiB "
         f"({unpacked / (1 << 20):.1f} MiB unpacked, {files} files) {'20 MiB':>8} {verdict:>8}"
     )
+    record(
+        Measure(
+            "archive mux-<target>.tar.gz",
+            value=f"{size_mib:.2f} MiB ({unpacked / (1 << 20):.1f} MiB unpacked, {files} files)",
+            target="20 MiB",
+        )
+    )
     if counts:
         base_count = counts["python -c pass"]
         print("\ninstructions (callgrind, every exec'd image)")
@@ -186,7 +196,17 @@ def main() -> None:
                 print(f"  {name:46} n/a (valgrind not installed)")
                 continue
             print(f"  {name:46} {count / 1e6:8.1f} M  {count / base_count:5.2f}x")
+            if name != "python -c pass":
+                record(
+                    Measure(
+                        f"instructions (callgrind): {name}",
+                        "python -c pass",
+                        count / base_count,
+                        value=f"{count / 1e6:.1f} M",
+                    )
+                )
     print(load_average())
+    write_results(__file__)
 
 
 if __name__ == "__main__":

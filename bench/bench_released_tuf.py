@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 from _common import (
+    Measure,
     Samples,
     clean_env,
     describe_ratio,
@@ -38,7 +39,9 @@ from _common import (
     print_table,
     ratios,
     real_build,
+    record,
     run_once,
+    write_results,
 )
 from bench_released import archive_size
 from bench_tuf_check import FLOOR_NAME, MUX
@@ -149,7 +152,9 @@ def main() -> None:
         f"  {'archive mux-<target>.tar.gz':52} {size_mib:17.2f} MiB  target 20 MiB  "
         f"{'met' if size_mib <= 20 else 'NOT met'}"
     )
+    record(Measure("archive mux-<target>.tar.gz", value=f"{size_mib:.2f} MiB", target="20 MiB"))
     print(load_average())
+    write_results(__file__)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _common import Measure, record, write_results  # noqa: E402
+
 from tests.support.environment import scrubbed  # noqa: E402
 from tests.support.installs import bootstrap  # noqa: E402
 from tests.support.releases import make_keypair, make_release  # noqa: E402
@@ -126,6 +128,19 @@ def main() -> int:
     print(f"stopped at the end: exit {stopped.returncode}")
     for line in failures[:10]:
         print(f"  {line}")
+    record(
+        Measure(
+            "mux server restart into a healthy build",
+            value=(
+                f"{codes.get(0, 0)} of {args.rounds} healthy, {codes.get(5, 0)} fell back; "
+                f"median {statistics.median(ordered):.2f} s (IQR {quartiles[0]:.2f}-"
+                f"{quartiles[2]:.2f}), p95 {p95:.2f} s; processes left: "
+                f"{len(left['1.0.0'])} of 1.0.0, {len(left['1.1.0'])} of 1.1.0"
+            ),
+            target="every restart healthy, one process left",
+        )
+    )
+    write_results(__file__)
     return 0 if not failures and len(left["1.1.0"]) == 1 and not left["1.0.0"] else 1
 
 

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import Measure, record, record_ratio, write_results
+
 from updater.core.retention import settle
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,6 +80,14 @@ def disk_after_updates(tmp: Path, updates: int) -> None:
             mux.run("server", "stop")
     print(f"disk after {updates} updates with one long-lived server (started from {versions[0]}):")
     print(f"  kept: {', '.join(kept)}")
+    record(
+        Measure(
+            f"disk after {updates} updates with one long-lived server",
+            "one version",
+            used / one,
+            value=f"kept {len(kept)} versions",
+        )
+    )
     print(
         f"  used {used / 1024:.0f} KiB = {used / one:.2f} x one version ({one / 1024:.0f} KiB); "
         f"keeping every version would be {updates + 1:.2f} x"
@@ -161,6 +171,13 @@ def prune_times(tmp: Path, servers: int, runs: int) -> None:
         f"(+{1000 * cpu_added:.1f} ms)"
     )
     print(f"the retention check in-process ({servers} servers): {inproc}")
+    record_ratio(
+        f"mux update --prune with {servers} live servers",
+        [w / n for w, n in zip(with_servers, without, strict=True)],
+        "the same with none",
+        value=f"the retention check adds {1000 * added:.1f} ms",
+        target="within 50 ms",
+    )
 
 
 def in_process_check(mux, runtime: Path, runs: int) -> str:
@@ -207,6 +224,7 @@ def main() -> None:
         tmp = Path(scratch)
         disk_after_updates(tmp, args.updates)
         prune_times(tmp, args.servers, args.runs)
+    write_results(__file__)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from _common import (
     quartiles,
     real_build,
     run_once,
+    write_results,
 )
 
 
@@ -281,6 +282,7 @@ def main() -> None:
             archive_sizes(folder, work / "archives")
     print()
     print(load_average())
+    write_results(__file__)
 
 
 if __name__ == "__main__":

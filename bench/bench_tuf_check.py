@@ -42,6 +42,7 @@ from _common import (
     real_build,
     run_once,
     selected_modes,
+    write_results,
 )
 from bench_check_floor import VERIFY
 
@@ -174,6 +175,7 @@ def main() -> None:
             )
     print()
     print(load_average())
+    write_results(__file__)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _common import (
+    Measure,
     Samples,
     add_mode_argument,
     add_payload,
@@ -38,8 +39,10 @@ from _common import (
     print_table,
     real_build,
     rebadge,
+    record,
     run_once,
     selected_modes,
+    write_results,
 )
 
 REPO = "acme/mux"
@@ -259,8 +262,16 @@ def main() -> None:
                 print(
                     f"  difference: {(peaks[256] - peaks[8]) / 1024:.1f} MiB (target: within 10 MiB)"
                 )
+                record(
+                    Measure(
+                        f"{mode}: peak RSS of mux update, 256 MiB vs 8 MiB archive",
+                        value=f"{peaks[256] / 1024:.1f} MiB vs {peaks[8] / 1024:.1f} MiB",
+                        target="within 10 MiB",
+                    )
+                )
     print()
     print(load_average())
+    write_results(__file__)
     sys.stdout.flush()
 
 

@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _common import Measure, record, write_results  # noqa: E402
+
 
 def proc_cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -158,11 +160,27 @@ def main() -> None:
         print(f"event latency, link moved -> line arrived ({args.events} events, target < 2 s):")
         print(f"  first watcher: {describe(to_first)}")
         print(f"  all {args.watchers}:       {describe(to_last)}")
+        per_watcher = (busy_rss - idle_rss) / args.watchers
+        record(
+            Measure(
+                f"a server with {args.watchers} idle watchers: memory",
+                value=f"+{per_watcher:.0f} KiB per watcher; CPU {busy_cpu:.3f} s vs "
+                f"{idle_cpu:.3f} s idle in {args.seconds:g} s",
+            )
+        )
+        record(
+            Measure(
+                f"event latency to all {args.watchers} watchers (link moved -> line arrived)",
+                value=describe(to_last),
+                target="< 2 s",
+            )
+        )
         for watcher in watchers:
             watcher.sock.close()
     finally:
         stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
+    write_results(__file__)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from _common import (
     real_build,
     run_once,
     selected_modes,
+    write_results,
 )
 from bench_update import REPO, fresh_install, make_feed
 
@@ -126,6 +127,7 @@ def main() -> None:
             measure(work, keypair, real, installer, args.rounds)
     print()
     print(load_average())
+    write_results(__file__)
     sys.stdout.flush()
 
 
