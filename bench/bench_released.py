@@ -117,8 +117,18 @@ def main() -> None:
             env["MUX_UPDATE_SOURCE"] = url
             startup = measure([str(mux)], env, feed.path, url, args.rounds)
             counts = {} if args.no_instructions else counted(mux, env)
-        print_table("start-up of the installed build", startup["fast"], "python -c pass")
-        print_table("with a live server", startup["with_server"], "python -c pass")
+        print_table(
+            "start-up of the installed build",
+            startup["fast"],
+            "python -c pass",
+            targets={"mux version": "2.5x", "mux update --check --max-age 1h (cached)": "3x"},
+        )
+        print_table(
+            "with a live server",
+            startup["with_server"],
+            "python -c pass",
+            targets={"mux update --check --max-age 1h (cached, 1 live server)": "3x"},
+        )
         print_table("uncached", startup["uncached"], "python -c pass")
         work = tmp / "update"
         work.mkdir()
@@ -131,7 +141,12 @@ def main() -> None:
             mib=args.mib,
             rounds=args.update_rounds,
         )
-        print_table(f"mux update, {update_mib:.1f} MiB archive", update, BARE)
+        print_table(
+            f"mux update, {update_mib:.1f} MiB archive, five layers",
+            update,
+            BARE,
+            targets={"mux update": "1.15x"},
+        )
 
     fast, served, uncached = startup["fast"], startup["with_server"], startup["uncached"]
     base = fast["python -c pass"]
