@@ -23,7 +23,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 import typer
 
@@ -52,6 +52,8 @@ from release.publish.lifecycle import (
 from release.publish.package import package_release, sign_release
 from release.publish.signing import SecretKey, generate_keypair
 from release.upkeep.protocol import LOCK_PATH, check_protocol, record_protocol
+from updater.cli.completions import command_tree
+from updater.cli.completions import script as completion_script
 from updater.config import settings
 from updater.config.marker import MARKER_NAME, marker_document
 from updater.errors import EXIT_ERROR, MuxError, UsageError
@@ -1194,3 +1196,12 @@ def publish_flags_command(
         raise UsageError(f"cannot read {published}: {exc.strerror}") from None
     plan = plan_publish(tag, parse_release_list(raw, what=str(published)))
     print(" ".join(plan.gh_flags()))
+
+
+@app.command("completions")
+def completions_command(
+    shell: Annotated[Literal["bash", "zsh", "fish"], typer.Argument(help="bash, zsh or fish.")],
+) -> None:
+    """Print a completion script for mux-release (bash: eval "$(mux-release completions bash)")."""
+    tree = command_tree(typer.main.get_command(app))
+    print(completion_script(shell, "mux-release", tree), end="")

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
 from updater.cli import render
 from updater.cli.check import CheckFlags, answer_check
+from updater.cli.completions import command_tree, script
 from updater.cli.render import notices_document, report_error, to_json_line
 from updater.cli.server import server_app
 from updater.cli.version import print_version
@@ -277,6 +278,14 @@ def update(
         )
     print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
     raise typer.Exit(result.exit_code)
+
+
+@app.command()
+def completions(
+    shell: Annotated[Literal["bash", "zsh", "fish"], typer.Argument(help="bash, zsh or fish.")],
+) -> None:
+    """Print a completion script for mux (bash: eval "$(mux completions bash)")."""
+    print(script(shell, "mux", command_tree(typer.main.get_command(app))), end="")
 
 
 def _state_change(
