@@ -16,6 +16,10 @@ EXIT_POLICY = 4  # the machine policy (an administrator's /etc/mux/policy.toml) 
 # `mux server restart`: the new build did not come up healthy, and the server runs the build
 # it ran before again, on the same socket (the restart fell back)
 EXIT_RESTART_FELL_BACK = 5
+# `mux server start|stop|restart`: the address is held by something that is not this user's
+# server (another user's socket, or a listener that cannot prove it is yours); nothing was
+# stopped, started or recorded for it
+EXIT_NOT_YOURS = 6
 EXIT_UPDATE_AVAILABLE = 10  # also: the installed release is below a minimum_version
 EXIT_WITHDRAWN = 11  # the installed release was withdrawn by its publisher: mux update moves it
 EXIT_RESTART_NEEDED = 20
@@ -88,6 +92,12 @@ class WithdrawnError(MuxError):
     """The installed release was withdrawn and nothing this machine may install replaces it."""
 
     exit_code = EXIT_WITHDRAWN
+
+
+class NotYoursError(MuxError):
+    """A server address held by something that is not this user's server."""
+
+    exit_code = EXIT_NOT_YOURS
 
 
 class InstallError(MuxError):

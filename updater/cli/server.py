@@ -103,13 +103,19 @@ def _server_address(name: str | None, socket: Path | None, url: str | None) -> P
 
 @server_app.command("run", hidden=True)
 def run_command(
-    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+    name: NameOption = None,
+    socket: SocketOption = None,
+    url: UrlOption = None,
+    replacing: Annotated[
+        int | None,
+        typer.Option("--replacing", help="The pid of this user's server a restart replaces."),
+    ] = None,
 ) -> None:
     """Serve in the foreground (what `mux server start` runs in the background)."""
     # deferred (+33 ms, 13 modules): the server itself, for `mux server run` only
     from updater.daemon.server import serve
 
-    _run(lambda: serve(_server_address(name, socket, url)))
+    _run(lambda: serve(_server_address(name, socket, url), replacing=replacing))
 
 
 @server_app.command("start")

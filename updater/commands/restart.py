@@ -3,17 +3,27 @@
 Restarting ends the programs in a server: the user chose to lose those, never to be left
 without a server. So :func:`run_restart`
 
-1. asks the server on the socket which build it runs (its status line's ``executable``, else
-   what the OS says of the process behind the socket), and holds that build's version
-   folder (:func:`updater.install.inuse.hold_version`) so that no prune can remove it
-   while no server runs from it;
-2. stops it (the shutdown request every protocol version understands);
+1. asks the server on the address which version it runs; a loopback listener that is not
+   this user's server (:mod:`updater.servers.owner`) is refused with exit 6 before anything
+   is stopped. Where the old server shares its port (Linux, started by this mux), the new
+   one starts beside it and the old one stops only once the new one answers
+   (:mod:`updater.servers.takeover`): the port is never free, and a new build that fails
+   leaves the old server serving. Otherwise:
+2. holds the old version's folder in this user's install
+   (:func:`updater.install.inuse.hold_version`) so that no prune removes it while no server
+   runs from it, and stops the server (the shutdown request every protocol version
+   understands);
 3. starts this mux's own build there and waits, at most ``MUX_RESTART_TIMEOUT`` seconds
    (default 7), for a status line with this build's version and protocol
    (:func:`updater.servers.control.start`);
 4. if none comes (it exits, dies, hangs, answers as another version or protocol), stops it
-   with everything it started, starts the server again from the build it was running, and
-   raises :class:`RestartFellBack` (exit 5): one line saying what failed and what runs now.
+   with everything it started, starts the old version again and raises
+   :class:`RestartFellBack` (exit 5): one line saying what failed and what runs now. The
+   old version is this user's kept ``versions/<version>/mux``, checked as ``--rollback``
+   checks it (its files, its smoke test), or this running build when the old server ran
+   this very version: never a path the server reported, which anyone answering on the
+   address can name. Something else holding the address is no failed start
+   (:class:`~updater.servers.control.AddressHeld`, exit 6): nothing is recorded.
 
 The failed start is recorded in the user's state (:mod:`updater.core.userstate`): that
 version is not offered again (the check, ``mux update``, servers' background checks and
@@ -26,16 +36,13 @@ the line says and the check shows. A start that succeeds forgets its version's f
 from __future__ import annotations
 
 import contextlib
-import os
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import NamedTuple
 
 from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
-from updater.config.buildfolder import build_info_in
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings
 from updater.core.userstate import (
@@ -45,11 +52,13 @@ from updater.core.userstate import (
     with_rollback,
     without_failure,
 )
-from updater.errors import EXIT_RESTART_FELL_BACK, MuxError, PolicyError
+from updater.errors import EXIT_RESTART_FELL_BACK, MuxError, NotYoursError, PolicyError
 from updater.install import inuse
-from updater.install.layout import resolve_layout
-from updater.servers import control
+from updater.install.layout import Layout, resolve_layout
+from updater.install.transaction import kept_executable
+from updater.servers import control, takeover
 from updater.servers.client import ServerReport, query_server, with_executable
+from updater.trust.smoke import run_kept_build
 
 
 class RestartFellBack(MuxError):
@@ -63,6 +72,20 @@ class Restarted(NamedTuple):
     replaced: ServerReport | None  # the one it replaced (None: nothing answered there)
 
 
+class Fallback(NamedTuple):
+    """The build a failed restart starts again: chosen by the old server's version, never by
+    the path it reports. ``layout`` is this user's install, which keeps that version (its
+    files and smoke test are checked before it runs); None: this running build itself."""
+
+    version: str
+    protocol_version: int
+    layout: Layout | None
+
+    @property
+    def folder(self) -> Path | None:
+        return Path(self.layout.version_dir(self.version)) if self.layout else None
+
+
 def run_restart(
     address: Path | str,
     settings: Settings,
@@ -74,62 +97,92 @@ def run_restart(
     """Restart the server on ``address`` into ``build`` (default: this mux, which runs
     ``executable`` or its own build), falling back to the build it ran (module docstring)."""
     build = build or buildinfo.current()
-    target = control.as_address(address)
-    display = target.display
+    display = control.as_address(address).display
     old = _running(display)
     expect = control.Expected(build.version, build.protocol_version)
-    fallback = _build_of(old)
-    with _holding(fallback):
+    old_pid = old.status.pid if old is not None and old.status is not None else None
+    if old_pid is not None and takeover.possible(address, old):
+        try:
+            report = takeover.take_over(
+                address,
+                old_pid,
+                executable=executable,
+                timeout=settings.restart_timeout,
+                expect=expect,
+            )
+        except control.StartFailed as failed:  # the old server never stopped serving
+            raise _fell_back(settings, build, display, failed, old, old, now) from None
+        _forget(settings, build.version)
+        return Restarted(report, old)
+    fallback = _fallback(old, settings, build)
+    with inuse.hold_version(fallback.folder if fallback else None):
         control.stop(address, timeout=control.STOP_TIMEOUT)  # (whatever answers there)
         try:
             report = control.start(
                 address, executable=executable, timeout=settings.restart_timeout, expect=expect
             )
         except control.StartFailed as failed:
-            again = _start_again(address, fallback)
+            again = _start_again(address, fallback, settings)
             raise _fell_back(settings, build, display, failed, old, again, now) from None
         except KeyboardInterrupt:  # interrupted while the new build starts: the old one back
-            _start_again(address, fallback)
+            _start_again(address, fallback, settings)
             raise
     _forget(settings, build.version)
     return Restarted(report, old)
 
 
 def _running(display: str) -> ServerReport | None:
-    """The live server there, placed (the build it runs from), or None when none answers."""
+    """The live server there, placed (the build it runs from), or None when none answers.
+    Raises :class:`NotYoursError` (nothing is stopped) when another user's socket, or one
+    that cannot prove it is this user's server, holds a TCP address."""
     report = query_server(display)
+    if report.state == "not-yours":
+        raise NotYoursError(
+            f"will not restart {display}: it is {report.detail}; nothing was stopped",
+            hint="start your server on another port (mux server start --url ...)",
+        )
     if report.state != "live" or report.status is None:
         return None
     return with_executable(report)
 
 
-def _build_of(report: ServerReport | None) -> str | None:
-    """The executable the replaced server ran from, if it is a mux build that can be run
-    again (a development checkout's server runs the Python interpreter: no build to go back
-    to)."""
-    if report is None or not report.executable:
+def _fallback(old: ServerReport | None, settings: Settings, build: BuildInfo) -> Fallback | None:
+    """What a failed restart starts again: the old server's version as this user's install
+    keeps it, else this build when the old server ran this very version, else nothing (a
+    server whose build mux does not know is never run again from the path it names)."""
+    if old is None or old.status is None:
         return None
-    executable = report.executable
-    if not os.path.isfile(executable) or build_info_in(os.path.dirname(executable)) is None:
-        return None
-    return executable
-
-
-@contextmanager
-def _holding(executable: str | None) -> Iterator[None]:
-    """Hold the version folder of ``executable`` (if it is an installed version) while no
-    server runs from it: retention keeps what servers run from, and this is the gap."""
-    with inuse.hold_version(Path(executable).parent if executable else None):
-        yield
-
-
-def _start_again(address: Path | str, executable: str | None) -> ServerReport | MuxError | None:
-    """The replaced server's build, started again; the error when that fails too; None when
-    there was nothing to go back to."""
-    if executable is None:
-        return None
+    version, protocol = old.status.version, old.status.protocol_version
     try:
-        return control.start(address, executable=executable, timeout=control.START_TIMEOUT)
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    except MuxError:
+        layout = None
+    if layout is not None and version in layout.installed_versions():
+        return Fallback(version, protocol, layout)
+    if version == build.version and protocol == build.protocol_version:
+        return Fallback(version, protocol, None)
+    return None
+
+
+def _start_again(
+    address: Path | str, fallback: Fallback | None, settings: Settings
+) -> ServerReport | MuxError | None:
+    """The replaced server's build, checked and started again; the error when that fails
+    too; None when there was nothing to go back to."""
+    if fallback is None:
+        return None
+    expect = control.Expected(fallback.version, fallback.protocol_version)
+    try:
+        executable = None  # this running build
+        if fallback.layout is not None:
+            executable = kept_executable(
+                fallback.layout,
+                fallback.version,
+                run_build=partial(run_kept_build, timeout=settings.smoke_test_timeout),
+            )
+        return control.start(
+            address, executable=executable, timeout=control.START_TIMEOUT, expect=expect
+        )
     except MuxError as exc:
         return exc
 
@@ -150,7 +203,12 @@ def _fell_back(
     failure = recorded.failure(build.version) if recorded else None
     said = f"mux {build.version} did not start on {display} ({failed.reason})"
     log = f"its log: {failed.log_path}"
-    if isinstance(again, ServerReport) and again.status is not None:
+    if again is old and old is not None and old.status is not None:
+        line = (
+            f"{said}; the mux {old.status.version} server it would have replaced still serves "
+            f"there (pid {old.status.pid}): it was never stopped"
+        )
+    elif isinstance(again, ServerReport) and again.status is not None:
         status = again.status
         line = (
             f"{said}; the mux {status.version} server it replaced runs there again "

@@ -36,10 +36,13 @@ Which executable runs a started server: see :func:`current_mux_command`."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import errno
 import fcntl
 import hmac
 import os
+import re
 import signal
 import socket
 import stat
@@ -77,10 +80,16 @@ from updater.protocol import (
 )
 from updater.servers.client import (
     AUTHORIZATION,
+    CHALLENGE_HEADER,
+    CLIENT_LABEL,
     DEFAULT_TIMEOUT,
+    PROOF_HEADER,
+    PROOF_SCHEME,
+    SERVER_LABEL,
     TcpAddress,
     UnixAddress,
     connect_host,
+    proof_mac,
     query_server,
     runtime_dir,
     tcp_secret_path,
@@ -88,10 +97,13 @@ from updater.servers.client import (
 from updater.servers.control import (
     ANSWERING,
     DIRECTORY_MODE,
+    SHARES_PORT,
+    AddressHeld,
     answering_error,
     as_address,
     check_socket_folder,
     ensure_private_directory,
+    held_by,
     lock_path,
     open_own_file,
 )
@@ -106,6 +118,8 @@ SECRET_MODE = 0o600
 LISTEN_BACKLOG = 128
 # What only a browser sends: a web page can reach a loopback port, and must get nothing.
 _BROWSER_HEADERS = ("origin", "sec-fetch-site", "sec-fetch-mode", "sec-fetch-dest")
+_NONCE = re.compile(r"[0-9a-f]{32}")  # a client's challenge: 16 random bytes, in hex
+MAX_NONCES = 4096  # proofs remembered against a replay (each nonce is new: none repeats)
 _WATCH_HEAD = http_head(200, {"Content-Type": WATCH_CONTENT_TYPE, "Cache-Control": "no-store"})
 
 
@@ -170,18 +184,31 @@ class _Service:
         self._hub = hub
         self._log = log
         self._secret = secret  # a TCP server's: every request must carry it
+        self._nonces = _SeenNonces()
         self.notices: ServerNotices | None = None
 
     def respond(self, request: Request) -> Reply:
-        if self._secret is not None:
-            refused = self._refused(request)
-            if refused is not None:
-                return refused
+        if self._secret is None:
+            return self._route(request, _WATCH_HEAD)
+        refused = self._refused(request)
+        if refused is not None:
+            return refused
+        # The client's nonce, signed: how a server proves it is this user's where the
+        # kernel does not say who owns the port (updater.servers.client._Proof).
+        nonce = request.header(CHALLENGE_HEADER)
+        if nonce is None or not _NONCE.fullmatch(nonce):
+            return self._route(request, _WATCH_HEAD)
+        proof = f"{PROOF_HEADER}: {proof_mac(self._secret, SERVER_LABEL, nonce)}\r\n".encode()
+        reply = self._route(request, _with_header(_WATCH_HEAD, proof))
+        reply.data = _with_header(reply.data, proof) if reply.data else reply.data
+        return reply
+
+    def _route(self, request: Request, watch_head: bytes) -> Reply:
         route = request.path
         if route == STATUS_PATH and request.method == "GET":
             return Reply(self._status)
         if route == WATCH_PATH and request.method == "GET":
-            return self._watch()
+            return self._watch(watch_head)
         if route == SHUTDOWN_PATH and request.method == "POST":
             return Reply(
                 json_answer(SHUTDOWN_ACCEPTED, {"shutting_down": True}),
@@ -202,10 +229,7 @@ class _Service:
         if foreign_host or any(name in request.headers for name in _BROWSER_HEADERS):
             self._log.noisy("browser", "refused a browser request on the loopback port")
             return Reply(json_answer(403, {"error": "browser requests are refused"}))
-        assert self._secret is not None
-        given = request.header(AUTHORIZATION) or ""
-        expected = f"Bearer {self._secret}"
-        if not hmac.compare_digest(given.encode("latin-1"), expected.encode("latin-1")):
+        if not self._authorized(request):
             self._log.noisy(
                 "unauthorized",
                 "refused a request without its owner's secret on the loopback port "
@@ -216,7 +240,25 @@ class _Service:
             )
         return None
 
-    def _watch(self) -> Reply:
+    def _authorized(self, request: Request) -> bool:
+        """The owner's secret itself (``Bearer``), or its HMAC of a nonce never seen before
+        with this request's method and path (``Mux-Proof``: a client that could not ask the
+        kernel who listens sends no secret to an unproven listener)."""
+        assert self._secret is not None
+        given = (request.header(AUTHORIZATION) or "").encode("latin-1", "replace")
+        if hmac.compare_digest(given, f"Bearer {self._secret}".encode()):
+            return True
+        scheme, _, rest = given.decode("latin-1").partition(" ")
+        nonce, _, mac = rest.partition(" ")
+        if scheme != PROOF_SCHEME or not _NONCE.fullmatch(nonce) or nonce in self._nonces:
+            return False
+        expected = proof_mac(self._secret, CLIENT_LABEL, nonce, request.method, request.path)
+        if not hmac.compare_digest(mac.encode("latin-1", "replace"), expected.encode()):
+            return False
+        self._nonces.add(nonce)  # a proof is good once: a copy of it is no proof
+        return True
+
+    def _watch(self, head: bytes) -> Reply:
         if self.notices is not None:
             self.notices.refresh_policy()  # what a new watcher is told follows the policy
         watcher = self._hub.admit(self._fields)
@@ -225,7 +267,30 @@ class _Service:
                 json_answer(503, {"error": "too many watchers, or the server is stopping"})
             )
         hub = self._hub
-        return Reply(takeover=lambda connection: hub.start(connection, watcher, _WATCH_HEAD))
+        return Reply(takeover=lambda connection: hub.start(connection, watcher, head))
+
+
+def _with_header(answer: bytes, header: bytes) -> bytes:
+    """``answer`` (a whole HTTP head, or head and body) with ``header`` after its status line."""
+    status_line, _, rest = answer.partition(b"\r\n")
+    return status_line + b"\r\n" + header + rest
+
+
+class _SeenNonces:
+    """The client nonces this server has taken, the newest :data:`MAX_NONCES` of them."""
+
+    def __init__(self) -> None:
+        self._order: collections.deque[str] = collections.deque()
+        self._seen: set[str] = set()
+
+    def __contains__(self, nonce: str) -> bool:
+        return nonce in self._seen
+
+    def add(self, nonce: str) -> None:
+        self._order.append(nonce)
+        self._seen.add(nonce)
+        if len(self._order) > MAX_NONCES:
+            self._seen.discard(self._order.popleft())
 
 
 def urlsplit_host(value: str) -> str:
@@ -312,17 +377,39 @@ def _bind_unix(
     return listener
 
 
-def _bind_tcp(address: TcpAddress, cleanup: contextlib.ExitStack) -> tuple[socket.socket, int, str]:
-    """Listen on a loopback port; (the listener, its port, the owner's secret)."""
+def _bind_tcp(
+    address: TcpAddress, cleanup: contextlib.ExitStack, replacing: int | None
+) -> tuple[socket.socket, int, str]:
+    """Listen on a loopback port; (the listener, its port, the owner's secret).
+
+    On Linux the listener shares its port with later listeners of this same user only
+    (``SO_REUSEPORT``: the kernel refuses every other uid), so that a restart starts the new
+    server beside this one and the port is never free for another user to take
+    (:mod:`updater.servers.takeover`). A server started without ``replacing`` still refuses
+    an address where one of this user's servers listens. Another user's socket there is
+    :class:`AddressHeld` (exit 6), never a failed start."""
     host = connect_host(address)
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     cleanup.callback(listener.close)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if SHARES_PORT:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         listener.bind((host, address.port))
     except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            held = held_by(address)
+            raise AddressHeld(
+                f"cannot listen on {address.display}: it is held by "
+                f"{held or 'a socket that does not listen'}"
+            ) from None
         raise MuxError(f"cannot listen on {address.display}: {exc.strerror or exc}") from None
     port = int(listener.getsockname()[1])
+    if replacing is None and address.port != 0:
+        # Bound, not yet listening: any listener the kernel names is another server's.
+        held = held_by(TcpAddress(host, port))
+        if held is not None:
+            raise answering_error(query_server(address.display, timeout=DEFAULT_TIMEOUT))
     secret = _write_secret(port, cleanup)  # before it listens: nothing is answered without
     listener.listen(LISTEN_BACKLOG)
     return listener, port, secret
@@ -412,6 +499,7 @@ def serve(
     status_override: Mapping[str, Any] | None = None,
     lock_timeout: float = 5.0,
     log_limit: int = LOG_LIMIT,
+    replacing: int | None = None,
 ) -> None:
     """Serve the control surface in the foreground until a shutdown request or SIGTERM/SIGINT.
 
@@ -419,7 +507,9 @@ def serve(
     ``http://127.0.0.1:PORT`` (port 0 picks a free one; the log line names it). Refuses to
     start when something answers on the socket; replaces a stale socket file.
     ``status_override`` replaces status line fields: for tests that need another protocol;
-    ``log_limit`` is the most the log (stderr, when it is a file) may grow to.
+    ``log_limit`` is the most the log (stderr, when it is a file) may grow to;
+    ``replacing`` is the pid of this user's server that a restart replaces on a TCP port
+    (:func:`_bind_tcp`).
     """
     target = as_address(address)
     started_at = rfc3339()
@@ -432,7 +522,7 @@ def serve(
             listener = _bind_unix(target.path, cleanup, lock_timeout, log)
             display = target.display
         else:
-            listener, port, secret = _bind_tcp(target, cleanup)
+            listener, port, secret = _bind_tcp(target, cleanup, replacing)
             display = TcpAddress(target.host, port).display
             secret_file = tcp_secret_path(port)
         fields = status_fields(started_at, status_override)

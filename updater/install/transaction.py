@@ -540,6 +540,46 @@ class RolledBack:
     settled: Settled = Settled()
 
 
+def _checked_kept(
+    layout: Layout,
+    record: dict[str, Any],
+    version: str,
+    run_build: Callable[[Path, str, str], int],
+    step: str,
+) -> tuple[int, str]:
+    """A kept version's files against the record, then the build run once (``run_build``):
+    (the protocol it speaks, its target). Raises :class:`VerificationError` naming ``step``."""
+    reinstall = f"reinstall it with: mux update --version {version} --allow-downgrade"
+    entry = record.get("versions", {}).get(version, {})
+    expected_list = entry.get("files_sha256") if isinstance(entry, dict) else None
+    if not models.is_sha256(expected_list):
+        raise VerificationError(
+            f"verification failed ({step}): {version} has no file list on record "
+            f"in {layout.record_path}",
+            hint=reinstall,
+        )
+    problem = verify_files(layout.version_dir(version), expected_list)
+    if problem:
+        raise VerificationError(f"verification failed ({step}): {problem}", hint=reinstall)
+    recorded_target = entry.get("target") if isinstance(entry, dict) else None
+    target = str(recorded_target or record.get("target", ""))
+    # The kept build runs once: its protocol comes from the same answer that is checked.
+    return run_build(Path(layout.version_dir(version)), version, target), target
+
+
+def kept_executable(
+    layout: Layout, version: str, *, run_build: Callable[[Path, str, str], int]
+) -> str:
+    """The executable of ``version`` as kept in this install, checked as ``--rollback``
+    checks it (its files against the record, the build run once), for a restart to start
+    again: the one build besides its own that mux runs as a server. Raises
+    :class:`MuxError` when this install keeps no such version or it fails a check."""
+    if version not in layout.installed_versions():
+        raise InstallError(f"this install ({layout.home}) keeps no mux {version}")
+    _checked_kept(layout, read_record(layout), version, run_build, "restart")
+    return os.path.join(layout.version_dir(version), "mux")
+
+
 def rollback(
     layout: Layout,
     settings: InstallSettings,
@@ -574,22 +614,7 @@ def rollback(
                 f"no previous version to roll back to in {layout.home}",
                 hint="install a specific one with: mux update --version X.Y.Z --allow-downgrade",
             )
-        reinstall = f"reinstall it with: mux update --version {previous} --allow-downgrade"
-        entry = record.get("versions", {}).get(previous, {})
-        expected_list = entry.get("files_sha256") if isinstance(entry, dict) else None
-        if not models.is_sha256(expected_list):
-            raise VerificationError(
-                f"verification failed (rollback): {previous} has no file list on record "
-                f"in {layout.record_path}",
-                hint=reinstall,
-            )
-        problem = verify_files(layout.version_dir(previous), expected_list)
-        if problem:
-            raise VerificationError(f"verification failed (rollback): {problem}", hint=reinstall)
-        recorded_target = entry.get("target") if isinstance(entry, dict) else None
-        target = str(recorded_target or record.get("target", ""))
-        # The kept build runs once: its protocol comes from the same answer that is checked.
-        protocol_version = run_build(Path(layout.version_dir(previous)), previous, target)
+        protocol_version, target = _checked_kept(layout, record, previous, run_build, "rollback")
         try:
             _switch_link(layout, previous)
         except OSError as exc:

@@ -47,7 +47,9 @@ if TYPE_CHECKING:
 
     from updater.protocol import StatusLine
 
-    ServerState = Literal["live", "stale", "hung", "garbage", "foreign", "no-protocol", "error"]
+    ServerState = Literal[
+        "live", "stale", "hung", "garbage", "foreign", "no-protocol", "not-yours", "error"
+    ]
 
 SERVER_URL_ENV = "MUX_SERVER_URL"
 SOCKET_SUFFIX = ".sock"
@@ -59,6 +61,13 @@ MAX_STATUS_BYTES = 64 * 1024
 SECRET_SUFFIX = ".secret"  # <runtime dir>/tcp-<port>.secret: a loopback server's owner secret
 MAX_SECRET_BYTES = 256
 AUTHORIZATION = "Authorization"  # the header that carries it: "Bearer <secret>"
+# Where the kernel does not name a listener's owner: the client's HMAC of a fresh nonce
+# ("Authorization: Mux-Proof <nonce> <mac>"), and the server's answer to it (Proof).
+PROOF_SCHEME = "Mux-Proof"
+CHALLENGE_HEADER = "X-Mux-Challenge"  # the nonce the server must prove it can sign
+PROOF_HEADER = "X-Mux-Proof"  # the server's HMAC of that nonce
+CLIENT_LABEL = "mux-client"
+SERVER_LABEL = "mux-server"
 
 
 class NonStandardJson(ValueError):
@@ -526,52 +535,156 @@ def http_request(
     ``TimeoutError`` past the deadline (every read waits only for what is left of it, so a
     server that drips bytes cannot outlast it), ``FileNotFoundError``/
     ``ConnectionRefusedError`` when nobody listens, :class:`NotHttp` when the answer is not
-    HTTP, ``OSError`` otherwise. ``peer`` (Unix sockets) learns the listening process once
-    connected, even when no answer follows.
+    HTTP, :class:`NotYours` when a loopback listener is not this user's server (nothing was
+    sent to it), ``OSError`` otherwise. ``peer`` (Unix sockets) learns the listening process
+    once connected, even when no answer follows.
     """
     deadline = time.monotonic() + timeout
     host = (
         "localhost" if isinstance(address, UnixAddress) else address.display.removeprefix("http://")
     )
-    secret = read_tcp_secret(address.port) if isinstance(address, TcpAddress) else None
-    authorization = f"{AUTHORIZATION}: Bearer {secret}\r\n" if secret else ""
-    request = (
-        f"{method} {path} HTTP/1.0\r\nHost: {host}\r\nAccept: application/json\r\n"
-        f"{authorization}Content-Length: 0\r\n\r\n"
-    )
     sock = _connect(address, timeout, peer)
     try:
+        proof = Proof.for_connection(address, sock, method, path)
+        request = (
+            f"{method} {path} HTTP/1.0\r\nHost: {host}\r\nAccept: application/json\r\n"
+            f"{proof.lines if proof else ''}Content-Length: 0\r\n\r\n"
+        )
         sock.sendall(request.encode("ascii"))
-        received = b""
-        status, length, head_end = 0, None, -1
-        while True:
-            if head_end < 0:
-                head_end = received.find(b"\r\n\r\n")
-                if head_end >= 0:
-                    status = _status_code(received[:head_end])
-                    length = _content_length(received[:head_end])
-                elif len(received) > _MAX_HEAD_BYTES:
-                    raise NotHttp("headers larger than 16 KiB")
-            if head_end >= 0:
-                read = len(received) - head_end - 4
-                if read > MAX_STATUS_BYTES or (length is not None and read >= length):
-                    break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"no complete answer within {timeout:g}s")
-            sock.settimeout(remaining)
-            chunk = sock.recv(64 * 1024)
-            if not chunk:
-                break  # HTTP/1.0: the server closes after its answer
-            received += chunk
+        head, body = _read_answer(sock, deadline, timeout)
     finally:
         sock.close()
-    if head_end < 0:
-        raise NotHttp("no complete status line and headers" if received else "no answer")
-    body = received[head_end + 4 :]
+    status = _status_code(head)
+    if proof is not None:
+        proof.check(address, _header(head, PROOF_HEADER))
+    length = _content_length(head)
     if length is not None:
         body = body[:length]
     return status, body[: MAX_STATUS_BYTES + 1]
+
+
+def _read_answer(sock: _socket.socket, deadline: float, timeout: float) -> tuple[bytes, bytes]:
+    """(the answer's head, its body) as read until the server closes, the body passes the
+    cap, or the deadline."""
+    received = b""
+    length, head_end = None, -1
+    while True:
+        if head_end < 0:
+            head_end = received.find(b"\r\n\r\n")
+            if head_end >= 0:
+                _status_code(received[:head_end])
+                length = _content_length(received[:head_end])
+            elif len(received) > _MAX_HEAD_BYTES:
+                raise NotHttp("headers larger than 16 KiB")
+        if head_end >= 0:
+            read = len(received) - head_end - 4
+            if read > MAX_STATUS_BYTES or (length is not None and read >= length):
+                break
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no complete answer within {timeout:g}s")
+        sock.settimeout(remaining)
+        chunk = sock.recv(64 * 1024)
+        if not chunk:
+            break  # HTTP/1.0: the server closes after its answer
+        received += chunk
+    if head_end < 0:
+        raise NotHttp("no complete status line and headers" if received else "no answer")
+    return received[:head_end], received[head_end + 4 :]
+
+
+class NotYours(Exception):
+    """A loopback listener that is not this user's server: the kernel says another user owns
+    it (``uid``), or it could not prove it holds this user's secret (``uid`` None)."""
+
+    def __init__(self, address: TcpAddress, uid: int | None) -> None:
+        self.address = address
+        self.uid = uid
+        super().__init__(not_yours_detail(address, uid))
+
+
+def not_yours_detail(address: TcpAddress, uid: int | None) -> str:
+    """Why a listener is not this user's server, with who holds the port where visible."""
+    from updater.servers import owner  # deferred: this module is on a fast path (docs/build.md)
+
+    if uid is not None:
+        holders = owner.listeners(connect_host(address), address.port) or []
+        theirs = [h for h in holders if h.uid == uid] or [owner.Listener(uid, 0, ())]
+        return f"not your server: the port is held by {owner.describe(theirs)}"
+    return "not your server: it could not prove that it holds your server's secret"
+
+
+class Proof:
+    """How a request to a loopback port proves this user, and how the answer proves the
+    server (docs/threat-model.md, "Another user on the port of your server").
+
+    On Linux the kernel names the owner of the connection just made
+    (:func:`updater.servers.owner.connection_owner`): another user's is refused before a byte
+    is sent; this user's gets the secret itself (``Bearer``, which every server version
+    takes). Where the kernel does not say, the secret never leaves: the request carries an
+    HMAC of a fresh nonce, the method and the path under it, and the answer must carry the
+    server's HMAC of the same nonce (:data:`PROOF_HEADER`), else the listener is not yours.
+    """
+
+    def __init__(self, headers: dict[str, str], expected: str | None) -> None:
+        self.headers = headers
+        self._expected = expected  # the server's proof the answer must carry; None: the kernel said
+
+    @property
+    def lines(self) -> str:
+        return "".join(f"{name}: {value}\r\n" for name, value in self.headers.items())
+
+    @classmethod
+    def for_connection(
+        cls, address: ServerAddress, sock: _socket.socket, method: str, path: str
+    ) -> Proof | None:
+        if not isinstance(address, TcpAddress):
+            return None  # a Unix socket lives in this user's private folder
+        from updater.servers import owner  # deferred: this module is on a fast path
+
+        uid = owner.connection_owner(sock)
+        if uid is not None and uid != os.geteuid():
+            raise NotYours(address, uid)
+        secret = read_tcp_secret(address.port)
+        if secret is None:  # the server will refuse; unproven, it is not yours either
+            return cls({}, None if uid is not None else "")
+        nonce = os.urandom(16).hex()
+        if uid is not None:
+            return cls({CHALLENGE_HEADER: nonce, AUTHORIZATION: f"Bearer {secret}"}, None)
+        mac = proof_mac(secret, CLIENT_LABEL, nonce, method, path)
+        headers = {CHALLENGE_HEADER: nonce, AUTHORIZATION: f"{PROOF_SCHEME} {nonce} {mac}"}
+        return cls(headers, proof_mac(secret, SERVER_LABEL, nonce))
+
+    def check(self, address: ServerAddress, given: str | None) -> None:
+        """Raise :class:`NotYours` unless the answer proved the server (where it must)."""
+        if self._expected is None:
+            return
+        import hmac  # deferred: only where the kernel does not name the owner
+
+        if not self._expected or not hmac.compare_digest(
+            (given or "").encode(), self._expected.encode()
+        ):
+            assert isinstance(address, TcpAddress)
+            raise NotYours(address, None)
+
+
+def proof_mac(secret: str, label: str, nonce: str, *words: str) -> str:
+    """HMAC-SHA256 under ``secret`` of ``label``, ``nonce`` and ``words``, one per line: the
+    client's (:data:`CLIENT_LABEL`, with the method and path) and the server's
+    (:data:`SERVER_LABEL`) are made with different labels, so neither stands in for the other."""
+    import hashlib  # deferred: only a loopback server's requests
+    import hmac
+
+    message = "\n".join((label, nonce, *words)).encode("ascii", "replace")
+    return hmac.new(secret.encode("ascii"), message, hashlib.sha256).hexdigest()
+
+
+def _header(head: bytes, wanted: str) -> str | None:
+    for line in head.split(b"\r\n")[1:]:
+        name, colon, value = line.partition(b":")
+        if colon and name.strip().lower() == wanted.lower().encode():
+            return value.strip().decode("latin-1")
+    return None
 
 
 def _status_code(head: bytes) -> int:
@@ -627,6 +740,8 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
         return report("stale", "no such socket")
     except ConnectionRefusedError:
         return report("stale", "nobody listens")
+    except NotYours as exc:
+        return report("not-yours", str(exc))
     except NotHttp as exc:
         return report("garbage", f"answer is not HTTP ({exc})")
     except OSError as exc:

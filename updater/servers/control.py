@@ -20,6 +20,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,17 +28,21 @@ from typing import Any, Literal, NamedTuple
 
 from updater.config.buildinfo import current_mux_command
 from updater.core.verdicts import restart_command_for
-from updater.errors import MuxError, UsageError
+from updater.errors import EXIT_NOT_YOURS, MuxError, NotYoursError, UsageError
 from updater.protocol import (
     SHUTDOWN_PATH,
 )
+from updater.servers import owner
 from updater.servers.client import (
     DEFAULT_TIMEOUT,
     SOCKET_LOCK_SUFFIX,
     NotHttp,
+    NotYours,
     ServerAddress,
     ServerReport,
+    TcpAddress,
     UnixAddress,
+    connect_host,
     http_request,
     parse_server_address,
     query_server,
@@ -54,10 +59,14 @@ _started: list[subprocess.Popen[bytes]] = []
 # seconds to import a development mux.
 START_TIMEOUT = 15.0
 STOP_TIMEOUT = 5.0
-ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol"})
+ANSWERING = frozenset({"live", "hung", "garbage", "foreign", "no-protocol", "not-yours"})
 # A server that fails to come up is asked to stop (SIGTERM to its whole process group), then
 # killed after this long; nothing it started outlives the failure.
 STOP_GRACE = 0.2
+# A TCP server shares its port with later servers of the same user (SO_REUSEPORT), so that a
+# restart leaves the port no moment free (updater.servers.takeover). Only where the kernel
+# lets no other user join: Linux. (macOS has no such rule: there the gap remains.)
+SHARES_PORT = sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
 FAILED_LOG_SUFFIX = ".failed"  # <name>.log.failed: the log of the last start that failed
 
 
@@ -68,6 +77,11 @@ class Expected(NamedTuple):
     protocol_version: int
 
 
+class AddressHeld(NotYoursError):
+    """A server could not start because something else holds its address (exit 6): another
+    user's socket, or a process of this user's that is no mux server of this address."""
+
+
 class StartFailed(MuxError):
     """A started server did not come up healthy, and was stopped with everything it started.
 
@@ -75,10 +89,19 @@ class StartFailed(MuxError):
     SIGSEGV", "it did not answer within 8s", "it answered as mux 1.1.0, protocol 3");
     ``log_path`` is its log."""
 
-    def __init__(self, message: str, *, reason: str, log_path: Path, hint: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        log_path: Path,
+        hint: str | None = None,
+        exit_code: int | None = None,
+    ):
         super().__init__(message, hint=hint)
         self.reason = reason
         self.log_path = log_path
+        self.server_exit = exit_code  # the server's own exit code, when it exited
 
 
 def as_address(address: Path | str) -> ServerAddress:
@@ -169,6 +192,8 @@ def open_own_file(path: Path, *, truncate: bool = False) -> int:
 
 
 def answering_error(report: ServerReport) -> MuxError:
+    if report.state == "not-yours":
+        return NotYoursError(f"{report.address} is {report.detail}; nothing was started there")
     if report.state == "live" and report.status is not None:
         status = report.status
         return MuxError(
@@ -313,6 +338,7 @@ def start(
     executable: str | None = None,
     timeout: float = START_TIMEOUT,
     expect: Expected | None = None,
+    replacing: int | None = None,
 ) -> ServerReport:
     """Start a detached server on ``address`` and wait until its status line answers.
 
@@ -321,7 +347,12 @@ def start(
     Raises :class:`MuxError` when something already answers there, and :class:`StartFailed`
     when the server exits, dies, stays silent for ``timeout`` seconds, or answers as another
     version or protocol than ``expect`` says: it is then stopped with everything it started,
-    and its log kept as ``<log>.failed``.
+    and its log kept as ``<log>.failed``. A start that fails because something else holds
+    the address is no failed start: :class:`AddressHeld` names what holds it.
+
+    ``replacing`` (a TCP address on Linux, :mod:`updater.servers.takeover`): the pid of this
+    user's server that listens there now; the new one listens beside it, and only an answer
+    from another pid counts.
     """
     target = as_address(address)
     if isinstance(target, UnixAddress):
@@ -331,11 +362,13 @@ def start(
     log_path = log_path_for(target)
     ensure_private_directory(log_path.parent)
     check_socket_folder(log_path.parent)  # before anything there is asked or opened
-    existing = query_server(target.display, timeout=min(timeout, DEFAULT_TIMEOUT))
-    if existing.state in ANSWERING:
-        raise answering_error(existing)
+    if replacing is None:
+        existing = query_server(target.display, timeout=min(timeout, DEFAULT_TIMEOUT))
+        if existing.state in ANSWERING:
+            raise answering_error(existing)
     command = [executable] if executable else current_mux_command()
     command += ["server", "run", *_address_args(target)]
+    command += ["--replacing", str(replacing)] if replacing is not None else []
     log_fd = open_own_file(log_path, truncate=True)
     try:
         process = subprocess.Popen(
@@ -352,17 +385,36 @@ def start(
     finally:
         os.close(log_fd)
     try:
-        report = _wait_until_live(target, process, log_path, timeout, expect)
+        report = _wait_until_live(target, process, log_path, timeout, expect, replacing)
     except StartFailed as failed:
         _terminate(process)
         failed.log_path = _keep_failed_log(log_path)
         failed.hint = f"full log: {failed.log_path}"
+        held = held_by(target)
+        if held is not None or failed.server_exit == EXIT_NOT_YOURS:
+            raise AddressHeld(
+                f"{target.display} is held by {held or 'a socket that does not listen'}, "
+                "not by a server of yours: no server was started there",
+                hint=f"its log: {failed.log_path}",
+            ) from None
         raise
     except BaseException:
         _terminate(process)
         raise
     _started.append(process)
     return report
+
+
+def held_by(target: ServerAddress, *, besides: int | None = None) -> str | None:
+    """Who listens on a TCP address, as the kernel says (uid, and pid where visible), other
+    than the process ``besides``; None for a Unix socket (in this user's private folder: no
+    one else's), or when nobody does or the kernel does not say. (A socket bound without
+    listening is in no table the kernel shows: the server's own exit code says that one.)"""
+    if not isinstance(target, TcpAddress):
+        return None
+    holders = owner.listeners(connect_host(target), target.port) or []
+    others = [h for h in holders if besides is None or besides not in h.pids]
+    return owner.describe(others) if others else None
 
 
 def _keep_failed_log(log_path: Path) -> Path:
@@ -391,6 +443,7 @@ def _wait_until_live(
     log_path: Path,
     timeout: float,
     expect: Expected | None,
+    replacing: int | None,
 ) -> ServerReport:
     deadline = time.monotonic() + timeout
     latest: list[ServerReport] = []
@@ -399,6 +452,8 @@ def _wait_until_live(
         remaining = max(0.05, deadline - time.monotonic())
         latest[:] = [query_server(target.display, timeout=min(DEFAULT_TIMEOUT, remaining))]
         status = latest[0].status
+        if status is not None and replacing is not None and status.pid == replacing:
+            status = None  # the server being replaced, which still listens beside the new one
         if latest[0].state == "live" and status is not None:
             if expect is not None and (status.version, status.protocol_version) != expect:
                 said = f"mux {status.version}, protocol {status.protocol_version}"
@@ -418,6 +473,7 @@ def _wait_until_live(
                 f"the mux server {how} before answering on {target.display}: {last}",
                 reason=f"it {how}: {last}",
                 log_path=log_path,
+                exit_code=code,
             )
         return False
 
@@ -455,6 +511,8 @@ def stop(address: Path | str, *, timeout: float = STOP_TIMEOUT) -> StopResult:
             f"the server on {display} did not answer the shutdown request within {timeout:g}s",
             hint=hint,
         ) from None
+    except NotYours as exc:
+        raise NotYoursError(f"{display} is {exc}; nothing was stopped") from None
     except NotHttp as exc:
         raise MuxError(f"cannot ask the server on {display} to shut down: {exc}") from None
     except OSError as exc:

@@ -24,16 +24,17 @@ from updater.protocol import (
     parse_watch_event,
 )
 from updater.servers.client import (
-    AUTHORIZATION,
+    PROOF_HEADER,
     NonStandardJson,
+    NotYours,
     Peer,
+    Proof,
     ServerReport,
     TcpAddress,
     Watchdog,
     open_connection,
     parse_server_address,
     query_server,
-    read_tcp_secret,
     refused_detail,
     strict_json,
     with_executable,
@@ -174,14 +175,17 @@ def open_watch(address: str, *, timeout: float, read_timeout: float = READ_TIMEO
                 connection.connect()
                 sock = connection.sock  # the response keeps it; the connection lets go of it
                 headers = {"Accept": "application/x-ndjson"}
-                secret = read_tcp_secret(target.port) if isinstance(target, TcpAddress) else None
-                if secret:
-                    headers[AUTHORIZATION] = f"Bearer {secret}"
+                proof = Proof.for_connection(target, sock, "GET", WATCH_PATH)
+                headers.update(proof.headers if proof else {})
                 connection.request("GET", WATCH_PATH, headers=headers)
                 response = connection.getresponse()
+                if proof is not None:
+                    proof.check(target, response.getheader(PROOF_HEADER))
                 first = response.readline(MAX_WATCH_LINE + 1) if response.status == 200 else b""
             except (FileNotFoundError, ConnectionRefusedError):
                 raise MuxError(f"no mux server runs on {display}") from None
+            except NotYours as exc:
+                raise MuxError(f"will not watch {display}: {exc}") from None
             except (OSError, http.client.HTTPException) as exc:
                 if watchdog.fired:
                     raise MuxError(
