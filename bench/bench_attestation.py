@@ -82,7 +82,8 @@ def library_call(tmp: Path, rounds: int) -> None:
 def layer_in_update(mode: str, tmp: Path, rounds: int, keypair) -> None:
     from tests.support.releases import serve_directory
 
-    env = clean_env(tmp)
+    # A checkout names no repository; the attestation must name the one it verifies.
+    env = {**clean_env(tmp), "MUX_REPO": REPO}
     real, installer = None, dev_mux()
     if mode == "build":
         real = real_build(

@@ -46,8 +46,11 @@ TARGETS = {
 }
 
 
-def measure(mux: list[str], env: dict[str, str], feed: Path, url: str, rounds: int) -> dict:
-    check = [*mux, "update", "--check", "--json"]
+def measure(
+    mux: list[str], env: dict[str, str], feed: Path, url: str, rounds: int, trust: tuple = ()
+) -> dict:
+    """``trust``: flags every check takes (a checkout trusts no key of its own)."""
+    check = [*mux, "update", "--check", "--json", *trust]
     feeds = {"directory": {**env, "MUX_UPDATE_SOURCE": str(feed)}, "loopback": env}
     for warm_up in (check, [*mux, "version"], [*check, "--max-age", "1h"]):
         # Fills the check cache and, in dev mode, the bytecode caches.
@@ -162,7 +165,9 @@ def main() -> None:
                 home = tmp / f"env-{mode}"
                 home.mkdir()
                 env = {**clean_env(home), "MUX_UPDATE_SOURCE": url}
-                results = measure(mux, env, feed.path, url, args.rounds)
+                # A checkout has no key baked in: it checks the feed with the feed's own.
+                trust = ("--trust-key", feed.keypair.public_key) if mode == "dev" else ()
+                results = measure(mux, env, feed.path, url, args.rounds, trust)
                 summary[mode] = print_table(
                     f"{mode}: {' '.join(mux)}", results["fast"], "python -c pass", targets=TARGETS
                 )
