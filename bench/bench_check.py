@@ -169,7 +169,7 @@ def main() -> None:
                 trust = ("--trust-key", feed.keypair.public_key) if mode == "dev" else ()
                 results = measure(mux, env, feed.path, url, args.rounds, trust)
                 summary[mode] = print_table(
-                    f"{mode}: {' '.join(mux)}", results["fast"], "python -c pass", targets=TARGETS
+                    f"{mode}: start-up", results["fast"], "python -c pass", targets=TARGETS
                 )
                 summary[mode].update(
                     print_table(
