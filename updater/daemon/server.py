@@ -91,6 +91,7 @@ from updater.servers.client import (
     connect_host,
     proof_mac,
     query_server,
+    read_tcp_secret,
     runtime_dir,
     tcp_secret_path,
 )
@@ -106,6 +107,7 @@ from updater.servers.control import (
     held_by,
     lock_path,
     open_own_file,
+    write_secret_file,
 )
 from updater.timestamps import rfc3339
 from updater.urls import is_loopback_host
@@ -432,28 +434,15 @@ def _write_secret(port: int, cleanup: contextlib.ExitStack) -> str:
         )
     path = tcp_secret_path(port)
     secret = os.urandom(32).hex()
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, SECRET_MODE)
-    except FileExistsError:
-        # A dead server's: the port is ours now, so no server of ours still uses it.
-        try:
-            os.unlink(path)
-            fd = os.open(path, flags, SECRET_MODE)
-        except OSError as exc:
-            raise MuxError(f"cannot write {path}: {exc.strerror}") from None
+        identity = write_secret_file(port, secret)
     except OSError as exc:
-        raise MuxError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        os.fchmod(fd, SECRET_MODE)
-        os.write(fd, secret.encode() + b"\n")
-        written = os.fstat(fd)
-    finally:
-        os.close(fd)
-    identity = (written.st_dev, written.st_ino)
+        raise MuxError(f"cannot write {path}: {exc.strerror or exc}") from None
 
     def remove_secret() -> None:
-        if _same_file(path, identity):
+        # Only our own: a server that replaced this one wrote its own file (renamed into
+        # place while ours still existed, so never under our inode) with its own secret.
+        if _same_file(path, identity) and read_tcp_secret(port) == secret:
             with contextlib.suppress(OSError):
                 os.unlink(path)
 

@@ -47,6 +47,7 @@ from updater.servers.client import (
     parse_server_address,
     query_server,
     runtime_dir,
+    tcp_secret_path,
 )
 
 StopResult = Literal["stopped", "not-running"]
@@ -191,6 +192,29 @@ def open_own_file(path: Path, *, truncate: bool = False) -> int:
     return fd
 
 
+def write_secret_file(port: int, secret: str) -> tuple[int, int]:
+    """``secret`` as the port's secret file (0600), written to a new file and renamed into
+    place, so that the file it replaces (a replaced server's, a dead one's) keeps its inode
+    apart from this one; returns the new file's (device, inode). Raises ``OSError``."""
+    path = tcp_secret_path(port)
+    temporary = f"{path}.{os.getpid()}.new"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(temporary, flags, 0o600)
+    try:
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, secret.encode("ascii") + b"\n")
+            written = os.fstat(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return written.st_dev, written.st_ino
+
+
 def answering_error(report: ServerReport) -> MuxError:
     if report.state == "not-yours":
         return NotYoursError(f"{report.address} is {report.detail}; nothing was started there")
@@ -268,6 +292,16 @@ def _listening(target: ServerAddress, timeout: float) -> bool:
         except OSError:
             return False
         return True
+
+
+def _ours_listening(target: ServerAddress) -> bool:
+    """Does a socket of this user's still listen at ``target``? On a TCP port, as the kernel
+    says where it does: another user's listener there is not the server that was stopped."""
+    if isinstance(target, TcpAddress):
+        holders = owner.listeners(connect_host(target), target.port)
+        if holders is not None:
+            return any(holder.uid == os.geteuid() for holder in holders)
+    return _listening(target, DEFAULT_TIMEOUT)
 
 
 def _lock_is_free(socket_path: Path) -> bool:
@@ -523,7 +557,7 @@ def stop(address: Path | str, *, timeout: float = STOP_TIMEOUT) -> StopResult:
             f"the server on {display} refused the shutdown request (HTTP {code})",
             hint="`mux server status` shows what answers there",
         )
-    gone = _wait_for(lambda: not _listening(target, DEFAULT_TIMEOUT), deadline)
+    gone = _wait_for(lambda: not _ours_listening(target), deadline)
     if gone and isinstance(target, UnixAddress):
         gone = _wait_for(lambda: _lock_is_free(target.path), deadline)
     if not gone:

@@ -21,6 +21,7 @@ stopped serving, and its secret is written back (the new server replaced the fil
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -34,11 +35,7 @@ from updater.servers.client import (
     TcpAddress,
     connect_host,
     read_tcp_secret,
-    runtime_dir,
-    tcp_secret_path,
 )
-
-SECRET_MODE = 0o600
 
 
 def possible(address: Path | str, old: ServerReport | None) -> bool:
@@ -111,19 +108,6 @@ def _listens_here(target: TcpAddress, pid: int) -> bool:
 
 
 def restore_secret(port: int, secret: str) -> None:
-    """Write ``secret`` back as the port's secret file (a new file, renamed into place)."""
-    path = tcp_secret_path(port)
-    temporary = os.path.join(str(runtime_dir()), f".tcp-{port}.{os.getpid()}.restore")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(temporary, flags, SECRET_MODE)
-        try:
-            os.write(fd, secret.encode("ascii") + b"\n")
-        finally:
-            os.close(fd)
-        os.replace(temporary, path)
-    except OSError:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+    """Write ``secret`` back as the port's secret file: the replaced server still uses it."""
+    with contextlib.suppress(OSError):
+        control.write_secret_file(port, secret)
