@@ -37,7 +37,7 @@ Figures measured on different machines or under different load are not comparabl
 other; wall times depend on the machine, ratios much less so.
 
 To add or refresh a table, run the bench (it writes `bench/results/<bench>.json`), then
-`uv run python bench/render.py`, and commit both (CONTRIBUTING.md, "Benchmarks").
+`uv run python bench/render.py`, and commit both ([CONTRIBUTING.md](../CONTRIBUTING.md#benchmarks)).
 The design choices these figures led to are in [build.md](build.md).
 """
 
@@ -62,6 +62,13 @@ def ratio_text(measure: dict[str, Any]) -> tuple[str, str]:
         return "", ""
     spread_text = f"{spread[0]:.2f}\u2013{spread[1]:.2f}" if spread else ""
     return f"{ratio:.2f}\u00d7", spread_text
+
+
+def target_text(target: str) -> str:
+    """A ratio target (``3x``) as the bound it is (at most 3 times)."""
+    if target.endswith("x") and target[:-1].replace(".", "", 1).isdigit():
+        return f"\u2264 {target[:-1]}\u00d7"
+    return target
 
 
 def machine_text(machine: dict[str, Any]) -> str:
@@ -98,7 +105,7 @@ def section(result: dict[str, Any]) -> str:
             spread,
             measure.get("baseline", ""),
             measure.get("value", ""),
-            measure.get("target", ""),
+            target_text(measure.get("target", "")),
         ]
         lines.append("| " + " | ".join(cell(str(c)) for c in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -1,6 +1,6 @@
 """Everything mux shows: check, update, version, server status, errors and progress.
 
-For people (plain lines) and programs (one JSON object with stable fields, README.md). The
+For people (plain lines) and programs (one JSON object with stable fields, docs/updating.md). The
 library returns typed results (:class:`~updater.core.plan.CheckReport`,
 :class:`~updater.commands.update.UpdateResult`, ...); only this module turns them into text.
 
