@@ -43,12 +43,12 @@ The design choices these figures led to are in [build.md](build.md).
 
 
 def title_of(bench: str) -> str:
-    """The first line of the bench script's docstring (the bench's own name otherwise)."""
+    """The first paragraph of the bench script's docstring (the bench's name otherwise)."""
     script = ROOT / "bench" / f"{bench}.py"
     if script.is_file():
         doc = ast.get_docstring(ast.parse(script.read_text(encoding="utf-8")))
         if doc:
-            return doc.splitlines()[0].rstrip(".")
+            return " ".join(doc.split("\n\n")[0].split()).rstrip(".")
     return bench
 
 
