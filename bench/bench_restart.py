@@ -1,7 +1,20 @@
 """`mux server restart` into a healthy build, many times: how often it falls back, how long it takes.
 
 Run: uv run python bench/bench_restart.py [--rounds 1000] [--timeout 7]
+     uv run python bench/bench_restart.py --squatter [--rounds 100]   (as root: setpriv)
+     uv run python bench/bench_restart.py --against CHECKOUT [--rounds 30]
 
+``--squatter``: ``--rounds`` restarts of a TCP server this checkout started, while another
+uid (1501, through ``setpriv``) tries to bind its port in a tight loop in every socket mode;
+printed: how many restarts ended with a new server of this user's, and how many times the
+other uid got the port (it must be 0).
+
+``--against CHECKOUT``: the wall time of `mux server restart` from this checkout against the
+same command from another checkout (a worktree of an earlier commit), each restarting its
+own server (a Unix socket, then a TCP port), interleaved round by round; printed and
+recorded: the median of the per-round ratios and their interquartile range.
+
+The default:
 An installed mux (stand-in release builds of this checkout, from a signed feed folder:
 1.0.0, then 1.1.0 at the same protocol installed by `mux update`), a server started from
 1.0.0, then ``--rounds`` restarts as a user runs them: `<bin>/mux server restart --socket P`
@@ -18,16 +31,30 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket as socket_module
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from _common import Measure, record, write_results  # noqa: E402
+from _common import (  # noqa: E402
+    Measure,
+    describe_ratio,
+    describe_seconds,
+    interleaved,
+    load_average,
+    ratios,
+    record,
+    record_ratio,
+    run_once,
+    write_results,
+)
 
 from tests.support.environment import scrubbed  # noqa: E402
 from tests.support.installs import bootstrap  # noqa: E402
@@ -53,10 +80,20 @@ def processes_in(folder: Path) -> list[int]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=7.0, help="MUX_RESTART_TIMEOUT")
+    parser.add_argument("--squatter", action="store_true", help="another uid binds in a loop")
+    parser.add_argument("--against", type=Path, help="a checkout to compare restart time with")
     args = parser.parse_args()
+    if args.squatter:
+        return squatter_rounds(args.rounds or 100)
+    if args.against:
+        return compared_rounds(args.against, args.rounds or 30)
+    args.rounds = args.rounds or 1000
+    return installed_rounds(args)
 
+
+def installed_rounds(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="mux-bench-restart-") as scratch:
         tmp = Path(scratch)
         runtime = Path(tempfile.mkdtemp(prefix="mux-br-", dir="/tmp"))
@@ -142,6 +179,180 @@ def main() -> int:
     )
     write_results(__file__)
     return 0 if not failures and len(left["1.1.0"]) == 1 and not left["1.0.0"] else 1
+
+
+# -- a squatter, and another checkout -----------------------------------------------------
+
+SQUATTER = r"""
+import socket, sys, threading
+port = int(sys.argv[1])
+got = []
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+print("trying", flush=True)
+while not done.is_set():
+    for reuseaddr, reuseport in ((0, 0), (1, 0), (1, 1), (0, 1)):
+        s = socket.socket()
+        try:
+            if reuseaddr:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuseport:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            s.bind(("127.0.0.1", port))
+            s.listen(1)
+            got.append(s)
+        except OSError:
+            s.close()
+print(len(got), flush=True)
+"""
+
+
+def free_port() -> int:
+    with socket_module.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def checkout_env(tmp: Path) -> dict[str, str]:
+    runtime = Path(tempfile.mkdtemp(prefix="mux-br-", dir="/tmp"))
+    runtime.chmod(0o700)
+    env = scrubbed(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.update(
+        HOME=str(tmp / "home"),
+        XDG_STATE_HOME=str(tmp / "state"),
+        XDG_CACHE_HOME=str(tmp / "cache"),
+        XDG_RUNTIME_DIR=str(runtime),
+        MUX_UPDATE_CHECK_INTERVAL="0",
+        NO_COLOR="1",
+    )
+    return env
+
+
+def mux_of(checkout: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``mux ARGS`` as that checkout's development mux (run from its folder)."""
+    return subprocess.run(
+        [sys.executable, "-m", "updater", *args],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def squatter_rounds(rounds: int) -> int:
+    """Restarts of a TCP server while another uid tries to take its port."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        print("--squatter acts as another uid: run it as root, with setpriv (util-linux)")
+        return 2
+    with tempfile.TemporaryDirectory(prefix="mux-bench-squat-") as scratch:
+        env = checkout_env(Path(scratch))
+        url = f"http://127.0.0.1:{free_port()}"
+        started = mux_of(ROOT, env, "server", "start", "--url", url)
+        assert started.returncode == 0, started.stderr
+        squatter = subprocess.Popen(
+            [
+                *("setpriv", "--reuid=1501", "--regid=1501", "--clear-groups", "--"),
+                *(sys.executable, "-c", SQUATTER, url.rsplit(":", 1)[1]),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd="/",
+        )
+        assert squatter.stdout is not None and squatter.stdout.readline() == "trying\n"
+        ours, walls, pids, problems = 0, [], set(), []
+        for round_ in range(rounds):
+            began = time.monotonic()
+            result = mux_of(ROOT, env, "server", "restart", "--url", url)
+            walls.append(time.monotonic() - began)
+            report = query_server(url)
+            if result.returncode == 0 and report.state == "live" and report.pid not in pids:
+                ours += 1
+                pids.add(report.pid)
+            else:
+                problems.append(f"round {round_}: exit {result.returncode}, {report.state}")
+        got = int(squatter.communicate(timeout=30)[0].strip() or -1)
+        mux_of(ROOT, env, "server", "stop", "--url", url)
+        shutil.rmtree(env["XDG_RUNTIME_DIR"], ignore_errors=True)
+    print(f"restarts with another uid binding the port in a loop: {rounds}")
+    print(f"  ended with a new server of this user's answering: {ours}")
+    print(f"  times the other uid got the port: {got}")
+    print(f"  wall time of one restart: {describe_seconds(walls)}")
+    for line in problems[:10]:
+        print(f"  {line}")
+    record(
+        Measure(
+            "mux server restart of a TCP server while another uid binds its port in a loop",
+            value=f"{ours} of {rounds} ended with a new server of ours; the other uid got the port {got} times",
+            target="every restart ends with our server, the other uid never gets the port",
+        )
+    )
+    write_results(__file__)
+    return 0 if ours == rounds and got == 0 else 1
+
+
+def compared_rounds(other: Path, rounds: int) -> int:
+    """`mux server restart` of this checkout against another's, each restarting its own
+    server, round by round: a Unix socket, then a TCP port."""
+    with tempfile.TemporaryDirectory(prefix="mux-bench-vs-") as scratch:
+        tmp = Path(scratch)
+        checkouts = {"this": ROOT, "other": other.resolve()}
+        envs = {name: checkout_env(tmp / name) for name in checkouts}
+        for kind in ("socket", "url"):
+            addresses = {
+                name: (
+                    str(Path(envs[name]["XDG_RUNTIME_DIR"]) / f"bench-{kind}.sock")
+                    if kind == "socket"
+                    else f"http://127.0.0.1:{free_port()}"
+                )
+                for name in checkouts
+            }
+            for name, checkout in checkouts.items():
+                started = mux_of(
+                    checkout, envs[name], "server", "start", f"--{kind}", addresses[name]
+                )
+                assert started.returncode == 0, started.stderr
+            samples = interleaved(
+                {
+                    name: partial(_restart, checkout, envs[name], kind, addresses[name])
+                    for name, checkout in checkouts.items()
+                },
+                rounds,
+            )
+            for name, checkout in checkouts.items():
+                mux_of(checkout, envs[name], "server", "stop", f"--{kind}", addresses[name])
+            values = ratios(samples["this"], samples["other"])
+            what = "a Unix socket" if kind == "socket" else "a TCP port"
+            print(
+                f"restart of {what}: this {describe_seconds(samples['this'].wall)}, "
+                f"{other.name} {describe_seconds(samples['other'].wall)}: {describe_ratio(values)}"
+            )
+            record_ratio(
+                f"mux server restart of {what} (development mux)",
+                values,
+                f"the same command from {_commit_of(other)}",
+                target="within noise of the baseline",
+            )
+        for env in envs.values():
+            shutil.rmtree(env["XDG_RUNTIME_DIR"], ignore_errors=True)
+    print(load_average())
+    write_results(__file__)
+    return 0
+
+
+def _restart(checkout: Path, env: dict[str, str], kind: str, address: str) -> tuple[float, float]:
+    command = [sys.executable, "-m", "updater", "server", "restart", f"--{kind}", address]
+    return run_once(command, env, cwd=checkout)
+
+
+def _commit_of(checkout: Path) -> str:
+    found = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=checkout, capture_output=True, text=True
+    )
+    return found.stdout.strip() or str(checkout)
 
 
 if __name__ == "__main__":
