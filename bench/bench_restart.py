@@ -249,6 +249,7 @@ def squatter_rounds(rounds: int) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="mux-bench-squat-") as scratch:
         env = checkout_env(Path(scratch))
+        os.environ["XDG_RUNTIME_DIR"] = env["XDG_RUNTIME_DIR"]  # for query_server's secret
         url = f"http://127.0.0.1:{free_port()}"
         started = mux_of(ROOT, env, "server", "start", "--url", url)
         assert started.returncode == 0, started.stderr

@@ -37,6 +37,8 @@ from updater.servers.client import (
     read_tcp_secret,
 )
 
+REPLACED_LOG_SUFFIX = ".replaced"  # <log>.replaced: the log of the server a restart replaced
+
 
 def possible(address: Path | str, old: ServerReport | None) -> bool:
     """Can a new server listen beside ``old`` on ``address``? (Linux, a TCP address, a live
@@ -70,6 +72,11 @@ def take_over(
     target = control.as_address(address)
     assert isinstance(target, TcpAddress)
     secret = read_tcp_secret(target.port)
+    # The old server writes to its log until it stops: the new one starts a log of its own
+    # rather than truncating a file the old one still writes to at its own offset.
+    log = control.log_path_for(target)
+    replaced_log = log.with_name(log.name + REPLACED_LOG_SUFFIX)
+    moved = _move(log, replaced_log)
     try:
         report = control.start(
             address, executable=executable, timeout=timeout, expect=expect, replacing=old_pid
@@ -77,9 +84,19 @@ def take_over(
     except BaseException:
         if secret is not None:
             restore_secret(target.port, secret)
+        if moved:
+            _move(replaced_log, log)
         raise
     retire(target, old_pid)
     return report
+
+
+def _move(source: Path, destination: Path) -> bool:
+    try:
+        os.replace(source, destination)
+    except OSError:
+        return False
+    return True
 
 
 def retire(target: TcpAddress, pid: int, *, timeout: float = control.STOP_TIMEOUT) -> None:
