@@ -49,7 +49,7 @@ from release.publish.lifecycle import (
     rollout,
     withdraw,
 )
-from release.publish.package import package_release, sign_release
+from release.publish.package import package_release, read_release_notes, sign_release
 from release.publish.signing import SecretKey, generate_keypair
 from release.upkeep.protocol import LOCK_PATH, check_protocol, record_protocol
 from updater.cli.completions import command_tree
@@ -233,9 +233,20 @@ def package(
     released_at: Annotated[
         str | None, typer.Option("--released-at", help="RFC 3339 time (default: now).")
     ] = None,
+    notes: Annotated[
+        Path | None,
+        typer.Option(
+            "--notes",
+            help="The release notes (Markdown, at most 64 KiB): signed in manifest.json, "
+            "shown by mux update.",
+        ),
+    ] = None,
 ) -> None:
     """Write mux-<target>.tar.gz, manifest.json and SHA256SUMS from built folders."""
-    manifest = package_release(build_dirs, out, released_at=released_at)
+    release_notes = "" if notes is None else read_release_notes(notes)
+    manifest = package_release(
+        build_dirs, out, released_at=released_at, release_notes=release_notes
+    )
     for asset in manifest.assets:
         print(f"{out / asset.name}  {asset.sha256}")
     print(f"mux {manifest.version} (protocol {manifest.protocol_version}) packaged in {out}")

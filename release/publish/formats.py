@@ -17,7 +17,9 @@ from updater.formats.models import MANIFEST_SCHEMA, FeedRelease, Manifest
 
 
 def manifest_document(manifest: Manifest) -> dict[str, Any]:
-    """``manifest.json`` as a JSON object (docs/contracts.md)."""
+    """``manifest.json`` as a JSON object (docs/contracts.md); ``release_notes`` only when
+    the release has notes."""
+    notes = {"release_notes": manifest.release_notes} if manifest.release_notes else {}
     return {
         "schema": MANIFEST_SCHEMA,
         "name": manifest.name,
@@ -28,6 +30,7 @@ def manifest_document(manifest: Manifest) -> dict[str, Any]:
             {"name": a.name, "target": a.target, "size": a.size, "sha256": a.sha256}
             for a in manifest.assets
         ],
+        **notes,
     }
 
 

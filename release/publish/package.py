@@ -26,9 +26,10 @@ from release.folder.layout import SBOM_NAME, PackageError, read_build_info
 from release.publish.formats import format_sha256sums, manifest_document
 from release.publish.signing import SecretKey
 from updater.errors import MuxError, UsageError
-from updater.files import atomic_write, sha256_file
+from updater.files import NotReadable, atomic_write, read_small_file, sha256_file
 from updater.formats.models import (
     MANIFEST_NAME,
+    RELEASE_NOTES_LIMIT,
     SUMS_NAME,
     SUMS_SIGNATURE_NAME,
     Manifest,
@@ -74,18 +75,51 @@ def _atomic_write(path: Path, data: bytes) -> None:
     atomic_write(path, data, mode=0o644)  # release files are for everyone to read
 
 
+def read_release_notes(path: Path) -> str:
+    """The release notes in ``path`` (Markdown) for the manifest: UTF-8 text of at most
+    :data:`RELEASE_NOTES_LIMIT` bytes, line ends made ``\\n``, and no other control
+    character than a tab (an escape sequence in them is refused here; mux escapes what it
+    shows anyway). Anything else is one line (UsageError)."""
+    try:
+        raw = read_small_file(str(path), RELEASE_NOTES_LIMIT)
+    except NotReadable as exc:
+        raise UsageError(f"--notes {path}: {exc} (release notes are at most 64 KiB)") from None
+    if raw is None:
+        raise UsageError(f"--notes {path}: no such file")
+    try:
+        text = raw.decode("utf-8").replace("\r\n", "\n")
+    except UnicodeDecodeError:
+        raise UsageError(f"--notes {path}: not UTF-8 text") from None
+    for number, line in enumerate(text.split("\n"), start=1):
+        control = next((c for c in line if _is_control(c)), None)
+        if control is not None:
+            raise UsageError(
+                f"--notes {path}: line {number} holds the control character "
+                f"U+{ord(control):04X}; release notes are plain Markdown"
+            )
+    return text.strip("\n")
+
+
+def _is_control(char: str) -> bool:
+    """C0 (but a tab), DEL and C1: what starts an escape sequence or moves the cursor."""
+    code = ord(char)
+    return (code < 0x20 and char != "\t") or 0x7F <= code <= 0x9F
+
+
 def package_release(
     build_dirs: Sequence[Path],
     out_dir: Path,
     *,
     released_at: str | None = None,
     extra_files: Sequence[Path] = (),
+    release_notes: str = "",
 ) -> Manifest:
     """Write a release (archives, ``manifest.json``, ``SHA256SUMS``) into an empty ``out_dir``.
 
     Every build must agree on version and protocol version; each target appears once.
-    ``extra_files`` are copied in and covered by ``SHA256SUMS``. On failure ``out_dir`` is
-    left as it was (removed when this call created it).
+    ``extra_files`` are copied in and covered by ``SHA256SUMS``; ``release_notes``
+    (:func:`read_release_notes`) go into the manifest. On failure ``out_dir`` is left as it
+    was (removed when this call created it).
     """
     if not build_dirs:
         raise UsageError("no build folders to package")
@@ -141,6 +175,7 @@ def package_release(
             protocol_version=first.protocol_version,
             released_at=released_at or _now_rfc3339(),
             assets=tuple(assets),
+            release_notes=release_notes,
         )
         _write_json(out_dir / MANIFEST_NAME, manifest_document(manifest))
         rehash_sums(out_dir)

@@ -226,8 +226,11 @@ def make_release(
     index_seq: int | None = None,
     index_expires: int | None = None,
     post_build: Callable[[Path], None] | None = None,
+    release_notes: str = "",
 ) -> Path:
     """Build, package and sign ``v<version>`` into ``feed_dir``; returns the release folder.
+
+    ``release_notes`` go into its manifest, as ``mux-release package --notes`` puts them.
 
     ``signed_at`` is the signed timestamp of its ``SHA256SUMS.minisig`` (default: now).
     The feed's ``releases.json`` is rewritten and signed (``index_seq``: default the previous
@@ -246,9 +249,11 @@ def make_release(
     }
     targets = tuple(targets or (detect_target(),))
     if post_build is None and not extra_files:
-        _packaged_once(release_dir, settings, targets, released_at)
+        _packaged_once(release_dir, settings, targets, released_at, release_notes)
     else:
-        _package(release_dir, settings, targets, released_at, post_build, extra_files)
+        _package(
+            release_dir, settings, targets, released_at, post_build, extra_files, release_notes
+        )
     if not sign:
         write_feed_index(feed_dir, prerelease={tag_for(version): prerelease})
         return release_dir
@@ -271,12 +276,19 @@ def _package(
     released_at: str,
     post_build: Callable[[Path], None] | None = None,
     extra_files: Sequence[Path] = (),
+    release_notes: str = "",
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="mux-test-builds-") as scratch:
         build_dirs = [build_standin(Path(scratch), target=t, **settings) for t in targets]
         for folder in build_dirs if post_build else ():
             post_build(folder)
-        package_release(build_dirs, release_dir, released_at=released_at, extra_files=extra_files)
+        package_release(
+            build_dirs,
+            release_dir,
+            released_at=released_at,
+            extra_files=extra_files,
+            release_notes=release_notes,
+        )
 
 
 # Packaged releases (builds, archives, manifest, SHA256SUMS; not signed), by what they were
@@ -286,13 +298,19 @@ _PACKAGED: dict[str, Path] = {}
 
 
 def _packaged_once(
-    release_dir: Path, settings: Mapping[str, Any], targets: Sequence[str], released_at: str
+    release_dir: Path,
+    settings: Mapping[str, Any],
+    targets: Sequence[str],
+    released_at: str,
+    release_notes: str = "",
 ) -> None:
-    key = json.dumps([dict(settings), list(targets), released_at], sort_keys=True, default=str)
+    key = json.dumps(
+        [dict(settings), list(targets), released_at, release_notes], sort_keys=True, default=str
+    )
     pristine = _PACKAGED.get(key)
     if pristine is None:
         pristine = _cache_root() / str(len(_PACKAGED)) / release_dir.name
-        _package(pristine, settings, targets, released_at)
+        _package(pristine, settings, targets, released_at, release_notes=release_notes)
         _PACKAGED[key] = pristine
     if release_dir.exists() and any(release_dir.iterdir()):
         _package(release_dir, settings, targets, released_at)  # refused, as package_release does
@@ -325,6 +343,7 @@ def make_feed(
     repo: str = "",
     signed_at: Mapping[str, int] | None = None,
     post_build: Callable[[Path], None] | None = None,
+    release_notes: Mapping[str, str] | None = None,
 ) -> Feed:
     """A feed folder ``tmp/feed`` with one signed release per version.
 
@@ -333,6 +352,7 @@ def make_feed(
     release's signed timestamp is ``signed_at[version]``, else one hour apart in the order
     given, the last an hour ago (so that order never depends on the clock's seconds). The
     index is signed after each release: ``seq`` ends at ``len(versions)``.
+    ``release_notes`` gives a version notes in its manifest.
     """
     now = int(time.time())
     tmp = Path(tmp)
@@ -349,6 +369,7 @@ def make_feed(
             prerelease=version in prereleases,
             signed_at=(signed_at or {}).get(version, now - 3600 * (len(versions) - number)),
             post_build=post_build,
+            release_notes=(release_notes or {}).get(version, ""),
         )
     if not versions:
         feed.path.mkdir(parents=True, exist_ok=True)

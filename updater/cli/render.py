@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from updater.commands.update import UpdateResult
     from updater.config.buildinfo import BuildInfo
+    from updater.core.release_notes import ReleaseNotes
     from updater.core.report import CheckReport
     from updater.core.retention import KeptVersion
     from updater.core.verdicts import ServerVerdict
@@ -334,6 +335,7 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
         "kept_versions": [kept_document(k) for k in result.kept_versions],
         "withheld": result.withheld.to_json() if result.withheld else None,
         "transfer": _transfer_document(result),
+        "whats_new": [notes.to_json() for notes in result.release_notes],
         "plan": (
             {
                 "tag": plan.tag,
@@ -459,7 +461,41 @@ def update_text(result: UpdateResult) -> str:
                 f"server {verdict.report.address} speaks protocol {result.protocol_version}: "
                 "nothing to do, it keeps running"
             )
+    lines += release_notes_lines(result.release_notes)
     return safe_lines(lines)
+
+
+# What `mux update` shows of the notes of the releases it moved past: about five lines.
+NOTES_LINES = 5
+NOTES_WIDTH = 100  # characters of one line of notes; a longer one is cut
+
+
+def release_notes_lines(notes: Sequence[ReleaseNotes]) -> list[str]:
+    """What's new: the notes' lines, newest release first, at most :data:`NOTES_LINES` of
+    them, each under the version it belongs to, then the release page where the rest is.
+    Nothing when no release had notes. The lines are raw: the caller escapes them
+    (:func:`safe_lines`), as every line it shows."""
+    shown: list[str] = []
+    rest = None
+    for release in notes:
+        body, cut = _note_lines(release.text)
+        room = NOTES_LINES - len(shown)
+        label = f"  mux {release.version}: "
+        for number, line in enumerate(body[:room]):
+            shown.append((label if number == 0 else " " * len(label)) + line)
+        if rest is None and (cut or len(body) > room or not release.read):
+            rest = release.release_url
+    if not shown:
+        return []
+    return ["what's new:", *shown, *([f"  more: {rest}"] if rest else [])]
+
+
+def _note_lines(text: str) -> tuple[list[str], bool]:
+    """Markdown's non-blank lines, stripped, each cut to :data:`NOTES_WIDTH` characters, and
+    whether one was cut."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    cut = [line if len(line) <= NOTES_WIDTH else line[: NOTES_WIDTH - 1] + "…" for line in lines]
+    return cut, cut != lines
 
 
 def _prune_lines(result: UpdateResult) -> list[str]:

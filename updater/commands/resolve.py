@@ -148,6 +148,7 @@ def find_offer(
             decision=resolved.decision,
             signed_at=resolved.release.signed_at,
             lifecycle=resolved.lifecycle.view,
+            release_notes=manifest.release_notes,
             **_index_facts(resolved),
         )
 

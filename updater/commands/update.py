@@ -17,12 +17,14 @@ from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from updater.commands.release_notes import notes_since
 from updater.commands.resolve import resolve_offer
 from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings, require_updates
 from updater.config.targets import release_target
+from updater.core.release_notes import ReleaseNotes
 from updater.core.request import Decision, ReleaseRequest, signed_earlier
 from updater.core.retention import KeptVersion, movable_versions, recorded_signed_at
 from updater.core.userstate import Withheld, withheld, without_failure
@@ -96,6 +98,9 @@ class UpdateResult:
     # How the new version's files came (a delta or the full archive) and how many bytes of
     # release files were downloaded for them; None when nothing was installed.
     transfer: Transfer | None = None
+    # What changed since the version it replaced, newest release first (updated only; an
+    # automatic install reads none: a server shows no text).
+    release_notes: tuple[ReleaseNotes, ...] = ()
 
     @property
     def restart_needed(self) -> bool:
@@ -339,6 +344,9 @@ def _run_update(
                 unpacked=verified.unpacked,
             )
         _remember(index, events)
+        read_notes = (
+            () if automatic is not None else notes_since(source, policy, release, installed)
+        )
     if request.exact and automatic is None:
         _forget_failures(settings, manifest.version, events)
     updated = replace(
@@ -346,6 +354,7 @@ def _run_update(
         action=UpdateAction.UPDATED,
         verification=tuple(log.layers),
         transfer=verified.transfer,
+        release_notes=read_notes,
     )
     return _with_verdicts(_with_settled(updated, settled), settings, settled)
 

@@ -158,6 +158,9 @@ class ReleaseOffer(NamedTuple):
     warnings: tuple[str, ...] = ()  # said with every answer, cached or not (an expired feed)
     signed_at: int | None = None  # the release's signed time (None: no signature checked)
     lifecycle: LifecycleView | None = None  # what the signed lifecycle state made of it
+    # The release's notes from its signed manifest (raw Markdown, at most 4096 characters:
+    # updater.formats.models.RELEASE_NOTES_KEPT): shown escaped; "" when it has none.
+    release_notes: str = ""
 
     @property
     def update_available(self) -> bool:
@@ -188,6 +191,7 @@ class ReleaseOffer(NamedTuple):
                     else None
                 ),
                 "requested": self.requested,
+                "release_notes": self.release_notes,
             },
             "decision": self.decision.value,
             "fresh_until": self.fresh_until,
@@ -215,6 +219,7 @@ class ReleaseOffer(NamedTuple):
                     else None
                 ),
                 requested=bool(latest["requested"]),
+                release_notes=str(latest.get("release_notes", "")),  # absent: an older cache
                 decision=Decision(doc["decision"]),
                 fresh_until=_int_or_none(doc.get("fresh_until")),
                 warnings=tuple(str(w) for w in doc.get("warnings") or ()),

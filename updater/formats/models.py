@@ -30,6 +30,12 @@ SUMS_SIGNATURE_NAME = "SHA256SUMS.minisig"
 FEED_INDEX_NAME = "releases.json"
 TUF_METADATA_DIR = "metadata"  # a feed's TUF repository, beside its releases
 MANIFEST_SCHEMA = 1
+# A release's notes (Markdown, in its signed manifest): mux-release refuses a file of more
+# bytes than this; mux keeps at most RELEASE_NOTES_KEPT characters of what a manifest says,
+# so that what it carries on (the check's answer and cache, a server's event, one JSON line
+# under 64 KiB even with every character \u-escaped) stays bounded whatever the manifest holds.
+RELEASE_NOTES_LIMIT = 64 * 1024
+RELEASE_NOTES_KEPT = 4096
 
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _SAFE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
@@ -136,6 +142,7 @@ class Manifest:
     protocol_version: int
     released_at: str
     assets: tuple[ManifestAsset, ...]
+    release_notes: str = ""  # raw signed Markdown, at most RELEASE_NOTES_KEPT characters
 
     def asset_for(self, target: str) -> ManifestAsset | None:
         return next((a for a in self.assets if a.target == target), None)
@@ -197,7 +204,21 @@ def parse_manifest(raw: bytes) -> Manifest:
             else ""
         ),
         assets=tuple(assets),
+        release_notes=_release_notes(doc),
     )
+
+
+def _release_notes(doc: dict[str, Any]) -> str:
+    """The manifest's ``release_notes`` (optional), cut to :data:`RELEASE_NOTES_KEPT`
+    characters at a line's end, with ``…`` where it was cut; not a string: ParseError."""
+    notes = doc.get("release_notes", "")
+    if not isinstance(notes, str):
+        raise ParseError(f"{MANIFEST_NAME}: release_notes must be a string")
+    if len(notes) <= RELEASE_NOTES_KEPT:
+        return notes
+    kept = notes[: RELEASE_NOTES_KEPT - 2]
+    line_end = kept.rfind("\n")
+    return (kept[:line_end] if line_end > RELEASE_NOTES_KEPT // 2 else kept) + "\n…"
 
 
 def parse_sha256sums(raw: bytes) -> dict[str, str]:
