@@ -16,7 +16,9 @@ import json
 import os
 import re
 import signal
+import socket as socket_module
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,6 +31,7 @@ from release.rehearsal.serve import serving, url_of
 from tests.support.installs import Install, bootstrap, keep_pristine, leftovers
 from tests.support.releases import KeyPair, make_keypair, make_release
 from tests.support.servers import wait_until
+from tests.support.users import other_user_prefix
 from tests.test_restart import processes_of
 from tests.test_watch import Lines, event, spawn, watch_start
 from updater.servers.client import query_server
@@ -394,3 +397,61 @@ def test_a_broken_config_file_is_one_error_for_the_background_check_too(
     assert mux.active() == "1.1.0"
     watcher.terminate()
     watcher.wait(10)
+
+
+# Another user's listener on a loopback port, answering every request with a status line of
+# a mux server that speaks ``protocol`` (argv[2]).
+SQUATTING_SERVER = r"""
+import json, os, socket, sys
+listener = socket.socket()
+listener.bind(("127.0.0.1", int(sys.argv[1])))
+listener.listen(16)
+print("listening", flush=True)
+body = json.dumps({"service": "mux", "protocol_version": int(sys.argv[2]), "version": "9.0.0",
+                   "pid": os.getpid(), "started_at": "2026-12-01T00:00:00Z"}).encode()
+while True:
+    connection, _ = listener.accept()
+    connection.recv(65536)
+    head = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+    connection.sendall(head % len(body) + body)
+    connection.close()
+"""
+
+
+def test_another_user_on_the_port_mux_server_url_names_decides_no_automatic_install(
+    tmp_path: Path, sandbox_env: dict[str, str], feed: Feed, keypair: KeyPair
+) -> None:
+    """``MUX_SERVER_URL`` names a port no server of the user's listens on, and another user
+    takes it, answering as a server of the new protocol. The user's own server (on its
+    socket) speaks the old one: "compatible" must not install the new protocol on its own.
+    The squatter is not counted (another uid's listener is sent nothing), and the servers
+    asked are every server of the user's, not only the one the variable names."""
+    prefix = other_user_prefix()
+    with socket_module.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    squatter = subprocess.Popen(
+        [*prefix, sys.executable, "-c", SQUATTING_SERVER, str(port), "3"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
+    )
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline() == "listening\n"
+        env = {**sandbox_env, "MUX_SERVER_URL": f"http://127.0.0.1:{port}"}
+        write_config(env, 'auto_install = "compatible"\n')
+        mux = installed(tmp_path, env, feed, keypair)
+        socket, _pid, watcher, lines = serve_and_watch(mux)
+        publish(feed.path, "1.1.0", 3, keypair)  # the squatter's claimed protocol
+        kind, data = next_event(lines)
+        assert (kind, data["version"]) == ("update-available", "1.1.0"), (kind, data)
+        wait_for_log(socket, "not installing mux 1.1.0 on its own", 30)
+        log = log_of(socket)
+        assert f"the server on {socket} speaks 2" in log, log
+        assert f"127.0.0.1:{port} speaks" not in log, log
+        assert mux.active() == "1.0.0"
+        watcher.terminate()
+        watcher.wait(10)
+    finally:
+        squatter.kill()
+        squatter.wait()

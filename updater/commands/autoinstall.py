@@ -42,16 +42,19 @@ from updater.core.userstate import withheld
 from updater.errors import MuxError
 from updater.net.metered import is_metered
 from updater.net.progress import NoProgress, Progress
-from updater.servers.client import query_all, server_addresses
+from updater.servers.client import every_server_address, query_all
 
 Metered = Callable[[], bool | None]
 
 
 def live_servers(settings: Settings) -> list[LiveServer]:
-    """Every server that answers with a status line, and the protocol it speaks."""
+    """Every server of this user's that answers with a status line, and the protocol it
+    speaks: each socket in the runtime dir and the one ``MUX_SERVER_URL`` names (which picks
+    the server other commands talk to, and must not hide one whose protocol matters). A
+    listener that is not this user's server is not live (:mod:`updater.servers.owner`)."""
     return [
         LiveServer(report.address, report.status.protocol_version)
-        for report in query_all(server_addresses(settings.server_url))
+        for report in query_all(every_server_address(settings.server_url))
         if report.state == "live" and report.status is not None
     ]
 
