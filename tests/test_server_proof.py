@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import mux_runtime_dir, start_mux_server_url
-from updater.daemon.connections import Request
+from updater.daemon.connections import Connections, Reply, Request
 from updater.daemon.hub import WatchHub
 from updater.daemon.server import _Service, _Stopper
 from updater.daemon.serverlog import ServerLog
@@ -233,3 +233,25 @@ def test_without_the_kernels_word_a_listener_that_proves_nothing_is_not_yours(
     assert report.state == "not-yours" and report.status is None, report
     assert "could not prove" in report.detail
     assert SECRET.encode() not in seen[0] and b"Mux-Proof" in seen[0]
+
+
+# -- a server that stops while a restart's new one listens beside it ------------------------
+
+
+def test_connections_still_queued_when_a_server_stops_are_told_so_not_reset() -> None:
+    """A queued connection hears ``503`` "stopping" (which mux's status query asks again
+    after, reaching the new server), not a reset when the listener closes."""
+    log_read, log_write = os.pipe()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        clients = [socket.create_connection(listener.getsockname()) for _ in range(3)]
+        connections = Connections(listener, lambda request: Reply(b""), ServerLog(log_write))
+        assert connections.refuse_waiting() == 3
+    for client in clients:
+        with client:
+            client.settimeout(5)
+            answer = client.recv(4096)
+            assert answer.startswith(b"HTTP/1.0 503 ") and b'"stopping": true' in answer
+    os.close(log_read)
+    os.close(log_write)

@@ -112,6 +112,11 @@ def json_answer(code: int, doc: Mapping[str, Any]) -> bytes:
     return http_head(code, head) + body
 
 
+# What a connection the server cannot serve any more hears as it stops (refuse_waiting).
+STOPPING_ANSWER = json_answer(503, {"error": "the server is stopping", "stopping": True})
+MAX_REFUSED_AT_STOP = 1024
+
+
 class Refused(Exception):
     """A request that cannot be read as one: answered ``code`` with ``reason``."""
 
@@ -233,11 +238,37 @@ class Connections:
                     # "wake": stopped() says why, at the top of the loop
                 self._expire()
         finally:
+            self.refuse_waiting()
             for connection in list(self._open.values()):
+                self._refuse(connection.sock)
                 self._close(connection)
             self._selector.close()
             if self._spare is not None:
                 os.close(self._spare)
+
+    def refuse_waiting(self) -> int:
+        """Answer every connection still queued on the listener ``503``, "stopping", rather
+        than leave the kernel to reset it when the listener closes: a restart's new server
+        listens beside this one, and a client told so asks again, reaching it. Returns how
+        many were answered."""
+        answered = 0
+        for _ in range(MAX_REFUSED_AT_STOP):
+            try:
+                sock, _address = self._listener.accept()
+            except OSError:  # none left (BlockingIOError), or none can be taken
+                break
+            self._refuse(sock)
+            sock.close()
+            answered += 1
+        return answered
+
+    @staticmethod
+    def _refuse(sock: socket.socket) -> None:
+        try:
+            sock.setblocking(False)
+            sock.send(STOPPING_ANSWER)  # a few hundred bytes: the socket's buffer takes them
+        except OSError:
+            pass  # gone already
 
     # -- accepting -----------------------------------------------------------------------
 

@@ -725,8 +725,14 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
     def report(state: ServerState, detail: str, status: StatusLine | None = None) -> ServerReport:
         return ServerReport(display, state, status, detail, peer_pid=peer.pid)
 
+    deadline = time.monotonic() + timeout
     try:
         code, body = http_request(target, "GET", STATUS_PATH, timeout=timeout, peer=peer)
+        if code == 503 and b'"stopping": true' in body and time.monotonic() < deadline:
+            # A server that stopped as we asked, as a restart's new one takes over beside
+            # it: a new connection reaches the new one (or nobody).
+            left = deadline - time.monotonic()
+            code, body = http_request(target, "GET", STATUS_PATH, timeout=left, peer=peer)
     except TimeoutError:
         return report("hung", f"no answer within {timeout:g}s")
     except BlockingIOError:
