@@ -273,6 +273,12 @@ def test_a_release_that_does_not_verify_ends_the_reading_and_is_pointed_to(
     )
 
 
+def test_a_downgrade_brings_nothing_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    source = Source(signed_list("v1.2.0", "v1.3.0", "v1.4.0", "v1.5.0"))
+    assert read_notes(source, "1.5.0", monkeypatch) == ([], [])
+    assert read_notes(source, "1.4.0", monkeypatch) == ([], [])  # installed again
+
+
 @pytest.mark.parametrize(
     ("listed", "installed"),
     [

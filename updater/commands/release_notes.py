@@ -35,8 +35,10 @@ def notes_since(
     installed: str | None,
 ) -> tuple[ReleaseNotes, ...]:
     """The notes of ``release`` and of the releases after ``installed`` before it, newest
-    first (only ``release``'s for a first install)."""
+    first (only ``release``'s for a first install; none for a downgrade: nothing is new)."""
     manifest = release.manifest
+    if installed is not None and parse_version(manifest.version) <= parse_version(installed):
+        return ()
     newest = ReleaseNotes(
         manifest.version, manifest.release_notes, source.release_page(release.tag)
     )
