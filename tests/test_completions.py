@@ -6,6 +6,7 @@ shell (bash, zsh, fish) and asked to complete, since what a shell does with it i
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -66,6 +67,11 @@ def test_a_command_added_later_completes_without_touching_the_generator() -> Non
     assert '"later deeper|--mode") COMPREPLY=($(compgen -W "one two"' in text
 
 
+def shell_env(home: Path) -> dict[str, str]:
+    """A shell's environment with its own HOME: no history or settings of the user's."""
+    return {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "xterm", "LANG": "C.UTF-8"}
+
+
 def bash_complete(script_path: Path, function: str, *cases: list[str]) -> list[list[str]]:
     """Each case's COMPREPLY, the last word of the case being the one under the cursor."""
     lines = [f"source {script_path}"]
@@ -77,6 +83,7 @@ def bash_complete(script_path: Path, function: str, *cases: list[str]) -> list[l
         ]
     done = subprocess.run(
         ["bash", "--norc", "--noprofile", "-c", "\n".join(lines)],
+        env=shell_env(script_path.parent),
         capture_output=True,
         text=True,
         timeout=30,
@@ -141,7 +148,12 @@ def test_zsh_completes_at_a_real_prompt(tmp_path: Path, capsys: pytest.CaptureFi
     driver = tmp_path / "driver.zsh"
     driver.write_text(ZPTY_DRIVER % {"script": path}, encoding="utf-8")
     done = subprocess.run(
-        ["zsh", "-f", str(driver)], capture_output=True, text=True, timeout=60, check=True
+        ["zsh", "-f", str(driver)],
+        env=shell_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", " ", done.stdout)  # the terminal's codes
     first, _, second = shown.partition("SECOND:")
@@ -163,6 +175,7 @@ def test_fish_completes_with_descriptions(
     ]
     done = subprocess.run(
         ["fish", "--no-config", "-c", "; ".join(commands)],
+        env=shell_env(tmp_path),
         capture_output=True,
         text=True,
         timeout=30,
