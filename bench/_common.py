@@ -313,16 +313,17 @@ def machine() -> dict[str, object]:
     }
 
 
-def write_results(script: str) -> Path:
+def write_results(script: str, variant: str = "") -> Path:
     """Write what this run recorded to ``bench/results/<bench>.json`` (``script``: the
-    bench's ``__file__``) and return the path."""
-    bench = Path(script).stem
+    bench's ``__file__``; ``variant``: a mode that measures something else, recorded apart
+    as ``<bench>-<variant>.json``) and return the path."""
+    bench = Path(script).stem + (f"-{variant}" if variant else "")
     excluded = [f":(exclude){path}" for path in GENERATED]
     dirty = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *excluded)
     result = {
         "schema": 1,
         "bench": bench,
-        "command": " ".join(["uv run python", f"bench/{bench}.py", *sys.argv[1:]]),
+        "command": " ".join(["uv run python", f"bench/{Path(script).name}", *sys.argv[1:]]),
         "commit": {"sha": _git("rev-parse", "HEAD"), "dirty": bool(dirty)},
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": machine(),

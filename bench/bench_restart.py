@@ -291,7 +291,7 @@ def squatter_rounds(rounds: int) -> int:
             target="every restart ends with our server, the other uid never gets the port",
         )
     )
-    write_results(__file__)
+    write_results(__file__, "squatter")
     return 0 if ours == rounds and got == 0 else 1
 
 
@@ -340,7 +340,7 @@ def compared_rounds(other: Path, rounds: int) -> int:
         for env in envs.values():
             shutil.rmtree(env["XDG_RUNTIME_DIR"], ignore_errors=True)
     print(load_average())
-    write_results(__file__)
+    write_results(__file__, "against")
     return 0
 
 

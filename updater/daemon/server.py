@@ -78,6 +78,7 @@ from updater.protocol import (
     WATCH_PATH,
     StatusLine,
 )
+from updater.servers import owner
 from updater.servers.client import (
     AUTHORIZATION,
     CHALLENGE_HEADER,
@@ -407,11 +408,9 @@ def _bind_tcp(
             ) from None
         raise MuxError(f"cannot listen on {address.display}: {exc.strerror or exc}") from None
     port = int(listener.getsockname()[1])
-    if replacing is None and address.port != 0:
+    if replacing is None and address.port != 0 and owner.listeners(host, port, with_pids=False):
         # Bound, not yet listening: any listener the kernel names is another server's.
-        held = held_by(TcpAddress(host, port))
-        if held is not None:
-            raise answering_error(query_server(address.display, timeout=DEFAULT_TIMEOUT))
+        raise answering_error(query_server(address.display, timeout=DEFAULT_TIMEOUT))
     secret = _write_secret(port, cleanup)  # before it listens: nothing is answered without
     listener.listen(LISTEN_BACKLOG)
     return listener, port, secret

@@ -138,9 +138,10 @@ def owner_of(
     return None
 
 
-def listeners(host: str, port: int) -> list[Listener] | None:
+def listeners(host: str, port: int, *, with_pids: bool = True) -> list[Listener] | None:
     """Every socket listening on ``port`` that takes connections to ``host`` (its own address,
-    or the wildcard of its family); None when the kernel does not say."""
+    or the wildcard of its family); None when the kernel does not say. ``with_pids`` looks
+    for the processes that hold them (every readable ``/proc/*/fd``: the costly part)."""
     import socket  # deferred: see address_hex
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -148,12 +149,28 @@ def listeners(host: str, port: int) -> list[Listener] | None:
         return None
     wanted = {address_hex(family, host), address_hex(family, "::" if ":" in host else "0.0.0.0")}
     found = listening_on(_entries(int(family)), wanted, port)
-    pids = socket_pids({entry.inode for entry in found})
+    pids = socket_pids({entry.inode for entry in found}) if with_pids else {}
     return [Listener(entry.uid, entry.inode, pids.get(entry.inode, ())) for entry in found]
 
 
 def listening_on(entries: Iterable[Entry], hosts: set[str], port: int) -> list[Entry]:
     return [e for e in entries if e.state == LISTEN and e.local[1] == port and e.local[0] in hosts]
+
+
+def holds(pid: int, inodes: set[int]) -> bool:
+    """Does process ``pid`` hold one of the socket ``inodes``? (Only that process is read.)"""
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for name in names:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{name}") in wanted:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def socket_pids(inodes: set[int]) -> dict[int, tuple[int, ...]]:

@@ -120,8 +120,9 @@ def retire(target: TcpAddress, pid: int, *, timeout: float = control.STOP_TIMEOU
 
 
 def _listens_here(target: TcpAddress, pid: int) -> bool:
-    holders = owner.listeners(connect_host(target), target.port) or []
-    return any(pid in holder.pids and holder.uid == os.geteuid() for holder in holders)
+    holders = owner.listeners(connect_host(target), target.port, with_pids=False) or []
+    ours = {holder.inode for holder in holders if holder.uid == os.geteuid()}
+    return bool(ours) and owner.holds(pid, ours)
 
 
 def restore_secret(port: int, secret: str) -> None:
