@@ -59,7 +59,7 @@ from _common import (  # noqa: E402
 from tests.support.environment import scrubbed  # noqa: E402
 from tests.support.installs import bootstrap  # noqa: E402
 from tests.support.releases import make_keypair, make_release  # noqa: E402
-from updater.servers.client import query_server  # noqa: E402
+from updater.servers.status import query_server  # noqa: E402
 
 
 def processes_in(folder: Path) -> list[int]:

@@ -184,7 +184,7 @@ def in_process_check(mux, runtime: Path, runs: int) -> str:
     """What _settle adds when something is up for removal: every status line, one timeout."""
 
     from updater.install.layout import Layout, read_record, server_holds
-    from updater.servers import client as servers
+    from updater.servers import status as servers
 
     layout = Layout(str(mux.home), str(mux.bin_dir))
     os.environ["XDG_RUNTIME_DIR"] = str(runtime.parent)

@@ -645,7 +645,7 @@ def main() -> None:
 
 # =========================================================================================
 # repin, pins, notices, protocol: release/upkeep/repin.py, release/pins/pinfile.py,
-# release/bill/notices.py, release/upkeep/protocol.py.
+# release/bill/third_party_notices.py, release/upkeep/protocol.py.
 # Registered at import time like the commands above; main() runs after the module loaded.
 # =========================================================================================
 
@@ -758,7 +758,10 @@ def notices_command(
 ) -> None:
     """Write THIRD_PARTY_NOTICES.md, or (--check) fail when it is stale."""
     from release.bill.bill import check_build as run_check_build  # importlib.metadata
-    from release.bill.notices import check_notices, generate_notices  # importlib.metadata
+    from release.bill.third_party_notices import (  # importlib.metadata
+        check_notices,
+        generate_notices,
+    )
 
     if check_build is not None:
         if not check_build.is_dir():

@@ -33,7 +33,7 @@ from updater.trust.attestation import (
     AttestedSubject,
     verify_attestation,
 )
-from updater.trust.policy import sigstore_root
+from updater.trust.trust_policy import sigstore_root
 
 REPO = "mux-dev/mux"
 TAG_REF = "refs/tags/v1.2.3"

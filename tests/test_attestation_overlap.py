@@ -57,8 +57,8 @@ from updater.trust.attestation_worker import start as start_worker
 from updater.trust.attested import AttestationInBackground
 from updater.trust.layers import VerificationLog, VerifiedFiles, VerifiedRelease
 from updater.trust.pipeline import verify_release_files, verify_release_metadata
-from updater.trust.policy import TrustPolicy
 from updater.trust.sums import signed_digest
+from updater.trust.trust_policy import TrustPolicy
 
 REPO = "acme/mux"
 TARGET = detect_target()

@@ -34,7 +34,7 @@ from tests.support.servers import wait_until
 from tests.support.users import other_user_prefix
 from tests.test_restart import processes_of
 from tests.test_watch import Lines, event, spawn, watch_start
-from updater.servers.client import query_server
+from updater.servers.status import query_server
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="a release build's machine policy must be owned by root"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import release.build.standin
-from release.bill.notices import generate_notices
+from release.bill.third_party_notices import generate_notices
 from release.build.standalone import build_standalone
 from release.build.standin import build_standin
 from release.build.steps import (

@@ -382,7 +382,7 @@ def test_the_attestation_an_enterprise_release_must_carry(
     from updater.formats import models
     from updater.sources.feed import FeedSource
     from updater.trust.attestation import verify_attestation
-    from updater.trust.policy import TrustPolicy
+    from updater.trust.trust_policy import TrustPolicy
 
     release = make_release(
         tmp_path / "feed", "0.2.0", protocol_version=2, keypair=keypair, repo=REPO

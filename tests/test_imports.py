@@ -101,7 +101,7 @@ CACHED_CHECK_ALLOWED = {
     "updater.core.verdicts",
     "updater.core.report",
     "updater.core.retention",
-    "updater.servers.client",
+    "updater.servers.status",
     "updater.config.settings",
     "updater.config.settings_record",  # its records, apart so the policy can name them
     "updater.timestamps",

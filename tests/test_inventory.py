@@ -27,8 +27,8 @@ from release.bill.inventory import (
     dpkg_lookup,
     load_library_table,
 )
-from release.bill.notices import Distribution, RuntimeComponent
 from release.bill.sbom import folder_files, render_sbom
+from release.bill.third_party_notices import Distribution, RuntimeComponent
 from release.build.reproduce import compare_builds
 from release.build.standin import build_standin
 from release.build.steps import write_build_info

@@ -36,7 +36,7 @@ from updater.core.retention import (
 from updater.core.verdicts import server_verdicts
 from updater.errors import UsageError
 from updater.protocol import StatusLine
-from updater.servers.client import ServerReport
+from updater.servers.status import ServerReport
 
 LATEST = ReleaseRequest.latest()
 LATEST_DOWN = ReleaseRequest.latest(allow_downgrade=True)

@@ -23,7 +23,7 @@ from tests.support.servers import mux_runtime_dir, wait_until
 from tests.support.users import OTHER_UID, as_user, other_users, private_dir
 from updater.errors import EXIT_NOT_YOURS
 from updater.servers import owner
-from updater.servers.client import query_server
+from updater.servers.status import query_server
 
 __all__ = ["mux_runtime_dir", "other_users"]  # fixtures, imported for pytest
 

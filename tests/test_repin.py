@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from release.bill.components import LicenceText
-from release.bill.notices import Distribution, generate_notices
+from release.bill.third_party_notices import Distribution, generate_notices
 from release.pins.pinfile import check_pins, load_pins
 from release.publish.formats import format_releases_json, format_sha256sums
 from release.rehearsal.fake_sigstore import FakeSigstore

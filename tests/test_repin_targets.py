@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from release.bill.components import LicenceText
-from release.bill.notices import Distribution, generate_notices
+from release.bill.third_party_notices import Distribution, generate_notices
 from release.pins.pinfile import PinsError, check_pins, load_pins
 from release.publish.formats import format_sha256sums
 from release.rehearsal.fake_sigstore import FakeSigstore

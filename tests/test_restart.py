@@ -28,7 +28,7 @@ from tests.support.servers import wait_until
 from tests.test_watch import RawStream
 from updater.errors import EXIT_RESTART_FELL_BACK
 from updater.protocol import StatusLine
-from updater.servers.client import query_server
+from updater.servers.status import query_server
 
 OLD, NEW = "1.0.0", "1.1.0"
 PROTOCOL = 7

@@ -483,7 +483,7 @@ def test_install_sh_keeps_a_version_a_server_runs_from(tmp_path, sandbox_env, fe
 
 
 def pid_of(address: str) -> int:
-    from updater.servers.client import query_server
+    from updater.servers.status import query_server
 
     report = query_server(address, timeout=5.0)
     assert report.state == "live" and report.peer_pid is not None, report
@@ -573,7 +573,7 @@ def test_a_hung_server_whose_listen_queue_filled_up_keeps_its_version(
     """A stopped server collects every status query in its listen queue. Ten queries (a
     sidebar's) leave it hung, with its pid; a queue full to the brim still reads as hung, the
     pid then from the lock beside its socket; and its version stays through updates."""
-    from updater.servers.client import query_server
+    from updater.servers.status import query_server
 
     mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
     pid, address = start(mux, "stuck")

@@ -22,7 +22,7 @@ from updater.daemon.hub import WatchHub
 from updater.daemon.server import _Service, _Stopper
 from updater.daemon.serverlog import ServerLog
 from updater.servers import owner
-from updater.servers.client import (
+from updater.servers.status import (
     AUTHORIZATION,
     CHALLENGE_HEADER,
     CLIENT_LABEL,

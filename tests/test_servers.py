@@ -44,7 +44,7 @@ from updater.daemon import server as server_daemon
 from updater.errors import EXIT_USAGE, MuxError, UsageError
 from updater.protocol import StatusLine, StatusLineError, parse_status_line
 from updater.servers import control
-from updater.servers.client import (
+from updater.servers.status import (
     ServerReport,
     TcpAddress,
     UnixAddress,

@@ -28,7 +28,7 @@ from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
 from updater.sources.tuf_index import TufIndex, TufSpec
 from updater.trust.layers import VerificationLog
 from updater.trust.pipeline import verify_release_files, verify_release_metadata
-from updater.trust.policy import TrustPolicy
+from updater.trust.trust_policy import TrustPolicy
 from updater.trust.tuf_client import TufClient
 from updater.trust.tuf_store import metadata_folder
 from updater.urls import url_origin

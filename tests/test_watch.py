@@ -40,7 +40,7 @@ from tests.support.servers import (
 )
 from updater.daemon import hub as hub_module
 from updater.daemon.hub import Watcher, WatchHub
-from updater.servers.client import query_server
+from updater.servers.status import query_server
 
 __all__ = ["mux_runtime_dir"]
 
@@ -1086,7 +1086,7 @@ def test_the_first_line_is_the_status_line_a_plugin_checks(mux_runtime_dir):
     """A plugin written for the status-line contract checks `.service == "mux"` on the first
     line (jq here, as such plugins do): it is the server's status line itself, exactly what
     GET /api/status answers; the server's entry follows as an event."""
-    from updater.servers.client import UnixAddress, http_request
+    from updater.servers.status import UnixAddress, http_request
 
     _pid, path = start_mux_server(mux_runtime_dir, "plugin")
     process = subprocess.Popen(

@@ -20,8 +20,8 @@ from datetime import datetime
 from pathlib import Path
 
 from release.bill.inventory import Inventory, ShippedFile, SystemLookup, take_inventory
-from release.bill.notices import Distribution, render_build_notices
 from release.bill.sbom import render_sbom, sbom_timestamp
+from release.bill.third_party_notices import Distribution, render_build_notices
 from release.folder.layout import SBOM_NAME
 from release.textdiff import name_some
 from updater.config.buildinfo import NOTICES_NAME

@@ -4,7 +4,7 @@ texts.
 One :class:`Component` per thing a build ships (mux, a Python distribution, CPython, the
 bootloader, a shared library, a pinned artifact), of one :class:`ComponentKind`, carrying the
 :class:`LicenceText` files that hold its terms. The inventory (:mod:`release.bill.inventory`)
-finds them, the notices (:mod:`release.bill.notices`) and the SBOM (:mod:`release.bill.sbom`)
+finds them, the notices (:mod:`release.bill.third_party_notices`) and the SBOM (:mod:`release.bill.sbom`)
 render them; the kinds are spelled here only, and so is how a licence file becomes text
 (:func:`normalise_text`) and the identifier the notices give each distinct text.
 """

@@ -33,7 +33,7 @@ like an unmapped file.
 
 Collection does I/O (hashing, ``importlib.metadata``, ``dpkg``/``apk``); the rules are small
 functions that return the component a file belongs to, and :func:`build_inventory` alone
-records them. Rendering (:mod:`release.bill.notices`, :mod:`release.bill.sbom`) is pure.
+records them. Rendering (:mod:`release.bill.third_party_notices`, :mod:`release.bill.sbom`) is pure.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from release.bill.components import (
     LicenceText,
     normalise_text,
 )
-from release.bill.notices import (
+from release.bill.third_party_notices import (
     OVERRIDES_NAME,
     Distribution,
     NoticesError,

@@ -40,7 +40,7 @@ from updater.sources.github import GitHubSource
 from updater.sources.tuf_index import TufIndex, TufSpec
 from updater.trust.layers import VerificationLog
 from updater.trust.pipeline import verify_release_files, verify_release_metadata
-from updater.trust.policy import TrustPolicy, sigstore_root
+from updater.trust.trust_policy import TrustPolicy, sigstore_root
 from updater.urls import check_url_scheme, url_origin
 
 

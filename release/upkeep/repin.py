@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from release.bill.notices import Distribution, generate_notices
+from release.bill.third_party_notices import Distribution, generate_notices
 from release.pins.pinfile import (
     ARTIFACTS_KEY,
     DEFAULT_NOTICES_PATH,
@@ -63,7 +63,7 @@ from updater.sources.base import BUNDLE_LIMIT, PublishedAsset, ReleaseSource
 from updater.sources.github import GITHUB_WEB, GitHubSource, github_download_url
 from updater.sources.opener import open_source
 from updater.trust.attestation import AttestationIdentity, AttestationReport, verify_attestation
-from updater.trust.policy import sigstore_root
+from updater.trust.trust_policy import sigstore_root
 
 if TYPE_CHECKING:
     from updater.config.settings import Settings

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import pytest
 
-from updater.servers.client import query_server, runtime_dir
+from updater.servers.status import query_server, runtime_dir
 
 FakeKind = Literal[
     "hung",  # listens, never accepts: the connection succeeds, no answer ever comes

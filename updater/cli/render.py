@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from updater.core.verdicts import ServerVerdict
     from updater.errors import MuxError
     from updater.net.progress import Progress
-    from updater.servers.client import ServerReport
+    from updater.servers.status import ServerReport
 
 REPORT_SCHEMA = 1
 

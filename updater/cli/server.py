@@ -32,7 +32,8 @@ from updater.config.settings import Settings, load, load_for, user_config_path
 from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.daemon.background import run_check_child
 from updater.errors import MuxError, PolicyError, UsageError
-from updater.servers.client import (
+from updater.servers.control import start, stop
+from updater.servers.status import (
     DEFAULT_SOCKET_NAME,
     SERVER_URL_ENV,
     ServerReport,
@@ -42,7 +43,6 @@ from updater.servers.client import (
     query_all,
     runtime_dir,
 )
-from updater.servers.control import start, stop
 from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch, server_event
 
 server_app = typer.Typer(

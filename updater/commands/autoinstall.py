@@ -42,7 +42,7 @@ from updater.core.userstate import withheld
 from updater.errors import MuxError
 from updater.net.metered import is_metered
 from updater.net.progress import NoProgress, Progress
-from updater.servers.client import every_server_address, query_all
+from updater.servers.status import every_server_address, query_all
 
 Metered = Callable[[], bool | None]
 

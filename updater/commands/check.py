@@ -27,7 +27,7 @@ from updater.core.request import ReleaseRequest
 from updater.core.retention import movable_versions, recorded_signed_at
 from updater.errors import MuxError, UsageError
 from updater.install.layout import kept_versions, read_record, resolve_layout
-from updater.servers.client import query_all, retention_reports, server_addresses
+from updater.servers.status import query_all, retention_reports, server_addresses
 from updater.timestamps import rfc3339
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from updater.config.buildinfo import BuildInfo
     from updater.config.settings import Settings
     from updater.core.retention import KeptVersion
-    from updater.servers.client import ServerReport
+    from updater.servers.status import ServerReport
 
 
 def check(

@@ -25,7 +25,7 @@ from updater.trust.pipeline import verify_release_metadata
 if TYPE_CHECKING:
     from updater.sources.base import ReleaseSource
     from updater.trust.layers import VerifiedRelease
-    from updater.trust.policy import TrustPolicy
+    from updater.trust.trust_policy import TrustPolicy
 
 
 def notes_since(

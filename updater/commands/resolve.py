@@ -26,7 +26,7 @@ from updater.sources.feed_index import VerifiedIndex, remember
 from updater.sources.opener import open_source
 from updater.trust.layers import VerificationLog, VerifiedRelease
 from updater.trust.pipeline import verify_release_metadata
-from updater.trust.policy import TrustPolicy
+from updater.trust.trust_policy import TrustPolicy
 
 if TYPE_CHECKING:
     from updater.config.buildinfo import BuildInfo

@@ -57,7 +57,7 @@ from updater.install import inuse
 from updater.install.layout import Layout, resolve_layout
 from updater.install.transaction import kept_executable
 from updater.servers import control, takeover
-from updater.servers.client import ServerReport, query_server, with_executable
+from updater.servers.status import ServerReport, query_server, with_executable
 from updater.trust.smoke import run_kept_build
 
 

@@ -3,7 +3,11 @@
 A server knows the build it runs, the build the mux link points at (it watches the link),
 and the newest release (its background check). Each change becomes an event; a watcher that
 connects later gets the events still in force. Events are plain (type, data) pairs:
-:mod:`updater.protocol` frames them, :mod:`updater.servers.hub` delivers them.
+:mod:`updater.protocol` frames them, :mod:`updater.daemon.hub` delivers them.
+
+One idea at two layers: this module is the rule, :mod:`updater.daemon.notices` the running
+server acting on it (what was already said, the link and the check feeding it). The licence
+notices a release ships are another idea, :mod:`release.bill.third_party_notices`.
 """
 
 from __future__ import annotations

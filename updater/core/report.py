@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from updater.config.buildinfo import BuildInfo
     from updater.core.retention import KeptVersion
-    from updater.servers.client import ServerReport
+    from updater.servers.status import ServerReport
 
 
 class Manager(NamedTuple):

@@ -13,7 +13,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the f
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from updater.servers.client import ServerReport
+    from updater.servers.status import ServerReport
 
 
 class ServerVerdict(NamedTuple):

@@ -40,7 +40,7 @@ from updater.config.settings import load_for, require_updates
 from updater.config.targets import release_target
 from updater.core.request import ReleaseRequest
 from updater.errors import MuxError
-from updater.servers.client import strict_json
+from updater.servers.status import strict_json
 from updater.urls import is_loopback_host
 
 if TYPE_CHECKING:

@@ -4,8 +4,9 @@ Two sources feed one :class:`~updater.daemon.hub.WatchHub`: a :class:`~updater.d
 on the mux link of the install the server belongs to (``update-installed``, and
 ``restart-needed`` when the installed build speaks another protocol), and the
 :class:`~updater.daemon.background.BackgroundCheck` (``update-available``). The rules of which event
-to send are :func:`updater.core.notices.link_notices` and :func:`updater.core.notices.offer_notice`;
-this module only keeps track of what was already said, so that each event is sent once.
+to send are :func:`updater.core.notices.link_notices` and :func:`updater.core.notices.offer_notice`
+(the same idea, its pure rule); this module only keeps track of what was already said, so that
+each event is sent once.
 
 The user's state (:mod:`updater.core.userstate`) has its say: a release the user skipped or
 held, or that failed to start here, is not announced (and an announcement in force is

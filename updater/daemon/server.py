@@ -79,7 +79,21 @@ from updater.protocol import (
     StatusLine,
 )
 from updater.servers import owner
-from updater.servers.client import (
+from updater.servers.control import (
+    ANSWERING,
+    DIRECTORY_MODE,
+    SHARES_PORT,
+    AddressHeld,
+    answering_error,
+    as_address,
+    check_socket_folder,
+    ensure_private_directory,
+    held_by,
+    lock_path,
+    open_own_file,
+    write_secret_file,
+)
+from updater.servers.status import (
     AUTHORIZATION,
     CHALLENGE_HEADER,
     CLIENT_LABEL,
@@ -95,20 +109,6 @@ from updater.servers.client import (
     read_tcp_secret,
     runtime_dir,
     tcp_secret_path,
-)
-from updater.servers.control import (
-    ANSWERING,
-    DIRECTORY_MODE,
-    SHARES_PORT,
-    AddressHeld,
-    answering_error,
-    as_address,
-    check_socket_folder,
-    ensure_private_directory,
-    held_by,
-    lock_path,
-    open_own_file,
-    write_secret_file,
 )
 from updater.timestamps import rfc3339
 from updater.urls import is_loopback_host
@@ -197,7 +197,7 @@ class _Service:
         if refused is not None:
             return refused
         # The client's nonce, signed: how a server proves it is this user's where the
-        # kernel does not say who owns the port (updater.servers.client._Proof).
+        # kernel does not say who owns the port (updater.servers.status._Proof).
         nonce = request.header(CHALLENGE_HEADER)
         if nonce is None or not _NONCE.fullmatch(nonce):
             return self._route(request, _WATCH_HEAD)

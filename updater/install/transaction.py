@@ -71,11 +71,11 @@ from updater.install.layout import (
 )
 from updater.locks import flock_within, held_by_other_users, lock_holders, process_uid
 from updater.net.download import DOWNLOAD_PREFIX
-from updater.servers import client as servers
+from updater.servers import status as servers
 
 if TYPE_CHECKING:
     from updater.install.layout import UnpackedFiles
-    from updater.servers.client import ServerReport
+    from updater.servers.status import ServerReport
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class InstallSettings:
 class Settled:
     """What settling did: the versions removed, the versions kept (with why), and the server
     reports it read to decide (None when nothing was up for removal, so none were asked:
-    every server retention asks, :func:`updater.servers.client.retention_reports`)."""
+    every server retention asks, :func:`updater.servers.status.retention_reports`)."""
 
     removed: tuple[str, ...] = ()
     kept: tuple[KeptVersion, ...] = ()

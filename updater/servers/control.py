@@ -33,7 +33,7 @@ from updater.protocol import (
     SHUTDOWN_PATH,
 )
 from updater.servers import owner
-from updater.servers.client import (
+from updater.servers.status import (
     DEFAULT_TIMEOUT,
     SOCKET_LOCK_SUFFIX,
     NotHttp,

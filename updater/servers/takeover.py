@@ -30,7 +30,7 @@ from pathlib import Path
 
 from updater.errors import MuxError
 from updater.servers import control, owner
-from updater.servers.client import (
+from updater.servers.status import (
     ServerReport,
     TcpAddress,
     connect_host,

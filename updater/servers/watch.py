@@ -23,7 +23,7 @@ from updater.protocol import (
     parse_status_line,
     parse_watch_event,
 )
-from updater.servers.client import (
+from updater.servers.status import (
     PROOF_HEADER,
     NonStandardJson,
     NotYours,

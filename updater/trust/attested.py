@@ -21,7 +21,7 @@ from updater.trust.layers import (
     VerifiedRelease,
     layer_failure,
 )
-from updater.trust.policy import TrustPolicy
+from updater.trust.trust_policy import TrustPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -53,9 +53,9 @@ from updater.trust.layers import (
     VerifiedRelease,
     layer_failure,
 )
-from updater.trust.policy import TrustPolicy
 from updater.trust.smoke import Expected, smoke_test
 from updater.trust.sums import signed_digest, verify_download, verify_manifest, verify_sums
+from updater.trust.trust_policy import TrustPolicy
 from updater.trust.unpack import unpack
 
 if TYPE_CHECKING:

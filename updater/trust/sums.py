@@ -22,7 +22,7 @@ from updater.trust.layers import (
     VerificationLog,
     layer_failure,
 )
-from updater.trust.policy import TrustPolicy
+from updater.trust.trust_policy import TrustPolicy
 
 
 class SignedSums(NamedTuple):

@@ -4,6 +4,9 @@
 demands, with the build's keys and identity); :meth:`TrustPolicy.for_release` for
 ``mux-release verify`` (everything). Whose release workflow must have attested a release
 found on a given GitHub is :func:`attestation_identity`.
+
+Not the machine policy (:mod:`updater.config.policy`, an administrator's ``policy.toml``): that
+one is read into the settings, and this one is derived from them and from the build.
 """
 
 from __future__ import annotations

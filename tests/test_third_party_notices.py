@@ -1,4 +1,4 @@
-"""release/bill/notices.py: deterministic THIRD_PARTY_NOTICES.md from distributions and pins."""
+"""release/bill/third_party_notices.py: deterministic THIRD_PARTY_NOTICES.md from distributions and pins."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from release.bill.components import LicenceText, normalise_text
-from release.bill.notices import (
+from release.bill.third_party_notices import (
     Distribution,
     NoticesError,
     PinnedArtifact,
