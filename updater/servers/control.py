@@ -68,6 +68,7 @@ STOP_GRACE = 0.2
 # restart leaves the port no moment free (updater.servers.takeover). Only where the kernel
 # lets no other user join: Linux. (macOS has no such rule: there the gap remains.)
 SHARES_PORT = sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+OVERLAP_TRIES = 6  # status queries in a row while a new server listens beside the old one
 FAILED_LOG_SUFFIX = ".failed"  # <name>.log.failed: the log of the last start that failed
 
 
@@ -483,11 +484,17 @@ def _wait_until_live(
     latest: list[ServerReport] = []
 
     def answered() -> bool:
-        remaining = max(0.05, deadline - time.monotonic())
-        latest[:] = [query_server(target.display, timeout=min(DEFAULT_TIMEOUT, remaining))]
-        status = latest[0].status
-        if status is not None and replacing is not None and status.pid == replacing:
-            status = None  # the server being replaced, which still listens beside the new one
+        # Beside the server it replaces, each new connection reaches either one (the kernel
+        # spreads them): one that reached the old one (its pid, or a 401 for the new secret)
+        # is asked again at once rather than after the next pause.
+        for _ in range(OVERLAP_TRIES if replacing is not None else 1):
+            remaining = max(0.05, deadline - time.monotonic())
+            latest[:] = [query_server(target.display, timeout=min(DEFAULT_TIMEOUT, remaining))]
+            status = latest[0].status
+            if status is not None and replacing is not None and status.pid == replacing:
+                status = None  # the server being replaced
+            elif not (replacing is not None and latest[0].state == "error"):
+                break
         if latest[0].state == "live" and status is not None:
             if expect is not None and (status.version, status.protocol_version) != expect:
                 said = f"mux {status.version}, protocol {status.protocol_version}"
