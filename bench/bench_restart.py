@@ -59,6 +59,7 @@ from _common import (  # noqa: E402
 from tests.support.environment import scrubbed  # noqa: E402
 from tests.support.installs import bootstrap  # noqa: E402
 from tests.support.releases import make_keypair, make_release  # noqa: E402
+from tests.support.squatters import SQUATTER  # noqa: E402
 from updater.servers.status import query_server  # noqa: E402
 
 
@@ -182,29 +183,6 @@ def installed_rounds(args: argparse.Namespace) -> int:
 
 
 # -- a squatter, and another checkout -----------------------------------------------------
-
-SQUATTER = r"""
-import socket, sys, threading
-port = int(sys.argv[1])
-got = []
-done = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
-print("trying", flush=True)
-while not done.is_set():
-    for reuseaddr, reuseport in ((0, 0), (1, 0), (1, 1), (0, 1)):
-        s = socket.socket()
-        try:
-            if reuseaddr:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if reuseport:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            s.bind(("127.0.0.1", port))
-            s.listen(1)
-            got.append(s)
-        except OSError:
-            s.close()
-print(len(got), flush=True)
-"""
 
 
 def free_port() -> int:

@@ -31,6 +31,7 @@ from release.rehearsal.serve import serving, url_of
 from tests.support.installs import Install, bootstrap, keep_pristine, leftovers
 from tests.support.releases import KeyPair, make_keypair, make_release
 from tests.support.servers import wait_until
+from tests.support.squatters import STATUS_SERVER
 from tests.support.users import other_user_prefix
 from tests.test_restart import processes_of
 from tests.test_watch import Lines, event, spawn, watch_start
@@ -399,25 +400,6 @@ def test_a_broken_config_file_is_one_error_for_the_background_check_too(
     watcher.wait(10)
 
 
-# Another user's listener on a loopback port, answering every request with a status line of
-# a mux server that speaks ``protocol`` (argv[2]).
-SQUATTING_SERVER = r"""
-import json, os, socket, sys
-listener = socket.socket()
-listener.bind(("127.0.0.1", int(sys.argv[1])))
-listener.listen(16)
-print("listening", flush=True)
-body = json.dumps({"service": "mux", "protocol_version": int(sys.argv[2]), "version": "9.0.0",
-                   "pid": os.getpid(), "started_at": "2026-12-01T00:00:00Z"}).encode()
-while True:
-    connection, _ = listener.accept()
-    connection.recv(65536)
-    head = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-    connection.sendall(head % len(body) + body)
-    connection.close()
-"""
-
-
 def test_another_user_on_the_port_mux_server_url_names_decides_no_automatic_install(
     tmp_path: Path, sandbox_env: dict[str, str], feed: Feed, keypair: KeyPair
 ) -> None:
@@ -431,7 +413,7 @@ def test_another_user_on_the_port_mux_server_url_names_decides_no_automatic_inst
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     squatter = subprocess.Popen(
-        [*prefix, sys.executable, "-c", SQUATTING_SERVER, str(port), "3"],
+        [*prefix, sys.executable, "-c", STATUS_SERVER, str(port), "3", "", "exit"],
         stdout=subprocess.PIPE,
         text=True,
         cwd="/",

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.servers import mux_runtime_dir, wait_until
+from tests.support.squatters import SQUATTER, STATUS_SERVER
 from tests.support.users import OTHER_UID, as_user, other_users, private_dir
 from updater.errors import EXIT_NOT_YOURS
 from updater.servers import owner
@@ -30,83 +31,6 @@ __all__ = ["mux_runtime_dir", "other_users"]  # fixtures, imported for pytest
 pytestmark = pytest.mark.skipif(
     not Path("/proc/net/tcp").exists(), reason="asks the kernel who owns a port (/proc/net/tcp)"
 )
-
-# A mux server as another user would fake one: it answers the status line naming its own
-# program as the build it runs, takes the shutdown request, then keeps the port bound
-# without listening, so that a new server cannot listen there.
-IMPOSTOR = r"""
-import json, os, socket, sys
-port, program = int(sys.argv[1]), sys.argv[2]
-listener = socket.socket()
-listener.bind(("127.0.0.1", port))
-listener.listen(16)
-print("listening", flush=True)
-status = json.dumps({"service": "mux", "protocol_version": 1, "version": "0.0.1",
-                     "pid": os.getpid(), "started_at": "2026-12-01T00:00:00Z",
-                     "executable": program}).encode()
-while True:
-    connection, _ = listener.accept()
-    request = connection.recv(65536)
-    if request.startswith(b"POST /api/shutdown"):
-        connection.sendall(b"HTTP/1.0 202 Accepted\r\nContent-Length: 2\r\n\r\n{}")
-        connection.close()
-        listener.close()
-        held = socket.socket()
-        held.bind(("127.0.0.1", port))
-        print("bound", flush=True)
-        sys.stdin.read()
-        break
-    head = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-    connection.sendall(head % len(status) + status)
-    connection.close()
-"""
-
-# Binds the port the moment it is free, in every way a socket can, and listens there; says
-# how many times it got it when standard input closes.
-SQUATTER = r"""
-import socket, sys, threading
-port = int(sys.argv[1])
-got = []
-done = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
-print("trying", flush=True)
-while not done.is_set():
-    for reuseaddr, reuseport in ((0, 0), (1, 0), (1, 1), (0, 1)):
-        s = socket.socket()
-        try:
-            if reuseaddr:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if reuseport:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            s.bind(("127.0.0.1", port))
-            s.listen(1)
-            got.append(s)
-        except OSError:
-            s.close()
-print(len(got), flush=True)
-"""
-
-# A server of the user's own as an older mux started it: its port shared with no one.
-OLDER_SERVER = r"""
-import json, os, socket, sys
-listener = socket.socket()
-listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(("127.0.0.1", int(sys.argv[1])))
-listener.listen(16)
-print("listening", flush=True)
-status = json.dumps({"service": "mux", "protocol_version": 1, "version": "0.0.1",
-                     "pid": os.getpid(), "started_at": "2026-12-01T00:00:00Z"}).encode()
-while True:
-    connection, _ = listener.accept()
-    request = connection.recv(65536)
-    if request.startswith(b"POST /api/shutdown"):
-        connection.sendall(b"HTTP/1.0 202 Accepted\r\nContent-Length: 2\r\n\r\n{}")
-        connection.close()
-        break
-    head = b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-    connection.sendall(head % len(status) + status)
-    connection.close()
-"""
 
 
 def free_port() -> int:
@@ -173,7 +97,7 @@ def test_a_squatter_naming_its_program_is_not_yours_and_nothing_of_it_runs(
     it nothing, print no restart command for it, and never run its program."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    impostor = as_other_user(IMPOSTOR, str(port), str(squatter_program))
+    impostor = as_other_user(STATUS_SERVER, str(port), "1", str(squatter_program), "hold")
     try:
         assert impostor.stdout is not None and impostor.stdout.readline() == "listening\n"
         restart = mux("server", "restart", "--url", url)
@@ -233,7 +157,9 @@ def test_another_user_taking_the_port_of_an_older_server_is_no_failed_start(
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}
     older = subprocess.Popen(
-        [sys.executable, "-c", OLDER_SERVER, str(port)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", STATUS_SERVER, str(port), "1", "", "exit"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     squatter = None
     try:
