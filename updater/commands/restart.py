@@ -55,10 +55,8 @@ from updater.core.userstate import (
 from updater.errors import EXIT_RESTART_FELL_BACK, MuxError, NotYoursError, PolicyError
 from updater.install import inuse
 from updater.install.layout import Layout, resolve_layout
-from updater.install.transaction import kept_executable
 from updater.servers import control, takeover
 from updater.servers.status import ServerReport, query_server, with_executable
-from updater.trust.smoke import run_kept_build
 
 
 class RestartFellBack(MuxError):
@@ -175,6 +173,12 @@ def _start_again(
     try:
         executable = None  # this running build
         if fallback.layout is not None:
+            # deferred (+130 ms, 18 modules: the install's transaction and the smoke test,
+            # hashlib and packaging with them): only a restart that failed starts a kept
+            # build, and `mux server restart` that succeeds does without them
+            from updater.install.transaction import kept_executable
+            from updater.trust.smoke import run_kept_build
+
             executable = kept_executable(
                 fallback.layout,
                 fallback.version,
