@@ -33,10 +33,9 @@ from updater.core.retention import (
     rollback_choice,
     settle,
 )
-from updater.core.verdicts import server_verdicts
+from updater.core.verdicts import ServerReport, server_verdicts
 from updater.errors import UsageError
 from updater.protocol import StatusLine
-from updater.servers.status import ServerReport
 
 LATEST = ReleaseRequest.latest()
 LATEST_DOWN = ReleaseRequest.latest(allow_downgrade=True)

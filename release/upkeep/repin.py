@@ -59,10 +59,11 @@ from updater.core.request import Decision, ReleaseRequest
 from updater.errors import MuxError, NetworkError, ParseError, UsageError, VerificationError
 from updater.files import write_temp_beside
 from updater.formats.models import SUMS_NAME, parse_sha256sums
-from updater.sources.base import BUNDLE_LIMIT, PublishedAsset, ReleaseSource
+from updater.sources.base import BUNDLE_LIMIT, ReleaseSource
 from updater.sources.github import GITHUB_WEB, GitHubSource, github_download_url
 from updater.sources.opener import open_source
 from updater.trust.attestation import AttestationIdentity, AttestationReport, verify_attestation
+from updater.trust.source import PublishedAsset
 from updater.trust.trust_policy import sigstore_root
 
 if TYPE_CHECKING:

@@ -31,10 +31,9 @@ if TYPE_CHECKING:
     from updater.core.release_notes import ReleaseNotes
     from updater.core.report import CheckReport
     from updater.core.retention import KeptVersion
-    from updater.core.verdicts import ServerVerdict
+    from updater.core.verdicts import ServerReport, ServerVerdict
     from updater.errors import MuxError
     from updater.net.progress import Progress
-    from updater.servers.status import ServerReport
 
 REPORT_SCHEMA = 1
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from updater.config.buildinfo import BuildInfo
     from updater.config.settings import Settings
     from updater.core.retention import KeptVersion
-    from updater.servers.status import ServerReport
+    from updater.core.verdicts import ServerReport
 
 
 def check(

@@ -52,11 +52,12 @@ from updater.core.userstate import (
     with_rollback,
     without_failure,
 )
+from updater.core.verdicts import ServerReport
 from updater.errors import EXIT_RESTART_FELL_BACK, MuxError, NotYoursError, PolicyError
 from updater.install import inuse
 from updater.install.layout import Layout, resolve_layout
 from updater.servers import control, takeover
-from updater.servers.status import ServerReport, query_server, with_executable
+from updater.servers.status import query_server, with_executable
 
 
 class RestartFellBack(MuxError):

@@ -14,7 +14,7 @@ from updater._records import NamedTuple
 from updater.core.offer import ReleaseOffer
 from updater.core.request import Decision
 from updater.core.userstate import ROLLBACK_AFTER, UserState, Withheld, withheld
-from updater.core.verdicts import ServerVerdict, server_verdicts
+from updater.core.verdicts import ServerReport, ServerVerdict, server_verdicts
 from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, EXIT_UPDATE_AVAILABLE, EXIT_WITHDRAWN
 from updater.timestamps import rfc3339
 
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
     from updater.config.buildinfo import BuildInfo
     from updater.core.retention import KeptVersion
-    from updater.servers.status import ServerReport
 
 
 class Manager(NamedTuple):

@@ -3,6 +3,10 @@
 The one restart rule (:func:`needs_restart`): a server must be restarted to work with a mux
 that speaks another protocol; a server of another version at the same protocol keeps working
 (compatible), and is told how to move when convenient.
+
+What one server answered is a :class:`ServerReport`: :mod:`updater.servers.status` fills it,
+and the verdicts here and the check's report (:mod:`updater.core.report`) read it, so the
+record sits beside those users, not above them with the client that asks.
 """
 
 from __future__ import annotations
@@ -12,8 +16,54 @@ from updater._records import NamedTuple
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from typing import Any, Literal
 
-    from updater.servers.status import ServerReport
+    from updater.protocol import StatusLine
+
+    ServerState = Literal[
+        "live", "stale", "hung", "garbage", "foreign", "no-protocol", "not-yours", "error"
+    ]
+
+
+class ServerReport(NamedTuple):
+    """What one address answered: its state and, when it is a mux server, its status line.
+
+    ``executable`` is the resolved path of the build the server runs from: what its status
+    line says, else what the operating system says of the process behind the socket (the
+    kernel's peer credentials of a Unix socket, or the status line's pid), else None.
+    ``build_installed`` says whether that build is still on disk (None: unknown).
+    """
+
+    address: str
+    state: ServerState
+    status: StatusLine | None
+    detail: str
+    peer_pid: int | None = None  # the process listening on a Unix socket, as the kernel says
+    executable: str | None = None
+    executable_source: Literal["status-line", "os"] | None = None
+    build_installed: bool | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process: the kernel's word for a Unix socket, else the status line's."""
+        if self.peer_pid is not None:
+            return self.peer_pid
+        return self.status.pid if self.status else None
+
+    def to_json(self) -> dict[str, Any]:
+        status = self.status
+        return {
+            "address": self.address,
+            "state": self.state,
+            "detail": self.detail,
+            "status": status.to_json() if status else None,
+            "version": status.version if status else None,
+            "protocol_version": status.protocol_version if status else None,
+            "pid": self.pid,
+            "executable": self.executable or "unknown",
+            "executable_source": self.executable_source,
+            "build_installed": self.build_installed,
+        }
 
 
 class ServerVerdict(NamedTuple):

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from updater.core.retention import KeptVersion
-    from updater.servers.status import ServerReport
+    from updater.core.verdicts import ServerReport
 
 RECORD_NAME = "install.json"
 FILES_LIST_NAME = ".mux-files"

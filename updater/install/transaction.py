@@ -74,8 +74,8 @@ from updater.net.download import DOWNLOAD_PREFIX
 from updater.servers import status as servers
 
 if TYPE_CHECKING:
+    from updater.core.verdicts import ServerReport
     from updater.install.layout import UnpackedFiles
-    from updater.servers.status import ServerReport
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import time
 
 from updater._records import NamedTuple
 from updater.config.dirs import user_runtime_dir
+from updater.core.verdicts import ServerReport
 from updater.errors import MuxError, UsageError
 from updater.files import NotReadable, read_small_file
 from updater.locks import lock_holders
@@ -43,13 +44,10 @@ if TYPE_CHECKING:
     import http.client
     from collections.abc import Callable, Iterable, Mapping, Sequence
     from pathlib import Path
-    from typing import Any, Literal
+    from typing import Any
 
+    from updater.core.verdicts import ServerState
     from updater.protocol import StatusLine
-
-    ServerState = Literal[
-        "live", "stale", "hung", "garbage", "foreign", "no-protocol", "not-yours", "error"
-    ]
 
 SERVER_URL_ENV = "MUX_SERVER_URL"
 SOCKET_SUFFIX = ".sock"
@@ -122,47 +120,6 @@ class TcpAddress(NamedTuple):
 
 
 ServerAddress = UnixAddress | TcpAddress
-
-
-class ServerReport(NamedTuple):
-    """What one address answered: its state and, when it is a mux server, its status line.
-
-    ``executable`` is the resolved path of the build the server runs from: what its status
-    line says, else what the operating system says of the process behind the socket (the
-    kernel's peer credentials of a Unix socket, or the status line's pid), else None.
-    ``build_installed`` says whether that build is still on disk (None: unknown).
-    """
-
-    address: str
-    state: ServerState
-    status: StatusLine | None
-    detail: str
-    peer_pid: int | None = None  # the process listening on a Unix socket, as the kernel says
-    executable: str | None = None
-    executable_source: Literal["status-line", "os"] | None = None
-    build_installed: bool | None = None
-
-    @property
-    def pid(self) -> int | None:
-        """The server's process: the kernel's word for a Unix socket, else the status line's."""
-        if self.peer_pid is not None:
-            return self.peer_pid
-        return self.status.pid if self.status else None
-
-    def to_json(self) -> dict[str, Any]:
-        status = self.status
-        return {
-            "address": self.address,
-            "state": self.state,
-            "detail": self.detail,
-            "status": status.to_json() if status else None,
-            "version": status.version if status else None,
-            "protocol_version": status.protocol_version if status else None,
-            "pid": self.pid,
-            "executable": self.executable or "unknown",
-            "executable_source": self.executable_source,
-            "build_installed": self.build_installed,
-        }
 
 
 def parse_server_address(text: str) -> ServerAddress:

@@ -4,6 +4,8 @@ Every source is a :class:`ReleaseSource`: it finds tags, reads a release's small
 downloads its archives and, where it can, lists GitHub's asset digests and finds attestations
 by digest. It also declares what a trust policy must demand of its releases
 (:attr:`~ReleaseSource.signature_required`, :attr:`~ReleaseSource.attestation_required`).
+What the trust layers read of it is :class:`updater.trust.source.ReleaseFiles`, the interface
+beside them, which this base implements (the records it lists assets in live there too).
 Nothing outside :mod:`updater.sources` opens an HTTP client for releases or asks which kind
 a source is: :func:`updater.sources.opener.open_source` picks one.
 """
@@ -12,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from updater.errors import (
     NetworkError,
@@ -23,6 +25,7 @@ from updater.formats import models
 from updater.net.client import HttpClient
 from updater.net.download import Downloaded, download
 from updater.trust.layers import LAYER_TUF, layer_failure
+from updater.trust.source import ReleaseListing
 
 if TYPE_CHECKING:
     from updater.core.request import ReleaseRequest
@@ -38,20 +41,6 @@ BUNDLE_LIMIT = 16 * 1024 * 1024
 
 # Checks that a string is a release tag (raises ParseError when not).
 TagRule = Callable[[str], object]
-
-
-class PublishedAsset(NamedTuple):
-    """An asset as the release page lists it (GitHub's API), before anything is downloaded."""
-
-    name: str
-    size: int | None
-    sha256: str | None  # GitHub's own digest (absent on releases made before 2025-06)
-
-
-class ReleaseListing(NamedTuple):
-    tag: str
-    draft: bool
-    assets: Mapping[str, PublishedAsset]
 
 
 class ReleaseSource(ABC):

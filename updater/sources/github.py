@@ -33,16 +33,10 @@ from updater.formats import models, snappy
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
 from updater.net.refusals import RateLimits
-from updater.sources.base import (
-    BUNDLE_LIMIT,
-    SMALL_FILE_LIMIT,
-    PublishedAsset,
-    ReleaseListing,
-    ReleaseSource,
-    TagRule,
-)
+from updater.sources.base import BUNDLE_LIMIT, SMALL_FILE_LIMIT, ReleaseSource, TagRule
 from updater.sources.etags import ConditionalCache, etag_cache_dir
 from updater.sources.tuf_index import TufIndex
+from updater.trust.source import PublishedAsset, ReleaseListing
 from updater.urls import (
     GITHUB_WEB,
     check_url_scheme,

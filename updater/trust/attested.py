@@ -26,12 +26,12 @@ from updater.trust.trust_policy import TrustPolicy
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from updater.sources.base import ReleaseSource
     from updater.trust.attestation_worker import AttestationWorker
+    from updater.trust.source import ReleaseFiles
 
 
 def verify_release_attestation(
-    source: ReleaseSource,
+    source: ReleaseFiles,
     release: VerifiedRelease,
     sha256: str,
     policy: TrustPolicy,
@@ -116,9 +116,7 @@ def verify_release_attestation(
     )
 
 
-def _listed_bundle(
-    source: ReleaseSource, release: VerifiedRelease, name: str, listed: str
-) -> bytes:
+def _listed_bundle(source: ReleaseFiles, release: VerifiedRelease, name: str, listed: str) -> bytes:
     """The bundle the signed ``SHA256SUMS`` lists, exactly as listed."""
     try:
         bundle = source.fetch(release.tag, name)
@@ -158,7 +156,7 @@ class AttestationInBackground:
 
     def __init__(
         self,
-        source: ReleaseSource,
+        source: ReleaseFiles,
         release: VerifiedRelease,
         sha256: str,
         policy: TrustPolicy,
@@ -177,7 +175,7 @@ class AttestationInBackground:
 
     def _run(
         self,
-        source: ReleaseSource,
+        source: ReleaseFiles,
         release: VerifiedRelease,
         policy: TrustPolicy,
         worker: AttestationWorker | None,

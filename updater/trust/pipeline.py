@@ -63,12 +63,12 @@ if TYPE_CHECKING:
 
     from updater.install.layout import KeptBuild, UnpackedFiles
     from updater.net.progress import Progress
-    from updater.sources.base import ReleaseSource
     from updater.trust.attestation_worker import AttestationWorker
+    from updater.trust.source import ReleaseFiles
 
 
 def verify_release_metadata(
-    source: ReleaseSource, tag: str, policy: TrustPolicy, log: VerificationLog
+    source: ReleaseFiles, tag: str, policy: TrustPolicy, log: VerificationLog
 ) -> VerifiedRelease:
     """Layers 1 and 2 for ``SHA256SUMS`` and ``manifest.json`` of the release ``tag``.
 
@@ -112,7 +112,7 @@ def verify_release_metadata(
 
 
 def verify_release_files(
-    source: ReleaseSource,
+    source: ReleaseFiles,
     release: VerifiedRelease,
     asset: models.ManifestAsset,
     policy: TrustPolicy,
@@ -285,7 +285,7 @@ class _Built(NamedTuple):
 
 
 def _via_delta(
-    source: ReleaseSource,
+    source: ReleaseFiles,
     release: VerifiedRelease,
     asset: models.ManifestAsset,
     policy: TrustPolicy,
@@ -422,7 +422,7 @@ class _Counted:
 
 
 def _same_as_published(
-    source: ReleaseSource, tag: str, name: str, sha256: str, downloaded: int, *, asked: bool
+    source: ReleaseFiles, tag: str, name: str, sha256: str, downloaded: int, *, asked: bool
 ) -> None:
     """GitHub's own digest of a release file, where it gives one, must be ``sha256``."""
     try:
@@ -448,7 +448,7 @@ def _empty(folder: Path) -> None:
 
 
 def _check_signed_archive(
-    source: ReleaseSource, tag: str, asset: models.ManifestAsset, signed: str
+    source: ReleaseFiles, tag: str, asset: models.ManifestAsset, signed: str
 ) -> None:
     """From a TUF source, the archive's target must give the length, the sha256 and the
     target triple the manifest and ``SHA256SUMS`` give (wrong software for this target, or a
@@ -474,7 +474,7 @@ def _check_signed_archive(
 
 
 def _published_digest(
-    source: ReleaseSource, tag: str, name: str, policy: TrustPolicy, log: VerificationLog
+    source: ReleaseFiles, tag: str, name: str, policy: TrustPolicy, log: VerificationLog
 ) -> str | None:
     """GitHub's own digest of ``name``, when the source lists one."""
     try:

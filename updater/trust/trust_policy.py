@@ -30,7 +30,7 @@ from updater.urls import GITHUB_WEB, is_loopback_host
 if TYPE_CHECKING:
     from updater.config.buildinfo import BuildInfo
     from updater.config.settings import Settings
-    from updater.sources.base import ReleaseSource
+    from updater.trust.source import ReleaseFiles
 
 
 def sigstore_root(settings: Settings) -> Path | None:
@@ -54,7 +54,7 @@ class TrustPolicy(NamedTuple):
     require_api_digests: bool = False  # an unreadable GitHub asset list fails (not skipped)
 
     @classmethod
-    def for_update(cls, source: ReleaseSource, build: BuildInfo, settings: Settings) -> TrustPolicy:
+    def for_update(cls, source: ReleaseFiles, build: BuildInfo, settings: Settings) -> TrustPolicy:
         """``mux update``: what the source demands, with the build's keys and identity.
 
         A signature is required from a source that demands one (a feed) and whenever the
