@@ -31,6 +31,7 @@ from updater.core.verdicts import restart_command_for
 from updater.errors import EXIT_NOT_YOURS, MuxError, NotYoursError, UsageError
 from updater.protocol import (
     SHUTDOWN_PATH,
+    StatusLine,
 )
 from updater.servers import owner
 from updater.servers.status import (
@@ -484,18 +485,8 @@ def _wait_until_live(
     latest: list[ServerReport] = []
 
     def answered() -> bool:
-        # Beside the server it replaces, each new connection reaches either one (the kernel
-        # spreads them): one that reached the old one (its pid, or a 401 for the new secret)
-        # is asked again at once rather than after the next pause.
-        for _ in range(OVERLAP_TRIES if replacing is not None else 1):
-            remaining = max(0.05, deadline - time.monotonic())
-            latest[:] = [query_server(target.display, timeout=min(DEFAULT_TIMEOUT, remaining))]
-            status = latest[0].status
-            if status is not None and replacing is not None and status.pid == replacing:
-                status = None  # the server being replaced
-            elif not (replacing is not None and latest[0].state == "error"):
-                break
-        if latest[0].state == "live" and status is not None:
+        status = _new_answer(target, deadline, replacing, latest)
+        if status is not None:
             if expect is not None and (status.version, status.protocol_version) != expect:
                 said = f"mux {status.version}, protocol {status.protocol_version}"
                 raise StartFailed(
@@ -525,6 +516,29 @@ def _wait_until_live(
             log_path=log_path,
         )
     return latest[0]
+
+
+def _new_answer(
+    target: ServerAddress, deadline: float, replacing: int | None, latest: list[ServerReport]
+) -> StatusLine | None:
+    """The status line of the server being started, once it answers (``latest`` keeps the
+    last report). Beside the server it replaces (``replacing``), nothing is asked until the
+    kernel names a second listener on the port; then each new connection reaches either
+    server (the kernel spreads them), so one that reached the old one (its pid, or a 401 for
+    the new secret) is asked again at once rather than after the next pause."""
+    if replacing is not None and isinstance(target, TcpAddress):
+        holders = owner.listeners(connect_host(target), target.port, with_pids=False)
+        if holders is not None and len(holders) < 2:
+            return None
+    for _ in range(OVERLAP_TRIES if replacing is not None else 1):
+        remaining = max(0.05, deadline - time.monotonic())
+        latest[:] = [query_server(target.display, timeout=min(DEFAULT_TIMEOUT, remaining))]
+        status = latest[0].status if latest[0].state == "live" else None
+        if status is not None and status.pid == replacing:
+            continue  # the server being replaced
+        if status is not None or replacing is None or latest[0].state != "error":
+            return status
+    return None
 
 
 def stop(address: Path | str, *, timeout: float = STOP_TIMEOUT) -> StopResult:
