@@ -304,15 +304,18 @@ def compared_rounds(other: Path, rounds: int) -> int:
             for name, checkout in checkouts.items():
                 mux_of(checkout, envs[name], "server", "stop", f"--{kind}", addresses[name])
             values = ratios(samples["this"], samples["other"])
+            cpu = [a / b for a, b in zip(samples["this"].cpu, samples["other"].cpu, strict=True)]
             what = "a Unix socket" if kind == "socket" else "a TCP port"
             print(
                 f"restart of {what}: this {describe_seconds(samples['this'].wall)}, "
                 f"{other.name} {describe_seconds(samples['other'].wall)}: {describe_ratio(values)}"
+                f" (CPU of the command: {describe_ratio(cpu)})"
             )
             record_ratio(
                 f"mux server restart of {what} (development mux)",
                 values,
                 f"the same command from {_commit_of(other)}",
+                value=f"CPU of the command {describe_ratio(cpu).strip()}",
                 target="within noise of the baseline",
             )
         for env in envs.values():
