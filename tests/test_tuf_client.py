@@ -5,8 +5,14 @@ leaves the trusted metadata as it was."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import os
+import re
+import shutil
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,17 +26,16 @@ from release.rehearsal.serve import serve_directory
 from tests.support.releases import default_keypair, make_feed
 from tests.support.tuf import forge
 from updater.config.settings import HttpSettings
-from updater.errors import NetworkError, VerificationError
+from updater.errors import MuxError, NetworkError, VerificationError
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
 from updater.sources.feed import FeedSource
-from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
+from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher, open_client
 from updater.sources.tuf_index import TufIndex, TufSpec
 from updater.trust.layers import VerificationLog
 from updater.trust.pipeline import verify_release_files, verify_release_metadata
 from updater.trust.trust_policy import TrustPolicy
 from updater.trust.tuf_client import TufClient
-from updater.trust.tuf_store import metadata_folder
 from updater.urls import url_origin
 
 DAY = 24 * 3600
@@ -127,22 +132,187 @@ def test_every_request_goes_through_mux_s_http_client(repo: Path, tmp_path: Path
     assert "/metadata/snapshot.json" not in seen and "/metadata/targets.json" not in seen
 
 
+def http_client(url: str, state: Path, root: bytes) -> TufClient:
+    """The TUF client ``mux update`` makes for the metadata at ``url`` (a loopback server),
+    its trusted metadata kept below the state dir ``state`` as mux keeps it."""
+    http = HttpClient(
+        policy=HostPolicy(allowed_hosts=frozenset({url_origin(url)})), plain_loopback_only=True
+    )
+    return open_client(f"{url}/metadata", str(state), root, client=http, lock_wait=5, clock_ahead=0)
+
+
+def kept(state: Path) -> list[Path]:
+    """The folders of trusted metadata below the state dir."""
+    return sorted(p for p in (state / "tuf").iterdir() if p.is_dir())
+
+
 def test_over_real_http_and_metadata_kept_per_repository(repo: Path, tmp_path: Path) -> None:
     with serve_directory(repo) as url:
+        assert http_client(url, tmp_path / "state", root_v1(repo)).refresh().tags() == [
+            "v0.1.0",
+            "v0.2.0",
+        ]
+    (folder,) = kept(tmp_path / "state")
+    assert (folder / "timestamp.json").stat().st_mode & 0o077 == 0
+    assert folder.stat().st_mode & 0o077 == 0
+
+
+def withdraw(repo: Path, keys: LocalKeys, tag: str = "v0.2.0") -> None:
+    tuf_repo.set_lifecycle(
+        repo,
+        tag,
+        {"withdrawn": {"reason": "bad"}},
+        keys.signers(keys.RELEASE),
+        keys.signers(keys.ONLINE),
+    )
+
+
+def lifecycle(signed, tag: str = "v0.2.0") -> dict:
+    return signed.files[f"{tag}/manifest.json"].facts.get("lifecycle") or {}
+
+
+def test_every_url_of_one_repository_shares_one_rollback_floor(
+    repo: Path, tmp_path: Path, keys: LocalKeys
+) -> None:
+    """Issue 35, finding 3: the floor was kept per URL, so the same repository under another
+    URL (a second mirror, ``localhost`` for ``127.0.0.1``) started again from root v1, and a
+    mirror holding an older, still valid timestamp hid a withdrawal already seen. The root
+    rotated since the bootstrap: the state still belongs to the root v1 the client starts
+    from."""
+    new = LocalKeys.generate(tmp_path / "new")
+    tuf_repo.rotate(
+        repo,
+        [tuf_repo.KeyChange(Root.type, add=[new.public("root-1")])],
+        keys.signers("root-1", "root-2") + new.signers("root-1"),
+    )
+    tuf_repo.refresh(repo, keys.signers(keys.ONLINE))
+    mirror = tmp_path / "mirror"
+    shutil.copytree(repo, mirror)  # a keyless mirror, synced before the withdrawal
+    withdraw(repo, keys)
+    state = tmp_path / "state"
+    with serve_directory(repo) as a, serve_directory(mirror) as b:
+        seen = http_client(a, state, root_v1(repo)).refresh()
+        assert seen.versions.root == 2 and lifecycle(seen)["withdrawn"] == {"reason": "bad"}
+        before = trusted_files(state)
+        # Alone, the mirror verifies: a fresh client takes it, the withdrawal unseen.
+        alone = http_client(b, tmp_path / "fresh", root_v1(repo)).refresh()
+        assert "withdrawn" not in lifecycle(alone)
+        # After the withdrawal was seen at A, the mirror's older state is a rollback.
+        with pytest.raises(VerificationError) as refused:
+            http_client(b, state, root_v1(repo)).refresh()
+        line = one_line(refused)
+        assert "timestamp metadata" in line and "went back" in line
+        assert trusted_files(state) == before
+        # localhost for 127.0.0.1: the same server, the same repository, the same state.
+        same = a.replace("127.0.0.1", "localhost")
+        assert lifecycle(http_client(same, state, root_v1(repo)).refresh())["withdrawn"]
+    assert len(kept(state)) == 1
+
+
+def test_repositories_with_different_roots_keep_apart(
+    repo: Path, tmp_path: Path, keys: LocalKeys
+) -> None:
+    for _ in range(3):
+        tuf_repo.refresh(repo, keys.signers(keys.ONLINE))
+    other_keys = LocalKeys.generate(tmp_path / "other-keys")
+    other = make_feed(tmp_path / "other", ["0.1.0"]).path
+    tuf_repo.create_local(other, other_keys)
+    tuf_repo.publish_feed(
+        other, other_keys.signers(other_keys.RELEASE), other_keys.signers(other_keys.ONLINE)
+    )
+    state = tmp_path / "state"
+    with serve_directory(repo) as a, serve_directory(other) as b:
+        first = http_client(a, state, root_v1(repo)).refresh()
+        second = http_client(b, state, root_v1(other)).refresh()
+    # The other repository's timestamp is lower, and no rollback: its state is its own.
+    assert second.versions.timestamp < first.versions.timestamp
+    assert second.tags() == ["v0.1.0"] and first.tags() == ["v0.1.0", "v0.2.0"]
+    assert len(kept(state)) == 2
+
+
+def earlier_folder(state: Path, url: str) -> Path:
+    """Where mux up to a152f27 kept the trusted metadata of ``<url>/metadata``: per URL."""
+    text = f"{url}/metadata"
+    readable = re.sub(r"[^A-Za-z0-9.-]+", "_", text.split("://", 1)[-1]).strip("_")[-60:]
+    return state / "tuf" / f"{readable}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def test_the_state_an_earlier_mux_kept_per_url_is_carried_over(
+    repo: Path, tmp_path: Path, keys: LocalKeys
+) -> None:
+    """The first run of the per-repository layout starts from the highest floor the earlier
+    per-URL folders of the repository reached (they stay as they were); so does a client
+    bootstrapped from a later root of a repository it already follows."""
+    mirror = tmp_path / "mirror"
+    shutil.copytree(repo, mirror)
+    withdraw(repo, keys)
+    state = tmp_path / "state"
+    with serve_directory(repo) as a, serve_directory(mirror) as b:
+        earlier = {url: earlier_folder(state, url) for url in (b, a)}
+        for url, folder in earlier.items():
+            http = HttpClient(
+                policy=HostPolicy(allowed_hosts=frozenset({url_origin(url)})),
+                plain_loopback_only=True,
+            )
+            client = TufClient(
+                f"{url}/metadata", str(folder), fetcher=HttpFetcher(http), bootstrap=root_v1(repo)
+            )
+            client.refresh()
+        held = {url: trusted_files(folder) for url, folder in earlier.items()}
+        # An earlier mux refreshing A's folder holds its lock: the copy waits for it.
+        busy = os.open(earlier[a], os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(busy, fcntl.LOCK_EX)
+        threading.Timer(0.5, os.close, [busy]).start()
+        started = time.monotonic()
+        with pytest.raises(VerificationError) as refused:
+            http_client(b, state, root_v1(repo)).refresh()
+        assert time.monotonic() - started >= 0.5
+        assert "timestamp metadata" in one_line(refused) and "went back" in one_line(refused)
+        (first,) = set(kept(state)) - set(earlier.values())
+        assert trusted_files(first)["timestamp.json"] == held[a]["timestamp.json"]
+        assert {url: trusted_files(folder) for url, folder in earlier.items()} == held
+
+        # Root v2 is published; the client that started from v1 follows it at A. A build (or
+        # a machine policy) that starts from root v2 then shares the floor reached with v1.
+        tuf_repo.rotate(repo, [tuf_repo.KeyChange(Root.type)], keys.signers("root-1", "root-2"))
+        assert http_client(a, state, root_v1(repo)).refresh().versions.root == 2
+        root_v2 = (repo / "metadata" / "2.root.json").read_bytes()
+        with pytest.raises(VerificationError) as refused:
+            http_client(b, state, root_v2).refresh()
+        assert "went back" in one_line(refused)
+    (second,) = set(kept(state)) - set(earlier.values()) - {first}
+    assert trusted_files(second)["timestamp.json"] == trusted_files(first)["timestamp.json"]
+
+
+NOBODY = 65534
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make files another user owns")
+def test_trusted_metadata_another_user_owns_is_never_used(
+    repo: Path, tmp_path: Path, keys: LocalKeys
+) -> None:
+    """A folder of the state dir that is not this user's is neither carried over nor read."""
+    mirror = tmp_path / "mirror"
+    shutil.copytree(repo, mirror)
+    withdraw(repo, keys)
+    state = tmp_path / "state"
+    with serve_directory(repo) as a, serve_directory(mirror) as b:
+        theirs = earlier_folder(state, a)
         http = HttpClient(
-            policy=HostPolicy(allowed_hosts=frozenset({url_origin(url)})),
-            plain_loopback_only=True,
+            policy=HostPolicy(allowed_hosts=frozenset({url_origin(a)})), plain_loopback_only=True
         )
-        folder = metadata_folder(str(tmp_path / "state"), f"{url}/metadata")
-        client = TufClient(
-            f"{url}/metadata", folder, fetcher=HttpFetcher(http), bootstrap=root_v1(repo)
-        )
-        assert client.refresh().tags() == ["v0.1.0", "v0.2.0"]
-        http.close()
-    assert Path(folder).parent == tmp_path / "state" / "tuf"
-    assert (Path(folder) / "timestamp.json").stat().st_mode & 0o077 == 0
-    other = metadata_folder(str(tmp_path / "state"), "https://other.example/metadata")
-    assert other != folder
+        TufClient(
+            f"{a}/metadata", str(theirs), fetcher=HttpFetcher(http), bootstrap=root_v1(repo)
+        ).refresh()
+        for path in [theirs, *theirs.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY, follow_symlinks=False)
+        # Its floor is not taken: the older mirror is read as by a fresh client.
+        assert "withdrawn" not in lifecycle(http_client(b, state, root_v1(repo)).refresh())
+        (mine,) = set(kept(state)) - {theirs}
+        os.chown(mine, NOBODY, NOBODY)
+        with pytest.raises(MuxError) as refused:
+            http_client(a, state, root_v1(repo)).refresh()
+        assert f"belongs to another user (uid {NOBODY})" in one_line(refused)
 
 
 def test_a_build_with_root_v1_follows_three_rotations_one_revoking_a_key(

@@ -13,6 +13,7 @@ import pytest
 
 from release.publish import tuf_repo
 from tests.support.installs import Install, snapshot
+from tests.support.releases import serve_directory
 from tests.support.tuf import TufFeed, feed, forge, installed, served
 from tests.test_lifecycle_feed import check
 from tests.test_lifecycle_feed import mux_release as signed_feed_command
@@ -116,6 +117,35 @@ def test_a_mirror_that_hides_a_withdrawal_is_refused_once_its_timestamp_expires(
     rolled_back = installed.run("update", "--check")
     assert rolled_back.returncode == EXIT_VERIFICATION, rolled_back.stdout + rolled_back.stderr
     assert "timestamp" in rolled_back.stderr and "Traceback" not in rolled_back.stderr
+
+
+def test_a_mirror_at_another_url_cannot_hide_a_withdrawal_already_seen(
+    installed: Install, feed: TufFeed, tmp_path: Path
+) -> None:
+    """Issue 35, finding 3: the rollback floor was kept per URL, so the same repository at
+    a second URL (a mirror synced before the withdrawal, its timestamp still valid) started
+    again from root v1, and ``mux update`` installed the withdrawn release. The floor is the
+    repository's: at any URL, its older state is a rollback."""
+    mirror = shutil.copytree(feed.path, tmp_path / "mirror")  # releases and metadata, as synced
+    verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad")
+    seen, doc = check(installed)  # at the feed's own URL: the withdrawal is seen
+    assert seen.returncode == 0, seen.stdout + seen.stderr
+    assert doc["lifecycle"]["origin"].startswith("the signed TUF targets of ")
+    before = snapshot(installed.home, installed.bin_dir)
+    with serve_directory(mirror) as other:
+        at_mirror = Install(
+            installed.home, installed.bin_dir, {**installed.env, "MUX_UPDATE_SOURCE": other}
+        )
+        result = at_mirror.run("update")
+        assert result.returncode == EXIT_VERIFICATION, result.stdout + result.stderr
+        assert "timestamp metadata" in result.stderr and "went back" in result.stderr
+        assert "Traceback" not in result.stderr
+        checked = at_mirror.run("update", "--check")
+        assert checked.returncode == EXIT_VERIFICATION, checked.stdout + checked.stderr
+    after = snapshot(installed.home, installed.bin_dir)
+    for state in (before, after):
+        state.pop(str(installed.home / ".lock"), None)
+    assert after == before and installed.active() == "0.1.0"
 
 
 def test_a_halt_signed_in_tuf_holds_the_release_and_resume_offers_it(

@@ -33,7 +33,7 @@ from updater.errors import NetworkError, VerificationError
 from updater.net.client import HttpClient
 from updater.net.progress import NoProgress
 from updater.trust.tuf_client import RememberingFetcher, TufClient
-from updater.trust.tuf_store import metadata_folder
+from updater.trust.tuf_store import repository_folder
 
 
 class HttpFetcher(RememberingFetcher):
@@ -149,13 +149,15 @@ def open_client(
     clock_ahead: float,
 ) -> TufClient:
     """The TUF client of one repository: through ``client`` (a URL) or from a folder, its
-    trusted metadata kept per repository below the user's ``state_dir``."""
+    trusted metadata kept per repository below the user's ``state_dir``: by the root it is
+    bootstrapped from, so every URL of the repository shares one rollback floor."""
     fetcher = HttpFetcher(client) if client is not None else FolderFetcher()
     return TufClient(
         metadata_url,
-        metadata_folder(state_dir, metadata_url),
+        repository_folder(state_dir, root),
         fetcher=fetcher,
         bootstrap=root,
         lock_wait=lock_wait,
         clock_ahead=clock_ahead,
+        carry_over_state=True,
     )

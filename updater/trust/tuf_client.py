@@ -2,7 +2,9 @@
 
 :class:`TufClient` wraps one :class:`tuf.ngclient.Updater` (:class:`~updater.trust.tuf_store.StoredUpdater`,
 mux's storage rules) for one repository: its metadata URL (or folder), the folder of metadata
-this machine trusts for it, the fetcher every request goes through
+this machine trusts for it (in the state dir, one per repository whatever its URL, which first
+takes what an earlier folder of the same repository kept: ``carry_over_state``,
+:func:`~updater.trust.tuf_store.carry_over`), the fetcher every request goes through
 (:mod:`updater.sources.tuf_fetcher`) and the root it is bootstrapped with (the one baked into the
 build, or one the machine policy names: never the cached ``root.json``, whose chain from that
 root is walked again on every refresh). :meth:`TufClient.refresh` runs the specification's
@@ -37,7 +39,7 @@ from tuf.ngclient import FetcherInterface, UpdaterConfig
 
 from updater.errors import MuxError, NetworkError, VerificationError
 from updater.timestamps import utc_text
-from updater.trust.tuf_store import StoredUpdater, refreshing
+from updater.trust.tuf_store import StoredUpdater, carry_over, refreshing
 from updater.trust.tuf_targets import ROOT_LIMIT, RoleVersions, SignedFile, SignedTargets
 
 if TYPE_CHECKING:
@@ -94,6 +96,7 @@ class TufClient:
         lock_wait: float = 10.0,
         name: str | None = None,
         clock_ahead: float = 0.0,
+        carry_over_state: bool = False,
     ) -> None:
         self.metadata_url = metadata_url.rstrip("/")
         self.metadata_dir = metadata_dir
@@ -103,6 +106,7 @@ class TufClient:
         self._target_dir = target_dir
         self._target_base_url = target_base_url
         self._lock_wait = lock_wait
+        self._carry_over = carry_over_state
         self._clock_ahead = timedelta(seconds=max(0.0, clock_ahead))
         self._config = UpdaterConfig(
             root_max_length=ROOT_LIMIT,
@@ -132,6 +136,8 @@ class TufClient:
     def _refresh(self, *, list_targets: bool) -> SignedTargets | None:
         with refreshing(self.metadata_dir, wait=self._lock_wait):
             try:
+                if self._carry_over and self._bootstrap is not None:
+                    carry_over(self.metadata_dir, self._bootstrap, wait=self._lock_wait)
                 updater = self._updater = StoredUpdater(
                     self.metadata_dir,
                     self.metadata_url + "/",
