@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket as socket_module
 import threading
 import time
 from pathlib import Path
@@ -197,6 +198,43 @@ def test_a_restart_into_a_build_that_cannot_serve_brings_the_old_build_back(
 @pytest.fixture(scope="module")
 def exiting_feed(tmp_path_factory: pytest.TempPathFactory, keypair: KeyPair, healthy_old: Path):
     return feed_with(tmp_path_factory.mktemp("exiting"), keypair, healthy_old, "exit")
+
+
+def test_a_tcp_restart_into_a_build_that_cannot_serve_never_stops_the_old_server(
+    tmp_path: Path, sandbox_env: dict[str, str], keypair: KeyPair, exiting_feed: Path
+) -> None:
+    """On a TCP port (Linux) the new server starts beside the old one: when it does not come
+    up, the old one was never stopped, keeps its pid and its secret, and its log is where it
+    was; the failed start is recorded as on a socket."""
+    feed = tmp_path / "feed"
+    shutil.copytree(exiting_feed, feed)
+    mux = bootstrap(
+        tmp_path, sandbox_env, source=str(feed), version=OLD, public_key=keypair.public_key
+    )
+    with socket_module.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    started = mux.run("server", "start", "--url", url)
+    assert started.returncode == 0, started.stderr
+    env_dir = mux.env["XDG_RUNTIME_DIR"]
+    os.environ["XDG_RUNTIME_DIR"] = env_dir  # this process asks with the same secret
+    try:
+        old = query_server(url).status
+        assert old is not None
+        update_to_new(mux, keypair)
+        result = mux.run("server", "restart", "--url", url)
+        assert result.returncode == EXIT_RESTART_FELL_BACK, (result.stdout, result.stderr)
+        line = one_line(result)
+        assert f"still serves there (pid {old.pid}): it was never stopped" in line, line
+        now = query_server(url)  # the secret file is the old server's again
+        assert now.state == "live" and now.status is not None and now.status.pid == old.pid
+        log = Path(env_dir) / "mux" / f"tcp-{url.rsplit(':', 1)[1]}.log"
+        assert f"pid {old.pid}" in log.read_text() and Path(f"{log}.failed").is_file()
+        [failed] = check_json(mux, keypair)["failed_versions"]
+        assert (failed["version"], failed["failed_starts"]) == (NEW, 1)
+        assert processes_of(mux.home / "versions" / NEW) == []
+    finally:
+        mux.run("server", "stop", "--url", url)
 
 
 def test_two_failed_starts_move_the_link_back_and_nothing_offers_the_version_again(

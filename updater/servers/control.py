@@ -426,7 +426,7 @@ def start(
         _terminate(process)
         failed.log_path = _keep_failed_log(log_path)
         failed.hint = f"full log: {failed.log_path}"
-        held = held_by(target)
+        held = held_by(target) if replacing is None else None  # (else: the old one, ours)
         if held is not None or failed.server_exit == EXIT_NOT_YOURS:
             raise AddressHeld(
                 f"{target.display} is held by {held or 'a socket that does not listen'}, "
