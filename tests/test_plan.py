@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
+from updater.cli.render import server_status_lines, verdict_document
 from updater.config.buildinfo import BuildInfo
 from updater.core.notices import (
     EVENT_RESTART_NEEDED,
@@ -251,6 +252,27 @@ def test_server_verdicts_against_the_current_version(
 def test_a_loopback_server_is_restarted_by_url() -> None:
     (verdict,) = server_verdicts([live("http://127.0.0.1:7070", 1)], running_protocol=2)
     assert verdict.restart_command == "mux server restart --url http://127.0.0.1:7070"
+
+
+@pytest.mark.parametrize(
+    ("executable", "known", "expected"),
+    [
+        ("/home/u/.mux/versions/1.0.0/mux", {"/home/u/.mux/versions/1.0.0/mux"}, True),
+        ("/tmp/theirs/mux", {"/home/u/.mux/versions/1.0.0/mux"}, False),
+        (None, {"/home/u/.mux/versions/1.0.0/mux"}, False),  # it says nothing of its build
+        ("/tmp/theirs/mux", None, None),  # not asked
+    ],
+)
+def test_a_build_mux_does_not_know_is_said_so_and_never_run(
+    executable: str | None, known: set[str] | None, expected: bool | None
+) -> None:
+    report = live("/a.sock", 1)._replace(executable=executable)
+    known_builds = frozenset(known) if known is not None else None
+    (verdict,) = server_verdicts([report], running_protocol=1, known_builds=known_builds)
+    assert verdict.build_known is expected
+    lines = server_status_lines([verdict], 1, "0.1.0")
+    assert ("not a build of this install" in lines[0]) is (expected is False)
+    assert verdict_document(verdict)["build_known"] is expected
 
 
 def _offer(decision: Decision, asset: bool = True) -> ReleaseOffer:

@@ -94,6 +94,7 @@ def verdict_document(verdict: ServerVerdict) -> dict[str, Any]:
         "restart_command": verdict.restart_command,
         "compatible": verdict.compatible,
         "build_deleted": verdict.build_deleted,
+        "build_known": verdict.build_known,
     }
 
 
@@ -127,6 +128,8 @@ def server_status_lines(
         report = verdict.report
         if report.state == "live" and report.status is not None:
             line = f"{report.address}: live, {describe_live(report)}, from {report.executable or 'unknown'}"
+            if verdict.build_known is False:
+                line += " (not a build of this install: a restart starts this mux's own)"
             if verdict.build_deleted:
                 line += f"; {_build_deleted_text(verdict)}"
             elif report.status.protocol_version != protocol_version:

@@ -7,6 +7,7 @@ Every failure is one line on stderr with the exit code of its :class:`MuxError`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from updater.config.settings import Settings, load, load_for, user_config_path
 from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.daemon.background import run_check_child
 from updater.errors import MuxError, PolicyError, UsageError
+from updater.install.layout import resolve_layout
 from updater.servers.control import start, stop
 from updater.servers.status import (
     DEFAULT_SOCKET_NAME,
@@ -184,8 +186,24 @@ def _verdicts(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
 
     info = buildinfo.current()
     return server_verdicts(
-        reports, running_protocol=info.protocol_version, current_version=info.version
+        reports,
+        running_protocol=info.protocol_version,
+        current_version=info.version,
+        known_builds=_known_builds(info),
     )
+
+
+def _known_builds(info: buildinfo.BuildInfo) -> frozenset[str]:
+    """The builds mux knows by itself: the running one and each version of this install."""
+    known = {buildinfo.executable()}
+    with contextlib.suppress(MuxError):
+        home = os.environ.get("MUX_HOME") or None  # as the settings read it: --home is update's
+        layout = resolve_layout(home, None, development=info.development)
+        known.update(
+            os.path.realpath(os.path.join(layout.version_dir(version), "mux"))
+            for version in layout.installed_versions()
+        )
+    return frozenset(known)
 
 
 @server_app.command("status")

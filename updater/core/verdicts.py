@@ -81,6 +81,9 @@ class ServerVerdict(NamedTuple):
     restart_command: str | None
     compatible: bool = False
     build_deleted: bool = False
+    # Is the build it reports one mux knows by itself (a version of this install, or the
+    # running build)? None: not asked. A restart never runs another: it starts this mux's own.
+    build_known: bool | None = None
 
     @property
     def live(self) -> bool:
@@ -100,12 +103,14 @@ def server_verdicts(
     running_protocol: int,
     offered_protocol: int | None = None,
     current_version: str | None = None,
+    known_builds: frozenset[str] | None = None,
 ) -> tuple[ServerVerdict, ...]:
     """Which live servers speak another protocol than ``running_protocol`` (restart now) or
     than ``offered_protocol`` (restart after the update), which run a build that is gone,
     and which run another version than ``current_version`` at the same protocol
-    (compatible). Servers that did not answer with a status line need nothing: there is
-    nothing to compare."""
+    (compatible), and, given ``known_builds`` (the resolved executables of this install's
+    versions and of the running build), which run a build mux does not know. Servers that
+    did not answer with a status line need nothing: there is nothing to compare."""
     verdicts = []
     for report in reports:
         status = report.status
@@ -130,6 +135,9 @@ def server_verdicts(
                 restart_command=restart_command_for(report.address) if needs_command else None,
                 compatible=compatible,
                 build_deleted=deleted,
+                build_known=(
+                    None if known_builds is None else report.executable in known_builds
+                ),
             )
         )
     return tuple(verdicts)
