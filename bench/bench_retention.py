@@ -185,6 +185,7 @@ def in_process_check(mux, runtime: Path, runs: int) -> str:
 
     from updater.install.layout import Layout, read_record, server_holds
     from updater.servers import status as servers
+    from updater.servers.addresses import every_server_address
 
     layout = Layout(str(mux.home), str(mux.bin_dir))
     os.environ["XDG_RUNTIME_DIR"] = str(runtime.parent)
@@ -198,7 +199,7 @@ def in_process_check(mux, runtime: Path, runs: int) -> str:
         )
         base.append(time.perf_counter() - began)
         began = time.perf_counter()
-        reports = servers.query_all(servers.every_server_address(None))
+        reports = servers.query_all(every_server_address(None))
         holds = server_holds(layout, reports)
         settle(
             read_record(layout),

@@ -101,7 +101,14 @@ CACHED_CHECK_ALLOWED = {
     "updater.core.verdicts",
     "updater.core.report",
     "updater.core.retention",
+    # The status query and its parts, one job each (updater.servers.status): all of them
+    # standard library only, socket and the protocol only with a server to ask.
     "updater.servers.status",
+    "updater.servers.addresses",
+    "updater.servers.runtime",
+    "updater.servers.peer",
+    "updater.servers.proof",
+    "updater.servers.wire",
     "updater.config.settings",
     "updater.config.settings_record",  # its records, apart so the policy can name them
     "updater.timestamps",

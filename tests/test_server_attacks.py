@@ -47,7 +47,8 @@ from tests.support.users import (
 from updater.daemon.connections import REQUEST_DEADLINE
 from updater.errors import EXIT_NOT_YOURS
 from updater.servers import control
-from updater.servers.status import parse_server_address, query_server
+from updater.servers.addresses import parse_server_address
+from updater.servers.status import query_server
 from updater.servers.watch import open_watch
 
 __all__ = ["mux_runtime_dir", "other_users"]  # fixtures, imported for pytest

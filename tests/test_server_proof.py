@@ -22,7 +22,7 @@ from updater.daemon.hub import WatchHub
 from updater.daemon.server import _Service, _Stopper
 from updater.daemon.serverlog import ServerLog
 from updater.servers import owner
-from updater.servers.status import (
+from updater.servers.proof import (
     AUTHORIZATION,
     CHALLENGE_HEADER,
     CLIENT_LABEL,
@@ -30,9 +30,9 @@ from updater.servers.status import (
     PROOF_SCHEME,
     SERVER_LABEL,
     proof_mac,
-    query_server,
-    tcp_secret_path,
 )
+from updater.servers.runtime import tcp_secret_path
+from updater.servers.status import query_server
 
 __all__ = ["mux_runtime_dir"]  # a fixture, imported for pytest
 

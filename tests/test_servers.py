@@ -39,22 +39,20 @@ from tests.support.servers import (
 )
 from updater.cli.server import server_app
 from updater.config import buildinfo
-from updater.core.verdicts import restart_command_for
+from updater.core.verdicts import ServerReport, restart_command_for
 from updater.daemon import server as server_daemon
 from updater.errors import EXIT_USAGE, MuxError, UsageError
 from updater.protocol import StatusLine, StatusLineError, parse_status_line
 from updater.servers import control
-from updater.servers.status import (
-    ServerReport,
+from updater.servers.addresses import (
     TcpAddress,
     UnixAddress,
     discover_server_addresses,
-    http_request,
     parse_server_address,
-    query_all,
-    query_server,
-    runtime_dir,
 )
+from updater.servers.runtime import runtime_dir
+from updater.servers.status import query_all, query_server
+from updater.servers.wire import http_request
 
 __all__ = ["mux_runtime_dir"]  # the fixture, imported for pytest
 

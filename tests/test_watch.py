@@ -1086,7 +1086,8 @@ def test_the_first_line_is_the_status_line_a_plugin_checks(mux_runtime_dir):
     """A plugin written for the status-line contract checks `.service == "mux"` on the first
     line (jq here, as such plugins do): it is the server's status line itself, exactly what
     GET /api/status answers; the server's entry follows as an event."""
-    from updater.servers.status import UnixAddress, http_request
+    from updater.servers.addresses import UnixAddress
+    from updater.servers.wire import http_request
 
     _pid, path = start_mux_server(mux_runtime_dir, "plugin")
     process = subprocess.Popen(

@@ -34,7 +34,8 @@ from typing import Any, Literal
 
 import pytest
 
-from updater.servers.status import query_server, runtime_dir
+from updater.servers.runtime import runtime_dir
+from updater.servers.status import query_server
 
 FakeKind = Literal[
     "hung",  # listens, never accepts: the connection succeeds, no answer ever comes

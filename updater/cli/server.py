@@ -30,21 +30,14 @@ from updater.commands.autoinstall import run_auto_install
 from updater.commands.restart import run_restart
 from updater.config import buildinfo
 from updater.config.settings import Settings, load, load_for, user_config_path
-from updater.core.verdicts import ServerVerdict, server_verdicts
+from updater.core.verdicts import ServerReport, ServerVerdict, server_verdicts
 from updater.daemon.background import run_check_child
 from updater.errors import MuxError, PolicyError, UsageError
 from updater.install.layout import resolve_layout
+from updater.servers.addresses import SERVER_URL_ENV, UnixAddress, parse_server_address
 from updater.servers.control import start, stop
-from updater.servers.status import (
-    DEFAULT_SOCKET_NAME,
-    SERVER_URL_ENV,
-    ServerReport,
-    UnixAddress,
-    default_socket_path,
-    parse_server_address,
-    query_all,
-    runtime_dir,
-)
+from updater.servers.runtime import DEFAULT_SOCKET_NAME, default_socket_path, runtime_dir
+from updater.servers.status import query_all
 from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch, server_event
 
 server_app = typer.Typer(

@@ -42,7 +42,8 @@ from updater.core.userstate import withheld
 from updater.errors import MuxError
 from updater.net.metered import is_metered
 from updater.net.progress import NoProgress, Progress
-from updater.servers.status import every_server_address, query_all
+from updater.servers.addresses import every_server_address
+from updater.servers.status import query_all
 
 Metered = Callable[[], bool | None]
 

@@ -27,7 +27,8 @@ from updater.core.request import ReleaseRequest
 from updater.core.retention import movable_versions, recorded_signed_at
 from updater.errors import MuxError, UsageError
 from updater.install.layout import kept_versions, read_record, resolve_layout
-from updater.servers.status import query_all, retention_reports, server_addresses
+from updater.servers.addresses import server_addresses
+from updater.servers.status import query_all, retention_reports
 from updater.timestamps import rfc3339
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path

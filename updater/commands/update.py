@@ -42,7 +42,8 @@ from updater.formats.lifecycle import shown
 from updater.install import transaction as install
 from updater.install.layout import Layout, kept_builds, read_record, resolve_layout
 from updater.net.progress import NoProgress, Progress
-from updater.servers.status import query_reusing, server_addresses
+from updater.servers.addresses import server_addresses
+from updater.servers.status import query_reusing
 from updater.sources.feed_index import remember
 from updater.timestamps import utc_text
 from updater.trust.attestation_worker import early

@@ -79,6 +79,7 @@ from updater.protocol import (
     StatusLine,
 )
 from updater.servers import owner
+from updater.servers.addresses import TcpAddress, UnixAddress, connect_host
 from updater.servers.control import (
     ANSWERING,
     DIRECTORY_MODE,
@@ -93,23 +94,18 @@ from updater.servers.control import (
     open_own_file,
     write_secret_file,
 )
-from updater.servers.status import (
+from updater.servers.proof import (
     AUTHORIZATION,
     CHALLENGE_HEADER,
     CLIENT_LABEL,
-    DEFAULT_TIMEOUT,
     PROOF_HEADER,
     PROOF_SCHEME,
     SERVER_LABEL,
-    TcpAddress,
-    UnixAddress,
-    connect_host,
     proof_mac,
-    query_server,
-    read_tcp_secret,
-    runtime_dir,
-    tcp_secret_path,
 )
+from updater.servers.runtime import read_tcp_secret, runtime_dir, tcp_secret_path
+from updater.servers.status import query_server
+from updater.servers.wire import DEFAULT_TIMEOUT
 from updater.timestamps import rfc3339
 from updater.urls import is_loopback_host
 
@@ -197,7 +193,7 @@ class _Service:
         if refused is not None:
             return refused
         # The client's nonce, signed: how a server proves it is this user's where the
-        # kernel does not say who owns the port (updater.servers.status._Proof).
+        # kernel does not say who owns the port (updater.servers.proof.Proof).
         nonce = request.header(CHALLENGE_HEADER)
         if nonce is None or not _NONCE.fullmatch(nonce):
             return self._route(request, _WATCH_HEAD)

@@ -27,29 +27,24 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from updater.config.buildinfo import current_mux_command
-from updater.core.verdicts import restart_command_for
+from updater.core.verdicts import ServerReport, restart_command_for
 from updater.errors import EXIT_NOT_YOURS, MuxError, NotYoursError, UsageError
 from updater.protocol import (
     SHUTDOWN_PATH,
     StatusLine,
 )
 from updater.servers import owner
-from updater.servers.status import (
-    DEFAULT_TIMEOUT,
-    SOCKET_LOCK_SUFFIX,
-    NotHttp,
-    NotYours,
+from updater.servers.addresses import (
     ServerAddress,
-    ServerReport,
     TcpAddress,
     UnixAddress,
     connect_host,
-    http_request,
     parse_server_address,
-    query_server,
-    runtime_dir,
-    tcp_secret_path,
 )
+from updater.servers.proof import NotYours
+from updater.servers.runtime import SOCKET_LOCK_SUFFIX, runtime_dir, tcp_secret_path
+from updater.servers.status import query_server
+from updater.servers.wire import DEFAULT_TIMEOUT, NotHttp, http_request
 
 StopResult = Literal["stopped", "not-running"]
 DIRECTORY_MODE = 0o700

@@ -10,7 +10,7 @@ socket listening on a port (:func:`listeners`), with its uid and inode, for sayi
 an address and for a server to find out whether it listens alone.
 
 Elsewhere (macOS, the BSDs) the kernel is not asked here: the server proves itself with an
-HMAC of a fresh nonce under the owner's secret instead (:mod:`updater.servers.status`).
+HMAC of a fresh nonce under the owner's secret instead (:mod:`updater.servers.proof`).
 
 This module is on the status query's path: standard library only, nothing imported at the
 top beyond ``os``. The tables are read bounded (:data:`MAX_TABLE_BYTES`), a line at a time,

@@ -28,14 +28,11 @@ import socket
 import time
 from pathlib import Path
 
+from updater.core.verdicts import ServerReport
 from updater.errors import MuxError
 from updater.servers import control, owner
-from updater.servers.status import (
-    ServerReport,
-    TcpAddress,
-    connect_host,
-    read_tcp_secret,
-)
+from updater.servers.addresses import TcpAddress, connect_host
+from updater.servers.runtime import read_tcp_secret
 
 REPLACED_LOG_SUFFIX = ".replaced"  # <log>.replaced: the log of the server a restart replaced
 

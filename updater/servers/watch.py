@@ -13,7 +13,7 @@ import http.client
 from collections.abc import Iterator
 from typing import IO, Any
 
-from updater.core.verdicts import restart_command_for
+from updater.core.verdicts import ServerReport, restart_command_for
 from updater.errors import MuxError
 from updater.protocol import (
     MAX_WATCH_LINE,
@@ -23,22 +23,11 @@ from updater.protocol import (
     parse_status_line,
     parse_watch_event,
 )
-from updater.servers.status import (
-    PROOF_HEADER,
-    NonStandardJson,
-    NotYours,
-    Peer,
-    Proof,
-    ServerReport,
-    TcpAddress,
-    Watchdog,
-    open_connection,
-    parse_server_address,
-    query_server,
-    refused_detail,
-    strict_json,
-    with_executable,
-)
+from updater.servers.addresses import TcpAddress, parse_server_address
+from updater.servers.peer import Peer
+from updater.servers.proof import PROOF_HEADER, NotYours, Proof, refused_detail
+from updater.servers.status import NonStandardJson, query_server, strict_json, with_executable
+from updater.servers.wire import Watchdog, open_connection
 
 EVENT_SERVER_STOPPING = "server-stopping"
 EVENT_WATCH_DROPPED = "watch-dropped"
