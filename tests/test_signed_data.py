@@ -297,18 +297,18 @@ def test_trusted_keys_are_the_builds_then_the_settings_each_once() -> None:
     ],
 )
 def test_a_signer_uri_with_more_than_a_path_is_refused(uri: str) -> None:
-    from updater.trust.attestation import _canonical_uri
+    from updater.trust.attestation_identity import canonical_uri
 
     with pytest.raises(VerificationError, match="query, a fragment, user info or a port"):
-        _canonical_uri(uri)
+        canonical_uri(uri)
 
 
 def test_only_owner_repository_and_host_ignore_case() -> None:
-    from updater.trust.attestation import _canonical_uri
+    from updater.trust.attestation_identity import canonical_uri
 
-    same = _canonical_uri("https://GitHub.com/Acme/MUX/.github/workflows/release.yml")
-    assert same == _canonical_uri("https://github.com/acme/mux/.github/workflows/release.yml")
-    assert _canonical_uri("https://github.com/acme/mux/.github/workflows/Release.yml") != same
+    same = canonical_uri("https://GitHub.com/Acme/MUX/.github/workflows/release.yml")
+    assert same == canonical_uri("https://github.com/acme/mux/.github/workflows/release.yml")
+    assert canonical_uri("https://github.com/acme/mux/.github/workflows/Release.yml") != same
 
 
 def test_expiry_words_and_utc_time() -> None:
