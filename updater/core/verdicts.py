@@ -135,9 +135,7 @@ def server_verdicts(
                 restart_command=restart_command_for(report.address) if needs_command else None,
                 compatible=compatible,
                 build_deleted=deleted,
-                build_known=(
-                    None if known_builds is None else report.executable in known_builds
-                ),
+                build_known=(None if known_builds is None else report.executable in known_builds),
             )
         )
     return tuple(verdicts)
