@@ -178,6 +178,8 @@ def _start_again(
             # hashlib and packaging with them): only a restart that failed starts a kept
             # build, and `mux server restart` that succeeds does without them
             from updater.install.transaction import kept_executable
+
+            # deferred: the smoke test, for the same reason (a failed restart only)
             from updater.trust.smoke import run_kept_build
 
             executable = kept_executable(
