@@ -48,7 +48,7 @@ usage() {
         '  --version VERSION   install this version (e.g. 0.2.0) instead of the latest' \
         '  --no-modify-path    do not edit shell startup files; print the line to add instead' \
         '  --require-signature fail unless the minisign signature of SHA256SUMS verifies' \
-        '                      (always required for a feed: MUX_DOWNLOAD_URL)' \
+        '                      (always required for a feed: MUX_UPDATE_SOURCE)' \
         '  --allow-expired-feed  install from a feed whose signed release list has expired' \
         '                      (an air-gapped mirror synced on purpose); warns loudly' \
         '  --allow-downgrade   install a release older (by version or signed time) than the installed one' \
@@ -65,7 +65,9 @@ usage() {
         '  MUX_INSTALL_DIR        where the mux link goes (default: $XDG_BIN_HOME or ~/.local/bin)' \
         '  MUX_TARGET             build to install (default: detected), e.g. x86_64-unknown-linux-musl' \
         '  MUX_REPO               GitHub repository owner/name to install from' \
-        '  MUX_DOWNLOAD_URL       a mirror or static feed (releases.json + v<version>/ folders)' \
+        '  MUX_UPDATE_SOURCE      a mirror or static feed (releases.json + v<version>/ folders), as' \
+        '                         mux update --source takes it; mux update keeps using it.' \
+        '                         MUX_DOWNLOAD_URL, its older name, works too' \
         '  MUX_GITHUB_URL         GitHub web address (default https://github.com)' \
         '  MUX_GITHUB_TOKEN       token sent to the GitHub host only, via curl (GITHUB_TOKEN works too)' \
         '  MUX_NO_MODIFY_PATH=1   same as --no-modify-path' \
@@ -1644,7 +1646,7 @@ resolve_release() {
             rr_line=$(printf '%s\n' "$rr_pick" | awk -F '\t' -v v="$version" '$1 == "listed" && $2 == v { print; exit }')
             [ -n "$rr_line" ] ||
                 die 1 "the signed release list of $feed_url does not list v$version" \
-                    "choose a version it lists (run without --version for the newest), or check MUX_DOWNLOAD_URL"
+                    "choose a version it lists (run without --version for the newest), or check $source_variable"
             rr_state=$(printf '%s\n' "$rr_line" | awk -F '\t' '{ print $3 }')
             case $rr_state in
                 withdrawn) die 1 "mux $version was withdrawn by its publisher: $(printf '%s\n' "$rr_line" | awk -F '\t' '{ print $4 }')" \
@@ -2206,19 +2208,33 @@ setup_path() {
 
 # ---- commands -----------------------------------------------------------------------------
 
+# source_from_environment: the feed to install from, into feed_source (empty: GitHub), and the
+# variable that named it. MUX_UPDATE_SOURCE is the name mux reads too ("github" is GitHub);
+# MUX_DOWNLOAD_URL, its older name, still works. Both, naming different sources: refused.
+source_from_environment() {
+    feed_source=${MUX_UPDATE_SOURCE:-} source_variable=MUX_UPDATE_SOURCE
+    if [ -n "${MUX_DOWNLOAD_URL:-}" ]; then
+        if [ -n "$feed_source" ] && [ "${feed_source%/}" != "${MUX_DOWNLOAD_URL%/}" ]; then
+            usage_error "MUX_UPDATE_SOURCE and MUX_DOWNLOAD_URL (its older name) name different sources; set MUX_UPDATE_SOURCE alone"
+        fi
+        feed_source=$MUX_DOWNLOAD_URL
+        [ -n "${MUX_UPDATE_SOURCE:-}" ] || source_variable=MUX_DOWNLOAD_URL
+    fi
+    [ "$feed_source" != github ] || feed_source=''
+}
+
 configure_source() {
     github_url=${MUX_GITHUB_URL:-https://github.com}
     github_url=${github_url%/}
     check_url_scheme "$github_url" || usage_error "MUX_GITHUB_URL=$github_url must be an https:// URL (plain http:// only to this machine: localhost, 127.x.x.x or [::1])"
     repo=${MUX_REPO:-$MUX_DEFAULT_REPO}
-    feed_url=${MUX_DOWNLOAD_URL:-}
-    feed_url=${feed_url%/}
+    feed_url=${feed_source%/}
     if [ -n "$feed_url" ]; then
-        check_url_scheme "$feed_url" || usage_error "MUX_DOWNLOAD_URL=$feed_url must be an https:// URL (plain http:// only to this machine: localhost, 127.x.x.x or [::1])"
+        check_url_scheme "$feed_url" || usage_error "$source_variable=$feed_url must be an https:// URL (plain http:// only to this machine: localhost, 127.x.x.x or [::1])"
         source_label=$feed_url
     else
         case $repo in
-            OWNER/* | '') die 1 "this copy of install.sh names no GitHub repository" "set MUX_REPO=owner/name (or MUX_DOWNLOAD_URL)" ;;
+            OWNER/* | '') die 1 "this copy of install.sh names no GitHub repository" "set MUX_REPO=owner/name (or MUX_UPDATE_SOURCE)" ;;
             */*) ;;
             *) usage_error "MUX_REPO=$repo is not of the form owner/name" ;;
         esac
@@ -2610,7 +2626,7 @@ obey_policy() {
         op_setting="source = \"$policy_source\""
         case $policy_source in
             github)
-                [ -z "${MUX_DOWNLOAD_URL:-}" ] || policy_refuses "$op_setting" "MUX_DOWNLOAD_URL cannot change it"
+                [ -z "$feed_source" ] || policy_refuses "$op_setting" "$source_variable cannot change it"
                 op_web=${policy_github_url:-https://github.com}
                 if [ -n "${MUX_GITHUB_URL:-}" ] && [ "${MUX_GITHUB_URL%/}" != "$op_web" ]; then
                     [ -z "$policy_github_url" ] || op_setting="github_url = \"$policy_github_url\""
@@ -2636,10 +2652,10 @@ obey_policy() {
                 policy_refuses "$op_setting" "install.sh installs from an https:// feed or GitHub, not from a folder (mux update does)"
                 ;;
             *)
-                if [ -n "${MUX_DOWNLOAD_URL:-}" ] && [ "${MUX_DOWNLOAD_URL%/}" != "$policy_source" ]; then
-                    policy_refuses "$op_setting" "MUX_DOWNLOAD_URL cannot change it"
+                if [ -n "$feed_source" ] && [ "${feed_source%/}" != "$policy_source" ]; then
+                    policy_refuses "$op_setting" "$source_variable cannot change it"
                 fi
-                MUX_DOWNLOAD_URL=$policy_source
+                feed_source=$policy_source
                 ;;
         esac
     fi
@@ -2749,6 +2765,7 @@ cmd_install() {
         printf '%s\n' "$target"
         return 0
     fi
+    source_from_environment
     obey_policy
     configure_source
     configure_limits

@@ -240,7 +240,11 @@ def test_feed_directory_and_url(tmp_path: Path, sandbox_env) -> None:
     result, doc = check(sandbox_env, "--source", str(tmp_path), *trusting())
     assert result.returncode == 10, result.stderr
     assert doc["latest"]["version"] == "9.0.0"
-    assert doc["source"] == {"kind": "feed", "location": str(tmp_path.resolve())}
+    assert doc["source"] == {
+        "kind": "feed",
+        "location": str(tmp_path.resolve()),
+        "set_by": "--source",
+    }
     env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(tmp_path)}
     assert check(env, "--pre", *trusting())[1]["latest"]["version"] == "9.1.0rc1"
 

@@ -488,8 +488,8 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
         mux(installed_mux, "server", "status", "--json", code=0)
         # With its progress bar on a terminal (rich), to 0.5.0: the server needs a restart.
         terminal = {k: v for k, v in env.items() if k != "NO_COLOR"} | {"TERM": "xterm"}
-        updated = on_a_terminal([str(installed_mux), "update"], terminal)
-        assert updated.returncode == 20, (updated.stdout, updated.stderr)
+        updated = on_a_terminal([str(installed_mux), "update", "--exit-code"], terminal)
+        assert updated.returncode == 20, (updated.stdout, updated.stderr)  # asked: --exit-code
         assert b"attestation: ok" in updated.stdout and b"smoke-test: ok" in updated.stdout
         assert b"Traceback" not in updated.stderr, updated.stderr
         mux(installed_mux, "update", "--rollback", code=0)

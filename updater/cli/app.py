@@ -8,6 +8,7 @@ function and renders its result (:mod:`updater.cli.render`); the work lives in
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,12 +25,14 @@ from updater.config import buildinfo
 from updater.config.buildinfo import notices_file
 from updater.config.settings import load_for
 from updater.core.request import ReleaseRequest
-from updater.errors import EXIT_USAGE, MuxError, UsageError
+from updater.core.update_flags import given_flags, refusal
+from updater.errors import EXIT_USAGE, MuxError
 
 EXIT_CODES_HELP = """\
-Exit codes: 0 up to date (or updated, nothing pending; or the release on offer is skipped,
-held, or failed to start here: --check --json says why in "withheld"); 10 update available;
-20 up to date but a live server speaks another protocol and needs a restart;
+Exit codes: 0 up to date, or updated (also when a server will need a restart: it says so;
+--exit-code makes that 20), or the release on offer is skipped, held, or failed to start
+here (--check --json says why in "withheld"); 10 update available; 11 this release was
+withdrawn (--check); 20 (--check, or --exit-code) a live server needs a restart;
 1 error; 2 usage error; 3 verification failed (a signed index or release did not verify,
 expired or went back; nothing was installed);
 4 the machine policy (/etc/mux/policy.toml) does not allow it.
@@ -202,6 +205,14 @@ def update(
             " this install keeps. Env: MUX_NO_DELTA=1.",
         ),
     ] = False,
+    exit_code: Annotated[
+        bool,
+        typer.Option(
+            "--exit-code",
+            help="Exit 20 (not 0) after an update or rollback when a live server will need a"
+            " restart, as --check does.",
+        ),
+    ] = False,
 ) -> None:
     """Check for, verify and install the newest mux; never stops a server.
 
@@ -211,17 +222,35 @@ def update(
     GitHub Enterprise: MUX_GITHUB_URL, MUX_GITHUB_API_URL, MUX_GITHUB_DOWNLOAD_HOSTS (its
     storage hosts) and MUX_GITHUB_TOKEN.
     """
-    if prune and (check or rollback or dry_run or version or pre or allow_downgrade):
-        raise UsageError("--prune goes alone (with --home, --json)")
-    preference = [
-        flag
-        for flag, given in (("--skip", skip), ("--unskip", unskip), ("--hold", hold))
-        if given is not None
-    ] + (["--unhold"] if unhold else [])
-    if preference:
-        others = check or rollback or dry_run or prune or version or pre or allow_downgrade
-        if len(preference) > 1 or others:
-            raise UsageError(f"{preference[0]} goes alone (with --json)")
+    refused = refusal(
+        given_flags(
+            {
+                "--check": check,
+                "--dry-run": dry_run,
+                "--rollback": rollback,
+                "--prune": prune,
+                "--skip": skip,
+                "--unskip": unskip,
+                "--hold": hold,
+                "--unhold": unhold,
+                "--source": source,
+                "--pre": pre,
+                "--version": version,
+                "--max-age": max_age,
+                "--home": home,
+                "--trust-key": trust_key,
+                "--allow-expired-feed": allow_expired_feed,
+                "--allow-downgrade": allow_downgrade,
+                "--allow-withdrawn": allow_withdrawn,
+                "--insecure-skip-attestation": insecure_skip_attestation,
+                "--no-delta": no_delta,
+                "--exit-code": exit_code,
+            }
+        )
+    )
+    if refused is not None:
+        raise refused
+    if skip is not None or unskip is not None or hold is not None or unhold:
         build = buildinfo.current()
         done = _state_change(load_for(build), skip=skip, unskip=unskip, hold=hold)
         print(to_json_line(done.to_json()) if as_json else render.safe_text(done.message))
@@ -258,8 +287,6 @@ def update(
         result = commands.run_prune(settings, build=build)
         print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
         raise typer.Exit(result.exit_code)
-    if max_age is not None:
-        raise UsageError("--max-age goes with --check")
     if rollback:
         result = commands.run_rollback(settings, build=build)
     else:
@@ -276,6 +303,7 @@ def update(
             dry_run=dry_run,
             events=render.ConsoleEvents(progress_bar=settings.progress_bar),
         )
+    result = replace(result, restart_exit_code=exit_code)
     print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
     raise typer.Exit(result.exit_code)
 

@@ -18,6 +18,7 @@ from updater.commands.check import check
 from updater.config import buildinfo
 from updater.config.settings import load_for
 from updater.core.request import ReleaseRequest
+from updater.core.update_flags import given_flags, refusal
 from updater.errors import MuxError, UsageError
 from updater.timestamps import parse_duration
 
@@ -47,6 +48,7 @@ NOT_CHECK_FLAGS = (
     "--hold",
     "--unhold",
     "--no-delta",
+    "--exit-code",
 )
 
 
@@ -80,6 +82,8 @@ _FIELDS = {
     "--trust-key": "trust_keys",
 }
 
+_FLAG_OF = {"as_json": "--json", **{field: flag for flag, field in _FIELDS.items()}}
+
 
 def parse_check(args: list[str]) -> CheckFlags | None:
     """The flags of an ``update --check`` call (the arguments after ``update``), or None if
@@ -111,6 +115,11 @@ def answer_check(flags: CheckFlags) -> int:
     """Run ``mux update --check`` as ``flags`` ask and print its answer (one JSON object with
     ``--json``); returns the exit code. Every failure is one line (:func:`report_error`)."""
     try:
+        refused = refusal(
+            given_flags({"--check": True, **{_FLAG_OF[f]: v for f, v in flags._asdict().items()}})
+        )
+        if refused is not None:
+            raise refused
         build = buildinfo.current()
         settings = load_for(
             build,

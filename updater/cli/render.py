@@ -190,7 +190,11 @@ def check_document(report: CheckReport) -> dict[str, Any]:
             "development": report.build.development,
         },
         "latest": offer.to_cache()["latest"],
-        "source": {"kind": offer.source_kind, "location": offer.source_location},
+        "source": {
+            "kind": offer.source_kind,
+            "location": offer.source_location,
+            "set_by": report.source_set_by,
+        },
         "servers": [verdict_document(v) for v in report.servers],
         "kept_versions": [kept_document(k) for k in report.kept_versions],
         "checked_at": report.checked_at,
@@ -306,6 +310,8 @@ def check_text(report: CheckReport) -> str:
         lines.append("skipped:")
         for verdict in others:
             lines.extend(_server_line(verdict))
+    if report.source_set_by is not None:
+        lines.append(f"source: {offer.source_location} (from {report.source_set_by})")
     if report.cached:
         lines.append(f"(from the check at {report.checked_at})")
     return safe_lines(lines)
@@ -412,7 +418,11 @@ def update_text(result: UpdateResult) -> str:
     if result.action == "up-to-date":
         lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
     elif result.action == "rolled-back":
-        lines.append(f"rolled back mux {result.from_version} → {result.to_version}")
+        # The version active before, older or newer: said so, not as "back" to an older one.
+        lines.append(
+            f"switched back to mux {result.to_version}, the version active before "
+            f"{result.from_version}"
+        )
     elif result.action == "dry-run":
         lines.append(f"would move mux {result.from_version} → {result.to_version}")
     else:

@@ -243,6 +243,7 @@ def _report(
         state=read_state(state_path(settings)),
         preferences=preferences(settings),
         notes=settings.overruled,
+        source_set_by=settings.source_set_by,
     )
 
 

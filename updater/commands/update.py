@@ -102,6 +102,9 @@ class UpdateResult:
     # What changed since the version it replaced, newest release first (updated only; an
     # automatic install reads none: a server shows no text).
     release_notes: tuple[ReleaseNotes, ...] = ()
+    # --exit-code: a server that will need a restart makes the exit code 20; without it, an
+    # update that did what was asked exits 0 (as uv, rustup and gh do), and says so.
+    restart_exit_code: bool = False
 
     @property
     def restart_needed(self) -> bool:
@@ -109,7 +112,7 @@ class UpdateResult:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_RESTART_NEEDED if self.restart_needed else EXIT_OK
+        return EXIT_RESTART_NEEDED if self.restart_exit_code and self.restart_needed else EXIT_OK
 
 
 class UpdateEvents(Protocol):

@@ -27,6 +27,12 @@ from __future__ import annotations
 import os
 
 from updater.config.dirs import user_config_dir
+from updater.config.remembered import (
+    RECORD_NAME,
+    install_home_of,
+    recorded_source,
+    source_to_use,
+)
 from updater.config.settings_record import (
     AUTO_INSTALL_OFF as AUTO_INSTALL_OFF,
 )
@@ -62,6 +68,8 @@ TUF_METADATA_URL_ENV = "MUX_TUF_METADATA_URL"  # the GitHub source's TUF metadat
 # metadata expire sooner, never later, so it cannot lift a freeze).
 TUF_CLOCK_AHEAD_ENV = "MUX_TUF_CLOCK_AHEAD"
 RESTART_TIMEOUT_ENV = "MUX_RESTART_TIMEOUT"
+SOURCE_ENV = "MUX_UPDATE_SOURCE"
+SOURCE_ENV_ALIAS = "MUX_DOWNLOAD_URL"  # install.sh's older name for it
 CONFIG_NAME = "config.toml"  # in <user config dir>/mux/
 
 
@@ -78,11 +86,14 @@ def load(
     policy_file: str | None = None,
     development: bool = False,
     config_file: str | None = None,
+    remembered: bool = False,
 ) -> Settings:
     """The settings for one command: ``environ`` (default: the process's) and its flags,
     under the machine policy at ``policy_file`` (the build's; None: no policy, as for
     mux-release). A ``development`` build takes ``MUX_POLICY_FILE`` instead when it is set.
-    ``config_file``: the user's config.toml (None: none read, as for mux-release)."""
+    ``config_file``: the user's config.toml (None: none read, as for mux-release).
+    ``remembered``: with no source from the flags or the environment, take the one the
+    install's record remembers (:mod:`updater.config.remembered`)."""
     environ = os.environ if environ is None else environ
     settings = _from_environment(environ, build_repo)
     if config_file is not None and os.path.lexists(config_file):
@@ -100,6 +111,8 @@ def load(
         allow_expired_feed=allow_expired_feed,
         no_delta=no_delta,
     )
+    if remembered and settings.source_set_by is None:
+        settings = _with_remembered_source(settings, development=development)
     # The machine policy is merged here, last, so that it can overrule both.
     fixed = True
     if development and environ.get(POLICY_ENV):
@@ -119,7 +132,8 @@ def load(
         skip_attestation=skip_attestation,
         allow_expired_feed=allow_expired_feed,
     )
-    return apply_policy(settings, policy, environ=environ, flags=flags, build_repo=build_repo)
+    settings = apply_policy(settings, policy, environ=environ, flags=flags, build_repo=build_repo)
+    return settings._replace(source_set_by=policy.path) if policy.source else settings
 
 
 def load_for(
@@ -141,6 +155,7 @@ def load_for(
         policy_file=build.policy_file,
         development=build.development,
         config_file=user_config_path() if user_config else None,
+        remembered=True,
         **flags,
     )
 
@@ -247,8 +262,10 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
             )
         return expanded
 
+    source_variable, source = _source_variable(environ)
     return Settings(
-        source=text("MUX_UPDATE_SOURCE") or DEFAULT_SOURCE,
+        source=source or DEFAULT_SOURCE,
+        source_set_by=source_variable,
         github=GitHubSettings(
             repo=text("MUX_REPO") or build_repo,
             web_url=text("MUX_GITHUB_URL"),
@@ -283,6 +300,38 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         tuf_metadata_url=text(TUF_METADATA_URL_ENV),
         tuf_clock_ahead=max(0.0, _duration(text(TUF_CLOCK_AHEAD_ENV), 0.0)),
     )
+
+
+def _source_variable(environ: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """``MUX_UPDATE_SOURCE``, else ``MUX_DOWNLOAD_URL`` (its older name, install.sh's): the
+    variable that names the source, and its value. Both, naming different sources: refused."""
+    source, old = environ.get(SOURCE_ENV) or None, environ.get(SOURCE_ENV_ALIAS) or None
+    if source and old and source.rstrip("/") != old.rstrip("/"):
+        raise UsageError(
+            f"{SOURCE_ENV} and {SOURCE_ENV_ALIAS} name different sources",
+            hint=f"set {SOURCE_ENV} alone; {SOURCE_ENV_ALIAS} is its older name",
+        )
+    if source:
+        return SOURCE_ENV, source
+    return (SOURCE_ENV_ALIAS, old) if old else (None, None)
+
+
+def _with_remembered_source(settings: Settings, *, development: bool) -> Settings:
+    """The source the install's record remembers, when it names one (a development checkout
+    belongs to no install unless MUX_HOME or --home names one)."""
+    home = settings.home
+    if home is None and not development:
+        home = install_home_of(__file__)
+    if home is None:
+        return settings
+    recorded = recorded_source(home)
+    if recorded is None:
+        return settings
+    github = settings.github
+    source = source_to_use(recorded, github_web=github.web_url, repo=github.repo)
+    if source is None:
+        return settings
+    return settings._replace(source=source, source_set_by=os.path.join(home, RECORD_NAME))
 
 
 def _ring(value: str | None) -> str:
@@ -322,8 +371,32 @@ def _with_flags(
     return settings._replace(
         no_delta=no_delta or settings.no_delta,
         source=source or settings.source,
+        source_set_by="--source" if source else settings.source_set_by,
+        carried=_carried(source, home, trust_keys, skip_attestation, allow_expired_feed),
         home=os.fspath(home) if home is not None else settings.home,
         trust_keys=(*settings.trust_keys, *trust_keys),
         skip_attestation=skip_attestation or settings.skip_attestation,
         allow_expired_feed=allow_expired_feed or settings.allow_expired_feed,
     )
+
+
+def _carried(
+    source: str | None,
+    home: str | os.PathLike[str] | None,
+    trust_keys: tuple[str, ...],
+    skip_attestation: bool,
+    allow_expired_feed: bool,
+) -> tuple[str, ...]:
+    """The flags a next step must repeat: a bare ``mux update`` would not find them again."""
+    carried: list[str] = []
+    if source:
+        carried += ["--source", source]
+    if home is not None:
+        carried += ["--home", os.fspath(home)]
+    for key in trust_keys:
+        carried += ["--trust-key", key]
+    if allow_expired_feed:
+        carried.append("--allow-expired-feed")
+    if skip_attestation:
+        carried.append("--insecure-skip-attestation")
+    return tuple(carried)

@@ -56,6 +56,14 @@ class GitHubSettings(NamedTuple):
 
 class Settings(NamedTuple):
     source: str = DEFAULT_SOURCE  # --source / MUX_UPDATE_SOURCE: "github", a feed URL or folder
+    # Where `source` came from: "--source", "MUX_UPDATE_SOURCE", "MUX_DOWNLOAD_URL" (its older
+    # name, install.sh's), the install record's path (the source the install was made from),
+    # the machine policy's path; None: the default.
+    source_set_by: str | None = None
+    # The options of the command line that a bare `mux update` would not find again (the
+    # flags of --source, --trust-key, --home, ...), as arguments: every next step mux prints
+    # carries them (updater.core.nextstep).
+    carried: tuple[str, ...] = ()
     github: GitHubSettings = GitHubSettings()
     http: HttpSettings = HttpSettings()
     trust_keys: tuple[str, ...] = ()  # --trust-key: minisign keys trusted besides the build's

@@ -83,6 +83,9 @@ class CheckReport(NamedTuple):
     withheld: Withheld | None = None  # the user's skip, hold, or a failed start here
     state: UserState = UserState()
     preferences: Preferences = Preferences()
+    # Where the source came from (Settings.source_set_by): a flag, a variable, the install
+    # record, the machine policy; None: the default.
+    source_set_by: str | None = None
 
     @property
     def update_available(self) -> bool:
@@ -162,6 +165,7 @@ def plan_check(
     state: UserState | None = None,
     preferences: Preferences | None = None,
     notes: Sequence[str] = (),
+    source_set_by: str | None = None,
 ) -> CheckReport:
     """The check's answer; a ``manager`` with an announce delay holds a newer release back
     until that long after its release time (``now``: the current Unix time). The user's
@@ -219,6 +223,7 @@ def plan_check(
         withheld=kept_back,
         state=state,
         preferences=preferences or Preferences(),
+        source_set_by=source_set_by,
     )
 
 

@@ -23,6 +23,7 @@ import sys
 from updater._records import NamedTuple
 from updater.config.buildfolder import build_info_in
 from updater.config.buildinfo import packager_marker_file
+from updater.config.remembered import RECORD_NAME, install_home_of
 from updater.core.retention import RECORD_SCHEMA, InUseHold, ServerHold, settle
 from updater.errors import InstallError, MuxError, UsageError
 from updater.files import STATE_FILE_LIMIT, NotReadable, read_small_file, sha256_file
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from updater.core.retention import KeptVersion
     from updater.core.verdicts import ServerReport
 
-RECORD_NAME = "install.json"
 FILES_LIST_NAME = ".mux-files"
 LOCK_NAME = ".lock"
 FILES_LIST_LIMIT = 64 << 20  # a .mux-files line per file: 50,000 members (layer 4) fit easily
@@ -378,13 +378,7 @@ def package_manager_for(path: str | os.PathLike[str]) -> tuple[str, str] | None:
 
 def running_install_home(module_file: str | None = None) -> str | None:
     """The ``MUX_HOME`` the running mux was unpacked into, if it runs from one."""
-    here = pure(os.path.realpath(module_file or __file__))
-    for parent in _parents(here):
-        if parent.rpartition("/")[2] == "versions":
-            home = _parent(parent)
-            if os.path.exists(os.path.join(home, RECORD_NAME)):
-                return home
-    return None
+    return install_home_of(module_file or __file__)
 
 
 def running_version(layout: Layout, module_file: str | None = None) -> str | None:
