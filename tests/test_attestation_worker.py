@@ -204,7 +204,7 @@ def test_a_bad_request_gets_a_refusal_not_a_traceback() -> None:
 
 
 @pytest.mark.parametrize(
-    "args", [["--check"], ["--dry-run"], ["--rollback"], ["--prune"], ["--help"], ["--check=x"]]
+    "args", [["--check"], ["--rollback"], ["--prune"], ["--help"], ["--check=x"]]
 )
 def test_nothing_is_prestarted_for_an_update_that_verifies_no_archive(args) -> None:
     prestart(args)

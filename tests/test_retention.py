@@ -131,7 +131,8 @@ def test_a_server_outlives_any_number_of_updates(tmp_path, sandbox_env, feeds, s
 
     for new in ("1.1.0", "1.2.0", "1.3.0"):
         bumped = mode == "bumped-protocol"
-        doc = run_json(mux, "update", "--version", new, code=20 if bumped else 0)
+        # --exit-code: a pending restart is 20 (without it, a done update exits 0)
+        doc = run_json(mux, "update", "--version", new, "--exit-code", code=20 if bumped else 0)
         assert doc["to_version"] == new
         assert (mux.home / "versions" / "1.0.0" / "mux").is_file()
         [server] = doc["servers"]
@@ -251,15 +252,15 @@ def test_rollback_with_a_server_on_the_previous_previous_version(
 ):
     mux = install(tmp_path, sandbox_env, feeds, served, "bumped-protocol")
     pid, address = start(mux)
-    run_json(mux, "update", "--version", "1.1.0", code=20)
-    run_json(mux, "update", "--version", "1.2.0", code=20)
+    run_json(mux, "update", "--version", "1.1.0", "--exit-code", code=20)
+    run_json(mux, "update", "--version", "1.2.0", code=0)  # a pending restart, not asked: 0
     assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
 
-    back = run_json(mux, "update", "--rollback", code=20)
+    back = run_json(mux, "update", "--rollback", "--exit-code", code=20)
     assert (back["action"], back["to_version"]) == ("rolled-back", "1.1.0")
     assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
     assert servers(mux)[address]["pid"] == pid
-    forth = run_json(mux, "update", "--rollback", code=20)
+    forth = run_json(mux, "update", "--rollback", code=0)
     assert forth["to_version"] == "1.2.0"
     assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
     assert servers(mux)[address]["pid"] == pid

@@ -395,6 +395,14 @@ def test_a_running_server_survives_the_update(installed: Install) -> None:
     before = _status(installed)
     assert before["protocol_version"] == 1 and before["version"] == "0.1.0"
 
+    # The dry run lists the server the update will leave needing a restart, as --check does.
+    planned = installed.run("update", "--dry-run", "--json")
+    assert planned.returncode == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    assert plan["restart_needed"] is True
+    assert [s["status"]["pid"] for s in plan["servers"]] == [before["pid"]]
+    text = installed.run("update", "--dry-run").stdout
+    assert "after it, 1 live server(s) will need a restart" in text
     # With --exit-code, an update after which a server needs a restart exits 20 (as --check).
     asked = installed.run("update", "--exit-code", "--json")
     assert asked.returncode == 20, asked.stderr

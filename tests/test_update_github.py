@@ -219,6 +219,11 @@ def test_missing_attestation_fails_closed_unless_skipped_loudly(
     refused = installed.run("update")
     assert refused.returncode == 3 and "no attestation" in refused.stderr
     assert_unchanged(installed, before)
+    # The dry run is the plan: it refuses what the run refuses (issue 38: it said "ok").
+    planned = installed.run("update", "--dry-run")
+    assert planned.returncode == 3, planned.stdout + planned.stderr
+    assert "verification failed (attestation): no attestation" in planned.stderr
+    assert_unchanged(installed, before)
     skipped = installed.run("update", "--insecure-skip-attestation")
     assert skipped.returncode == 0, skipped.stderr
     assert "WARNING: --insecure-skip-attestation" in skipped.stderr

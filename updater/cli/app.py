@@ -285,7 +285,13 @@ def update(
     commands = _update_commands()
     if prune:
         result = commands.run_prune(settings, build=build)
-        print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
+        print(
+            _json_or_text(
+                as_json,
+                render.update_document(result),
+                render.update_text(result, settings.carried),
+            )
+        )
         raise typer.Exit(result.exit_code)
     if rollback:
         result = commands.run_rollback(settings, build=build)
@@ -304,7 +310,11 @@ def update(
             events=render.ConsoleEvents(progress_bar=settings.progress_bar),
         )
     result = replace(result, restart_exit_code=exit_code)
-    print(_json_or_text(as_json, render.update_document(result), render.update_text(result)))
+    print(
+        _json_or_text(
+            as_json, render.update_document(result), render.update_text(result, settings.carried)
+        )
+    )
     raise typer.Exit(result.exit_code)
 
 

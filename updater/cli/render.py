@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 
+from updater.core.nextstep import for_install_only, mux_update
 from updater.errors import printable
 from updater.text import safe_text
 
@@ -389,7 +390,8 @@ def _transfer_line(result: UpdateResult) -> str | None:
     return f"  download: the full archive, {transfer.bytes} bytes{why}"
 
 
-def update_text(result: UpdateResult) -> str:
+def update_text(result: UpdateResult, carried: Sequence[str] = ()) -> str:
+    """``carried``: the user's options (Settings.carried) each printed command repeats."""
     # result.action is an UpdateAction (a StrEnum), compared by value: its module imports
     # the update machinery, which mux version and the cached check, rendered here, do without.
     lines = []
@@ -401,10 +403,22 @@ def update_text(result: UpdateResult) -> str:
             f"  release: {plan.release_url}",
             f"  asset:   {plan.asset_url} ({plan.size} bytes, sha256 {plan.sha256})",
             f"  checks:  {', '.join(plan.checks)}",
+            *(
+                f"  checked now: {layer.layer}: {'ok' if layer.status == 'ok' else 'SKIPPED'}:"
+                f" {layer.detail}"
+                for layer in result.verification
+            ),
             f"  into:    {plan.version_dir}",
             f"  link:    {plan.link}",
-            "nothing was changed (--dry-run)",
         ]
+        after = [v for v in result.servers if v.restart_needed]
+        if after:
+            lines.append(
+                f"after it, {len(after)} live server(s) will need a restart "
+                f"(mux {result.to_version} speaks protocol {result.protocol_version}):"
+            )
+            lines += [f"  {v.restart_command}" for v in after]
+        lines.append("nothing was changed (--dry-run)")
         return safe_lines(lines)
     if result.action == "pruned":
         return safe_lines(_prune_lines(result))
@@ -413,7 +427,8 @@ def update_text(result: UpdateResult) -> str:
         lines.append(f"mux {result.from_version} stays: {kept_back.detail}")
         lines.append(f"  to have it offered again: {kept_back.undo}")
         if kept_back.reason != "failed":
-            lines.append(f"  to install it anyway: mux update --version {kept_back.version}")
+            anyway = mux_update("--version", kept_back.version, carried=carried)
+            lines.append(f"  to install it anyway: {anyway}")
         return safe_lines(lines)
     if result.action == "up-to-date":
         lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
@@ -442,7 +457,8 @@ def update_text(result: UpdateResult) -> str:
             f"  {result.layout.link} → {result.layout.version_dir(str(result.to_version))}"
         )
         if result.action == "updated" and result.from_version:
-            lines.append(f"  previous version {result.from_version} kept: mux update --rollback")
+            back = mux_update("--rollback", carried=for_install_only(carried))
+            lines.append(f"  previous version {result.from_version} kept: {back}")
     lines += _kept_lines(result.kept_versions)
     for version in result.removed_versions:
         lines.append(f"  removed {version}: {_REMOVED_REASON}")

@@ -54,7 +54,9 @@ def check(
     build = build or buildinfo.current()
     target = _target(settings, build)
     offer, checked_at, cached = offer_for(request, settings, build, target, max_age=max_age)
-    return _report(build, offer, settings, target, cached, checked_at)
+    # --pre found the release a bare `mux update` would not: the next step says --pre too.
+    carried = ("--pre",) if request.include_pre and not request.exact else ()
+    return _report(build, offer, settings, target, cached, checked_at, carried)
 
 
 def offer_for(
@@ -228,6 +230,7 @@ def _report(
     target: str,
     cached: bool,
     checked_at: float,
+    pre: tuple[str, ...] = (),
 ) -> CheckReport:
 
     reports = query_all(server_addresses(settings.server_url))
@@ -244,7 +247,19 @@ def _report(
         preferences=preferences(settings),
         notes=settings.overruled,
         source_set_by=settings.source_set_by,
+        carried=(*pre, *settings.carried),
+        not_installable=_not_installable(settings, build),
     )
+
+
+def _not_installable(settings: Settings, build: BuildInfo) -> str | None:
+    """Why no `mux update` installs here: a development checkout that names no install."""
+    if build.development and settings.home is None:
+        return (
+            "this is a development checkout: mux update installs into an install "
+            "(--home DIR or MUX_HOME), not into a checkout"
+        )
+    return None
 
 
 def preferences(settings: Settings) -> Preferences:

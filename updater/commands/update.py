@@ -24,6 +24,7 @@ from updater.config import buildinfo
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings, require_updates
 from updater.config.targets import release_target
+from updater.core.nextstep import for_install_only, mux_update
 from updater.core.release_notes import ReleaseNotes
 from updater.core.request import Decision, ReleaseRequest, signed_earlier
 from updater.core.retention import KeptVersion, movable_versions, recorded_signed_at
@@ -47,9 +48,11 @@ from updater.servers.status import query_reusing
 from updater.sources.feed_index import remember
 from updater.timestamps import utc_text
 from updater.trust.attestation_worker import early
+from updater.trust.attested import verify_release_attestation
 from updater.trust.layers import LayerResult, VerificationLog
 from updater.trust.pipeline import verify_release_files
 from updater.trust.smoke import run_kept_build
+from updater.trust.sums import signed_digest
 
 if TYPE_CHECKING:
     from updater.core.transfer import Transfer
@@ -169,11 +172,12 @@ def run_update(
 def _early_attestation_worker(settings: Settings, dry_run: bool) -> AttestationWorker | None:
     """The attestation's child process, started before this process imports its HTTP stack
     and fetches the release's metadata, so that sigstore's import (most of layer 3's time)
-    is over when the bundle is in (:mod:`updater.trust.attestation_worker`). None when no archive
-    is verified (a dry run, ``--insecure-skip-attestation``); an update that turns out not
-    to be needed stops it unused.
+    is over when the bundle is in (:mod:`updater.trust.attestation_worker`). None with
+    ``--insecure-skip-attestation``; a dry run checks the attestation too (for the signed
+    digest: what it can check without the archive); an update that turns out not to be
+    needed stops it unused.
     """
-    if dry_run or settings.skip_attestation:
+    if settings.skip_attestation:
         return None
 
     return early(settings.github.repo)
@@ -284,7 +288,7 @@ def _run_update(
             return _with_verdicts(_with_settled(outcome, settled), settings, settled)
         if not decision.installs:
             raise _refused_downgrade(
-                manifest.version, release.signed_at, installed, installed_signed_at
+                manifest.version, release.signed_at, installed, installed_signed_at, settings
             )
         if decision is Decision.UPDATE and (automatic is not None or not request.exact):
             kept_back = withheld(read_state(state_path(settings)), manifest.version, time.time())
@@ -303,6 +307,12 @@ def _run_update(
                 hint="it has: " + (", ".join(manifest.targets) or "no builds"),
             )
         if dry_run:
+            # The plan is what the run would do: the checks it can make without the archive
+            # (layer 3 for the signed digest) refuse here what the run would refuse.
+            signed = signed_digest(asset.name, sums=release.sums, manifest=manifest)
+            verify_release_attestation(
+                source, release, signed, policy, log, worker=worker, warn=events.warning
+            )
             dry = UpdatePlan(
                 tag=tag,
                 release_url=source.release_page(tag),
@@ -314,7 +324,10 @@ def _run_update(
                 version_dir=str(layout.version_dir(manifest.version)),
                 link=str(layout.link),
             )
-            return replace(outcome, action=UpdateAction.DRY_RUN, plan=dry)
+            planned_result = replace(
+                outcome, action=UpdateAction.DRY_RUN, plan=dry, verification=tuple(log.layers)
+            )
+            return _with_verdicts(planned_result, settings)  # the servers it would leave behind
         if settings.skip_attestation:
             events.warning("--insecure-skip-attestation: not checking who built this release")
         with install.Transaction(layout, _install_settings(settings)) as transaction:
@@ -392,18 +405,24 @@ def _warn_if_expired(index: VerifiedIndex, events: UpdateEvents) -> None:
 
 
 def _refused_downgrade(
-    version: str, signed_at: int | None, installed: str | None, installed_signed_at: int | None
+    version: str,
+    signed_at: int | None,
+    installed: str | None,
+    installed_signed_at: int | None,
+    settings: Settings,
 ) -> Exception:
     """Why ``version`` is not installed over ``installed`` without ``--allow-downgrade``."""
 
-    how = f"to go back on purpose: mux update --version {version} --allow-downgrade"
+    again = mux_update("--version", version, "--allow-downgrade", carried=settings.carried)
+    how = f"to go back on purpose: {again}"
+    back = mux_update("--rollback", carried=for_install_only(settings.carried))
     if signed_earlier(installed_signed_at, signed_at):
         assert signed_at is not None and installed_signed_at is not None
         return VerificationError(
             f"mux {version} was signed {utc_text(signed_at)}, before the installed mux "
             f"{installed} ({utc_text(installed_signed_at)}): installing it would be a downgrade "
             "(or an old release replayed)",
-            hint=f"{how} (mux update --rollback returns to the previous version)",
+            hint=f"{how} ({back} returns to the previous version)",
         )
     return InstallError(
         f"{version} is older than the installed {installed}; not downgrading", hint=how

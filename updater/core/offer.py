@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from updater._records import NamedTuple
+from updater.core.nextstep import mux_update
 from updater.core.request import Decision
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
@@ -169,11 +170,16 @@ class ReleaseOffer(NamedTuple):
 
     @property
     def install_command(self) -> str:
-        """The ``mux update`` that installs this release."""
-        command = "mux update" + (f" --version {self.version}" if self.requested else "")
+        """The ``mux update`` that installs this release (without the user's options:
+        :attr:`updater.core.report.CheckReport.install_command` adds them)."""
+        return mux_update(*self.install_args())
+
+    def install_args(self) -> tuple[str, ...]:
+        """What ``mux update`` needs to be told to install this release."""
+        args: tuple[str, ...] = ("--version", self.version) if self.requested else ()
         if self.decision in (Decision.DOWNGRADE, Decision.DOWNGRADE_REFUSED):
-            command += " --allow-downgrade"  # it is older than this mux
-        return command
+            args += ("--allow-downgrade",)  # it is older than this mux
+        return args
 
     def to_cache(self) -> dict[str, Any]:
         return {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 
 from updater._records import NamedTuple
+from updater.core.nextstep import mux_update
 from updater.core.offer import ReleaseOffer
 from updater.core.request import Decision
 from updater.core.userstate import ROLLBACK_AFTER, UserState, Withheld, withheld
@@ -86,6 +87,11 @@ class CheckReport(NamedTuple):
     # Where the source came from (Settings.source_set_by): a flag, a variable, the install
     # record, the machine policy; None: the default.
     source_set_by: str | None = None
+    # The user's options every printed `mux update` repeats (updater.core.nextstep).
+    carried: tuple[str, ...] = ()
+    # Why no `mux update` installs anything here (a development checkout without an
+    # install): then install_command is None, and a note says this.
+    not_installable: str | None = None
 
     @property
     def update_available(self) -> bool:
@@ -94,18 +100,24 @@ class CheckReport(NamedTuple):
     @property
     def install_command(self) -> str | None:
         """What installs the release on offer (or moves off a withdrawn one); None when none
-        is or only an administrator can."""
+        is or only an administrator can. It carries the options the user's command needed."""
+        if self.not_installable is not None and self.manager is None:
+            return None
         if self.withdrawn:
             lifecycle = self.offer.lifecycle
             assert lifecycle is not None and lifecycle.withdrawn is not None
             if lifecycle.withdrawn.move_to is None:
                 return None
-            return self.manager.command if self.manager is not None else "mux update"
+            return self.manager.command if self.manager is not None else self.update_command()
         if not self.update_available:
             return None
         if self.manager is not None:
             return self.manager.command
-        return self.offer.install_command
+        return self.update_command(*self.offer.install_args())
+
+    def update_command(self, *args: str) -> str:
+        """``mux update ARGS`` with the options the user's command needed."""
+        return mux_update(*args, carried=self.carried)
 
     @property
     def restart_needed(self) -> bool:
@@ -166,6 +178,8 @@ def plan_check(
     preferences: Preferences | None = None,
     notes: Sequence[str] = (),
     source_set_by: str | None = None,
+    carried: Sequence[str] = (),
+    not_installable: str | None = None,
 ) -> CheckReport:
     """The check's answer; a ``manager`` with an announce delay holds a newer release back
     until that long after its release time (``now``: the current Unix time). The user's
@@ -200,11 +214,13 @@ def plan_check(
     if offer.asset is None and announced:
         notes.append(f"release {offer.tag} has no build for {target or 'this platform'}")
     if offer.decision is Decision.SIGNED_EARLIER:
+        again = mux_update("--version", offer.version, "--allow-downgrade", carried=carried)
         notes.append(
             f"mux {offer.version} was signed before this mux: mux update refuses it as a "
-            f"downgrade (or an old release replayed); to take it on purpose: mux update "
-            f"--version {offer.version} --allow-downgrade"
+            f"downgrade (or an old release replayed); to take it on purpose: {again}"
         )
+    if not_installable is not None and offer.update_available:
+        notes.append(not_installable)
     return CheckReport(
         build=build,
         offer=offer,
@@ -224,6 +240,8 @@ def plan_check(
         state=state,
         preferences=preferences or Preferences(),
         source_set_by=source_set_by,
+        carried=tuple(carried),
+        not_installable=not_installable,
     )
 
 

@@ -21,9 +21,10 @@ from updater.errors import MuxError
 
 WORKER_ARG = "__verify-attestation"  # argv[1] of the child; not a command users type
 
-# Flags of `mux update` with which no archive is verified: nothing to start early for.
+# Flags of `mux update` with which no attestation is verified: nothing to start early for
+# (a --dry-run verifies the release's attestation for its signed digest, as the run would).
 _NO_ARCHIVE_FLAGS = frozenset(
-    {"--check", "--dry-run", "--rollback", "--prune", "--insecure-skip-attestation", "--help"}
+    {"--check", "--rollback", "--prune", "--insecure-skip-attestation", "--help"}
 )
 _prestarted: list[subprocess.Popen[bytes]] = []  # at most one: the child prestart() started
 
