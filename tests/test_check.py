@@ -195,7 +195,11 @@ def test_an_older_requested_version_says_how_to_install_it(github: FakeGitHub, s
     result, doc = check(env, "--version", "0.0.5")
     assert result.returncode == 10, result.stderr
     assert doc["latest"]["version"] == "0.0.5" and doc["latest"]["requested"] is True
-    text = run_mux(["update", "--check", "--version", "0.0.5"], env)
+    # A checkout updates an install only when told which (MUX_HOME); without one, it is told
+    # no mux update (issue 38: it was told one, which it then refused).
+    assert doc["install_command"] is None
+    home = {**env, "MUX_HOME": str(Path(sandbox_env["HOME"]) / "mux-home")}
+    text = run_mux(["update", "--check", "--version", "0.0.5"], home)
     assert "install it with: mux update --version 0.0.5 --allow-downgrade" in text.stdout
 
 

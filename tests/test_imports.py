@@ -115,6 +115,7 @@ CACHED_CHECK_ALLOWED = {
     # one validation of mux update's flags.
     "updater.config.remembered",
     "updater.core.update_flags",
+    "updater.core.nextstep",  # the printed next steps, with the user's options
     "updater.timestamps",
     # The versions the install keeps, and why (issue 11: a released build's check reports
     # them), read by the layout's rules on path strings: no pathlib (whose import, with

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import sys
 
-from updater.core.nextstep import for_install_only, mux_update
 from updater.errors import printable
 from updater.text import safe_text
 
@@ -392,6 +391,10 @@ def _transfer_line(result: UpdateResult) -> str | None:
 
 def update_text(result: UpdateResult, carried: Sequence[str] = ()) -> str:
     """``carried``: the user's options (Settings.carried) each printed command repeats."""
+    # deferred (+0.5 ms, 2 modules): mux version renders through this module and imports
+    # nothing of the core (tests/test_imports.py); an update's output needs the next steps
+    from updater.core.nextstep import for_install_only, mux_update
+
     # result.action is an UpdateAction (a StrEnum), compared by value: its module imports
     # the update machinery, which mux version and the cached check, rendered here, do without.
     lines = []
