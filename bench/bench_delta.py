@@ -78,7 +78,7 @@ def _feed(tmp: Path, old: Path, new: Path, keypair: Any) -> tuple[Path, Path, st
     for version in versions:
         sigstore.attest_release(feed / f"v{version}", version, repository=REPO)
         sign_release(feed / f"v{version}", keypair.secret_key())
-    sign_feed_index(feed, keypair.secret_key())
+    sign_feed_index(feed, keypair.secret_key(), new_feed=True)
     return (
         feed,
         sigstore.trusted_root_path,

@@ -99,7 +99,7 @@ def make_feed(tmp: Path, mib: int, keypair, real: Path | None, *, tuf: bool = Fa
         sign_release(release, keypair.secret_key())
         if version == "0.2.0" and real is None:
             shutil.rmtree(scratch)
-    sign_feed_index(feed, keypair.secret_key())  # a signed index, as a real feed publishes
+    sign_feed_index(feed, keypair.secret_key(), new_feed=True)  # as a real feed publishes
     if tuf:
         add_repository(feed)
     return Feed(feed, keypair.public_key, sigstore.trusted_root_path, target)

@@ -329,32 +329,52 @@ def feed_command(
         int | None,
         typer.Option("--seq", help="Sequence number to sign (default: the previous one + 1)."),
     ] = None,
+    new_feed: Annotated[
+        bool,
+        typer.Option(
+            "--new-feed",
+            help="A feed never published: with releases but no signed index, start at seq 1 "
+            "(or --seq) with no lifecycle records, instead of refusing.",
+        ),
+    ] = False,
     tuf_release_key: _TufReleaseKeyOption = None,
     tuf_online_key: _TufOnlineKeyOption = None,
 ) -> None:
     """Write releases.json from the v*/ folders and sign it (releases.json.minisig).
 
     The trusted comment carries seq (previous + 1) and expires; clients refuse an expired
-    index and a lower seq than they have seen. Re-sign before it expires (--refresh).
+    index and a lower seq than they have seen. Re-sign before it expires (--refresh). A feed
+    with releases but no signed index continues from its TUF repository (metadata/), or is
+    refused unless --new-feed (docs/release.md, "The feed").
     """
     seconds = parse_expiry(expires_in)
     key = _read_secret_key(key_file, key_env, password_env)
-    signed = sign_feed_index(feed_dir, key, expires_in=seconds, refresh=refresh, seq=seq)
+    signed = sign_feed_index(
+        feed_dir, key, expires_in=seconds, refresh=refresh, seq=seq, new_feed=new_feed
+    )
     action = "re-signed" if refresh else "wrote and signed"
+    origin = "" if signed.origin == "the signed index" else f" ({signed.origin})"
     print(
         f"{action} {signed.index} with minisign key {signed.key_id}: "
-        f"seq {signed.comment.seq}, expires {rfc3339(signed.comment.expires)}"
+        f"seq {signed.comment.seq}{origin}, expires {rfc3339(signed.comment.expires)}"
     )
     if tuf_online_key:
         from release.publish import tuf_repo  # python-tuf (docstring)
 
         online = _signers(feed_dir, tuf_online_key)
+        # The timestamp records the seq just signed: what a feed that loses its index
+        # continues from (release.publish.feed.continued_state).
+        index = tuf_repo.IndexSeq(signed.key_id, signed.comment.seq)
         if refresh:
             # The index re-signed as it is: TUF gets a new timestamp, and nothing new is listed
             # (a release whose own feed run failed must not reach TUF builds alone).
-            _say(tuf_repo.refresh(feed_dir, online))
+            _say(tuf_repo.refresh(feed_dir, online, index=index))
         else:
-            _say(tuf_repo.publish_feed(feed_dir, _signers(feed_dir, tuf_release_key), online))
+            _say(
+                tuf_repo.publish_feed(
+                    feed_dir, _signers(feed_dir, tuf_release_key), online, index=index
+                )
+            )
 
 
 # --- lifecycle: rollout, halt, resume, withdraw, critical ----------------------------------

@@ -4,6 +4,7 @@ the same trusted comment reads the same)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,6 +22,8 @@ from release.publish.feed import (
     read_index_signature,
     sign_feed_index,
 )
+from release.publish.lifecycle import change_lifecycle, withdraw
+from tests.support.installs import snapshot
 from tests.support.installsh import require_tool
 from tests.support.releases import (
     TEST_PASSWORD,
@@ -73,7 +76,7 @@ def minisign_comment(feed: Path, keypair: KeyPair) -> str:
 
 
 def test_signing_counts_up_and_the_real_minisign_agrees(feed_dir: Path, keypair: KeyPair) -> None:
-    first = sign_feed_index(feed_dir, keypair.secret_key(), now=1_700_000_000)
+    first = sign_feed_index(feed_dir, keypair.secret_key(), now=1_700_000_000, new_feed=True)
     assert first.comment == IndexComment(
         timestamp=1_700_000_000, seq=1, expires=1_700_000_000 + DEFAULT_EXPIRES_IN
     )
@@ -93,7 +96,7 @@ def test_signing_counts_up_and_the_real_minisign_agrees(feed_dir: Path, keypair:
 def test_refresh_re_signs_the_same_index_with_the_next_seq(
     feed_dir: Path, keypair: KeyPair
 ) -> None:
-    sign_feed_index(feed_dir, keypair.secret_key(), now=1_700_000_000)
+    sign_feed_index(feed_dir, keypair.secret_key(), now=1_700_000_000, new_feed=True)
     index = (feed_dir / "releases.json").read_bytes()
     # A release folder added since is not listed by a refresh: it re-signs, nothing more.
     make_release(feed_dir / "elsewhere", "0.9.0", protocol_version=1, keypair=keypair, sign=False)
@@ -132,7 +135,7 @@ def test_the_previous_seq_is_read_only_from_a_signature_that_verifies(
     feed_dir: Path, keypair: KeyPair, tmp_path: Path
 ) -> None:
     other = make_keypair(tmp_path / "other", password=None)
-    sign_feed_index(feed_dir, other.secret_key(), seq=10**6)
+    sign_feed_index(feed_dir, other.secret_key(), seq=10**6, new_feed=True)
     signature = (feed_dir / FEED_SIGNATURE_NAME).read_bytes()
     with pytest.raises(FeedError, match=r"does not verify with key") as caught:
         sign_feed_index(feed_dir, keypair.secret_key())
@@ -253,9 +256,9 @@ def test_the_command_signs_refreshes_and_fails_in_one_line(tmp_path: Path) -> No
     password = {"MINISIGN_PASSWORD": TEST_PASSWORD}
     key = str(keypair.secret_key_path)
 
-    first = run_release("feed", str(feed), "--key-file", key, env=password)
+    first = run_release("feed", str(feed), "--key-file", key, "--new-feed", env=password)
     assert first.returncode == 0, first.stderr
-    assert "seq 1, expires" in first.stdout and keypair.key_id in first.stdout
+    assert "seq 1 (a new feed), expires" in first.stdout and keypair.key_id in first.stdout
     again = run_release(
         "feed", str(feed), "--key-file", key, "--refresh", "--expires-in", "1h", env=password
     )
@@ -278,8 +281,75 @@ def test_the_command_signs_refreshes_and_fails_in_one_line(tmp_path: Path) -> No
 
 
 def test_a_tampered_index_is_not_read_as_signed(feed_dir: Path, keypair: KeyPair) -> None:
-    sign_feed_index(feed_dir, keypair.secret_key())
+    sign_feed_index(feed_dir, keypair.secret_key(), new_feed=True)
     index = feed_dir / "releases.json"
     index.write_bytes(index.read_bytes() + b" ")
     with pytest.raises(VerificationError):
         read_index_signature(feed_dir, public(keypair))
+
+
+# -- a feed that lost its signed index (issue 35, finding 4) ---------------------------------
+
+
+def test_a_published_feed_without_its_signed_index_is_refused_not_forgotten(
+    tmp_path: Path,
+) -> None:
+    """A fresh checkout of the Pages branch or a partial sync lost ``releases.json`` and its
+    signature. A new index at seq 1 with no records (what ``mux-release feed`` wrote, silently)
+    forgot the withdrawal, so install.sh on a fresh machine installed the withdrawn release,
+    and the sequence floor. It is refused in one line, exit 1, with nothing written."""
+    feed = make_feed(tmp_path / "f", versions=["0.1.0", "0.2.0"])
+    change_lifecycle(feed.path, feed.keypair.secret_key(), "v0.2.0", withdraw("bad", None))
+    index, signature = feed.path / "releases.json", feed.path / FEED_SIGNATURE_NAME
+    saved = {path: path.read_bytes() for path in (index, signature)}
+    key = ("--key-file", str(feed.keypair.secret_key_path))
+    password = {"MINISIGN_PASSWORD": TEST_PASSWORD}
+
+    def refused(*args: str, words: str) -> None:
+        before = snapshot(feed.path)
+        done = run_release(*args, env=password)
+        assert done.returncode == 1, done.stdout + done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert line.startswith("mux-release: error:") and words in line, line
+        assert snapshot(feed.path) == before  # nothing written, no temp file left
+        assert done.stdout == ""
+
+    for lost, words in (
+        ((index, signature), "would lose the sequence floor and every lifecycle record"),
+        (
+            (index,),
+            "without its releases.json, and no TUF repository: a new index would lose "
+            "every lifecycle record",
+        ),
+        ((signature,), "lifecycle state (rollouts, halts, withdrawals) that no signature"),
+    ):
+        for path, data in saved.items():
+            path.write_bytes(data)
+        for path in lost:
+            path.unlink()
+        refused("feed", str(feed.path), *key, words=words)
+        # A lifecycle verb writes a first index as well: refused the same way.
+        refused("halt", str(feed.path), *key, "--tag", "v0.1.0", words=words)
+    # --seq gives the floor, not the records.
+    index.unlink()
+    refused("feed", str(feed.path), *key, "--seq", "9", words="--seq gives only the floor")
+
+    # Told that it is a new feed: seq 1, no records.
+    new = run_release("feed", str(feed.path), *key, "--new-feed", env=password)
+    assert new.returncode == 0, new.stderr
+    assert "seq 1 (a new feed)" in new.stdout
+    assert b"withdrawn" not in index.read_bytes()
+    # ... which a feed with a signed index is not (exit 2, nothing written).
+    before = snapshot(feed.path)
+    again = run_release("feed", str(feed.path), *key, "--new-feed", env=password)
+    assert again.returncode == 2 and "it was published" in again.stderr, again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1 and snapshot(feed.path) == before
+
+
+def test_a_folder_without_releases_is_a_new_feed(tmp_path: Path, keypair: KeyPair) -> None:
+    signed = sign_feed_index(tmp_path, keypair.secret_key())
+    assert (signed.comment.seq, signed.origin) == (1, "a new feed")
+    assert json.loads((tmp_path / "releases.json").read_bytes()) == {"releases": []}
+    # Its first release continues that index.
+    make_release(tmp_path, "0.1.0", protocol_version=1, keypair=keypair, sign=False)
+    assert sign_feed_index(tmp_path, keypair.secret_key()).comment.seq == 2

@@ -15,6 +15,10 @@ import pytest
 from release.publish.lifecycle import change_lifecycle, halt, parse_stages, rollout, withdraw
 from tests.support.installsh import error_lines, make_toolbox, render_install_sh, run_install
 from tests.support.releases import Feed, make_feed, serve_directory
+from tests.support.tuf import make_tuf_feed
+from tests.test_lifecycle_feed import mux_release
+from updater.formats.models import FEED_INDEX_NAME
+from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 
 SHELLS = ("dash", "bash", "busybox")
 needs_root = pytest.mark.skipif(
@@ -132,3 +136,40 @@ def test_a_cooldown_both_cannot_read_is_refused_by_both(
     assert result.returncode == 4 and "minimum_release_age" in result.stderr, result.stderr
     with pytest.raises(PolicyError):
         parse_policy(policy_path.read_bytes(), str(policy_path))
+
+
+def test_a_feed_that_lost_its_index_keeps_its_withdrawal_for_a_fresh_install(
+    tmp_path: Path, sandbox_env: dict[str, str], policy_path: Path
+) -> None:
+    """Issue 35, finding 4: the feed folder lost releases.json and its signature (a fresh
+    checkout of the Pages branch, a partial sync) and ``mux-release feed`` signed it again.
+    It wrote seq 1 with no records, and install.sh on a fresh machine installed the withdrawn
+    release. Now the index continues from the feed's TUF repository: the withdrawal holds."""
+    feed = make_tuf_feed(tmp_path / "t", ["0.1.0", "0.2.0"])
+    k = feed.keys
+    tuf = ("--tuf-release-key", k.uri(k.RELEASE), "--tuf-online-key", k.uri(k.ONLINE))
+    withdrawn = mux_release(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad", *tuf)
+    assert withdrawn.returncode == 0, withdrawn.stderr
+    for name in (FEED_INDEX_NAME, FEED_SIGNATURE_NAME):
+        (feed.path / name).unlink()
+    signed = mux_release(feed, "feed", *tuf)
+    assert signed.returncode == 0, signed.stdout + signed.stderr
+
+    script = render_install_sh(
+        tmp_path / "install.sh", keys=[feed.keypair.public_key], policy_file=str(policy_path)
+    )
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    with serve_directory(feed.path) as url:
+        env = {
+            **{n: v for n, v in sandbox_env.items() if not n.startswith("MUX_")},
+            "PATH": str(make_toolbox(tmp_path / "tools")),
+            "MUX_DOWNLOAD_URL": url,
+            "SHELL": "/bin/sh",
+            "TMPDIR": str(scratch),
+        }
+        result = run_install(script, env=env, shell="dash")
+        assert result.returncode == 0, result.stderr
+        assert installed_version(env) == "0.1.0"
+        asked = run_install(script, env={**env, "MUX_VERSION": "0.2.0"}, shell="dash")
+    assert asked.returncode == 1 and "was withdrawn" in asked.stderr, asked.stderr

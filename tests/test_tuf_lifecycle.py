@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 
 from release.publish import tuf_repo
+from release.publish.feed import read_index_signature
 from tests.support.installs import Install, snapshot
 from tests.support.releases import serve_directory
 from tests.support.tuf import TufFeed, feed, forge, installed, served
 from tests.test_lifecycle_feed import check
 from tests.test_lifecycle_feed import mux_release as signed_feed_command
 from updater.errors import EXIT_USAGE, EXIT_VERIFICATION, EXIT_WITHDRAWN
+from updater.formats.minisign import PublicKey
 from updater.formats.models import FEED_INDEX_NAME
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 
@@ -256,3 +258,105 @@ def test_a_refresh_signs_a_new_timestamp_and_lists_nothing_new(feed: TufFeed) ->
     assert done.returncode == 0, done.stdout + done.stderr
     assert tuf_repo.Repository(feed.path).timestamp().signed.version == stamp + 1
     assert tuf_repo.lifecycle_of(feed.path, "v0.3.0") is None  # not listed
+
+
+# -- a feed that lost its signed index (issue 35, finding 4) ----------------------------------
+
+
+def _lose_the_index(feed: TufFeed) -> None:
+    for name in (FEED_INDEX_NAME, FEED_SIGNATURE_NAME):
+        (feed.path / name).unlink()
+
+
+def _index(feed: TufFeed) -> tuple[dict[str, dict], int]:
+    listed = json.loads((feed.path / FEED_INDEX_NAME).read_bytes())["releases"]
+    comment = read_index_signature(feed.path, [PublicKey.parse(feed.keypair.public_key)])
+    return {r["tag"]: r.get("lifecycle", {}) for r in listed}, comment.seq
+
+
+def test_a_feed_that_lost_its_index_continues_from_its_tuf_repository(feed: TufFeed) -> None:
+    """A fresh checkout of the Pages branch without releases.json and its signature: the
+    withdrawal and the seq come back from the signed TUF metadata (release-workflow's record,
+    the timestamp's ``custom.mux.index``), not seq 1 without records (what the old code
+    wrote, so install.sh on a fresh machine installed the withdrawn release)."""
+    verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad")
+    _records, published = _index(feed)
+    state = tuf_repo.signed_state(feed.path)
+    assert state.index == tuf_repo.IndexSeq(feed.keypair.key_id, published)
+    assert state.records["v0.2.0"]["withdrawn"] == {"reason": "bad"}
+
+    _lose_the_index(feed)
+    out = verb(feed, "feed")  # with both TUF keys, as the feed workflow runs it
+    assert f"seq {published + 1} (from the TUF repository metadata/)" in out, out
+    records, seq = _index(feed)
+    assert seq == published + 1 and records["v0.2.0"]["withdrawn"] == {"reason": "bad"}
+    assert "withdrawn" not in records["v0.1.0"]
+    # The new timestamp records the new seq; a refresh and a bare TUF timestamp keep it.
+    assert tuf_repo.signed_state(feed.path).index == (feed.keypair.key_id, seq)
+    verb(feed, "feed", "--refresh")
+    assert tuf_repo.signed_state(feed.path).index == (feed.keypair.key_id, seq + 1)
+    feed.refresh()
+    assert tuf_repo.signed_state(feed.path).index == (feed.keypair.key_id, seq + 1)
+
+    # A lifecycle verb on a lost index continues the same way (it no longer finds the index
+    # and TUF "disagreeing" and refuses).
+    _lose_the_index(feed)
+    verb(feed, "halt", "--tag", "v0.1.0")
+    records, seq = _index(feed)
+    assert seq == published + 3 and records["v0.1.0"]["halted"] is True
+    assert records["v0.2.0"]["withdrawn"] == {"reason": "bad"}
+
+    # --new-feed contradicts a TUF repository that records an index of this key.
+    _lose_the_index(feed)
+    before = snapshot(feed.path)
+    new = mux_release(feed, "feed", "--new-feed")
+    assert new.returncode == EXIT_USAGE, new.stdout + new.stderr
+    [line] = new.stderr.strip().splitlines()
+    assert f"signed its index at seq {seq}: it was published" in line
+    assert snapshot(feed.path) == before
+
+
+def test_a_tuf_repository_that_records_no_seq_gives_the_records_and_needs_the_seq(
+    feed: TufFeed,
+) -> None:
+    """A repository from before the timestamp recorded the index's seq (here: a withdrawal
+    signed in TUF directly): the records it has, the floor it has not. Refused in one line
+    with nothing written, until --seq gives it."""
+    k = feed.keys
+    record = tuf_repo.lifecycle_of(feed.path, "v0.2.0") or {}
+    withdrawn = {**record, "withdrawn": {"reason": "bad"}}
+    tuf_repo.set_lifecycle(
+        feed.path, "v0.2.0", withdrawn, k.signers(k.RELEASE), k.signers(k.ONLINE)
+    )
+    assert tuf_repo.signed_state(feed.path).index is None
+    _lose_the_index(feed)
+    before = snapshot(feed.path)
+    for args in ((), ("--tuf-release-key", k.uri("release"))):
+        done = mux_release(feed, "feed", *args, tuf_keys=())
+        assert done.returncode == 1, done.stdout + done.stderr
+        [line] = done.stderr.strip().splitlines()
+        assert "records no seq of key" in line and "would lose the sequence floor" in line
+        assert snapshot(feed.path) == before
+
+    out = verb(feed, "feed", "--seq", "40")
+    records, seq = _index(feed)
+    assert seq == 40 and records["v0.2.0"]["withdrawn"] == {"reason": "bad"}
+    assert "from the TUF repository" in out
+    assert tuf_repo.signed_state(feed.path).index == (feed.keypair.key_id, 40)
+
+
+def test_a_tuf_repository_whose_signatures_fail_carries_nothing(feed: TufFeed) -> None:
+    """Only signed state is carried: a release-workflow role edited by hand (a record nobody
+    signed) is refused, not re-signed into the index."""
+    verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad")
+    _lose_the_index(feed)
+    repo = tuf_repo.Repository(feed.path)
+    current = repo.targets(tuf_repo.RELEASE_ROLE)
+    path = repo.metadata / f"{current.signed.version}.{tuf_repo.RELEASE_ROLE}.json"
+    path.write_bytes(path.read_bytes().replace(b'"reason": "bad"', b'"reason": "bah"'))
+    before = snapshot(feed.path)
+    done = mux_release(feed, "feed")
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "its TUF repository cannot vouch for" in line and "release-workflow" in line
+    assert snapshot(feed.path) == before

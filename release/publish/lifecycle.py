@@ -2,7 +2,8 @@
 ``withdraw``, ``critical``.
 
 Each verb reads the feed's signed index (its records are carried only once the signature
-verified with the signing key: :func:`release.publish.feed.carried_lifecycle`), changes the
+verified with the signing key; a feed that lost its index continues from its TUF repository
+or is refused: :func:`release.publish.feed.continued_state`), changes the
 record of one listed release, checks it with the client's own strict parser
 (:func:`updater.formats.lifecycle.parse_record`), and writes and signs the index with the
 next ``seq`` (:func:`release.publish.feed.sign_feed_index`). A feed with a TUF repository
@@ -30,7 +31,7 @@ from release.publish.feed import (
     DEFAULT_EXPIRES_IN,
     FeedError,
     SignedIndex,
-    carried_lifecycle,
+    continued_state,
     manifest_released_at,
     sign_feed_index,
 )
@@ -88,7 +89,11 @@ def change_lifecycle(
         raise UsageError(f"--tag: {exc.message}") from None
     if not (feed_dir / tag / MANIFEST_NAME).is_file():
         raise UsageError(f"{feed_dir} has no release {tag} (no {tag}/{MANIFEST_NAME})")
-    before = carried_lifecycle(feed_dir, key).get(tag, Lifecycle())
+    # What the new index continues (its seq, every record), decided before anything is
+    # signed: a feed that lost its signed index is refused here unless its TUF repository
+    # says where it stood (release.publish.feed.continued_state).
+    state = continued_state(feed_dir, key)
+    before = state.records.get(tag, Lifecycle())
     if before.released_at is None:  # as every index writes it (and TUF's record starts)
         before = before._replace(released_at=manifest_released_at(feed_dir / tag))
     after = change(before)
@@ -124,11 +129,13 @@ def change_lifecycle(
             tuf.release,
             tuf.online,
             now=None if now is None else datetime.fromtimestamp(now, UTC),
+            index=tuf_repo.IndexSeq(key.key_id, state.seq),  # the seq signed below
         )
     signed = sign_feed_index(
         feed_dir,
         key,
         expires_in=expires_in,
+        seq=state.seq,
         now=now,
         lifecycle={tag: after},
     )

@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from securesystemslib.signer import Key, Signer
 from tuf.api.exceptions import UnsignedMetadataError
@@ -80,6 +80,16 @@ PUBLISHED = "published"
 
 class TufRepoError(MuxError):
     """The repository cannot be changed as asked."""
+
+
+class IndexSeq(NamedTuple):
+    """The feed index's sequence floor as the timestamp role records it
+    (``custom.mux.index``): the minisign key that signed ``releases.json`` and the ``seq``
+    it signed. ``mux-release feed`` continues from it when the index itself was lost
+    (:func:`signed_state`); a seq belongs to its key (clients count per key id)."""
+
+    key_id: str
+    seq: int
 
 
 def _now() -> datetime:
@@ -360,15 +370,32 @@ def _meta(md: Metadata[Any]) -> MetaFile:
     )
 
 
+def index_seq(timestamp: Timestamp) -> IndexSeq | None:
+    """The feed index's seq a timestamp records (None: it records none, or not as written
+    here)."""
+    custom = timestamp.unrecognized_fields.get("custom")
+    mux = custom.get("mux") if isinstance(custom, dict) else None
+    index = mux.get("index") if isinstance(mux, dict) else None
+    if not isinstance(index, dict):
+        return None
+    key_id, seq = index.get("key_id"), index.get("seq")
+    if not isinstance(key_id, str) or type(seq) is not int or seq < 0:
+        return None
+    return IndexSeq(key_id, seq)
+
+
 def _snapshot_and_timestamp(
     repo: Repository,
     signers: Sequence[Signer],
     *,
     timestamp_expires_in: int | None = None,
     snapshot_expires_in: int | None = None,
+    index: IndexSeq | None = None,
 ) -> list[str]:
     """A new snapshot when a targets role changed (or the current one expires before the new
-    timestamp would), then a new timestamp: both signed with the online key."""
+    timestamp would), then a new timestamp: both signed with the online key. The timestamp
+    records ``index`` (the feed index's seq just signed), else what the one it replaces
+    recorded."""
     root = repo.root().signed
     if timestamp_expires_in is not None and timestamp_expires_in > MAX_TIMESTAMP_EXPIRY:
         raise UsageError("a timestamp expires within 24 hours (a freeze is caught within a day)")
@@ -405,14 +432,19 @@ def _snapshot_and_timestamp(
         assert old_snapshot is not None
         snapshot_md = old_snapshot
     try:
-        old_version = repo.timestamp().signed.version
+        old_timestamp: Timestamp | None = repo.timestamp().signed
     except TufRepoError:
-        old_version = 0
+        old_timestamp = None
     timestamp = Timestamp(
-        version=old_version + 1,
+        version=1 if old_timestamp is None else old_timestamp.version + 1,
         expires=timestamp_expiry,
         snapshot_meta=_meta(snapshot_md),
     )
+    index = index or (None if old_timestamp is None else index_seq(old_timestamp))
+    if index is not None:
+        timestamp.unrecognized_fields["custom"] = {
+            "mux": {"index": {"key_id": index.key_id, "seq": index.seq}}
+        }
     timestamp_md = Metadata(timestamp)
     if not _sign(timestamp_md, signers, root.roles[Timestamp.type].keyids):
         raise TufRepoError("no online key of the timestamp role was given (--online-key)")
@@ -442,9 +474,11 @@ def refresh(
     expires_in: int = MAX_TIMESTAMP_EXPIRY,
     snapshot_expires_in: int | None = None,
     now: datetime | None = None,
+    index: IndexSeq | None = None,
 ) -> list[str]:
     """The feed workflow's schedule: a new timestamp (and a new snapshot when a targets role
-    was published since, or the snapshot would expire first), with the online key."""
+    was published since, or the snapshot would expire first), with the online key; it
+    records ``index``, the feed index's seq just signed (default: the previous timestamp's)."""
     repo = Repository(Path(folder), now or _now())
     repo.root()  # (a repository must be there)
     return _snapshot_and_timestamp(
@@ -452,6 +486,7 @@ def refresh(
         signers,
         timestamp_expires_in=expires_in,
         snapshot_expires_in=snapshot_expires_in,
+        index=index,
     )
 
 
@@ -564,6 +599,7 @@ def add_release(
     online_signers: Sequence[Signer],
     *,
     now: datetime | None = None,
+    index: IndexSeq | None = None,
 ) -> list[str]:
     """List every file of ``release_dir`` (``…/v<version>/``) in release-workflow (a new
     version, signed with the release workflow's key), then a new snapshot and timestamp.
@@ -596,7 +632,7 @@ def add_release(
     releases.targets.update(new)
     _publish_release_role(repo, releases, release_signers)
     lines = [f"{RELEASE_ROLE} v{releases.version}: {tag} listed ({len(new)} files)"]
-    return lines + _snapshot_and_timestamp(repo, online_signers)
+    return lines + _snapshot_and_timestamp(repo, online_signers, index=index)
 
 
 def lifecycle_of(folder: Path, tag: str) -> dict[str, Any] | None:
@@ -611,6 +647,53 @@ def lifecycle_of(folder: Path, tag: str) -> dict[str, Any] | None:
     return dict(record) if isinstance(record, dict) else {}
 
 
+@dataclass(frozen=True)
+class SignedState:
+    """What a feed's TUF repository signs that its index must carry too (:func:`signed_state`)."""
+
+    tags: tuple[str, ...]  # every release release-workflow lists
+    records: dict[str, dict[str, Any]]  # the lifecycle record of each release that has one
+    index: IndexSeq | None  # the index's seq the timestamp records
+
+
+def signed_state(folder: Path) -> SignedState:
+    """The lifecycle records and the index seq a feed's TUF repository signs, read back for
+    ``mux-release feed`` when the feed's own index was lost, and only as far as the
+    repository's signatures vouch for them: every root chains from ``1.root.json`` to its
+    thresholds, the newest root verifies the timestamp and ``targets``, ``targets`` verifies
+    ``release-workflow`` (:meth:`Repository.targets`: the newest published, as the lifecycle
+    verbs read it). Expiry is not judged: an old repository still says what was signed.
+    Raises :class:`TufRepoError` or :class:`VerificationError` naming the role that fails."""
+    repo = Repository(Path(folder))
+    verify_published(folder)
+    root = repo.root().signed
+    timestamp = repo.timestamp()
+    top = repo.targets()
+    releases = repo.targets(RELEASE_ROLE)
+    for role, md, delegator in (
+        (Timestamp.type, timestamp, root),
+        (Targets.type, top, root),
+        (RELEASE_ROLE, releases, top.signed),
+    ):
+        if not delegator.get_verification_result(role, md.signed_bytes, md.signatures).verified:
+            raise VerificationError(
+                f"{repo.metadata}: {role} v{md.signed.version} is not signed to its threshold "
+                f"({_missing(md, delegator, role)})"
+            )
+    tags: set[str] = set()
+    records: dict[str, dict[str, Any]] = {}
+    for path, target in releases.signed.targets.items():
+        tag, _, name = path.partition("/")
+        tags.add(tag)
+        if name != models.MANIFEST_NAME:
+            continue
+        facts = (target.unrecognized_fields.get("custom") or {}).get("mux") or {}
+        record = facts.get("lifecycle") if isinstance(facts, dict) else None
+        if isinstance(record, dict):
+            records[tag] = dict(record)
+    return SignedState(tuple(sorted(tags)), records, index_seq(timestamp.signed))
+
+
 def set_lifecycle(
     folder: Path,
     tag: str,
@@ -619,6 +702,7 @@ def set_lifecycle(
     online_signers: Sequence[Signer],
     *,
     now: datetime | None = None,
+    index: IndexSeq | None = None,
 ) -> list[str]:
     """Sign ``record`` (a lifecycle record's JSON, already checked with the client's parser)
     as the lifecycle of the listed release ``tag``: a new release-workflow version whose
@@ -638,11 +722,11 @@ def set_lifecycle(
     facts = custom.setdefault("mux", {})
     if facts.get("lifecycle") == record:
         lines = [f"{RELEASE_ROLE} v{releases.version} already carries this lifecycle of {tag}"]
-        return lines + _snapshot_and_timestamp(repo, online_signers)
+        return lines + _snapshot_and_timestamp(repo, online_signers, index=index)
     facts["lifecycle"] = record
     _publish_release_role(repo, releases, release_signers)
     lines = [f"{RELEASE_ROLE} v{releases.version}: the lifecycle of {tag} signed"]
-    return lines + _snapshot_and_timestamp(repo, online_signers)
+    return lines + _snapshot_and_timestamp(repo, online_signers, index=index)
 
 
 def publish_feed(
@@ -651,20 +735,24 @@ def publish_feed(
     online_signers: Sequence[Signer],
     *,
     now: datetime | None = None,
+    index: IndexSeq | None = None,
 ) -> list[str]:
     """Bring the repository of a feed up to date with its release folders: every ``v*/``
     folder with a ``manifest.json`` that the repository does not list yet is added
     (:func:`add_release`), then the timestamp is re-signed. What ``mux-release feed`` does
-    after it signs ``releases.json``, so that both describe the same releases."""
+    after it signs ``releases.json`` (``index``: the seq it signed, which the timestamp
+    records), so that both describe the same releases."""
     folder = Path(folder)
     lines: list[str] = []
     listed = set(listed_tags(folder))
     for release_dir in sorted(folder.glob("v*/")):
         if release_dir.name in listed or not (release_dir / models.MANIFEST_NAME).is_file():
             continue
-        lines += add_release(folder, release_dir, release_signers, online_signers, now=now)
+        lines += add_release(
+            folder, release_dir, release_signers, online_signers, now=now, index=index
+        )
     if not lines:
-        lines = refresh(folder, online_signers, now=now)
+        lines = refresh(folder, online_signers, now=now, index=index)
     return lines
 
 

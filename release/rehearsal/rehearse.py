@@ -49,7 +49,7 @@ from release.publish.lifecycle import TufSigners, change_lifecycle, describe, wi
 from release.publish.package import package_release, sign_release
 from release.publish.signing import SecretKey, generate_keypair
 from release.publish.tuf_keys import LocalKeys
-from release.publish.tuf_repo import create_local, publish_feed, root_bytes
+from release.publish.tuf_repo import IndexSeq, create_local, publish_feed, root_bytes
 from release.publish.verify import verify_release
 from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serve_directory
@@ -371,10 +371,15 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
                 f"  protocol {manifest.protocol_version}; attested as "
                 f"{REHEARSAL_REPO} .github/workflows/release.yml@refs/tags/v{version}"
             )
-        index = sign_feed_index(feed, keys["secret"])
+        index = sign_feed_index(feed, keys["secret"], new_feed=True)  # its first index
         lines.append(f"releases.json signed: seq {index.comment.seq}, expires in 14 days")
         tuf = keys["tuf"]
-        lines += publish_feed(feed, tuf.signers(tuf.RELEASE), tuf.signers(tuf.ONLINE))
+        lines += publish_feed(
+            feed,
+            tuf.signers(tuf.RELEASE),
+            tuf.signers(tuf.ONLINE),
+            index=IndexSeq(index.key_id, index.comment.seq),  # as mux-release feed records it
+        )
         return lines
 
     def install() -> list[str]:

@@ -85,6 +85,7 @@ from updater.formats.models import (
     parse_manifest,
     tag_for,
 )
+from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 
 TEST_PASSWORD = "correct horse battery staple"
 # Cheap scrypt settings (N=1024, r=8, p=1): stored in the key, so minisign reads them back.
@@ -188,12 +189,17 @@ def sign_index(
     timestamp: int | None = None,
     refresh: bool = True,
     prerelease: Mapping[str, bool] | None = None,
+    new_feed: bool | None = None,
 ) -> SignedIndex:
     """Sign ``feed_dir/releases.json`` as ``mux-release feed`` does (``refresh``: as it is).
 
     ``seq`` defaults to the previous signature's plus one; ``timestamp`` to now; ``expires``
-    (a Unix time, may be in the past) to 14 days after ``timestamp``.
+    (a Unix time, may be in the past) to 14 days after ``timestamp``. ``new_feed`` defaults
+    to whether the folder has no signature yet (the feeds built here are new: the first
+    index is ``mux-release feed --new-feed``).
     """
+    if new_feed is None:
+        new_feed = not refresh and not (Path(feed_dir) / FEED_SIGNATURE_NAME).exists()
     now = int(time.time()) if timestamp is None else timestamp
     if expires is not None and expires <= now and timestamp is None:
         now = expires - 3600  # an index that expired: signed an hour before it did
@@ -204,6 +210,7 @@ def sign_index(
         expires_in=expires_in,
         refresh=refresh,
         seq=seq,
+        new_feed=new_feed,
         now=now,
         prerelease=dict(prerelease) if prerelease is not None else None,
     )
