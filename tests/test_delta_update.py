@@ -6,10 +6,13 @@ no temporary file."""
 from __future__ import annotations
 
 import bz2
+import contextlib
 import hashlib
 import json
 import os
 import random
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from release.publish import tuf_repo
 from release.publish.delta import write_deltas
 from release.publish.formats import delta_header_document
 from release.publish.package import rehash_sums
@@ -31,6 +35,7 @@ from tests.support.releases import (
     serve_directory_recording,
     sign_release_dir,
 )
+from tests.support.tuf import make_tuf_feed
 from updater.config.targets import detect_target
 from updater.formats import delta as fmt
 
@@ -241,7 +246,9 @@ def _notices_entry(feed: Feed) -> dict[str, Any]:
     return next(e for e in _file_list_doc(feed)["entries"] if e["path"] == KEPT_PATCHED)
 
 
-def _fault(feed: Feed, install: Install, fault: str) -> None:
+def _fault(feed: Feed, install: Install | None, fault: str) -> None:
+    """Make ``fault`` happen to the feed's delta of 0.2.0, or (the kept-file faults) to
+    ``install``'s kept 0.1.0."""
     release = feed.releases["0.2.0"]
     delta = release / DELTA
     if fault == "missing":
@@ -403,43 +410,282 @@ def test_no_delta_from_a_version_not_kept_is_tried(installed: Install, feed: Fee
     assert not any("0.0.9" in p for p in paths)
 
 
-@pytest.mark.slow
-def test_kill_9_during_a_delta_update_leaves_a_runnable_mux(installed: Install) -> None:
-    """Updates by delta killed at random moments; after each, mux runs at 0.1.0 or 0.2.0,
-    and the next update finishes (by the delta) and leaves nothing behind."""
-    reset = keep_pristine(installed, installed.home.parent / "pristine")
+# The steps of an update as they show on disk, in order: a ``versions/0.2.0.partial-`` folder
+# (the delta applied into it, smoke-tested, fsynced), ``versions/0.2.0`` renamed into place (then
+# recorded in install.json), the bin-dir link moved to it (then the record settled).
+_STEPS = ("verify", "apply", "switch", "settle")
 
+
+def _step_on_disk(install: Install) -> str:
+    """Which step an update stopped in, from what it left: before the staging folder
+    (``verify``: the index, the signed documents, the delta's download), in it (``apply``),
+    placed but not yet the link's (``switch``), or after the link moved (``settle``)."""
+    versions = install.home / "versions"
+    names = [p.name for p in versions.iterdir()] if versions.is_dir() else []
+    if install.active() == "0.2.0":
+        return "settle"
+    if "0.2.0" in names:
+        return "switch"
+    if any(n.startswith("0.2.0.partial-") for n in names):
+        return "apply"
+    return "verify"
+
+
+def _when_each_step_starts(install: Install, process: subprocess.Popen[bytes]) -> dict[str, float]:
+    """Polls the install every millisecond while ``process`` runs: the time (from now) at which
+    each step first showed, and ``exit``."""
     started = time.monotonic()
-    assert _update(installed)["transfer"]["method"] == "delta"
-    duration = time.monotonic() - started
-    rng = random.Random(20261202)
-    killed = 0
-    for run in range(12):
-        reset()
-        process = subprocess.Popen(
-            [str(installed.mux), "update"],
-            env=installed.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            process.wait(timeout=rng.uniform(0, duration))
-        except subprocess.TimeoutExpired:
+    seen: dict[str, float] = {"verify": 0.0}
+    while process.poll() is None:
+        step = _step_on_disk(install)
+        if step not in seen:
+            at = time.monotonic() - started
+            for earlier in _STEPS[: _STEPS.index(step) + 1]:
+                seen.setdefault(earlier, at)  # a step shorter than a poll starts with the next
+        time.sleep(0.001)
+    seen["exit"] = time.monotonic() - started
+    return seen
+
+
+def _kill_in(
+    install: Install, step: str, lengths: dict[str, float], rng: random.Random
+) -> tuple[bool, str]:
+    """Start ``mux update``, wait until ``step`` shows on disk, then a random part of that
+    step's length (as a reference run measured it), and ``kill -9`` its process group.
+    Whether it was killed before it finished, and the step it was in by what it left."""
+    process = subprocess.Popen(
+        [str(install.mux), "update"],
+        env=install.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        while process.poll() is None and _STEPS.index(_step_on_disk(install)) < _STEPS.index(step):
+            time.sleep(0.0005)
+        time.sleep(rng.uniform(0, lengths[step]))
+        if process.poll() is not None:
+            return False, _step_on_disk(install)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return True, _step_on_disk(install)
+    finally:
+        if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            killed += 1
-        version = installed.reported_version()["version"]
-        assert version in ("0.1.0", "0.2.0"), f"run {run}: mux reports {version}"
-        assert Path(os.readlink(installed.mux)).is_file()
+
+
+def _after_a_kill(install: Install, pristine_kept: dict[str, str], where: str) -> None:
+    """What every kill must leave: a runnable mux (the version its link names answers), the
+    kept 0.1.0 byte for byte as it was; and a next run that finishes the update (by the
+    delta when nothing was switched; after the switch it tidies) and leaves nothing behind."""
+    kept = install.home / "versions" / "0.1.0"
+    active = install.active()
+    assert active in ("0.1.0", "0.2.0"), where
+    assert install.reported_version()["version"] == active, where
+    assert snapshot(kept) == pristine_kept, where
+    if active == "0.1.0":
+        report = _update(install)
+        assert report["transfer"]["method"] == "delta", (where, report["transfer"])
+    else:
+        assert install.run("update").returncode == 0, where
+    assert install.reported_version()["version"] == "0.2.0", where
+    assert leftovers(install) == [], where
+    assert snapshot(kept) == pristine_kept, where
+
+
+@pytest.mark.slow
+def test_kill_9_during_a_delta_update_leaves_a_runnable_mux(installed: Install) -> None:
+    """``kill -9`` at 15 random moments of an update by delta, five in each step as it shows
+    on disk: the checks before the delta is applied (the index, the signed documents, the
+    delta's download), the delta's apply into the staging folder, and what follows the switch
+    of the link; each moment a random part of that step's length in a reference run, counted
+    from the moment the step shows. After each, :func:`_after_a_kill`. (The switch and what
+    follows it last a few renames: each is hit exactly by the test below.)"""
+    pristine_kept = snapshot(installed.home / "versions" / "0.1.0")
+    reset = keep_pristine(installed, installed.home.parent / "pristine")
+
+    reference = subprocess.Popen(
+        [str(installed.mux), "update"],
+        env=installed.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    starts = _when_each_step_starts(installed, reference)
+    assert reference.wait() == 0 and installed.active() == "0.2.0", starts
+    assert set(_STEPS) <= set(starts), starts
+    ends = [*[starts[s] for s in _STEPS[1:]], starts["exit"]]
+    lengths = {s: max(end - starts[s], 0.001) for s, end in zip(_STEPS, ends, strict=True)}
+
+    rng = random.Random(20261206)
+    killed: dict[str, int] = {}
+    for run, step in enumerate(("verify", "apply", "settle") * 5):
+        reset()
+        was_killed, left_in = _kill_in(installed, step, lengths, rng)
+        if was_killed:
+            killed[left_in] = killed.get(left_in, 0) + 1
+        where = f"run {run} (aimed at {step}, left in {left_in}; steps from the start {starts})"
+        _after_a_kill(installed, pristine_kept, where)
+    assert sum(killed.values()) >= 10, f"only {killed} of 15 runs were killed mid-way; {starts}"
+    # The checks and the delta's apply; the switch's renames and what follows are hit exactly
+    # by the test below (the steps after the apply last milliseconds).
+    assert {"verify", "apply"} <= set(killed), f"kills by step: {killed}; {starts}"
+
+
+_RENAMES = "rename,renameat,renameat2"
+
+
+def _strace() -> str:
+    strace = shutil.which("strace")
+    if sys.platform != "linux" or strace is None:
+        pytest.skip("needs strace (Linux) to kill -9 a process at one system call")
+    probe = subprocess.run(
+        [strace, "-f", "-qq", "-o", "/dev/null", "true"], capture_output=True, check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"strace cannot trace here: {probe.stderr.decode(errors='replace')[:200]}")
+    return strace
+
+
+def _strace_update(strace: str, install: Install, *options: str) -> int:
+    """``mux update`` under ``strace -f`` (its renames only), in a session of its own whose
+    leftovers are killed: the exit status."""
+    process = subprocess.Popen(
+        [strace, "-f", "-qq", *options, "-e", f"trace={_RENAMES}", str(install.mux), "update"],
+        env=install.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        return process.wait(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # what a killed update had started
+
+
+def _rename_ordinals(
+    strace: str, install: Install, destinations: list[tuple[Path, int]]
+) -> list[int]:
+    """For each destination and occurrence (1: the first rename onto it), which rename of its
+    thread (1, 2, …) that is, in an update watched by ``strace`` (what ``inject=…:when=N``
+    counts, per thread)."""
+    log = install.home.parent / "renames.log"
+    assert _strace_update(strace, install, "-o", str(log)) == 0
+    done: list[tuple[str, str]] = []  # (thread, destination) of every rename that happened
+    for line in log.read_text(errors="replace").splitlines():
+        call = re.match(r"(\d+)\s+rename(?:at2?)?\((.*)\)\s+=\s+0$", line)
+        if call:
+            done.append((call[1], re.findall(r'"((?:[^"\\]|\\.)*)"', call[2])[-1]))
+    ordinals = []
+    for destination, occurrence in destinations:
+        at = [i for i, (_, to) in enumerate(done) if to == str(destination)][occurrence - 1]
+        thread = done[at][0]
+        ordinals.append(sum(1 for tid, _ in done[: at + 1] if tid == thread))
+    return ordinals
+
+
+@pytest.mark.slow
+def test_kill_9_at_each_rename_of_the_switch_leaves_a_runnable_mux(installed: Install) -> None:
+    """The switch is three renames a few milliseconds apart, moments a random kill almost
+    never hits: the staging folder to ``versions/0.2.0``, the new record onto
+    ``install.json``, the new link onto the bin dir's ``mux``; then the settled record onto
+    ``install.json`` again. ``strace`` delivers SIGKILL at the entry of exactly each
+    (``-e inject=rename…:signal=KILL:when=N``, N found by watching an update first): the
+    rename never happens. After each, :func:`_after_a_kill`."""
+    strace = _strace()
+    pristine_kept = snapshot(installed.home / "versions" / "0.1.0")
+    reset = keep_pristine(installed, installed.home.parent / "pristine")
+    record = installed.home / "install.json"
+    pristine_record = record.read_bytes()
+    targets = [(installed.home / "versions" / "0.2.0", 1), (record, 1), (installed.mux, 1)]
+    targets.append((record, 2))
+    ordinals = _rename_ordinals(strace, installed, targets)
+    left = (
+        ("apply", False, "0.1.0"),  # the staging folder stays, nothing recorded
+        ("switch", False, "0.1.0"),  # placed, not recorded
+        ("switch", True, "0.1.0"),  # placed and recorded, the link not moved
+        ("settle", True, "0.2.0"),  # switched, the record not settled
+    )
+    for (target, _), ordinal, (step, recorded, active) in zip(targets, ordinals, left, strict=True):
+        reset()
+        status = _strace_update(
+            strace,
+            installed,
+            "-o",
+            "/dev/null",
+            "-e",
+            f"inject={_RENAMES}:signal=KILL:when={ordinal}",
+        )
+        where = f"killed at rename {ordinal}, onto {target}"
+        assert status in (-signal.SIGKILL, 128 + signal.SIGKILL), (where, status)
+        assert _step_on_disk(installed) == step, where
+        assert (record.read_bytes() != pristine_record) == recorded, where
+        assert installed.active() == active, where
+        _after_a_kill(installed, pristine_kept, where)
+
+
+def test_a_gigabyte_patch_the_signed_tuf_targets_list_is_bounded_end_to_end(
+    tmp_path: Path, sandbox_env
+) -> None:
+    """A patch that inflates to 4 GiB delivered through the signed path of a build that
+    trusts a TUF root: the file list and the delta are targets of ``release-workflow``
+    (signed by the release key, their lengths and digests with them) and lines of the signed
+    ``SHA256SUMS``, so every check before the apply passes. The real ``mux update`` applies
+    it in bounded windows (peak RSS under 64 MiB), throws the tree away with one ``WARNING:``
+    line, and installs the full archive in the same run (exit 0: docs/contracts.md, "File
+    lists and deltas"); the kept 0.1.0 is untouched and nothing is left behind."""
+    feed = make_tuf_feed(tmp_path / "t", ["0.1.0", "0.2.0"], publish=False)
+    write_deltas(feed.releases["0.2.0"], [feed.releases["0.1.0"]])
+    sign_release_dir(feed.releases["0.2.0"], feed.keypair)
+    _fault(feed, None, "gigabytes")  # (this fault touches no install)
+    feed.publish()
+    listed = tuf_repo.Repository(feed.path).targets(tuf_repo.RELEASE_ROLE).signed.targets
+    bomb = feed.releases["0.2.0"] / DELTA
+    assert listed[f"v0.2.0/{DELTA}"].length == bomb.stat().st_size
+    assert (
+        listed[f"v0.2.0/{DELTA}"].hashes["sha256"] == hashlib.sha256(bomb.read_bytes()).hexdigest()
+    )
+
+    with serve_directory_recording(feed.path) as (url, paths):
+        installed = bootstrap(
+            tmp_path, sandbox_env, source=url, version="0.1.0", public_key=feed.keypair.public_key
+        )
         kept = installed.home / "versions" / "0.1.0"
-        assert (kept / ".mux-files").is_file()
-        if version == "0.1.0":
-            report = _update(installed)  # finishes what was killed
-            assert report["transfer"]["method"] == "delta", report["transfer"]
-        else:  # killed after the switch: the next run tidies what it left
-            assert installed.run("update").returncode == 0
-        assert leftovers(installed) == [], f"run {run}"
-        assert snapshot(kept)  # the kept version is whole
-    assert killed >= 6, f"only {killed} of 12 runs were killed mid-way"
+        pristine_kept = snapshot(kept)
+        paths.clear()
+        wrapper = (
+            "import resource, subprocess, sys\n"
+            "done = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+            "sys.stdout.write(done.stdout)\n"
+            "sys.stderr.write(done.stderr)\n"
+            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)\n"
+            "sys.exit(done.returncode)\n"
+        )
+        result = subprocess.run(
+            ["python3", "-c", wrapper, str(installed.mux), "update", "--json"],
+            env=installed.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        fetched = [p.rsplit("/", 1)[-1] for p in paths]
+    *stderr, peak = result.stderr.splitlines()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert int(peak) < 64 * 1024, f"peak RSS {peak} KiB"
+    report = json.loads(result.stdout)
+    layers = {layer["layer"]: layer["status"] for layer in report["verification"]}
+    assert layers["tuf"] == "ok", layers  # every file it read, the bomb too, through TUF
+    transfer = report["transfer"]
+    assert transfer["method"] == "full", transfer
+    assert "holds more than the patch uses" in transfer["fallback_reason"], transfer
+    warnings = [line for line in stderr if line.startswith("WARNING")]
+    assert len(warnings) == 1 and "downloading the full archive" in warnings[0], stderr
+    assert {DELTA, FILE_LIST, ARCHIVE} <= set(fetched), fetched
+    assert installed.reported_version()["version"] == "0.2.0"
+    assert snapshot(kept) == pristine_kept
+    assert leftovers(installed) == []

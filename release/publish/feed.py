@@ -32,9 +32,9 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
+from release.publish.feed_folder import manifest_released_at, release_folders
 from release.publish.formats import format_releases_json
 from release.publish.signing import SecretKey
 from updater.errors import MuxError, ParseError, UsageError, VerificationError
@@ -43,10 +43,8 @@ from updater.formats.lifecycle import Lifecycle, parse_record
 from updater.formats.minisign import PublicKey, verify, verify_trusted_comment
 from updater.formats.models import (
     FEED_INDEX_NAME,
-    MANIFEST_NAME,
     TUF_METADATA_DIR,
     FeedRelease,
-    parse_manifest,
     parse_releases_json,
     parse_tag,
 )
@@ -108,33 +106,6 @@ def write_feed_index(
         releases.append(FeedRelease(tag=folder.name, prerelease=flag, lifecycle=record))
     atomic_write(index, format_releases_json(releases), mode=0o644)  # published: for all to read
     return index
-
-
-def release_folders(feed_dir: Path) -> list[Path]:
-    """The ``v<version>/`` folders of a feed that hold a manifest: the releases its index
-    lists, in name order."""
-    found = []
-    for folder in sorted(Path(feed_dir).iterdir()):
-        if not (folder.is_dir() and (folder / MANIFEST_NAME).is_file()):
-            continue
-        try:
-            parse_tag(folder.name)
-        except ParseError:
-            continue
-        found.append(folder)
-    return found
-
-
-def manifest_released_at(release_dir: Path) -> int | None:
-    """A release folder's manifest's ``released_at`` as a Unix time (None when it has none):
-    what every lifecycle record starts from (the cooldown counts from it)."""
-    try:
-        text = parse_manifest((release_dir / MANIFEST_NAME).read_bytes()).released_at
-    except (OSError, ParseError):
-        return None
-    if not text:
-        return None
-    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp())
 
 
 def carried_lifecycle(feed_dir: Path, key: SecretKey) -> dict[str, Lifecycle]:

@@ -32,9 +32,9 @@ from release.publish.feed import (
     FeedError,
     SignedIndex,
     continued_state,
-    manifest_released_at,
     sign_feed_index,
 )
+from release.publish.feed_folder import manifest_released_at
 from release.publish.signing import SecretKey
 from updater.errors import ParseError, UsageError
 from updater.formats.lifecycle import (

@@ -53,7 +53,7 @@ from tuf.api.metadata import (
 )
 from tuf.api.serialization.json import JSONSerializer
 
-from release.publish.feed import manifest_released_at
+from release.publish.feed_folder import manifest_released_at
 from release.publish.tuf_keys import LocalKeys
 from updater.errors import MuxError, ParseError, UsageError, VerificationError
 from updater.files import atomic_write
