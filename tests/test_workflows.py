@@ -1024,8 +1024,8 @@ def test_the_feed_index_is_signed_after_each_release_and_re_signed_weekly(
     assert sign.count(f"{RELEASE_TOOL} feed feed ") == 3  # refresh, a new feed, a release
     # A new feed says so (--new-feed: mux-release refuses a first index over a published
     # feed); a new key keeps the published index and starts its counter at 1.
-    assert "start=(--seq 1)" in sign and "start=(--new-feed)" in sign
-    assert f'{RELEASE_TOOL} feed feed "${{start[@]}}" ' in sign
+    assert "counter=(--seq 1)" in sign and "counter=(--new-feed)" in sign
+    assert f'{RELEASE_TOOL} feed feed "${{counter[@]}}" ' in sign
     # Once root v1 is committed, each of those and every lifecycle verb signs TUF too.
     assert sign.count('"${tuf[@]}"') == 3, sign  # the verbs, a new feed, a release
     assert '"${online[@]}"' in sign  # a refresh: the online key only
