@@ -345,7 +345,7 @@ def feed_command(
     The trusted comment carries seq (previous + 1) and expires; clients refuse an expired
     index and a lower seq than they have seen. Re-sign before it expires (--refresh). A feed
     with releases but no signed index continues from its TUF repository (metadata/), or is
-    refused unless --new-feed (docs/release.md, "The feed").
+    refused unless --new-feed (docs/release.md, "A feed that lost its index").
     """
     seconds = parse_expiry(expires_in)
     key = _read_secret_key(key_file, key_env, password_env)

@@ -459,7 +459,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
         (release / models.attestation_name(version)).write_bytes(bundle)
         rehash_sums(release)
         sign_release(release, current.secret_key())
-    sign_feed_index(feed, current.secret_key())
+    sign_feed_index(feed, current.secret_key(), new_feed=True)
 
     home, bin_dir = tmp_path / "mux-home", tmp_path / "bin"
     with serve_directory(feed) as url:
