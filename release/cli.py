@@ -14,16 +14,19 @@ and securesystemslib. Everything else is imported below. tomlkit, the ``release`
 is imported by :mod:`release.pins.pinfile` when it reads a file, so without it ``mux-release``
 still starts and :func:`main` says how to get it.
 
-Commands are a flat list; add new ones as their own block below, following the same shape.
+Commands are a flat list; add new ones as their own block below, following the same shape (a
+lifecycle verb with :func:`_lifecycle_verb`, which declares the options they share once).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -58,7 +61,7 @@ from updater.config import settings
 from updater.config.marker import MARKER_NAME, marker_document
 from updater.errors import EXIT_ERROR, MuxError, UsageError
 from updater.files import NotReadable, atomic_write, read_small_file
-from updater.formats.lifecycle import Interval
+from updater.formats.lifecycle import Interval, Lifecycle
 from updater.formats.minisign import PublicKey
 from updater.protocol import PROTOCOL_VERSION
 from updater.timestamps import parse_duration, rfc3339
@@ -387,36 +390,67 @@ _FeedDirArgument = Annotated[Path, typer.Argument(help="The feed folder (release
 _NotesOption = Annotated[
     str | None, typer.Option("--notes", help="A short plain-text summary (1000 characters).")
 ]
+# What a lifecycle verb signs: the record of a release, changed.
+Change = Callable[[Lifecycle], Lifecycle]
 
 
-class _Keys(NamedTuple):
-    """The keys a lifecycle verb signs with: the feed's minisign key, and the TUF keys for a
-    feed with a TUF repository."""
-
-    key_file: Path | None
-    key_env: str | None
-    password_env: str
-    tuf_release_key: list[str] | None
-    tuf_online_key: list[str] | None
-
-
-def _change(feed_dir: Path, keys: _Keys, tag: str, change: Any, expires_in: str) -> None:
-    key = _read_secret_key(keys.key_file, keys.key_env, keys.password_env)
+def _sign_change(
+    change: Change,
+    feed_dir: _FeedDirArgument,
+    tag: _TagOption,
+    key_file: _KeyFileOption = None,
+    key_env: _KeyEnvOption = None,
+    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
+    tuf_release_key: _TufReleaseKeyOption = None,
+    tuf_online_key: _TufOnlineKeyOption = None,
+    expires_in: _ExpiresOption = "14d",
+) -> None:
+    """Sign ``change`` to the lifecycle record of ``tag`` into the feed's index (and its TUF
+    repository, given its keys). Its other parameters are the options every lifecycle verb
+    takes, declared here once (:func:`_lifecycle_verb`)."""
+    key = _read_secret_key(key_file, key_env, password_env)
     tuf = None
-    if keys.tuf_release_key or keys.tuf_online_key:
-        tuf = TufSigners(
-            _signers(feed_dir, keys.tuf_release_key), _signers(feed_dir, keys.tuf_online_key)
-        )
+    if tuf_release_key or tuf_online_key:
+        tuf = TufSigners(_signers(feed_dir, tuf_release_key), _signers(feed_dir, tuf_online_key))
     changed = change_lifecycle(
         feed_dir, key, tag, change, expires_in=parse_expiry(expires_in), tuf=tuf
     )
     print(describe(changed))
 
 
-@app.command("rollout")
+def _lifecycle_verb(name: str) -> Callable[[Callable[..., Change]], Callable[..., Change]]:
+    """Register ``mux-release NAME``, a lifecycle verb.
+
+    The decorated function takes the feed folder and the verb's own options and returns the
+    change; the command takes :func:`_sign_change`'s options around them (the feed folder and
+    ``--tag`` first, the signing options last, as ``--help`` lists them) and signs it. typer
+    reads a command's parameters from its signature, so the command's is written from the two.
+    """
+    shared = list(inspect.signature(_sign_change, eval_str=True).parameters.values())[1:]
+    first, last = shared[:2], shared[2:]
+
+    def register(verb: Callable[..., Change]) -> Callable[..., Change]:
+        own = list(inspect.signature(verb, eval_str=True).parameters.values())[1:]
+
+        def command(**options: Any) -> None:
+            signing = {param.name: options.pop(param.name) for param in shared}
+            _sign_change(verb(signing["feed_dir"], **options), **signing)
+
+        params = [
+            param.replace(kind=inspect.Parameter.KEYWORD_ONLY) for param in (*first, *own, *last)
+        ]
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {param.name: param.annotation for param in params}
+        command.__doc__ = verb.__doc__
+        app.command(name)(command)
+        return verb
+
+    return register
+
+
+@_lifecycle_verb("rollout")
 def rollout_command(
-    feed_dir: _FeedDirArgument,
-    tag: _TagOption,
+    feed_dir: Path,
     stages: Annotated[
         str | None,
         typer.Option(
@@ -434,13 +468,7 @@ def rollout_command(
     ] = None,
     full: Annotated[bool, typer.Option("--full", help="Offer it to everyone now.")] = False,
     notes: _NotesOption = None,
-    key_file: _KeyFileOption = None,
-    key_env: _KeyEnvOption = None,
-    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
-    tuf_release_key: _TufReleaseKeyOption = None,
-    tuf_online_key: _TufOnlineKeyOption = None,
-    expires_in: _ExpiresOption = "14d",
-) -> None:
+) -> Change:
     """Stage a release (or finish its rollout with --full) in the feed's signed index."""
     if sum(x is not None and x is not False for x in (stages, interval, full or None)) != 1:
         raise UsageError("give one of --stages, --interval or --full")
@@ -452,61 +480,24 @@ def rollout_command(
             every = Interval(now, int(parse_duration(interval)))
         except ValueError as exc:
             raise UsageError(f"--interval: {exc}") from None
-    _change(
-        feed_dir,
-        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
-        tag,
-        rollout(planned, every, notes),
-        expires_in,
-    )
+    return rollout(planned, every, notes)
 
 
-@app.command("halt")
-def halt_command(
-    feed_dir: _FeedDirArgument,
-    tag: _TagOption,
-    key_file: _KeyFileOption = None,
-    key_env: _KeyEnvOption = None,
-    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
-    tuf_release_key: _TufReleaseKeyOption = None,
-    tuf_online_key: _TufOnlineKeyOption = None,
-    expires_in: _ExpiresOption = "14d",
-) -> None:
+@_lifecycle_verb("halt")
+def halt_command(feed_dir: Path) -> Change:
     """Stop a release's rollout: offered to nobody who has not installed it."""
-    _change(
-        feed_dir,
-        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
-        tag,
-        halt,
-        expires_in,
-    )
+    return halt
 
 
-@app.command("resume")
-def resume_command(
-    feed_dir: _FeedDirArgument,
-    tag: _TagOption,
-    key_file: _KeyFileOption = None,
-    key_env: _KeyEnvOption = None,
-    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
-    tuf_release_key: _TufReleaseKeyOption = None,
-    tuf_online_key: _TufOnlineKeyOption = None,
-    expires_in: _ExpiresOption = "14d",
-) -> None:
+@_lifecycle_verb("resume")
+def resume_command(feed_dir: Path) -> Change:
     """Resume a halted rollout where its stages stand."""
-    _change(
-        feed_dir,
-        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
-        tag,
-        resume,
-        expires_in,
-    )
+    return resume
 
 
-@app.command("withdraw")
+@_lifecycle_verb("withdraw")
 def withdraw_command(
-    feed_dir: _FeedDirArgument,
-    tag: _TagOption,
+    feed_dir: Path,
     reason: Annotated[
         str, typer.Option("--reason", help="Why (300 characters), shown to every machine on it.")
     ],
@@ -514,29 +505,16 @@ def withdraw_command(
         str | None,
         typer.Option("--replacement", help="The release (vX.Y.Z) machines on it move to."),
     ] = None,
-    key_file: _KeyFileOption = None,
-    key_env: _KeyEnvOption = None,
-    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
-    tuf_release_key: _TufReleaseKeyOption = None,
-    tuf_online_key: _TufOnlineKeyOption = None,
-    expires_in: _ExpiresOption = "14d",
-) -> None:
+) -> Change:
     """Withdraw a release: never installed again, and machines on it move off it."""
     if replacement is not None and not (feed_dir / replacement / "manifest.json").is_file():
         raise UsageError(f"--replacement {replacement}: the feed has no such release")
-    _change(
-        feed_dir,
-        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
-        tag,
-        withdraw(reason, replacement),
-        expires_in,
-    )
+    return withdraw(reason, replacement)
 
 
-@app.command("critical")
+@_lifecycle_verb("critical")
 def critical_command(
-    feed_dir: _FeedDirArgument,
-    tag: _TagOption,
+    feed_dir: Path,
     minimum_version: Annotated[
         str | None,
         typer.Option(
@@ -544,21 +522,9 @@ def critical_command(
         ),
     ] = None,
     notes: _NotesOption = None,
-    key_file: _KeyFileOption = None,
-    key_env: _KeyEnvOption = None,
-    password_env: _PasswordEnvOption = DEFAULT_PASSWORD_ENV,
-    tuf_release_key: _TufReleaseKeyOption = None,
-    tuf_online_key: _TufOnlineKeyOption = None,
-    expires_in: _ExpiresOption = "14d",
-) -> None:
+) -> Change:
     """Mark a release critical: offered at once, skipping stages and delays (not a pin)."""
-    _change(
-        feed_dir,
-        _Keys(key_file, key_env, password_env, tuf_release_key, tuf_online_key),
-        tag,
-        critical(minimum_version, notes),
-        expires_in,
-    )
+    return critical(minimum_version, notes)
 
 
 # --- keygen ------------------------------------------------------------------------------
