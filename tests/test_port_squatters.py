@@ -22,9 +22,13 @@ import pytest
 from tests.support.servers import mux_runtime_dir, wait_until
 from tests.support.squatters import SQUATTER, STATUS_SERVER
 from tests.support.users import OTHER_UID, as_user, other_users, private_dir
+from updater.commands.restart import _fell_back
+from updater.config import buildinfo
+from updater.config.settings import load_for
 from updater.errors import EXIT_NOT_YOURS
 from updater.servers import owner
-from updater.servers.status import query_server
+from updater.servers.control import StartFailed, _crowded_by
+from updater.servers.status import parse_server_address, query_server
 
 __all__ = ["mux_runtime_dir", "other_users"]  # fixtures, imported for pytest
 
@@ -179,3 +183,40 @@ def test_another_user_taking_the_port_of_an_older_server_is_no_failed_start(
         older.wait()
         if squatter is not None:
             stop(squatter)
+
+
+# Opens argv[2] connections to the port argv[1] and keeps them until standard input closes.
+CROWD = r"""
+import socket, sys
+held = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(int(sys.argv[2]))]
+print("connected", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_another_users_crowd_is_counted_and_a_silence_in_it_is_no_failed_start(
+    other_users: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A flood of another user's connections can keep a new server from answering a
+    restart's status queries in time: the kernel counts them by uid, and such a silence is
+    not recorded as a failed start of the version (their traffic, not the build)."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        port = listener.getsockname()[1]
+        crowd = as_other_user(CROWD, str(port), "20")
+        try:
+            assert crowd.stdout is not None and crowd.stdout.readline() == "connected\n"
+            assert owner.crowd("127.0.0.1", port) == {OTHER_UID: 20}
+            target = parse_server_address(f"http://127.0.0.1:{port}")
+            crowded_by = _crowded_by(target)  # type: ignore[arg-type]
+        finally:
+            stop(crowd)
+    assert crowded_by == f"uid {OTHER_UID}: 20 connections"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    failed = StartFailed("", reason="it did not answer within 7s", log_path=tmp_path / "log")
+    failed.crowded_by = crowded_by
+    build = buildinfo.current()
+    error = _fell_back(load_for(build), build, "http://x", failed, None, None, None)
+    assert "not recorded as a failed start" in error.message, error.message
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("*.json"))

@@ -83,6 +83,26 @@ def test_listeners_and_describe_as_pure_rules() -> None:
     assert owner.describe(holders) == "uid 1501 (pid 42, 43); uid 1502"
 
 
+@pytest.mark.parametrize(
+    ("state", "uid", "expected"),
+    [
+        ("01", 1501, 1501),  # established, accepted or still queued: its listener's owner
+        ("03", 1501, 1501),  # half-open
+        ("05", 0, None),  # FIN_WAIT2: the server closed it; the kernel keeps it for no one
+        ("06", 0, None),  # TIME_WAIT
+        ("08", 1501, None),  # CLOSE_WAIT
+    ],
+)
+def test_only_a_live_connection_names_its_listeners_owner(
+    state: str, uid: int, expected: int | None
+) -> None:
+    """A flood that makes the user's server close connections must not make it read as
+    another user's (uid 0 of a closed connection)."""
+    local, remote = ("0100007F", 8080), ("0100007F", 50000)
+    entries = [owner.Entry(local, remote, state, uid, 0)]
+    assert owner.owner_of(entries, local=local, remote=remote) == expected
+
+
 @linux_only
 def test_the_kernel_names_this_process_as_owner_of_its_listener_and_connection() -> None:
     with socket.socket() as listener:

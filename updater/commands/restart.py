@@ -205,6 +205,8 @@ def _fell_back(
 ) -> MuxError:
     """Record the failed start, move the link back when it is due, and say it in one line."""
     when = time.time() if now is None else now
+    if failed.crowded_by is not None:  # another user's traffic: no word on the build
+        return _crowded(build, display, failed, again)
     recorded, problem = _record(settings, build.version, failed.reason, when)
     rolled_to, stays = _roll_back(settings, build, recorded) if recorded else (None, None)
     failure = recorded.failure(build.version) if recorded else None
@@ -243,6 +245,25 @@ def _fell_back(
         line += f"; {problem}"
     error_class = RestartFellBack if isinstance(again, ServerReport) else MuxError
     return error_class(line, hint=log)
+
+
+def _crowded(
+    build: BuildInfo,
+    display: str,
+    failed: control.StartFailed,
+    again: ServerReport | MuxError | None,
+) -> MuxError:
+    """A start that did not answer while other users crowded the port: not recorded as a
+    failed start (their traffic, not the build, may have kept it silent)."""
+    line = (
+        f"mux {build.version} did not answer on {display} while other users crowded the port "
+        f"({failed.crowded_by}); not recorded as a failed start, try again later"
+    )
+    serving = again if isinstance(again, ServerReport) else None
+    if serving is not None and serving.status is not None:
+        line += f"; the mux {serving.status.version} server (pid {serving.status.pid}) serves there"
+        return RestartFellBack(line, hint=f"its log: {failed.log_path}")
+    return MuxError(line + f"; no server runs on {display}", hint=f"its log: {failed.log_path}")
 
 
 def _record(

@@ -100,6 +100,9 @@ class StartFailed(MuxError):
         self.reason = reason
         self.log_path = log_path
         self.server_exit = exit_code  # the server's own exit code, when it exited
+        # Other users' connections that crowded the port while it did not answer ("uid 1501:
+        # 212 connections"): then its silence says nothing of the build (_crowded_by).
+        self.crowded_by: str | None = None
 
 
 def as_address(address: Path | str) -> ServerAddress:
@@ -418,6 +421,8 @@ def start(
     try:
         report = _wait_until_live(target, process, log_path, timeout, expect, replacing)
     except StartFailed as failed:
+        if failed.server_exit is None and isinstance(target, TcpAddress):
+            failed.crowded_by = _crowded_by(target)
         _terminate(process)
         failed.log_path = _keep_failed_log(log_path)
         failed.hint = f"full log: {failed.log_path}"
@@ -434,6 +439,16 @@ def start(
         raise
     _started.append(process)
     return report
+
+
+CROWD = 16  # other users' connections to a port that make a server's silence unproven
+
+
+def _crowded_by(target: TcpAddress) -> str | None:
+    counts = owner.crowd(connect_host(target), target.port)
+    if sum(counts.values()) < CROWD:
+        return None
+    return ", ".join(f"uid {uid}: {n} connections" for uid, n in sorted(counts.items()))
 
 
 def held_by(target: ServerAddress, *, besides: int | None = None) -> str | None:

@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 TABLES = {2: "/proc/net/tcp", 10: "/proc/net/tcp6"}  # by address family (AF_INET, AF_INET6)
 MAX_TABLE_BYTES = 64 * 1024 * 1024  # about 400,000 sockets: past that, the kernel is not asked
 LISTEN = "0A"  # the TCP_LISTEN state as the tables write it
+# A connection's server side carries its listener's uid while established (accepted or still
+# queued: inode 0) or half-open; later states (closing, TIME_WAIT) belong to no process.
+CONNECTED = frozenset({"01", "03"})  # ESTABLISHED, SYN_RECV
 
 
 class Entry(NamedTuple):
@@ -132,10 +135,12 @@ def _pair(local: tuple[str, int], remote: tuple[str, int]) -> str:
 def owner_of(
     entries: Iterable[Entry], *, local: tuple[str, int], remote: tuple[str, int]
 ) -> int | None:
-    """The uid of the entry whose local end is ``local`` and remote end ``remote``."""
+    """The uid of the entry whose local end is ``local`` and remote end ``remote``, while it
+    is a live connection (:data:`CONNECTED`). Once its server has closed it, the kernel keeps
+    the entry a while for no process (uid 0, no inode): that says nothing of who listened."""
     for entry in entries:
         if entry.local == local and entry.remote == remote:
-            return entry.uid
+            return entry.uid if entry.state in CONNECTED else None
     return None
 
 
@@ -152,6 +157,20 @@ def listeners(host: str, port: int, *, with_pids: bool = True) -> list[Listener]
     found = listening_on(_entries(int(family), f":{port:04X} "), wanted, port)
     pids = socket_pids({entry.inode for entry in found}) if with_pids else {}
     return [Listener(entry.uid, entry.inode, pids.get(entry.inode, ())) for entry in found]
+
+
+def crowd(host: str, port: int) -> dict[int, int]:
+    """Other users' live connections to ``host``:``port``, counted by uid: what may have
+    kept a server there from answering (its queue full of them)."""
+    import socket  # deferred: see address_hex
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server = (address_hex(family, host), port)
+    counts: dict[int, int] = {}
+    for entry in _entries(int(family), f"{server[0]}:{port:04X} "):
+        if entry.remote == server and entry.state in CONNECTED and entry.uid != os.geteuid():
+            counts[entry.uid] = counts.get(entry.uid, 0) + 1
+    return counts
 
 
 def listening_on(entries: Iterable[Entry], hosts: set[str], port: int) -> list[Entry]:

@@ -46,6 +46,8 @@ def possible(address: Path | str, old: ServerReport | None) -> bool:
     if old is None or old.status is None:
         return False
     host = connect_host(target)
+    if owner.listeners(host, target.port, with_pids=False) is None:
+        return False  # no kernel tables to tell the two servers apart, or to find the old one
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
         try:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
