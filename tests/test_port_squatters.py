@@ -220,3 +220,20 @@ def test_another_users_crowd_is_counted_and_a_silence_in_it_is_no_failed_start(
     error = _fell_back(load_for(build), build, "http://x", failed, None, None, None)
     assert "not recorded as a failed start" in error.message, error.message
     assert not (tmp_path / "state").exists() or not any((tmp_path / "state").rglob("*.json"))
+
+
+def test_two_servers_on_one_port_number_are_refused_as_they_would_share_a_secret(
+    mux_runtime_dir: Path,
+) -> None:
+    """A server on 127.0.0.1:P and another on [::1]:P would share tcp-P.secret (the second
+    made the first refuse every request): the second does not start."""
+    port = free_port()
+    first = mux("server", "start", "--url", f"http://127.0.0.1:{port}")
+    assert first.returncode == 0, first.stderr
+    try:
+        second = mux("server", "start", "--url", f"http://[::1]:{port}")
+        assert second.returncode == 1, (second.stdout, second.stderr)
+        assert "would share one secret file" in second.stderr, second.stderr
+        assert query_server(f"http://127.0.0.1:{port}").state == "live"
+    finally:
+        mux("server", "stop", "--url", f"http://127.0.0.1:{port}")

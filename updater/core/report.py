@@ -258,8 +258,8 @@ def _failure_notes(state: UserState, version: str) -> list[str]:
     )
     return [
         f"mux {version} failed to start a server here {failure.starts} time(s) "
-        f"({failure.reason or 'no reason given'}); mux server restart started the previous "
-        f"build again; {then}"
+        f"({failure.reason or 'no reason given'}); mux server status shows what runs there "
+        f"now; {then}"
     ]
 
 

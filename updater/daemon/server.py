@@ -407,6 +407,15 @@ def _bind_tcp(
     if replacing is None and address.port != 0 and owner.listeners(host, port, with_pids=False):
         # Bound, not yet listening: any listener the kernel names is another server's.
         raise answering_error(query_server(address.display, timeout=DEFAULT_TIMEOUT))
+    other = "::1" if ":" not in host else "127.0.0.1"
+    if replacing is None and any(
+        holder.uid == os.geteuid() for holder in owner.listeners(other, port, with_pids=False) or []
+    ):
+        raise MuxError(
+            f"cannot listen on {address.display}: a socket of yours listens on port {port} of "
+            f"{other}, and two servers on one port number would share one secret file",
+            hint="use another port",
+        )
     secret = _write_secret(port, cleanup)  # before it listens: nothing is answered without
     listener.listen(LISTEN_BACKLOG)
     return listener, port, secret
