@@ -116,6 +116,7 @@ CACHED_CHECK_ALLOWED = {
     "updater.config.remembered",
     "updater.core.update_flags",
     "updater.core.nextstep",  # the printed next steps, with the user's options
+    "updater.config.trustkeys",  # --trust-key: a key line or a .pub file's path
     "updater.timestamps",
     # The versions the install keeps, and why (issue 11: a released build's check reports
     # them), read by the layout's rules on path strings: no pathlib (whose import, with

@@ -6,6 +6,7 @@ processes) are tests/test_mux_attacks.py; these pin down each rule's edges.
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from pathlib import Path
@@ -277,8 +278,10 @@ def test_the_http_bounds_come_from_the_environment() -> None:
 
 
 def test_trusted_keys_are_the_builds_then_the_settings_each_once() -> None:
-    loaded = settings.load({}, trust_keys=["B", "A"])
-    assert loaded.trusted_keys(["A", "C"]) == ("A", "C", "B")
+    # --trust-key takes minisign key lines ("Ed", a key id, a key: 42 bytes in base64)
+    a, b, c = (base64.b64encode(b"Ed" + bytes([n]) * 40).decode() for n in (1, 2, 3))
+    loaded = settings.load({}, trust_keys=[b, a])
+    assert loaded.trusted_keys([a, c]) == (a, c, b)
 
 
 # -- the signer URI ------------------------------------------------------------------------

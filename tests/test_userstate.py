@@ -272,8 +272,8 @@ def test_skip_and_hold_are_kept_shown_by_the_check_and_undone(
         (["--skip", "soon"], "--skip 'soon' is not a release version"),
         (["--hold", "forever"], "--hold: invalid duration"),
         (["--hold", "400d"], "give a duration from 1s to 366d"),
-        (["--skip", "1.0.0", "--hold", "1d"], "--skip goes alone"),
-        (["--unhold", "--check"], "--unhold goes alone"),
+        (["--skip", "1.0.0", "--hold", "1d"], "--skip and --hold do not go together"),
+        (["--unhold", "--check"], "--check and --unhold do not go together"),
     ],
 )
 def test_bad_skip_and_hold_flags_are_usage_errors(

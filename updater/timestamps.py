@@ -27,8 +27,9 @@ _DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, None: 1}
 
 
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``15m``, ``1h``, ``2d``, ``1h30m`` to seconds."""
+def parse_duration(text: str, *, unit_required: bool = False) -> float:
+    """``90``, ``90s``, ``15m``, ``1h``, ``2d``, ``1h30m`` to seconds: a bare number is
+    seconds, unless ``unit_required`` (``--hold 7`` meant days, not seconds: refused)."""
     remaining = text.strip().lower()
     if not remaining:
         raise ValueError("empty duration")
@@ -37,6 +38,8 @@ def parse_duration(text: str) -> float:
         match = _DURATION_RE.match(remaining)
         if not match or not match.group(0):
             raise ValueError(f"invalid duration {text!r} (use e.g. 90s, 15m, 1h, 2d)")
+        if unit_required and match.group(2) is None:
+            raise ValueError(f"{text.strip()!r} has no unit: give one, e.g. 7d or 12h")
         total += float(match.group(1)) * _UNITS[match.group(2)]
         remaining = remaining[match.end() :].lstrip()
     return total

@@ -118,7 +118,8 @@ def update(
         str | None,
         typer.Option(
             "--max-age",
-            help="With --check: answer from the last check if younger than this (e.g. 15m, 1h).",
+            help="With --check: answer from the last check if younger than this (e.g. 15m,"
+            " 1h; a bare number is seconds).",
         ),
     ] = None,
     dry_run: Annotated[
@@ -145,7 +146,8 @@ def update(
         list[str] | None,
         typer.Option(
             "--trust-key",
-            help="Also trust this minisign public key (a mirror's, or a development build's).",
+            help="Also trust this minisign public key (a mirror's, or a development build's):"
+            " its base64 line or the path of its .pub file.",
         ),
     ] = None,
     allow_expired_feed: Annotated[
@@ -192,8 +194,8 @@ def update(
         str | None,
         typer.Option(
             "--hold",
-            help="No update offers and no automatic installs for this long (e.g. 7d); "
-            "--version X still installs X.",
+            help="No update offers and no automatic installs for this long, with a unit"
+            " (e.g. 7d, 12h; a bare number is refused); --version X still installs X.",
         ),
     ] = None,
     unhold: Annotated[bool, typer.Option("--unhold", help="End a --hold now.")] = False,

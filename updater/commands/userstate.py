@@ -162,7 +162,7 @@ def unskip(settings: Settings, version: str) -> StateChange:
 
 def hold(settings: Settings, duration: str, *, now: float | None = None) -> StateChange:
     try:
-        seconds = parse_duration(duration)
+        seconds = parse_duration(duration, unit_required=True)
     except ValueError as exc:
         raise UsageError(f"--hold: {exc}") from None
     if not 0 < seconds <= MAX_HOLD:

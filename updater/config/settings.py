@@ -47,6 +47,7 @@ from updater.config.settings_record import UPDATES_ENABLED as UPDATES_ENABLED
 from updater.config.settings_record import GitHubSettings as GitHubSettings
 from updater.config.settings_record import HttpSettings as HttpSettings
 from updater.config.settings_record import Settings as Settings
+from updater.config.trustkeys import trusted_key
 from updater.errors import PolicyError, UsageError, printable
 from updater.timestamps import parse_duration
 
@@ -374,7 +375,7 @@ def _with_flags(
         source_set_by="--source" if source else settings.source_set_by,
         carried=_carried(source, home, trust_keys, skip_attestation, allow_expired_feed),
         home=os.fspath(home) if home is not None else settings.home,
-        trust_keys=(*settings.trust_keys, *trust_keys),
+        trust_keys=(*settings.trust_keys, *(trusted_key(key) for key in trust_keys)),
         skip_attestation=skip_attestation or settings.skip_attestation,
         allow_expired_feed=allow_expired_feed or settings.allow_expired_feed,
     )

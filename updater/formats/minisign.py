@@ -173,8 +173,11 @@ def verify(message: bytes, signature_file: bytes, keys: Sequence[PublicKey]) -> 
     if key is None:
         trusted = ", ".join(k.key_id for k in keys) or "none"
         raise VerificationError(
-            f"signed by an untrusted minisign key {format_key_id(sig.key_id)}",
-            hint=f"trusted keys: {trusted}",
+            f"signed by an untrusted minisign key {format_key_id(sig.key_id)}, not by a "
+            f"trusted one ({trusted}): a misconfigured key or tampering",
+            hint="compare the key you trust (--trust-key, a mirror's .pub) with the one the "
+            "files were signed with (mux-release verify names both); if yours is right, do "
+            "not install from this source",
         )
     signed = (
         hashlib.blake2b(message, digest_size=64).digest()

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from updater.core.permissions import unwritable
 from updater.core.retention import (
     InUseHold,
     KeptVersion,
@@ -203,16 +204,20 @@ def ensure_writable(directory: str | Path) -> None:
                 hint="reinstall into a writable directory (MUX_HOME / MUX_INSTALL_DIR) with install.sh",
             ) from None
         try:
-            owner = pwd.getpwuid(probe.stat().st_uid).pw_name
-        except (KeyError, OSError, ImportError):
+            info = probe.stat()
+        except OSError:
+            info = None
+        try:
+            owner = pwd.getpwuid(info.st_uid).pw_name if info is not None else "another user"
+        except (KeyError, ImportError):
             owner = "another user"
-        raise InstallError(
-            f"cannot write {probe} (owned by {owner})",
-            hint=(
-                f"run the update as {owner}, or reinstall into a directory you own "
-                "(MUX_HOME / MUX_INSTALL_DIR) with install.sh"
-            ),
-        ) from None
+        message, hint = unwritable(
+            str(probe),
+            owner=owner,
+            yours=info is not None and info.st_uid == os.geteuid(),
+            mode=info.st_mode if info is not None else 0,
+        )
+        raise InstallError(message, hint=hint) from None
     os.close(fd)
     Path(name).unlink(missing_ok=True)  # a concurrent run's tidy may have removed it already
 

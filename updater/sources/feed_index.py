@@ -119,7 +119,8 @@ def verify_feed_index(
         raise VerificationError(
             f"the release list {index_url} is not signed by a key this mux trusts "
             f"({FEED_SIGNATURE_NAME}: {exc.message})",
-            hint="the list was altered or made up: do not use this mirror, and report it "
+            hint=exc.hint
+            or "the list was altered or made up: do not use this mirror, and report it "
             "(a mirror with a key of its own: --trust-key KEY)",
         ) from None
     try:
