@@ -8,7 +8,6 @@ function and renders its result (:mod:`updater.cli.render`); the work lives in
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -311,6 +310,10 @@ def update(
             dry_run=dry_run,
             events=render.ConsoleEvents(progress_bar=settings.progress_bar),
         )
+    # deferred (+10 ms on every command of the CLI): only an update's result is replaced, and
+    # the update imported dataclasses already
+    from dataclasses import replace
+
     result = replace(result, restart_exit_code=exit_code)
     print(
         _json_or_text(
