@@ -210,6 +210,34 @@ def test_a_withdrawal_with_a_replacement_moves_there(tmp_path: Path, sandbox_env
         assert install.active() == "0.3.0" and "withdrawn" in moved.stdout
 
 
+def test_the_check_predicts_the_move_to_a_replacement_outside_its_stage(
+    tmp_path: Path, sandbox_env
+) -> None:
+    """0.2.0 (protocol 2) withdrawn for 0.3.0 (protocol 3), which has not reached this
+    machine's stage: the check describes 0.3.0, what mux update installs, and the live
+    server that will need a restart (issue 38, item 13: it described 0.1.0 and "nothing to
+    do")."""
+    protocols = {"0.1.0": 2, "0.2.0": 2, "0.3.0": 3}
+    feed = make_feed(tmp_path / "f", versions=list(protocols), protocols=protocols)
+    with serve_directory(feed.path) as url:
+        install = bootstrap(
+            tmp_path, sandbox_env, source=url, version="0.2.0", public_key=feed.keypair.public_key
+        )
+        started = install.run("server", "start")
+        assert started.returncode == 0, started.stderr
+        verb(feed, "rollout", "--tag", "v0.3.0", "--stages", "1,100@7d")
+        set_bucket(install, 9999)
+        verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad", "--replacement", "v0.3.0")
+        result, doc = check(install)
+        assert result.returncode == EXIT_WITHDRAWN, result.stderr
+        assert doc["lifecycle"]["withdrawn"]["move_to"] == "0.3.0"
+        assert doc["latest"]["version"] == "0.3.0" and doc["latest"]["protocol_version"] == 3
+        assert doc["restart_needed_after_update"] is True
+        text = install.run("update", "--check").stdout
+        assert "after the update, 1 live server(s) will need a restart" in text, text
+        assert "nothing to do" not in text
+
+
 def test_a_withdrawal_with_nowhere_to_go_is_its_own_exit_code(tmp_path: Path, sandbox_env) -> None:
     feed = make_feed(tmp_path / "f", versions=["0.1.0"])
     with serve_directory(feed.path) as url:

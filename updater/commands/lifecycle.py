@@ -126,6 +126,17 @@ def plan_lifecycle(
     return LifecyclePlan(tag, view, tuple(releases), choice, move, policy)
 
 
+def offering_move(plan: LifecyclePlan) -> LifecyclePlan:
+    """For the check: the release ``mux update`` will move a withdrawn install to, as the
+    one on offer (its stage does not hold a move, so it is not listed as held back); the plan
+    itself when there is no move to a listed release (none, or back to a kept version)."""
+    move = plan.move
+    if move is None or move.kind == "kept" or move.tag is None:
+        return plan
+    held = tuple(h for h in plan.view.held if h.tag != move.tag)
+    return plan._replace(tag=move.tag, view=plan.view._replace(held=held))
+
+
 def hold_by_manifest(
     plan: LifecyclePlan,
     request: ReleaseRequest,

@@ -19,7 +19,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from updater.commands.lifecycle import LifecyclePlan, hold_by_manifest, plan_lifecycle
+from updater.commands.lifecycle import (
+    LifecyclePlan,
+    hold_by_manifest,
+    offering_move,
+    plan_lifecycle,
+)
 from updater.core.offer import OfferedAsset, ReleaseOffer
 from updater.core.request import Decision, ReleaseRequest
 from updater.sources.feed_index import VerifiedIndex, remember
@@ -60,6 +65,7 @@ def resolve_offer(
     on_index: Callable[[VerifiedIndex], None] | None = None,
     kept: Sequence[str] = (),
     now: float | None = None,
+    offer_move: bool = False,
 ) -> Iterator[Resolved]:
     """Open the source, resolve ``request`` and verify what it offers; the source stays open
     while the caller holds the answer.
@@ -72,6 +78,9 @@ def resolve_offer(
     update`` warns of an expired one at once). The signed lifecycle state
     (:func:`updater.commands.lifecycle.plan_lifecycle`) picks the tag on offer for this
     machine; ``kept`` are the versions kept on disk (where a withdrawn one moves back to).
+    ``offer_move`` (the check): on a withdrawn install, offer the release ``mux update``
+    moves to, decided as that move is (by tag, downgrade allowed), so that the check
+    describes what the update will install.
     """
     now = time.time() if now is None else now
     with open_source(settings, build_keys=build.trust.minisign_keys, build=build) as source:
@@ -82,6 +91,9 @@ def resolve_offer(
         planned = plan_lifecycle(
             source, request, settings, tag=tag, installed=installed, kept=kept, now=now
         )
+        if offer_move and not request.exact and offering_move(planned) is not planned:
+            planned = offering_move(planned)
+            request = ReleaseRequest.tagged(planned.tag, allow_downgrade=True)
         tag = planned.tag
         policy = TrustPolicy.for_update(source, build, settings)
         if known is not None and (known.tag, known.source_location) == (tag, source.location):
@@ -124,6 +136,7 @@ def find_offer(
         log=VerificationLog(),
         known=known,
         kept=kept,
+        offer_move=True,
     ) as resolved:
         if resolved.release is None:
             assert known is not None
