@@ -114,7 +114,8 @@ def watch_start(lines: Lines) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def update(install: Install, version: str, code: int) -> None:
-    result = install.run("update", "--version", version)
+    # --exit-code: 20 says the server will need a restart (a bare update exits 0 then)
+    result = install.run("update", "--version", version, "--exit-code")
     assert result.returncode == code, (result.stdout, result.stderr)
 
 
