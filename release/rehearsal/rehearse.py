@@ -415,7 +415,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         return r.run_mux("update", "--check", expect=10).stdout.strip().splitlines()
 
     def update() -> list[str]:
-        result = r.run_mux("update", expect=20)
+        result = r.run_mux("update", expect=0)  # it did what was asked: the restart is printed
         lines = result.stdout.strip().splitlines()
         commands = [ln.strip() for ln in lines if ln.strip().startswith("mux server restart")]
         if len(commands) != 1:
@@ -511,7 +511,7 @@ def _run_steps(r: Rehearsal, runtime: Path) -> None:
         r.step(f"install mux {r.old_version} with install.sh into a temporary HOME", install)
         r.step("start a mux server from it", start_server)
         r.step("mux update --check (expect exit 10: update available)", check)
-        r.step("mux update (expect exit 20: a server needs a restart)", update)
+        r.step("mux update (expect exit 0 and the restart command a server needs)", update)
         r.step("the server is untouched", server_survived)
         r.step("run the restart command mux printed", restart)
         r.step(
