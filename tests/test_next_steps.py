@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_mux
 from tests.support.installs import Install, bootstrap
-from tests.support.releases import Feed, make_keypair, make_release
+from tests.support.releases import Feed, signed_pair
 from updater.core.nextstep import for_install_only, mux_update, quote
 
 OLD, NEW = "0.1.0", "0.2.0"
@@ -27,20 +26,7 @@ OLD, NEW = "0.1.0", "0.2.0"
 
 @pytest.fixture(scope="module")
 def feed(tmp_path_factory: pytest.TempPathFactory) -> Feed:
-    root = tmp_path_factory.mktemp("feed")
-    keypair = make_keypair(root / "keys")
-    feed = Feed(path=root / "feed", keypair=keypair)
-    now = int(time.time())
-    for number, version in enumerate((OLD, NEW)):
-        feed.releases[version] = make_release(
-            feed.path,
-            version,
-            protocol_version=1,
-            keypair=keypair,
-            signed_at=now - 3600 * (2 - number),
-            build={"minisign_keys": [keypair.public_key]},
-        )
-    return feed
+    return signed_pair(tmp_path_factory.mktemp("feed"), OLD, NEW)
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ import pytest
 from tests.conftest import run_mux
 from tests.support.attacks import mirror
 from tests.support.installsh import Site, make_toolbox, render_install_sh, run_install, serve_site
-from tests.support.releases import Feed, make_keypair, make_release, sign_index
+from tests.support.releases import Feed, sign_index, signed_pair
 from updater.config.remembered import source_to_use
 from updater.config.settings import load
 from updater.errors import UsageError
@@ -31,20 +30,7 @@ OLD, NEW = "0.1.0", "0.2.0"
 
 @pytest.fixture(scope="module")
 def feed(tmp_path_factory: pytest.TempPathFactory) -> Feed:
-    root = tmp_path_factory.mktemp("feed")
-    keypair = make_keypair(root / "keys")
-    feed = Feed(path=root / "feed", keypair=keypair)
-    now = int(time.time())
-    for number, version in enumerate((OLD, NEW)):
-        feed.releases[version] = make_release(
-            feed.path,
-            version,
-            protocol_version=1,
-            keypair=keypair,
-            signed_at=now - 3600 * (2 - number),
-            build={"minisign_keys": [keypair.public_key]},
-        )
-    return feed
+    return signed_pair(tmp_path_factory.mktemp("feed"), OLD, NEW)
 
 
 def test_an_install_from_a_feed_updates_from_it_with_a_bare_mux_update(

@@ -406,3 +406,21 @@ def serve_directory_recording(path: Path) -> Iterator[tuple[str, list[str]]]:
 
     with serve_handler(functools.partial(Recording, directory=str(path))) as url:
         yield url, paths
+
+
+def signed_pair(root: Path, old: str, new: str) -> Feed:
+    """A feed folder under ``root`` with ``old`` then ``new`` (protocol 1), signed an hour
+    apart by a new key that their builds trust."""
+    keypair = make_keypair(root / "keys")
+    feed = Feed(path=root / "feed", keypair=keypair)
+    now = int(time.time())
+    for number, version in enumerate((old, new)):
+        feed.releases[version] = make_release(
+            feed.path,
+            version,
+            protocol_version=1,
+            keypair=keypair,
+            signed_at=now - 3600 * (2 - number),
+            build={"minisign_keys": [keypair.public_key]},
+        )
+    return feed
