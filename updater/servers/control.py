@@ -259,7 +259,7 @@ def _last_log_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _wait_for(condition: Callable[[], bool], deadline: float) -> bool:
+def wait_for(condition: Callable[[], bool], deadline: float) -> bool:
     """Poll ``condition`` until it holds or ``deadline`` (monotonic) passes."""
     delay = 0.005
     while True:
@@ -359,11 +359,11 @@ def _terminate(process: subprocess.Popen[bytes], *, grace: float = STOP_GRACE) -
     pgid = process.pid
     _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    _wait_for(lambda: process.poll() is not None and not _group_alive(pgid), deadline)
+    wait_for(lambda: process.poll() is not None and not _group_alive(pgid), deadline)
     _signal_group(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(5.0)
-    _wait_for(lambda: not _group_alive(pgid), time.monotonic() + 2.0)
+    wait_for(lambda: not _group_alive(pgid), time.monotonic() + 2.0)
 
 
 def start(
@@ -451,16 +451,15 @@ def _crowded_by(target: TcpAddress) -> str | None:
     return ", ".join(f"uid {uid}: {n} connections" for uid, n in sorted(counts.items()))
 
 
-def held_by(target: ServerAddress, *, besides: int | None = None) -> str | None:
-    """Who listens on a TCP address, as the kernel says (uid, and pid where visible), other
-    than the process ``besides``; None for a Unix socket (in this user's private folder: no
-    one else's), or when nobody does or the kernel does not say. (A socket bound without
-    listening is in no table the kernel shows: the server's own exit code says that one.)"""
+def held_by(target: ServerAddress) -> str | None:
+    """Who listens on a TCP address, as the kernel says (uid, and pid where visible); None
+    for a Unix socket (in this user's private folder: no one else's), or when nobody does or
+    the kernel does not say. (A socket bound without listening is in no table the kernel
+    shows: the server's own exit code says that one.)"""
     if not isinstance(target, TcpAddress):
         return None
     holders = owner.listeners(connect_host(target), target.port) or []
-    others = [h for h in holders if besides is None or besides not in h.pids]
-    return owner.describe(others) if others else None
+    return owner.describe(holders) if holders else None
 
 
 def _keep_failed_log(log_path: Path) -> Path:
@@ -519,7 +518,7 @@ def _wait_until_live(
             )
         return False
 
-    if not _wait_for(answered, deadline):
+    if not wait_for(answered, deadline):
         raise StartFailed(
             f"the mux server did not answer on {target.display} within {timeout:g}s",
             reason=f"it did not answer within {timeout:g}s",
@@ -588,9 +587,9 @@ def stop(address: Path | str, *, timeout: float = STOP_TIMEOUT) -> StopResult:
             f"the server on {display} refused the shutdown request (HTTP {code})",
             hint="`mux server status` shows what answers there",
         )
-    gone = _wait_for(lambda: not _ours_listening(target), deadline)
+    gone = wait_for(lambda: not _ours_listening(target), deadline)
     if gone and isinstance(target, UnixAddress):
-        gone = _wait_for(lambda: _lock_is_free(target.path), deadline)
+        gone = wait_for(lambda: _lock_is_free(target.path), deadline)
     if not gone:
         raise MuxError(
             f"the server on {display} accepted the shutdown request but is still there after {timeout:g}s"

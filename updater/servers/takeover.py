@@ -107,15 +107,12 @@ def retire(target: TcpAddress, pid: int, *, timeout: float = control.STOP_TIMEOU
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + timeout
-    while _listens_here(target, pid):
-        if time.monotonic() >= deadline:
-            raise MuxError(
-                f"the new server answers on {target.display}, but the one it replaced "
-                f"(pid {pid}) still listens there after {timeout:g}s",
-                hint=f"stop it with: kill {pid}",
-            )
-        time.sleep(0.01)
+    if not control.wait_for(lambda: not _listens_here(target, pid), time.monotonic() + timeout):
+        raise MuxError(
+            f"the new server answers on {target.display}, but the one it replaced "
+            f"(pid {pid}) still listens there after {timeout:g}s",
+            hint=f"stop it with: kill {pid}",
+        )
 
 
 def _listens_here(target: TcpAddress, pid: int) -> bool:
