@@ -1,0 +1,284 @@
+"""``mux-release`` commands that make builds: build, package, delta, packager-marker,
+fetch-artifacts, glibc, compare-builds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import updater
+from release.build.glibc import GLIBC_FLOOR, check_glibc_floor
+from release.build.reproduce import compare_builds, read_environment
+from release.cli.options import (
+    PinsOption,
+    pins_path,
+    read_small,
+)
+from release.pins.pinfile import DEFAULT_PINS_PATH
+from release.publish.delta import write_deltas
+from release.publish.package import package_release, read_release_notes
+from updater.config import settings
+from updater.config.marker import MARKER_NAME, marker_document
+from updater.errors import UsageError
+from updater.files import atomic_write
+from updater.protocol import PROTOCOL_VERSION
+from updater.timestamps import parse_duration
+
+app = typer.Typer()
+
+
+# --- build -------------------------------------------------------------------------------
+
+
+@app.command()
+def build(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write mux-<target>/ into.")] = Path(
+        "dist"
+    ),
+    version: Annotated[
+        str | None, typer.Option("--version", help="Release version (default: the project's).")
+    ] = None,
+    protocol_version: Annotated[
+        int | None,
+        typer.Option("--protocol-version", help="Default: updater.protocol.PROTOCOL_VERSION."),
+    ] = None,
+    repo: Annotated[
+        str, typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to update from.")
+    ] = "",
+    keys: Annotated[
+        list[str] | None,
+        typer.Option("--key", help="Trusted minisign public key (base64 line); at most two."),
+    ] = None,
+    target: Annotated[
+        str | None, typer.Option("--target", help="Default: this machine's target.")
+    ] = None,
+    standin: Annotated[
+        bool, typer.Option("--standin", help="Fast sh + Python stand-in (tests, rehearsal).")
+    ] = False,
+    pins: Annotated[
+        Path | None,
+        typer.Option(
+            "--pins", help="pins.toml of the artifacts to ship (default: release/pins.toml)."
+        ),
+    ] = None,
+    artifacts: Annotated[
+        Path | None,
+        typer.Option(
+            "--artifacts",
+            help="Folder holding each pinned asset under its asset name (never downloaded); "
+            "each is checked against its pin and shipped as vendor/<name>/<asset>.",
+        ),
+    ] = None,
+    policy_file: Annotated[
+        str,
+        typer.Option(
+            "--policy-file",
+            help="Where the build reads the machine policy (absolute path; default "
+            "/etc/mux/policy.toml).",
+        ),
+    ] = "/etc/mux/policy.toml",
+    tuf_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--tuf-root",
+            help="The root.json of the project's TUF repository this build trusts first "
+            "(its version 1, or the newest: a build follows every rotation after it).",
+        ),
+    ] = None,
+    tuf_metadata_url: Annotated[
+        str,
+        typer.Option(
+            "--tuf-metadata-url",
+            help="Where that repository's metadata is published (the feed's metadata/ on "
+            "GitHub Pages); the GitHub source reads it.",
+        ),
+    ] = "",
+) -> None:
+    """Build mux for this machine with its build info (version, protocol, keys, TUF root)
+    baked in.
+
+    Every artifact pinned in pins.toml ships inside the build, after its size and sha256 were
+    checked against the pin (exit 3 on a mismatch, nothing written).
+    """
+    # deferred: importlib.metadata (release.cli)
+    from release.build.standalone import build_standalone
+    from release.build.standin import build_standin
+
+    if not keys:
+        raise UsageError("give at least one trusted minisign public key with --key")
+    if version is None:
+        version = updater.__version__  # the source tree's: release jobs do not install the project
+    if protocol_version is None:
+        protocol_version = PROTOCOL_VERSION
+    make = build_standin if standin else build_standalone
+    folder = make(
+        out,
+        version=version,
+        protocol_version=protocol_version,
+        repo=repo,
+        minisign_keys=keys,
+        target=target,
+        pins_path=pins or DEFAULT_PINS_PATH,
+        artifacts_dir=artifacts,
+        policy_file=policy_file,
+        tuf_root=read_small(tuf_root, "--tuf-root") if tuf_root is not None else None,
+        tuf_metadata_url=tuf_metadata_url,
+    )
+    print(folder)
+
+
+# --- package -----------------------------------------------------------------------------
+
+
+@app.command()
+def package(
+    build_dirs: Annotated[list[Path], typer.Argument(help="Built mux-<target>/ folders.")],
+    out: Annotated[Path, typer.Option("--out", help="Empty folder for the release files.")],
+    released_at: Annotated[
+        str | None, typer.Option("--released-at", help="RFC 3339 time (default: now).")
+    ] = None,
+    notes: Annotated[
+        Path | None,
+        typer.Option(
+            "--notes",
+            help="The release notes (Markdown, at most 64 KiB): signed in manifest.json, "
+            "shown by mux update.",
+        ),
+    ] = None,
+) -> None:
+    """Write mux-<target>.tar.gz, manifest.json and SHA256SUMS from built folders."""
+    release_notes = "" if notes is None else read_release_notes(notes)
+    manifest = package_release(
+        build_dirs, out, released_at=released_at, release_notes=release_notes
+    )
+    for asset in manifest.assets:
+        print(f"{out / asset.name}  {asset.sha256}")
+    print(f"mux {manifest.version} (protocol {manifest.protocol_version}) packaged in {out}")
+
+
+# --- delta -------------------------------------------------------------------------------
+
+
+@app.command("delta")
+def delta_command(
+    release_dir: Annotated[Path, typer.Argument(help="A packaged release folder.")],
+    previous: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--previous",
+            help="An earlier release folder (its archives and manifest.json); repeat it. "
+            "Deltas are made from the newest three below this release.",
+        ),
+    ] = None,
+) -> None:
+    """Write each target's signed file list and its deltas from earlier releases.
+
+    Run after package and before attest and sign: SHA256SUMS is rewritten over the new files
+    (its signature removed). A delta of half the full archive or more is not published."""
+    report = write_deltas(release_dir, previous or (), say=print)
+    published = [d for d in report.deltas if d.published]
+    print(
+        f"{len(report.file_lists)} file lists, {len(published)} deltas written in {release_dir}"
+        f" ({len(report.deltas) - len(published)} refused)"
+    )
+
+
+# --- packager-marker ---------------------------------------------------------------------
+
+
+@app.command("packager-marker")
+def packager_marker_command(
+    folder: Annotated[
+        Path, typer.Argument(help="The unpacked build folder: the one holding the mux executable.")
+    ],
+    manager: Annotated[
+        str, typer.Option("--manager", help="Who manages this install, e.g. Homebrew, Nix, Debian.")
+    ],
+    update_command: Annotated[
+        str, typer.Option("--update-command", help="What updates it, e.g. 'brew upgrade mux'.")
+    ],
+    announce_delay: Annotated[
+        str,
+        typer.Option(
+            "--announce-delay",
+            help="How long after a release `mux update --check` waits before announcing it "
+            "(e.g. 24h: the time the package needs to catch up).",
+        ),
+    ] = "0",
+) -> None:
+    """Write the packager marker (mux-packager.json) next to a packaged build's executable:
+    `mux update` then refuses with --update-command, and `mux update --check` names it."""
+    if not (folder / "mux").is_file():
+        raise UsageError(f"{folder} holds no mux executable; give the unpacked build folder")
+    try:
+        delay = parse_duration(announce_delay)
+    except ValueError as exc:
+        raise UsageError(f"--announce-delay: {exc}") from None
+    document = marker_document(manager, update_command, round(delay))
+    path = folder / MARKER_NAME
+    atomic_write(path, (json.dumps(document, indent=2) + "\n").encode(), mode=0o644)
+    print(path)
+
+
+# --- fetch-artifacts, glibc, compare-builds ---------------------------------------------
+
+
+@app.command("fetch-artifacts")
+def fetch_artifacts_command(
+    target: Annotated[str, typer.Option("--target", help="The target whose build needs them.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder to download them into.")],
+    pins: PinsOption = None,
+) -> None:
+    """Download the pinned artifacts a build for TARGET ships (and nothing else), checked
+    against their pins; then `mux-release build --artifacts DIR` ships them."""
+    from release.pins.fetch import fetch_artifacts  # deferred: httpx (release.cli)
+
+    fetched = fetch_artifacts(
+        pins_path(pins), target, out, quiet=False, settings=settings.load(os.environ)
+    )
+    for item in fetched:
+        state = "already there" if item.reused else "downloaded"
+        print(f"{item.path}  {item.sha256}  ({item.pin}, {state})")
+    if not fetched:
+        print(f"no pinned artifact ships in a {target} build")
+
+
+@app.command("glibc")
+def glibc_command(
+    folder: Annotated[Path, typer.Argument(help="A built mux-<target>/ folder (Linux, gnu).")],
+    maximum: Annotated[
+        str | None,
+        typer.Option("--max", help="The newest glibc the build may need (default: the floor)."),
+    ] = None,
+) -> None:
+    """Print the newest glibc a build needs (objdump -T); exit 1 naming every file that needs
+    more than --max (default: the release's floor, release/build/glibc.py)."""
+    floor = maximum or GLIBC_FLOOR
+    requirement = check_glibc_floor(folder, floor)
+    print(f"{folder} {requirement.describe()}; the floor is glibc {floor}")
+
+
+@app.command("compare-builds")
+def compare_builds_command(
+    first: Annotated[Path, typer.Argument(help="A build folder.")],
+    second: Annotated[Path, typer.Argument(help="Another build of the same version and target.")],
+    environments: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option(
+            "--environments",
+            help="The machines the two builds ran on (the build jobs' JSON files): a "
+            "difference between builds from different machines is reported, not failed.",
+        ),
+    ] = None,
+) -> None:
+    """Fail (exit 1, naming the files) unless two builds package to identical archives; with
+    --environments, builds from different machines that differ are "not comparable" (exit 0)."""
+    recorded = None
+    if environments is not None:
+        recorded = (read_environment(environments[0]), read_environment(environments[1]))
+    print(compare_builds(first, second, recorded).describe())

@@ -1,0 +1,167 @@
+"""``mux-release`` commands that keep the repository current: repin, pins, notices, protocol."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from release.checkout import REPO_ROOT, write_text_atomically
+from release.cli.options import (
+    PinsOption,
+    notices_path,
+    pins_path,
+)
+from release.pins.pinfile import check_pins, load_pins
+from release.upkeep.protocol import LOCK_PATH, check_protocol, record_protocol
+from updater.config import settings
+from updater.errors import UsageError
+
+app = typer.Typer()
+
+
+@app.command("repin")
+def repin_command(
+    name: Annotated[str, typer.Argument(help="The artifact's name in pins.toml.")],
+    tag: Annotated[str | None, typer.Option("--tag", help="Pin this release tag.")] = None,
+    latest: Annotated[bool, typer.Option("--latest", help="Pin the newest release.")] = False,
+    allow_downgrade: Annotated[
+        bool, typer.Option("--allow-downgrade", help="Allow a tag older than the pinned one.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Verify and print the changes; write nothing.")
+    ] = False,
+    source: Annotated[
+        str | None,
+        typer.Option("--source", help="A mirror (feed URL or folder) instead of GitHub."),
+    ] = None,
+    trusted_root: Annotated[
+        Path | None,
+        typer.Option(
+            "--trusted-root", help="Sigstore trusted_root.json (default: Sigstore's own)."
+        ),
+    ] = None,
+    pins: PinsOption = None,
+    notices: Annotated[
+        Path | None, typer.Option("--notices", help="Notices file (default: the repository's).")
+    ] = None,
+) -> None:
+    """Move a pin to a verified release asset, and regenerate the notices."""
+    from release.upkeep.repin import repin as run_repin  # deferred: httpx (release.cli)
+
+    result = run_repin(
+        name,
+        tag=tag,
+        latest=latest,
+        pins_path=pins_path(pins),
+        notices_path=notices_path(notices),
+        source=source,
+        trusted_root=trusted_root,
+        allow_downgrade=allow_downgrade,
+        dry_run=dry_run,
+        progress=lambda line: print(line, file=sys.stderr),
+        settings=settings.load(os.environ),
+    )
+    for line in result.describe():
+        print(line)
+
+
+@app.command("pins")
+def pins_command(
+    check: Annotated[
+        bool, typer.Option("--check", help="Check every pin and the notices; exit 1 on a problem.")
+    ] = False,
+    pins: PinsOption = None,
+    notices: Annotated[
+        Path | None, typer.Option("--notices", help="Notices file (default: the repository's).")
+    ] = None,
+) -> None:
+    """List the pinned artifacts, or (--check) check them offline for CI."""
+    path = pins_path(pins)
+    if check:
+        problems = check_pins(path, notices_path=notices_path(notices))
+        for problem in problems:
+            print(f"mux-release: pins: {problem}", file=sys.stderr)
+        if problems:
+            raise typer.Exit(1)
+        print(f"{path}: every pin is complete and the notices name it")
+        return
+    loaded = load_pins(path)
+    for pin in loaded:
+        for item in pin.files:
+            where = f" [{item.target}]" if item.target else ""
+            print(f"{pin.name}{where}  {pin.tag}  {item.sha256}  {pin.repository}/{item.asset}")
+    if not loaded:
+        print(f"{path}: no artifact is pinned")
+
+
+@app.command("notices")
+def notices_command(
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit 1 with a diff when the file is stale.")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", help="Notices file (default: THIRD_PARTY_NOTICES.md)."),
+    ] = None,
+    check_build: Annotated[
+        Path | None,
+        typer.Option(
+            "--check-build",
+            help="Map every file of this build folder to a notice entry (exit 1 naming any "
+            "that maps to nothing) and check its THIRD_PARTY_NOTICES.md and SBOM.",
+        ),
+    ] = None,
+    pins: PinsOption = None,
+) -> None:
+    """Write THIRD_PARTY_NOTICES.md, or (--check) fail when it is stale."""
+    from release.bill.bill import check_build as run_check_build  # deferred: importlib.metadata
+    from release.bill.third_party_notices import (  # deferred: importlib.metadata
+        check_notices,
+        generate_notices,
+    )
+
+    if check_build is not None:
+        if not check_build.is_dir():
+            raise UsageError(f"{check_build} is not a build folder")
+        bill = run_check_build(check_build, pins_path=pins_path(pins))
+        print(
+            f"{check_build}: every one of its {bill.files} files maps to one of "
+            f"{bill.components} components; its notices and SBOM are current"
+        )
+        return
+    path = notices_path(output)
+    expected = generate_notices(pins_path(pins))
+    if check:
+        diff = check_notices(path, expected)
+        if diff is not None:
+            sys.stdout.write(diff)
+            print(f"mux-release: error: {path} is stale (run mux-release notices)", file=sys.stderr)
+            raise typer.Exit(1)
+        print(f"{path} is current")
+        return
+    write_text_atomically(path, expected)
+    print(f"wrote {path}")
+
+
+@app.command("protocol")
+def protocol_command(
+    record: Annotated[
+        bool, typer.Option("--record", help="Record the fingerprint after a protocol bump.")
+    ] = False,
+    root: Annotated[
+        Path | None, typer.Option("--root", help="Repository root (default: this checkout).")
+    ] = None,
+) -> None:
+    """Show the protocol version; fail when protocol code changed without a bump."""
+    if record:
+        state = record_protocol(root or REPO_ROOT)
+        print(
+            f"recorded protocol version {state.protocol_version} "
+            f"(fingerprint {state.fingerprint[:12]}) in {LOCK_PATH}"
+        )
+        return
+    print(check_protocol(root or REPO_ROOT).summary())
