@@ -7,7 +7,7 @@ vouches for), before it says "X is available"; the archive and the attestation s
 ``mux update``. With ``max_age`` it first tries the cache (:mod:`updater.commands.cache`), a cache of
 verified answers only, and, on a hit, answers without importing the HTTP stack; the live
 servers are always asked afresh, since a restart can change them at any moment. A failed
-lookup is cached too (:func:`failure_to_cache`), so an offline machine does not retry on every
+lookup is cached too (:func:`updater.core.offer.decide_offer` holds the caching rules), so an offline machine does not retry on every
 call.
 """
 
@@ -21,11 +21,11 @@ from updater.commands.userstate import read_state, state_path
 from updater.config import buildinfo
 from updater.config.settings import require_updates
 from updater.config.targets import release_target
-from updater.core.offer import ReleaseOffer
+from updater.core.offer import CachedAnswer, ReleaseOffer, decide_offer
 from updater.core.report import CheckReport, Manager, Preferences, plan_check
 from updater.core.request import ReleaseRequest
 from updater.core.retention import movable_versions, recorded_signed_at
-from updater.errors import MuxError, UsageError
+from updater.errors import MuxError
 from updater.install.layout import kept_versions, read_record, resolve_layout
 from updater.servers.addresses import server_addresses
 from updater.servers.status import query_all, retention_reports
@@ -79,41 +79,43 @@ def offer_for(
     request answers an unchanged feed.
     """
     key = cache_key(request, settings, build, target, checker=checker)
-    if max_age is not None:
-        hit = cache.load(key, max_age)
-        if hit is not None:
-            answer, checked_at = hit
-            failure = cached_failure(answer)
-            if failure is not None:
-                raise failure
-            cached_offer = ReleaseOffer.from_cache(answer)
-            if cached_offer is not None and cached_offer.is_fresh(time.time()):
-                return cached_offer, checked_at, True
-    stale = cache.load(key, float("inf"))
-    known = ReleaseOffer.from_cache(stale[0]) if stale is not None else None
-    now = time.time()
+    entry = cache.load(key, float("inf"))
+
+    def fetch(known: ReleaseOffer | None) -> ReleaseOffer:
+        return _find_offer(request, settings, build, target, known)
+
+    cached = CachedAnswer(*entry) if entry is not None else None
+    answer = decide_offer(cached, time.time(), max_age, fetch)
+    if answer.store is not None:
+        cache.store(key, answer.store, now=answer.checked_at)
+    if answer.error is not None:
+        raise answer.error
+    assert answer.offer is not None
+    return answer.offer, answer.checked_at, answer.cached
+
+
+def _find_offer(
+    request: ReleaseRequest,
+    settings: Settings,
+    build: BuildInfo,
+    target: str,
+    known: ReleaseOffer | None,
+) -> ReleaseOffer:
+    """Ask the source (the network half of the check)."""
     # deferred (+441 ms, 379 modules): the network half (sources, the HTTP stack, the
     # verification layers), on a miss only: a cached answer is the sidebar's path and must
     # not import it (tests/test_imports.py).
     from updater.commands.resolve import find_offer
 
-    try:
-        offer = find_offer(
-            request,
-            settings,
-            build,
-            target,
-            installed_signed_at=_installed_signed_at(settings, build),
-            known=known,
-            kept=_movable(settings, build),
-        )
-    except UsageError:
-        raise  # what this command was told is wrong, not what the source answered: not cached
-    except MuxError as exc:
-        cache.store(key, failure_to_cache(exc), now=now)
-        raise
-    cache.store(key, offer.to_cache(), now=now)
-    return offer, now, False
+    return find_offer(
+        request,
+        settings,
+        build,
+        target,
+        installed_signed_at=_installed_signed_at(settings, build),
+        known=known,
+        kept=_movable(settings, build),
+    )
 
 
 def cache_key(
@@ -177,23 +179,6 @@ def _installed_signed_at(settings: Settings, build: BuildInfo) -> int | None:
     except MuxError:
         return None
     return recorded_signed_at(read_record(layout), build.version)
-
-
-def failure_to_cache(exc: MuxError) -> dict[str, Any]:
-    return {"ok": False, "error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
-
-
-def cached_failure(doc: dict[str, Any]) -> MuxError | None:
-    """The error a cached failed lookup stands for; None when ``doc`` is not one."""
-    if doc.get("ok") is not False:
-        return None
-    hint, code = doc.get("hint"), doc.get("exit_code")
-    error = MuxError(
-        f"{doc.get('error')} (cached result)", hint=hint if isinstance(hint, str) else None
-    )
-    if isinstance(code, int):
-        error.exit_code = code
-    return error
 
 
 def _target(settings: Settings, build: BuildInfo) -> str:

@@ -1,12 +1,14 @@
-"""``mux update``: resolve -> fetch metadata -> decide -> download and verify -> install -> verdicts.
+"""``mux update``: resolve -> plan -> download and verify -> install -> verdicts.
 
-:func:`run_update`, :func:`run_rollback` and :func:`run_prune` are the library entry points; they orchestrate
-and return an :class:`UpdateResult`, and print nothing (:mod:`updater.cli.render` renders it). The
-work is elsewhere, each step in its module: the source (:mod:`updater.sources.base`), the
-verification layers (:mod:`updater.trust.pipeline`), the decision (:mod:`updater.core.plan`) and every
-change to ``MUX_HOME`` (:mod:`updater.install.transaction`). Nothing touches the installed mux until
-every layer has passed; a failure leaves it as it was and removes what this run created.
-Servers are only ever asked for their status line.
+:func:`run_update`, :func:`run_rollback` and :func:`run_prune` are the library entry points; they
+return an :class:`UpdateResult` and print nothing (:mod:`updater.cli.render` renders it). This
+module is the executor: :func:`updater.commands.resolve.resolve_offer` opens the source and
+decides the release on offer, the pure :func:`updater.core.update_step.plan_update` names the
+step to take, and :func:`_execute` takes it; each step's work is in its own module (the
+verification layers in :mod:`updater.trust.pipeline`, every change to ``MUX_HOME`` in
+:mod:`updater.install.transaction`). Nothing touches the installed mux until every layer has
+passed; a failure leaves it as it was and removes what this run created. Servers are only ever
+asked for their status line.
 """
 
 from __future__ import annotations
@@ -15,38 +17,39 @@ import time
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import partial
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from updater.commands.release_notes import notes_since
-from updater.commands.resolve import resolve_offer
+from updater.commands.resolve import Resolved, resolve_offer
 from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings, require_updates
 from updater.config.targets import release_target
-from updater.core.nextstep import for_install_only, mux_update
 from updater.core.release_notes import ReleaseNotes
-from updater.core.request import Decision, ReleaseRequest, signed_earlier
+from updater.core.request import ReleaseRequest
 from updater.core.retention import KeptVersion, movable_versions, recorded_signed_at
-from updater.core.userstate import Withheld, withheld, without_failure
+from updater.core.update_step import (
+    Automatic,
+    StepKind,
+    UpdateFacts,
+    UpdateStep,
+    consults_user_state,
+    plan_update,
+)
+from updater.core.userstate import Withheld, without_failure
 from updater.core.verdicts import ServerVerdict, server_verdicts
 from updater.errors import (
     EXIT_OK,
     EXIT_RESTART_NEEDED,
-    InstallError,
     MuxError,
-    PolicyError,
-    VerificationError,
-    WithdrawnError,
 )
-from updater.formats.lifecycle import shown
 from updater.install import transaction as install
 from updater.install.layout import Layout, kept_builds, read_record, resolve_layout
 from updater.net.progress import NoProgress, Progress
 from updater.servers.addresses import server_addresses
 from updater.servers.status import query_reusing
 from updater.sources.feed_index import remember
-from updater.timestamps import utc_text
 from updater.trust.attestation_worker import early
 from updater.trust.attested import verify_release_attestation
 from updater.trust.layers import LayerResult, VerificationLog
@@ -134,15 +137,6 @@ class _Silent:
         return NoProgress()
 
 
-class Automatic(NamedTuple):
-    """An install a server's background check makes on its own (auto_install): it obeys the
-    user's skips, holds and failed starts even for the exact release it names, and, with
-    ``protocol_version``, installs only a release that speaks that protocol (the one every
-    live server speaks, for ``auto_install = "compatible"``)."""
-
-    protocol_version: int | None = None
-
-
 def run_update(
     request: ReleaseRequest,
     settings: Settings,
@@ -183,6 +177,24 @@ def _early_attestation_worker(settings: Settings, dry_run: bool) -> AttestationW
     return early(settings.github.repo)
 
 
+@dataclass(frozen=True)
+class _Run:
+    """One ``mux update`` run: what each step of the executor needs besides the release."""
+
+    request: ReleaseRequest
+    settings: Settings
+    build: BuildInfo
+    layout: Layout
+    target: str
+    installed: str | None
+    installed_signed_at: int | None
+    events: UpdateEvents
+    worker: AttestationWorker | None
+    automatic: Automatic | None
+    dry_run: bool
+    log: VerificationLog
+
+
 def _run_update(
     request: ReleaseRequest,
     settings: Settings,
@@ -196,180 +208,217 @@ def _run_update(
     events = events or _Silent()
     layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
     record = read_record(layout)
-    target = release_target(settings.target, build, recorded=record.get("target"))
     installed = layout.active_version()
-    installed_signed_at = recorded_signed_at(record, installed)
-    log = VerificationLog()
+    run = _Run(
+        request=request,
+        settings=settings,
+        build=build,
+        layout=layout,
+        target=release_target(settings.target, build, recorded=record.get("target")),
+        installed=installed,
+        installed_signed_at=recorded_signed_at(record, installed),
+        events=events,
+        worker=worker,
+        automatic=automatic,
+        dry_run=dry_run,
+        log=VerificationLog(),
+    )
     with resolve_offer(
         request,
         settings,
         build,
         installed=installed,
-        installed_signed_at=installed_signed_at,
-        log=log,
+        installed_signed_at=run.installed_signed_at,
+        log=run.log,
         on_index=lambda index: _warn_if_expired(index, events),
         kept=movable_versions(record, layout.installed_versions()),
     ) as resolved:
-        source, tag, index, policy, release, decision, planned = resolved
-        assert release is not None  # no earlier answer was offered for reuse
-        manifest = release.manifest
-        withdrawn = planned.view.withdrawn if not request.exact else None
-        if withdrawn is not None:
-            why = (
-                f"mux {withdrawn.version} was withdrawn by its publisher: "
-                f"{shown(withdrawn.reason, 300)}"
-            )
-            move = planned.move
-            if move is None:
-                raise WithdrawnError(
-                    f"{why}; no release this machine may install replaces it",
-                    hint="to keep it on purpose: mux update --version "
-                    f"{withdrawn.version} --allow-withdrawn (or wait for a fixed release)",
-                )
-            if move.kind == "kept":
-                if dry_run:
-                    return UpdateResult(
-                        action=UpdateAction.DRY_RUN,
-                        layout=layout,
-                        from_version=installed,
-                        to_version=move.version,
-                        target=target,
-                        protocol_version=None,
-                        notes=(f"{why}; would move back to the kept mux {move.version}",),
-                    )
-                moved = _move_back(settings, layout, move.version)
-                _remember(index, events)
-                return replace(moved, notes=(f"{why}; moved back to the kept mux {move.version}",))
-            note = f"{why}; moving to mux {move.version} ({move.kind})"
-            if move.kind in ("replacement", "older") and not (
-                tag == move.tag and decision.installs
-            ):
-                # Asked for by tag: the stages do not hold a move off a withdrawn release.
-                again = ReleaseRequest.tagged(str(move.tag), allow_downgrade=True)
-                moved = _run_update(again, settings, build, dry_run, events, worker)
-                return replace(moved, notes=(note, *moved.notes))
-            notes: tuple[str, ...] = (note,)
-        else:
-            notes = ()
-        if planned.view.holds(tag) and not request.exact:
-            held = next(h for h in planned.view.held if h.tag == tag)
-            if installed is None:
-                raise PolicyError(
-                    f"the machine policy holds mux {manifest.version} back ({held.why}"
-                    + (f", until {held.offered_at})" if held.offered_at else ")"),
-                    hint="its administrator decides this for every mux on this machine",
-                )
-            return UpdateResult(
-                action=UpdateAction.UP_TO_DATE,
-                layout=layout,
-                from_version=installed,
-                to_version=installed,
-                target=target,
-                protocol_version=None,
-                notes=(
-                    f"mux {manifest.version} is held back by the machine policy ({held.why}"
-                    + (f", until {held.offered_at})" if held.offered_at else ")"),
-                ),
-            )
-        outcome = UpdateResult(
-            action=UpdateAction.UP_TO_DATE,
-            layout=layout,
-            from_version=installed,
-            to_version=manifest.version,
-            target=target,
-            protocol_version=manifest.protocol_version,
-            verification=tuple(log.layers),
-            notes=notes,
+        step = plan_update(_facts(run, resolved))
+        return _execute(step, run, resolved)
+
+
+def _facts(run: _Run, resolved: Resolved) -> UpdateFacts:
+    """The plain values :func:`plan_update` decides on (the user's state read only when it
+    decides)."""
+    release = resolved.release
+    assert release is not None  # no earlier answer was offered for reuse
+    manifest = release.manifest
+    facts = UpdateFacts(
+        request=run.request,
+        tag=resolved.tag,
+        version=manifest.version,
+        protocol_version=manifest.protocol_version,
+        signed_at=release.signed_at,
+        decision=resolved.decision,
+        lifecycle=resolved.lifecycle.view,
+        move=resolved.lifecycle.move,
+        installed=run.installed,
+        installed_signed_at=run.installed_signed_at,
+        target=run.target,
+        targets=manifest.targets,
+        carried=run.settings.carried,
+        automatic=run.automatic,
+        dry_run=run.dry_run,
+    )
+    if not consults_user_state(facts):
+        return facts
+    return replace(facts, user_state=read_state(state_path(run.settings)), now=time.time())
+
+
+def _execute(step: UpdateStep, run: _Run, resolved: Resolved) -> UpdateResult:
+    """Do what ``step`` says (the only place an update acts on its plan)."""
+    kind = step.kind
+    if kind is StepKind.REFUSE:
+        assert step.error is not None
+        raise step.error
+    if kind is StepKind.MOVE_BACK:
+        assert step.version is not None
+        moved = _move_back(run.settings, run.layout, step.version)
+        _remember(resolved.feed_index, run.events)
+        return replace(moved, notes=step.notes)
+    if kind is StepKind.WOULD_MOVE_BACK:
+        return _bare_result(run, UpdateAction.DRY_RUN, step.version, step.notes)
+    if kind is StepKind.MOVE_TO:
+        again = ReleaseRequest.tagged(str(step.tag), allow_downgrade=True)
+        moved = _run_update(again, run.settings, run.build, run.dry_run, run.events, run.worker)
+        return replace(moved, notes=(*step.notes, *moved.notes))
+    if kind is StepKind.HELD:
+        return _bare_result(run, UpdateAction.UP_TO_DATE, run.installed, step.notes)
+    outcome = _offered(run, resolved, step.notes)
+    if kind is StepKind.UP_TO_DATE:
+        return _up_to_date(run, resolved, outcome)
+    if kind is StepKind.WITHHELD:
+        return replace(outcome, action=UpdateAction.WITHHELD, withheld=step.withheld)
+    if kind is StepKind.DRY_RUN:
+        return _dry_run(run, resolved, outcome)
+    return _install(run, resolved, outcome)
+
+
+def _bare_result(
+    run: _Run, action: UpdateAction, to_version: str | None, notes: tuple[str, ...]
+) -> UpdateResult:
+    """A result about the install alone (no release to describe, no servers to judge)."""
+    return UpdateResult(
+        action=action,
+        layout=run.layout,
+        from_version=run.installed,
+        to_version=to_version,
+        target=run.target,
+        protocol_version=None,
+        notes=notes,
+    )
+
+
+def _offered(run: _Run, resolved: Resolved, notes: tuple[str, ...]) -> UpdateResult:
+    """The result about the release on offer, before anything is done with it."""
+    assert resolved.release is not None
+    manifest = resolved.release.manifest
+    return UpdateResult(
+        action=UpdateAction.UP_TO_DATE,
+        layout=run.layout,
+        from_version=run.installed,
+        to_version=manifest.version,
+        target=run.target,
+        protocol_version=manifest.protocol_version,
+        verification=tuple(run.log.layers),
+        notes=notes,
+    )
+
+
+def _up_to_date(run: _Run, resolved: Resolved, outcome: UpdateResult) -> UpdateResult:
+    """Nothing to install: tidy the kept versions and record the index (not in a dry run)."""
+    if run.dry_run:
+        return _with_verdicts(outcome, run.settings)
+    settled = install.tidy(run.layout, _install_settings(run.settings))
+    _remember(resolved.feed_index, run.events)
+    return _with_verdicts(_with_settled(outcome, settled), run.settings, settled)
+
+
+def _dry_run(run: _Run, resolved: Resolved, outcome: UpdateResult) -> UpdateResult:
+    """The plan is what the run would do: the checks it can make without the archive
+    (layer 3 for the signed digest) refuse here what the run would refuse."""
+    release, source = resolved.release, resolved.source
+    assert release is not None
+    manifest = release.manifest
+    asset = manifest.asset_for(run.target)
+    assert asset is not None  # plan_update refuses a release with no build for the target
+    signed = signed_digest(asset.name, sums=release.sums, manifest=manifest)
+    verify_release_attestation(
+        source,
+        release,
+        signed,
+        resolved.policy,
+        run.log,
+        worker=run.worker,
+        warn=run.events.warning,
+    )
+    plan = UpdatePlan(
+        tag=resolved.tag,
+        release_url=source.release_page(resolved.tag),
+        asset=asset.name,
+        asset_url=source.file_url(resolved.tag, asset.name),
+        size=asset.size,
+        sha256=asset.sha256,
+        checks=resolved.policy.checks(),
+        version_dir=str(run.layout.version_dir(manifest.version)),
+        link=str(run.layout.link),
+    )
+    planned = replace(
+        outcome, action=UpdateAction.DRY_RUN, plan=plan, verification=tuple(run.log.layers)
+    )
+    return _with_verdicts(planned, run.settings)  # the servers it would leave behind
+
+
+def _install(run: _Run, resolved: Resolved, outcome: UpdateResult) -> UpdateResult:
+    """Download, verify and switch to the release on offer, then judge the live servers."""
+    release, source, settings = resolved.release, resolved.source, run.settings
+    assert release is not None
+    manifest = release.manifest
+    asset = manifest.asset_for(run.target)
+    assert asset is not None  # plan_update refuses a release with no build for the target
+    if settings.skip_attestation:
+        run.events.warning("--insecure-skip-attestation: not checking who built this release")
+    with install.Transaction(run.layout, _install_settings(settings)) as transaction:
+        if transaction.active == manifest.version:
+            _remember(resolved.feed_index, run.events)
+            return _with_verdicts(outcome, settings)  # a concurrent update got here first
+        verified = verify_release_files(
+            source,
+            release,
+            asset,
+            resolved.policy,
+            run.log,
+            download_dir=transaction.download_dir,
+            unpack_dir=transaction.staging(manifest.version),
+            smoke_target=run.target,
+            smoke_timeout=settings.smoke_test_timeout,
+            progress=run.events.progress(asset.name),
+            attestation_worker=run.worker,
+            on_unpacked_file=transaction.flush_file,
+            on_unpacked=transaction.flush_unpacked,
+            kept=()
+            if settings.no_delta
+            else kept_builds(run.layout, read_record(run.layout), run.target),
+            warn=run.events.warning,
         )
-        if decision is Decision.UP_TO_DATE:
-            settled = None if dry_run else install.tidy(layout, _install_settings(settings))
-            if not dry_run:
-                _remember(index, events)
-            return _with_verdicts(_with_settled(outcome, settled), settings, settled)
-        if not decision.installs:
-            raise _refused_downgrade(
-                manifest.version, release.signed_at, installed, installed_signed_at, settings
-            )
-        if decision is Decision.UPDATE and (automatic is not None or not request.exact):
-            kept_back = withheld(read_state(state_path(settings)), manifest.version, time.time())
-            if kept_back is not None:
-                return replace(outcome, action=UpdateAction.WITHHELD, withheld=kept_back)
-        wanted = automatic.protocol_version if automatic is not None else None
-        if wanted is not None and manifest.protocol_version != wanted:
-            raise InstallError(
-                f"mux {manifest.version} speaks protocol {manifest.protocol_version}, not "
-                f"{wanted} like every live server: not installed automatically"
-            )
-        asset = manifest.asset_for(target)
-        if asset is None:
-            raise InstallError(
-                f"release {tag} has no build for {target}",
-                hint="it has: " + (", ".join(manifest.targets) or "no builds"),
-            )
-        if dry_run:
-            # The plan is what the run would do: the checks it can make without the archive
-            # (layer 3 for the signed digest) refuse here what the run would refuse.
-            signed = signed_digest(asset.name, sums=release.sums, manifest=manifest)
-            verify_release_attestation(
-                source, release, signed, policy, log, worker=worker, warn=events.warning
-            )
-            dry = UpdatePlan(
-                tag=tag,
-                release_url=source.release_page(tag),
-                asset=asset.name,
-                asset_url=source.file_url(tag, asset.name),
-                size=asset.size,
-                sha256=asset.sha256,
-                checks=policy.checks(),
-                version_dir=str(layout.version_dir(manifest.version)),
-                link=str(layout.link),
-            )
-            planned_result = replace(
-                outcome, action=UpdateAction.DRY_RUN, plan=dry, verification=tuple(log.layers)
-            )
-            return _with_verdicts(planned_result, settings)  # the servers it would leave behind
-        if settings.skip_attestation:
-            events.warning("--insecure-skip-attestation: not checking who built this release")
-        with install.Transaction(layout, _install_settings(settings)) as transaction:
-            if transaction.active == manifest.version:
-                _remember(index, events)
-                return _with_verdicts(outcome, settings)  # a concurrent update got here first
-            verified = verify_release_files(
-                source,
-                release,
-                asset,
-                policy,
-                log,
-                download_dir=transaction.download_dir,
-                unpack_dir=transaction.staging(manifest.version),
-                smoke_target=target,
-                smoke_timeout=settings.smoke_test_timeout,
-                progress=events.progress(asset.name),
-                attestation_worker=worker,
-                on_unpacked_file=transaction.flush_file,
-                on_unpacked=transaction.flush_unpacked,
-                kept=() if settings.no_delta else kept_builds(layout, read_record(layout), target),
-                warn=events.warning,
-            )
-            settled = transaction.switch_to(
-                verified.folder,
-                manifest.version,
-                archive_sha256=verified.archive_sha256,
-                target=target,
-                source=source.location,
-                signed_at=release.signed_at,
-                unpacked=verified.unpacked,
-            )
-        _remember(index, events)
-        read_notes = (
-            () if automatic is not None else notes_since(source, policy, release, installed)
+        settled = transaction.switch_to(
+            verified.folder,
+            manifest.version,
+            archive_sha256=verified.archive_sha256,
+            target=run.target,
+            source=source.location,
+            signed_at=release.signed_at,
+            unpacked=verified.unpacked,
         )
-    if request.exact and automatic is None:
-        _forget_failures(settings, manifest.version, events)
+    _remember(resolved.feed_index, run.events)
+    automatic = run.automatic is not None
+    read_notes = () if automatic else notes_since(source, resolved.policy, release, run.installed)
+    if run.request.exact and not automatic:
+        _forget_failures(settings, manifest.version, run.events)
     updated = replace(
         outcome,
         action=UpdateAction.UPDATED,
-        verification=tuple(log.layers),
+        verification=tuple(run.log.layers),
         transfer=verified.transfer,
         release_notes=read_notes,
     )
@@ -402,31 +451,6 @@ def _move_back(settings: Settings, layout: Layout, version: str) -> UpdateResult
 def _warn_if_expired(index: VerifiedIndex, events: UpdateEvents) -> None:
     if index.expired:
         events.warning(str(index.expiry_warning()))
-
-
-def _refused_downgrade(
-    version: str,
-    signed_at: int | None,
-    installed: str | None,
-    installed_signed_at: int | None,
-    settings: Settings,
-) -> Exception:
-    """Why ``version`` is not installed over ``installed`` without ``--allow-downgrade``."""
-
-    again = mux_update("--version", version, "--allow-downgrade", carried=settings.carried)
-    how = f"to go back on purpose: {again}"
-    back = mux_update("--rollback", carried=for_install_only(settings.carried))
-    if signed_earlier(installed_signed_at, signed_at):
-        assert signed_at is not None and installed_signed_at is not None
-        return VerificationError(
-            f"mux {version} was signed {utc_text(signed_at)}, before the installed mux "
-            f"{installed} ({utc_text(installed_signed_at)}): installing it would be a downgrade "
-            "(or an old release replayed)",
-            hint=f"{how} ({back} returns to the previous version)",
-        )
-    return InstallError(
-        f"{version} is older than the installed {installed}; not downgrading", hint=how
-    )
 
 
 def _remember(index: VerifiedIndex | None, events: UpdateEvents) -> None:

@@ -1,14 +1,20 @@
-"""The release a source offers for a request, decided: what the check finds and caches."""
+"""The release a source offers for a request, decided: what the check finds and caches.
+
+:func:`decide_offer` is the check's caching rule, a pure function of the cached answer, the
+time and a fetch (after pip's self-version check): :func:`updater.commands.check.offer_for`
+only reads and writes the cache and makes the fetch.
+"""
 
 from __future__ import annotations
 
 from updater._records import NamedTuple
 from updater.core.nextstep import mux_update
 from updater.core.request import Decision
+from updater.errors import MuxError, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 
@@ -251,3 +257,69 @@ class ReleaseOffer(NamedTuple):
 
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class CachedAnswer(NamedTuple):
+    """What the check cache holds for a question: a verified answer or a failed lookup."""
+
+    answer: dict[str, Any]
+    checked_at: float
+
+
+class OfferAnswer(NamedTuple):
+    """The check's answer, and what the caller does with the cache and the error."""
+
+    offer: ReleaseOffer | None  # None: ``error`` says why
+    checked_at: float
+    cached: bool  # the answer came from the cache (nothing was fetched)
+    store: dict[str, Any] | None = None  # what to cache now (an answer, or a failed lookup)
+    error: MuxError | None = None  # raise it (after storing ``store``)
+
+
+def decide_offer(
+    cached: CachedAnswer | None,
+    now: float,
+    max_age: float | None,
+    fetch: Callable[[ReleaseOffer | None], ReleaseOffer],
+) -> OfferAnswer:
+    """The check's answer from the cache or from ``fetch``, and what to cache.
+
+    With ``max_age``, an entry no older answers: a cached failure is raised again, an offer
+    answers while what signed it allows (:meth:`ReleaseOffer.is_fresh`). Otherwise ``fetch``
+    is called with the cached offer of any age (the source need not fetch a release whose
+    tag it still offers: tags do not change), and its answer, or its failure, is cached; a
+    :class:`UsageError` (what the command was told is wrong, not what the source answered)
+    is raised and never cached.
+    """
+    if cached is not None and max_age is not None and 0 <= now - cached.checked_at <= max_age:
+        failure = cached_failure(cached.answer)
+        if failure is not None:
+            return OfferAnswer(None, cached.checked_at, True, error=failure)
+        hit = ReleaseOffer.from_cache(cached.answer)
+        if hit is not None and hit.is_fresh(now):
+            return OfferAnswer(hit, cached.checked_at, True)
+    known = ReleaseOffer.from_cache(cached.answer) if cached is not None else None
+    try:
+        offer = fetch(known)
+    except UsageError:
+        raise
+    except MuxError as exc:
+        return OfferAnswer(None, now, False, store=failure_to_cache(exc), error=exc)
+    return OfferAnswer(offer, now, False, store=offer.to_cache())
+
+
+def failure_to_cache(exc: MuxError) -> dict[str, Any]:
+    return {"ok": False, "error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}
+
+
+def cached_failure(doc: Mapping[str, Any]) -> MuxError | None:
+    """The error a cached failed lookup stands for; None when ``doc`` is not one."""
+    if doc.get("ok") is not False:
+        return None
+    hint, code = doc.get("hint"), doc.get("exit_code")
+    error = MuxError(
+        f"{doc.get('error')} (cached result)", hint=hint if isinstance(hint, str) else None
+    )
+    if isinstance(code, int):
+        error.exit_code = code
+    return error
