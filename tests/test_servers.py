@@ -699,13 +699,76 @@ def test_cli_status_with_no_server(mux_runtime_dir):
     assert json.loads(as_json.stdout) == {"servers": []}
 
 
-def test_cli_start_refuses_a_running_server(mux_runtime_dir):
+def test_cli_start_on_a_running_server_says_so_and_exits_0(mux_runtime_dir):
+    # Issue 38, item 9: start on a live server did what was asked (one runs), as stop on
+    # nothing does; it exited 1 before.
     pid, path = start_mux_server(mux_runtime_dir, "default")
     result = runner.invoke(server_app, ["start"])
-    assert result.exit_code == 1
-    assert result.stderr.count("\n") == 1
-    assert f"already runs on {path} (pid {pid}" in result.stderr
-    assert f"to replace it: mux server restart --socket {path}" in result.stderr
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith(f"a mux server already runs on {path}: mux ")
+    assert f"pid {pid}" in result.stdout and result.stdout.count("\n") == 1
+    assert live_pid(path) == pid
+
+
+def test_cli_start_on_a_server_of_another_protocol_says_how_to_replace_it(mux_runtime_dir):
+    pid, path = start_mux_server(mux_runtime_dir, "old", protocol_version=PROTOCOL + 1)
+    result = runner.invoke(server_app, ["start", "--name", "old"])
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"a mux server already runs on {path}: mux ")
+    assert lines[1].endswith(f"to replace it: mux server restart --socket {path}")
+    assert live_pid(path) == pid
+
+
+def test_cli_status_lists_the_runtime_dir_and_mux_server_url(mux_runtime_dir, monkeypatch):
+    _pid, path = start_mux_server(mux_runtime_dir, "local")
+    _tcp_pid, url = start_mux_server_url(mux_runtime_dir)
+    monkeypatch.setenv("MUX_SERVER_URL", url)
+    result = runner.invoke(server_app, ["status", "--json"])
+    assert result.exit_code == 0, result.stderr
+    servers = json.loads(result.stdout)["servers"]
+    assert [(s["address"], s["state"]) for s in servers] == [(str(path), "live"), (url, "live")]
+    text = runner.invoke(server_app, ["status"])
+    assert [line.split(":")[0] for line in text.stdout.splitlines()] == [str(path), "http"]
+
+
+@pytest.mark.parametrize(
+    "option", [["--name", "b"], ["--socket", "{dir}/b.sock"], ["--url", "unix://{dir}/b.sock"]]
+)
+def test_cli_status_filters_by_the_server_options(mux_runtime_dir, option):
+    start_mux_server(mux_runtime_dir, "a")
+    _pid, path = start_mux_server(mux_runtime_dir, "b")
+    args = [arg.format(dir=mux_runtime_dir) for arg in option]
+    result = runner.invoke(server_app, ["status", "--json", *args])
+    assert result.exit_code == 0, result.stderr
+    assert [s["address"] for s in json.loads(result.stdout)["servers"]] == [str(path)]
+
+
+def test_cli_status_of_a_named_server_that_does_not_run(mux_runtime_dir):
+    start_mux_server(mux_runtime_dir, "a")
+    result = runner.invoke(server_app, ["status", "--name", "nothing"])
+    assert (result.exit_code, result.stdout) == (
+        0,
+        f"no mux server found (looked in {mux_runtime_dir / 'nothing.sock'})\n",
+    )
+    as_json = runner.invoke(server_app, ["status", "--json", "--name", "nothing"])
+    assert json.loads(as_json.stdout) == {"servers": []}
+
+
+def test_cli_status_refuses_two_server_options(mux_runtime_dir):
+    result = runner.invoke(server_app, ["status", "--name", "a", "--url", "http://127.0.0.1:1"])
+    assert result.exit_code == EXIT_USAGE
+    assert "give only one of --name, --url" in result.stderr
+
+
+def test_cli_restart_with_nothing_running_starts_one_and_says_so(mux_runtime_dir):
+    path = mux_runtime_dir / "fresh.sock"
+    result = mux("server", "restart", "--name", "fresh")
+    assert result.returncode == 0, result.stderr
+    status = query_server(str(path)).status
+    assert status is not None
+    assert result.stdout.startswith(f"no mux server ran on {path}; started one: mux ")
+    assert f"pid {status.pid}" in result.stdout and "restarted" not in result.stdout
 
 
 def test_cli_stop_defaults_to_the_default_socket(mux_runtime_dir):

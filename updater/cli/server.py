@@ -34,10 +34,15 @@ from updater.core.verdicts import ServerReport, ServerVerdict, server_verdicts
 from updater.daemon.background import run_check_child
 from updater.errors import MuxError, PolicyError, UsageError
 from updater.install.layout import resolve_layout
-from updater.servers.addresses import SERVER_URL_ENV, UnixAddress, parse_server_address
-from updater.servers.control import start, stop
+from updater.servers.addresses import (
+    SERVER_URL_ENV,
+    UnixAddress,
+    every_server_address,
+    parse_server_address,
+)
+from updater.servers.control import AlreadyRunning, start, stop
 from updater.servers.runtime import DEFAULT_SOCKET_NAME, default_socket_path, runtime_dir
-from updater.servers.status import query_all
+from updater.servers.status import NO_SOCKET, query_all
 from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch, server_event
 
 server_app = typer.Typer(
@@ -119,8 +124,23 @@ def start_command(
 ) -> None:
     """Start a server in the background and wait until it answers."""
 
-    report = _run(lambda: start(_server_address(name, socket, url)))
+    address = _run(lambda: _server_address(name, socket, url))
+    try:
+        report = start(address)
+    except AlreadyRunning as running:  # what was asked is true already: exit 0, as stop does
+        live = running.report
+        print(server_line(f"a mux server already runs on {live.address}: {describe_live(live)}"))
+        if not _speaks_this_protocol(live):
+            print(server_line(f"it speaks another protocol than this mux; {running.hint}"))
+        return
+    except MuxError as exc:
+        raise typer.Exit(report_error(exc, as_json=False)) from None
     print(server_line(f"started a mux server on {report.address}: {describe_live(report)}"))
+
+
+def _speaks_this_protocol(report: ServerReport) -> bool:
+    status = report.status
+    return status is None or status.protocol_version == buildinfo.current().protocol_version
 
 
 @server_app.command("stop")
@@ -138,7 +158,7 @@ def stop_command(
 
 
 RESTART_EPILOG = """\
-Exit codes: 0 restarted; 5 the new build did not come up (it exited, died, hung, or answered
+Exit codes: 0 restarted (or started, when none ran there); 5 the new build did not come up (it exited, died, hung, or answered
 as another version or protocol) and the server runs the build it ran before again, on the
 same socket; 1 error (nothing answers there any more when the old build could not be started
 again either); 2 usage error. A version that failed to start is not offered again until a
@@ -159,7 +179,11 @@ def restart_command_(
     settings = _run(_restart_settings)
     done = _run(lambda: run_restart(address, settings))
     report = done.report
-    print(server_line(f"restarted the mux server on {report.address}: {describe_live(report)}"))
+    if done.replaced is None:  # nothing answered there: a restart of nothing starts one
+        said = f"no mux server ran on {report.address}; started one"
+    else:
+        said = f"restarted the mux server on {report.address}"
+    print(server_line(f"{said}: {describe_live(report)}"))
 
 
 def _restart_settings() -> Settings:
@@ -201,25 +225,48 @@ def _known_builds(info: buildinfo.BuildInfo) -> frozenset[str]:
 
 @server_app.command("status")
 def status_command(
+    name: NameOption = None,
+    socket: SocketOption = None,
+    url: UrlOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     timeout: Annotated[
         float, typer.Option("--timeout", help="Seconds to wait for each server.", hidden=True)
     ] = 1.0,
 ) -> None:
-    """Print every mux server: its version, protocol, the build it runs from and whether that
-    build is still installed (MUX_SERVER_URL, else the runtime dir)."""
-    reports = _run(lambda: query_all(timeout=timeout), as_json=as_json)
+    """Print every mux server this mux knows (each socket in the runtime dir and the one
+    MUX_SERVER_URL names): its version, protocol, the build it runs from and whether that
+    build is still installed. --name, --socket or --url: only that server."""
+    addresses = _run(lambda: _listed_addresses(name, socket, url), as_json=as_json)
+    reports = _run(lambda: query_all(addresses, timeout=timeout), as_json=as_json)
+    if len(addresses) == 1 and (name or socket or url):
+        reports = [r for r in reports if not (r.state == "stale" and r.detail == NO_SOCKET)]
     verdicts = _verdicts(reports)
     if as_json:
         print(to_json_line({"servers": [verdict_document(v) for v in verdicts]}))
         return
     if not reports:
-        where = os.environ.get(SERVER_URL_ENV) or _run(runtime_dir)
-        print(server_line(f"no mux server found (looked in {where})"))
+        print(
+            server_line(f"no mux server found (looked in {_where(addresses, name, socket, url)})")
+        )
         return
     info = buildinfo.current()
     for line in server_status_lines(verdicts, info.protocol_version, info.version):
         print(line)
+
+
+def _listed_addresses(name: str | None, socket: Path | None, url: str | None) -> list[str]:
+    """The one server the options name, or every server this mux knows."""
+    if name or socket or url:
+        return [str(_server_address(name, socket, url))]
+    return every_server_address(os.environ.get(SERVER_URL_ENV))
+
+
+def _where(addresses: list[str], name: str | None, socket: Path | None, url: str | None) -> str:
+    if name or socket or url:
+        return addresses[0]
+    named = os.environ.get(SERVER_URL_ENV)
+    where = str(_run(runtime_dir))
+    return f"{where} and {SERVER_URL_ENV}={named}" if named else where
 
 
 @server_app.command("watch")

@@ -80,6 +80,15 @@ class AddressHeld(NotYoursError):
     user's socket, or a process of this user's that is no mux server of this address."""
 
 
+class AlreadyRunning(MuxError):
+    """A live mux server already answers on the address: nothing was started there.
+    ``report`` is its answer (``mux server start`` reports it and exits 0)."""
+
+    def __init__(self, message: str, *, report: ServerReport, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.report = report
+
+
 class StartFailed(MuxError):
     """A started server did not come up healthy, and was stopped with everything it started.
 
@@ -220,9 +229,10 @@ def answering_error(report: ServerReport) -> MuxError:
         return NotYoursError(f"{report.address} is {report.detail}; nothing was started there")
     if report.state == "live" and report.status is not None:
         status = report.status
-        return MuxError(
+        return AlreadyRunning(
             f"a mux server already runs on {report.address} "
             f"(pid {status.pid}, mux {status.version}, protocol {status.protocol_version})",
+            report=report,
             hint=f"to replace it: {restart_command_for(report.address)}",
         )
     return MuxError(

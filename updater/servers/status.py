@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from updater.servers.addresses import ServerAddress
 
 
+NO_SOCKET = "no such socket"  # a stale report's detail when nothing is there at all
+
+
 class NonStandardJson(ValueError):
     """JSON that a strict parser refuses: ``NaN``, ``Infinity``, a number no float holds."""
 
@@ -107,7 +110,7 @@ def _ask_status(target: ServerAddress, timeout: float) -> ServerReport:
             peer.pid = socket_lock_holder(target.path)
         return report("hung", "its listen queue is full: it accepts no connection")
     except FileNotFoundError:
-        return report("stale", "no such socket")
+        return report("stale", NO_SOCKET)
     except ConnectionRefusedError:
         return report("stale", "nobody listens")
     except NotYours as exc:
