@@ -222,15 +222,7 @@ def write_deltas(
     ``SHA256SUMS`` (its signature is removed: sign again)."""
     release_dir = Path(release_dir)
     manifest = _manifest(release_dir)
-    version = parse_version(manifest.version)
-    earlier: list[tuple[Manifest, Path]] = []
-    for folder in previous:
-        old = _manifest(Path(folder))
-        if parse_version(old.version) >= version:
-            raise UsageError(f"{folder} is mux {old.version}, not older than {manifest.version}")
-        earlier.append((old, Path(folder)))
-    earlier.sort(key=lambda item: parse_version(item[0].version), reverse=True)
-    chosen = earlier[:MAX_PREVIOUS]
+    chosen = _earlier_releases(manifest, previous)[:MAX_PREVIOUS]
     written_lists: list[str] = []
     deltas: list[WrittenDelta] = []
     with tempfile.TemporaryDirectory(prefix="mux-delta-") as scratch_name:
@@ -240,63 +232,21 @@ def write_deltas(
             new_tree = scratch / f"new-{asset.target}"
             new_tree.mkdir()
             entries, mtime = read_tree(archive, asset.target, new_tree)
+            new = _NewTree(manifest, asset, new_tree, entries, mtime)
             refs: list[fmt.DeltaRef] = []
             for old_manifest, folder in chosen:
                 old_asset = old_manifest.asset_for(asset.target)
                 if old_asset is None:
                     say(f"{asset.target}: {old_manifest.version} has no build for it: no delta")
                     continue
-                old_tree = scratch / f"old-{asset.target}-{old_manifest.version}"
-                old_tree.mkdir()
-                old_entries, _ = read_tree(
-                    _checked_archive(folder, old_asset), asset.target, old_tree
+                written, ref = _write_delta(
+                    new, old_manifest.version, _checked_archive(folder, old_asset), scratch, say
                 )
-                name = fmt.delta_name(asset.target, old_manifest.version)
-                path = scratch / name
-                size = make_delta(
-                    old_tree,
-                    old_entries,
-                    new_tree,
-                    entries,
-                    from_version=old_manifest.version,
-                    version=manifest.version,
-                    target=asset.target,
-                    destination=path,
-                )
-                if size >= fmt.MAX_DELTA_SHARE * asset.size:
-                    reason = (
-                        f"{size} bytes, {100 * size / asset.size:.1f}% of the "
-                        f"{asset.size}-byte archive (a delta must be under "
-                        f"{100 * fmt.MAX_DELTA_SHARE:.0f}%)"
-                    )
-                    say(f"{name}: not published: {reason}")
-                    deltas.append(
-                        WrittenDelta(
-                            asset.target,
-                            old_manifest.version,
-                            name,
-                            size,
-                            asset.size,
-                            False,
-                            reason,
-                        )
-                    )
-                    continue
-                probe = _file_list(manifest, asset, entries, mtime, ())
-                _self_check(path, probe, old_manifest.version, old_tree, old_entries, scratch)
-                shutil.move(path, release_dir / name)
-                os.chmod(release_dir / name, 0o644)
-                refs.append(
-                    fmt.DeltaRef(old_manifest.version, name, size, sha256_file(release_dir / name))
-                )
-                deltas.append(
-                    WrittenDelta(asset.target, old_manifest.version, name, size, asset.size, True)
-                )
-                say(
-                    f"{name}: {size} bytes, {100 * size / asset.size:.2f}% of the "
-                    f"{asset.size}-byte archive"
-                )
-                shutil.rmtree(old_tree, ignore_errors=True)
+                deltas.append(written)
+                if ref is not None:
+                    shutil.move(scratch / ref.name, release_dir / ref.name)
+                    os.chmod(release_dir / ref.name, 0o644)
+                    refs.append(ref)
             file_list = _file_list(manifest, asset, entries, mtime, tuple(refs))
             list_name = fmt.file_list_name(asset.target)
             atomic_write(release_dir / list_name, file_list_document(file_list), mode=0o644)
@@ -304,6 +254,73 @@ def write_deltas(
             say(f"{list_name}: {len(entries)} entries, {len(refs)} deltas")
     rehash_sums(release_dir)
     return DeltaReport(tuple(written_lists), tuple(deltas))
+
+
+def _earlier_releases(manifest: Manifest, previous: Sequence[Path]) -> list[tuple[Manifest, Path]]:
+    """The ``previous`` release folders with their manifests, newest first; each must be
+    older than ``manifest``'s release."""
+    version = parse_version(manifest.version)
+    earlier: list[tuple[Manifest, Path]] = []
+    for folder in previous:
+        old = _manifest(Path(folder))
+        if parse_version(old.version) >= version:
+            raise UsageError(f"{folder} is mux {old.version}, not older than {manifest.version}")
+        earlier.append((old, Path(folder)))
+    earlier.sort(key=lambda item: parse_version(item[0].version), reverse=True)
+    return earlier
+
+
+@dataclass(frozen=True)
+class _NewTree:
+    """One archive of the release the deltas lead to, unpacked into ``tree``."""
+
+    manifest: Manifest
+    asset: ManifestAsset
+    tree: Path
+    entries: list[fmt.TreeEntry]
+    mtime: int
+
+
+def _write_delta(
+    new: _NewTree,
+    from_version: str,
+    old_archive: Path,
+    scratch: Path,
+    say: Callable[[str], None],
+) -> tuple[WrittenDelta, fmt.DeltaRef | None]:
+    """The delta from ``old_archive`` (mux ``from_version``) to ``new``, written into
+    ``scratch`` and applied there as mux update will; its reference for the file list, or
+    None when it is too large to publish."""
+    asset = new.asset
+    old_tree = scratch / f"old-{asset.target}-{from_version}"
+    old_tree.mkdir()
+    old_entries, _ = read_tree(old_archive, asset.target, old_tree)
+    name = fmt.delta_name(asset.target, from_version)
+    path = scratch / name
+    size = make_delta(
+        old_tree,
+        old_entries,
+        new.tree,
+        new.entries,
+        from_version=from_version,
+        version=new.manifest.version,
+        target=asset.target,
+        destination=path,
+    )
+    if size >= fmt.MAX_DELTA_SHARE * asset.size:
+        reason = (
+            f"{size} bytes, {100 * size / asset.size:.1f}% of the "
+            f"{asset.size}-byte archive (a delta must be under "
+            f"{100 * fmt.MAX_DELTA_SHARE:.0f}%)"
+        )
+        say(f"{name}: not published: {reason}")
+        return WrittenDelta(asset.target, from_version, name, size, asset.size, False, reason), None
+    probe = _file_list(new.manifest, asset, new.entries, new.mtime, ())
+    _self_check(path, probe, from_version, old_tree, old_entries, scratch)
+    ref = fmt.DeltaRef(from_version, name, size, sha256_file(path))
+    say(f"{name}: {size} bytes, {100 * size / asset.size:.2f}% of the {asset.size}-byte archive")
+    shutil.rmtree(old_tree, ignore_errors=True)
+    return WrittenDelta(asset.target, from_version, name, size, asset.size, True), ref
 
 
 def _file_list(

@@ -157,58 +157,79 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
     def unusable(reason: str) -> PolicyError:
         return _unusable(path, reason)
 
-    def bad(name: str, expected: str) -> PolicyError:
-        return unusable(f"{name} = {shown(document[name])} is not {expected}")
-
     refuse_unknown(document, KNOWN_SETTINGS, unusable)
     values: dict[str, Any] = shared_values(document, unusable)
+    # In this order: a policy with several faults names the first.
+    _read_source(document, path, values)
+    _read_trust(document, path, values)
+    _read_limits(document, path, values)
+    return MachinePolicy(path=path, **values)
+
+
+def _bad(document: Mapping[str, Any], path: str, name: str, expected: str) -> PolicyError:
+    return _unusable(path, f"{name} = {shown(document[name])} is not {expected}")
+
+
+def _read_source(document: Mapping[str, Any], path: str, values: dict[str, Any]) -> None:
+    """``updates`` and where releases come from: ``source`` and GitHub's addresses."""
     if "updates" in document:
         if document["updates"] not in UPDATES:
-            raise bad("updates", " or ".join(f'"{u}"' for u in UPDATES))
+            raise _bad(document, path, "updates", " or ".join(f'"{u}"' for u in UPDATES))
         values["updates"] = document["updates"]
     if "source" in document:
         source = _source(document["source"])
         if source is None:
-            raise bad("source", '"github", an https:// feed URL or an absolute feed directory')
+            expected = '"github", an https:// feed URL or an absolute feed directory'
+            raise _bad(document, path, "source", expected)
         values["source"] = source
     for name in ("github_url", "github_api_url", "repo"):
         if name in document and values.get("source") != "github":
-            raise unusable(f'{name} goes with source = "github"')
+            raise _unusable(path, f'{name} goes with source = "github"')
     for name in ("github_url", "github_api_url"):
         if name in document:
             url = _url(document[name])
             if url is None:
-                raise bad(name, "an https:// URL")
+                raise _bad(document, path, name, "an https:// URL")
             values[name] = url
     if "repo" in document:
         if not _is_repo(document["repo"]):
-            raise bad("repo", "a GitHub repository (owner/name)")
+            raise _bad(document, path, "repo", "a GitHub repository (owner/name)")
         values["repo"] = document["repo"]
+
+
+def _read_trust(document: Mapping[str, Any], path: str, values: dict[str, Any]) -> None:
+    """What a release is trusted by: ``trusted_keys``, ``allow_expired_feed``,
+    ``download_hosts``."""
     if "trusted_keys" in document:
         keys = _strings(document["trusted_keys"], MAX_TRUSTED_KEYS)
         if keys is None:
-            raise bad("trusted_keys", f"a list of at most {MAX_TRUSTED_KEYS} minisign public keys")
-
+            expected = f"a list of at most {MAX_TRUSTED_KEYS} minisign public keys"
+            raise _bad(document, path, "trusted_keys", expected)
         try:
             values["trusted_keys"] = tuple(PublicKey.parse(key).to_base64() for key in keys)
         except ParseError as exc:
-            raise unusable(f"trusted_keys: {exc.message}") from None
+            raise _unusable(path, f"trusted_keys: {exc.message}") from None
     if "allow_expired_feed" in document:
         if not isinstance(document["allow_expired_feed"], bool):
-            raise bad("allow_expired_feed", "true or false")
+            raise _bad(document, path, "allow_expired_feed", "true or false")
         values["allow_expired_feed"] = document["allow_expired_feed"]
     if "download_hosts" in document:
         hosts = _strings(document["download_hosts"], MAX_DOWNLOAD_HOSTS)
-
         checked = [parse_download_host(h) for h in hosts] if hosts is not None else None
         if checked is None or None in checked:
-            raise bad("download_hosts", "a list of exact host names (host or host:port)")
+            expected = "a list of exact host names (host or host:port)"
+            raise _bad(document, path, "download_hosts", expected)
         values["download_hosts"] = tuple(h for h in checked if h)
+
+
+def _read_limits(document: Mapping[str, Any], path: str, values: dict[str, Any]) -> None:
+    """Which releases are taken: ``pin``, ``minimum_release_age``, ``ring``, and the TUF
+    repository's root and address."""
     if "pin" in document:
         try:
             pin_parts(document["pin"])
         except ParseError:
-            raise bad("pin", 'a version prefix such as "1.4"') from None
+            raise _bad(document, path, "pin", 'a version prefix such as "1.4"') from None
         values["pin"] = document["pin"]
     if "minimum_release_age" in document:
         age = document["minimum_release_age"]
@@ -216,25 +237,25 @@ def _validate(document: Mapping[str, Any], path: str) -> MachinePolicy:
         strict = isinstance(age, str) and re.fullmatch(r"[0-9]{1,8}[smhdw]?", age) is not None
         seconds = parse_duration(age) if strict else -1.0
         if not 0 < seconds <= MAX_RELEASE_AGE:
-            raise bad("minimum_release_age", 'a duration such as "72h" (at most 366 days)')
+            expected = 'a duration such as "72h" (at most 366 days)'
+            raise _bad(document, path, "minimum_release_age", expected)
         values["minimum_release_age"] = seconds
     if "ring" in document:
         if document["ring"] not in RINGS:
-            raise bad("ring", " or ".join(f'"{r}"' for r in RINGS))
+            raise _bad(document, path, "ring", " or ".join(f'"{r}"' for r in RINGS))
         values["ring"] = document["ring"]
     if "tuf_root" in document:
         root = document["tuf_root"]
         if not isinstance(root, str) or not os.path.isabs(root) or len(root) > 2000:
-            raise bad("tuf_root", "the absolute path of a TUF root.json")
+            raise _bad(document, path, "tuf_root", "the absolute path of a TUF root.json")
         values["tuf_root"] = root
     if "tuf_metadata_url" in document:
         if values.get("source") != "github":
             raise _unusable(path, 'tuf_metadata_url goes with source = "github"')
         url = _url(document["tuf_metadata_url"])
         if url is None:
-            raise bad("tuf_metadata_url", "an https:// URL")
+            raise _bad(document, path, "tuf_metadata_url", "an https:// URL")
         values["tuf_metadata_url"] = url
-    return MachinePolicy(path=path, **values)
 
 
 def _source(value: object) -> str | None:

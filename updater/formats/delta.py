@@ -182,7 +182,14 @@ def parse_file_list(raw: bytes, *, name: str = "the file list") -> FileList:
         sha256=_sha256(archive_doc.get("sha256"), f"{name}: archive"),
     )
     mtime = _int(doc.get("mtime"), f"{name}: mtime", maximum=1 << 40)
-    entries_doc = doc.get("entries")
+    entries = _parse_entries(doc.get("entries"), name)
+    deltas = _parse_deltas(doc.get("deltas", []), target, name)
+    return FileList(version, target, archive, mtime, tuple(entries), tuple(deltas))
+
+
+def _parse_entries(entries_doc: object, name: str) -> list[TreeEntry]:
+    """A file list's entries: each path once, under a listed folder, links to a file of the
+    list, the files' sizes capped together, an executable ``mux`` at the top."""
     if not isinstance(entries_doc, list) or len(entries_doc) > MAX_ENTRIES:
         raise ParseError(f"{name}: entries must be a list of at most {MAX_ENTRIES}")
     entries: list[TreeEntry] = []
@@ -194,28 +201,11 @@ def parse_file_list(raw: bytes, *, name: str = "the file list") -> FileList:
         path = check_tree_path(item.get("path"), f"{name} entry")
         if path in kinds:
             raise ParseError(f"{name} lists {path!r} twice")
-        kind = item.get("type")
-        if kind == FILE:
-            mode_text = item.get("mode")
-            if not isinstance(mode_text, str) or not _MODE_RE.fullmatch(mode_text):
-                raise ParseError(f"{name}: {path!r} has no mode of the form 0755")
-            mode = int(mode_text, 8)
-            if mode not in FILE_MODES:
-                raise ParseError(f"{name}: {path!r} has mode {mode_text}, not 0755 or 0644")
-            size = _int(item.get("size"), f"{name}: size of {path!r}")
-            total += size
-            if total > MAX_TREE_BYTES:
-                raise ParseError(f"{name}: the files add up to more than {MAX_TREE_BYTES} bytes")
-            entry = TreeEntry(path, FILE, size, mode, _sha256(item.get("sha256"), path))
-        elif kind == DIR:
-            entry = TreeEntry(path, DIR)
-        elif kind == LINK:
-            entry = TreeEntry(
-                path, LINK, target=_link_target(path, item.get("target"), f"{name} entry")
-            )
-        else:
-            raise ParseError(f"{name}: {path!r} is not a file, folder or link")
-        kinds[path] = entry.kind
+        entry = _parse_entry(item, path, name)
+        total += entry.size
+        if total > MAX_TREE_BYTES:
+            raise ParseError(f"{name}: the files add up to more than {MAX_TREE_BYTES} bytes")
+        kinds[entry.path] = entry.kind
         entries.append(entry)
     for entry in entries:  # every parent is a folder of the list
         parts = entry.path.split("/")
@@ -228,7 +218,30 @@ def parse_file_list(raw: bytes, *, name: str = "the file list") -> FileList:
             raise ParseError(f"{name}: link {entry.path!r} does not name a file of the list")
     if kinds.get("mux") != FILE or next(e for e in entries if e.path == "mux").mode != 0o755:
         raise ParseError(f"{name}: no executable mux at the top")
-    deltas_doc = doc.get("deltas", [])
+    return entries
+
+
+def _parse_entry(item: dict[str, Any], path: str, name: str) -> TreeEntry:
+    """The entry at ``path`` of a file list: a file (mode, size, sha256), a folder or a link."""
+    kind = item.get("type")
+    if kind == FILE:
+        mode_text = item.get("mode")
+        if not isinstance(mode_text, str) or not _MODE_RE.fullmatch(mode_text):
+            raise ParseError(f"{name}: {path!r} has no mode of the form 0755")
+        mode = int(mode_text, 8)
+        if mode not in FILE_MODES:
+            raise ParseError(f"{name}: {path!r} has mode {mode_text}, not 0755 or 0644")
+        size = _int(item.get("size"), f"{name}: size of {path!r}")
+        return TreeEntry(path, FILE, size, mode, _sha256(item.get("sha256"), path))
+    if kind == DIR:
+        return TreeEntry(path, DIR)
+    if kind == LINK:
+        return TreeEntry(path, LINK, target=_link_target(path, item.get("target"), f"{name} entry"))
+    raise ParseError(f"{name}: {path!r} is not a file, folder or link")
+
+
+def _parse_deltas(deltas_doc: object, target: str, name: str) -> list[DeltaRef]:
+    """A file list's deltas: each from an earlier version, named for it."""
     if not isinstance(deltas_doc, list) or len(deltas_doc) > MAX_DELTAS:
         raise ParseError(f"{name}: deltas must be a list of at most {MAX_DELTAS}")
     deltas = []
@@ -248,7 +261,7 @@ def parse_file_list(raw: bytes, *, name: str = "the file list") -> FileList:
                 sha256=_sha256(item.get("sha256"), delta_file),
             )
         )
-    return FileList(version, target, archive, mtime, tuple(entries), tuple(deltas))
+    return deltas
 
 
 def _resolve_link(
