@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from updater.cli import app as cli_app
 from updater.cli import check as cli_check
+from updater.cli import update as cli_update
 from updater.cli.check import BARE, CHECK_FLAGS, LIST, NOT_CHECK_FLAGS, CheckFlags, parse_check
 from updater.core.update_flags import refusal
 
@@ -51,7 +52,7 @@ def typer_reads(args: list[str], monkeypatch: pytest.MonkeyPatch) -> CheckFlags:
         seen.append(flags)
         return 0
 
-    monkeypatch.setattr(cli_app, "answer_check", capture)
+    monkeypatch.setattr(cli_update, "answer_check", capture)
     result = CliRunner().invoke(cli_app.app, ["update", *args])
     assert result.exit_code == 0, result.output
     assert len(seen) == 1
@@ -116,4 +117,4 @@ def test_a_check_line_with_any_flag_that_is_not_a_check_s_goes_to_typer(flag: st
 
 def test_the_typer_command_answers_through_the_same_function() -> None:
     # The one answer: typer's command calls the function the fast path calls.
-    assert cli_app.answer_check is cli_check.answer_check
+    assert cli_update.answer_check is cli_check.answer_check

@@ -9,22 +9,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import typer
 
-from updater.cli import render
-from updater.cli.check import CheckFlags, answer_check
 from updater.cli.completions import command_tree, script
 from updater.cli.render import notices_document, report_error, to_json_line
 from updater.cli.server import server_app
+from updater.cli.update import UpdateFlags, route
 from updater.cli.version import print_version
-from updater.commands import userstate
-from updater.config import buildinfo
 from updater.config.buildinfo import notices_file
-from updater.config.settings import load_for
-from updater.core.request import ReleaseRequest
-from updater.core.update_flags import given_flags, refusal
 from updater.errors import EXIT_USAGE, MuxError
 
 EXIT_CODES_HELP = """\
@@ -223,104 +217,32 @@ def update(
     GitHub Enterprise: MUX_GITHUB_URL, MUX_GITHUB_API_URL, MUX_GITHUB_DOWNLOAD_HOSTS (its
     storage hosts) and MUX_GITHUB_TOKEN.
     """
-    refused = refusal(
-        given_flags(
-            {
-                "--check": check,
-                "--dry-run": dry_run,
-                "--rollback": rollback,
-                "--prune": prune,
-                "--skip": skip,
-                "--unskip": unskip,
-                "--hold": hold,
-                "--unhold": unhold,
-                "--source": source,
-                "--pre": pre,
-                "--version": version,
-                "--max-age": max_age,
-                "--home": home,
-                "--trust-key": trust_key,
-                "--allow-expired-feed": allow_expired_feed,
-                "--allow-downgrade": allow_downgrade,
-                "--allow-withdrawn": allow_withdrawn,
-                "--insecure-skip-attestation": insecure_skip_attestation,
-                "--no-delta": no_delta,
-                "--exit-code": exit_code,
-            }
-        )
-    )
-    if refused is not None:
-        raise refused
-    if skip is not None or unskip is not None or hold is not None or unhold:
-        build = buildinfo.current()
-        done = _state_change(load_for(build), skip=skip, unskip=unskip, hold=hold)
-        print(to_json_line(done.to_json()) if as_json else render.safe_text(done.message))
-        raise typer.Exit(0)
-    if check:
-        code = answer_check(
-            CheckFlags(
-                as_json=as_json,
-                pre=pre,
-                allow_expired_feed=allow_expired_feed,
-                allow_downgrade=allow_downgrade,
-                allow_withdrawn=allow_withdrawn,
-                skip_attestation=insecure_skip_attestation,
-                max_age=max_age,
-                source=source,
-                version=version,
-                home=None if home is None else str(home),
-                trust_keys=tuple(trust_key or ()),
-            )
-        )
-        raise typer.Exit(code)
-    build = buildinfo.current()
-    settings = load_for(
-        build,
-        source=source,
-        home=home,
-        trust_keys=trust_key or (),
-        skip_attestation=insecure_skip_attestation,
-        allow_expired_feed=allow_expired_feed,
-        no_delta=no_delta,
-    )
-    commands = _update_commands()
-    if prune:
-        result = commands.run_prune(settings, build=build)
-        print(
-            _json_or_text(
-                as_json,
-                render.update_document(result),
-                render.update_text(result, settings.carried),
-            )
-        )
-        raise typer.Exit(result.exit_code)
-    if rollback:
-        result = commands.run_rollback(settings, build=build)
-    else:
-        request = ReleaseRequest.from_flags(
-            version=version,
+    code = route(
+        UpdateFlags(
+            check=check,
+            as_json=as_json,
+            source=source,
             pre=pre,
+            version=version,
+            max_age=max_age,
+            dry_run=dry_run,
+            rollback=rollback,
+            prune=prune,
+            home=home,
+            trust_key=tuple(trust_key or ()),
+            allow_expired_feed=allow_expired_feed,
             allow_downgrade=allow_downgrade,
             allow_withdrawn=allow_withdrawn,
-        )
-        result = commands.run_update(
-            request,
-            settings,
-            build=build,
-            dry_run=dry_run,
-            events=render.ConsoleEvents(progress_bar=settings.progress_bar),
-        )
-    # deferred (+10 ms on every command of the CLI): only an update's result is replaced, and
-    # the update imported dataclasses already
-    from dataclasses import replace
-
-    result = replace(result, restart_exit_code=exit_code)
-    print(
-        _json_or_text(
-            as_json, render.update_document(result), render.update_text(result, settings.carried)
+            insecure_skip_attestation=insecure_skip_attestation,
+            skip=skip,
+            unskip=unskip,
+            hold=hold,
+            unhold=unhold,
+            no_delta=no_delta,
+            exit_code=exit_code,
         )
     )
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -329,31 +251,6 @@ def completions(
 ) -> None:
     """Print a completion script for mux (bash: eval "$(mux completions bash)")."""
     print(script(shell, "mux", command_tree(typer.main.get_command(app))), end="")
-
-
-def _state_change(
-    settings: Any, *, skip: str | None, unskip: str | None, hold: str | None
-) -> userstate.StateChange:
-    """``--skip X``, ``--unskip X``, ``--hold D`` or ``--unhold``: the user's state changed."""
-    if skip is not None:
-        return userstate.skip(settings, skip)
-    if unskip is not None:
-        return userstate.unskip(settings, unskip)
-    if hold is not None:
-        return userstate.hold(settings, hold)
-    return userstate.unhold(settings)
-
-
-def _update_commands() -> Any:
-    # deferred (+369 ms, 289 modules): the HTTP stack and the verification layers, which
-    # `mux server …` and `mux version --notices` do without
-    from updater.commands import update
-
-    return update
-
-
-def _json_or_text(as_json: bool, document: dict[str, object], text: str) -> str:
-    return to_json_line(document) if as_json else text
 
 
 _mount_server_commands()

@@ -18,7 +18,7 @@ from updater.commands.check import check
 from updater.config import buildinfo
 from updater.config.settings import load_for
 from updater.core.request import ReleaseRequest
-from updater.core.update_flags import given_flags, refusal
+from updater.core.update_flags import MODES, TAKES, given_flags, refusal
 from updater.errors import MuxError, UsageError
 from updater.timestamps import parse_duration
 
@@ -38,17 +38,10 @@ CHECK_FLAGS = {
     "--home": VALUE,
     "--trust-key": LIST,
 }
-# The flags of `mux update` that are not part of a check (what it does instead of checking).
-NOT_CHECK_FLAGS = (
-    "--dry-run",
-    "--rollback",
-    "--prune",
-    "--skip",
-    "--unskip",
-    "--hold",
-    "--unhold",
-    "--no-delta",
-    "--exit-code",
+# The flags of `mux update` that are not part of a check (what it does instead of checking),
+# from the one table of which flags go with which.
+NOT_CHECK_FLAGS = tuple(
+    flag for flag in (*MODES, *sorted(set().union(*TAKES.values()))) if flag not in CHECK_FLAGS
 )
 
 
