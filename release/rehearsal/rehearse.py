@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -218,313 +219,346 @@ def _rebaked(
     return folder
 
 
-def _run_steps(r: Rehearsal, runtime: Path) -> None:
-    keys: dict[str, Any] = {}
-    builds: dict[str, Path] = {}
-    feed = r.workdir / "feed"
+@dataclass
+class _Run:
+    """One rehearsal's run: what its steps make, for the steps after them."""
 
-    def make_key() -> list[str]:
-        secret, public_text = generate_keypair(None)
-        keys["secret"] = SecretKey.parse(secret, None)
-        keys["public"] = PublicKey.parse(public_text).to_base64()
-        return [f"throwaway minisign key {PublicKey.parse(public_text).key_id}"]
+    r: Rehearsal
+    runtime: Path
+    builds: dict[str, Path] = field(default_factory=dict)
+    # Set by the step that makes each (in the order of the steps' table).
+    secret: SecretKey = field(init=False)
+    public_key: str = field(init=False)
+    tuf: LocalKeys = field(init=False)
+    tuf_root: bytes = field(init=False)
+    sigstore: FakeSigstore = field(init=False)
+    server: dict[str, Any] = field(init=False)
+    restart: str = field(init=False)
+    restarted: dict[str, Any] = field(init=False)
 
-    def make_tuf_repository() -> list[str]:
-        keys["tuf"] = LocalKeys.generate(r.workdir / "tuf-keys")
-        lines = create_local(feed, keys["tuf"])
-        keys["tuf_root"] = root_bytes(feed, 1)
-        tuf: dict[str, Any] = {"tuf_root": keys["tuf_root"], "tuf_metadata_url": REHEARSAL_TUF_URL}
-        keys["tuf_build"] = tuf
-        return [
-            *lines,
-            f"root 2 of 3, targets 2 of 3, release and online keys in {keys['tuf'].folder}",
-            "both builds trust root v1",
-        ]
+    @property
+    def feed(self) -> Path:
+        return self.r.workdir / "feed"
 
-    def build() -> list[str]:
-        key = [keys["public"]]
-        tuf = keys["tuf_build"]
-        old = r.workdir / "builds" / r.old_version
-        new = r.workdir / "builds" / r.new_version
-        if r.standin:
-            builds[r.old_version] = standin_builder.build_standin(
-                old,
-                version=r.old_version,
-                protocol_version=r.old_protocol,
-                repo=REHEARSAL_REPO,
-                minisign_keys=key,
-                **tuf,
-            )
-            builds[r.new_version] = standin_builder.build_standin(
-                new,
-                version=r.new_version,
-                protocol_version=r.new_protocol,
-                repo=REHEARSAL_REPO,
-                minisign_keys=key,
-                **tuf,
-            )
-            kind = "stand-in builds"
-        else:
-            # One PyInstaller build; the second release is the same binary with the next
-            # version's build info baked in, which is all a version and protocol bump changes.
-            if r.prebuilt is None:
-                folder = standalone_builder.build_standalone(
-                    old,
-                    version=r.old_version,
-                    protocol_version=r.old_protocol,
-                    repo=REHEARSAL_REPO,
-                    minisign_keys=key,
-                    **tuf,
-                )
-            else:
-                folder = _rebaked(
-                    r.prebuilt,
-                    old,
-                    r.old_version,
-                    r.old_protocol,
-                    key,
-                    read_build_info,
-                    keys["tuf_root"],
-                )
-            builds[r.old_version] = folder
-            builds[r.new_version] = new / folder.name
-            shutil.copytree(folder, builds[r.new_version], symlinks=True)
-            (package_dir,) = {p.parent for p in builds[r.new_version].rglob("_build_info.json")}
-            info = make_build_info(
-                version=r.new_version,
-                protocol_version=r.new_protocol,
-                target=read_build_info(folder).target,
-                repo=REHEARSAL_REPO,
-                minisign_keys=key,
-                **tuf,
-            )
-            write_build_info(package_dir, info)
-            write_bill(builds[r.new_version], None)  # its notices and SBOM name the new version
-            kind = "a standalone PyInstaller one-folder build" + (
-                f" (from {r.prebuilt})" if r.prebuilt is not None else ""
-            )
-        return [
-            f"{kind}: mux {r.old_version} (protocol {r.old_protocol}) and "
-            f"mux {r.new_version} (protocol {r.new_protocol})",
-            *(f"{version}: {folder}" for version, folder in builds.items()),
-        ]
-
-    def check_build_bill() -> list[str]:
-        folder = builds[r.old_version]
-        bill = check_build(folder, pins_path=None)  # the rehearsal ships no pinned artifact
-        lines = [
-            f"every one of the {bill.files} files maps to one of {bill.components} components",
-            "THIRD_PARTY_NOTICES.md and sbom.cdx.json are current",
-        ]
-        if not r.standin and folder.name.endswith("-linux-gnu") and shutil.which("objdump"):
-            lines.append(f"glibc: {required_glibc(folder).describe()}")
-        return lines
-
-    def reproduce() -> list[str]:
-        again = r.workdir / "builds" / "again"
-        settings: dict[str, Any] = {
-            "version": r.old_version,
-            "protocol_version": r.old_protocol,
+    def build_settings(self, version: str, protocol: int) -> dict[str, Any]:
+        """The builders' settings for mux ``version`` (``protocol``): this rehearsal's keys."""
+        return {
+            "version": version,
+            "protocol_version": protocol,
             "repo": REHEARSAL_REPO,
-            "minisign_keys": [keys["public"]],
-            **keys["tuf_build"],
+            "minisign_keys": [self.public_key],
+            "tuf_root": self.tuf_root,
+            "tuf_metadata_url": REHEARSAL_TUF_URL,
         }
-        build_again = (
-            standin_builder.build_standin if r.standin else standalone_builder.build_standalone
-        )
-        second = build_again(again, **settings)
-        result = compare_builds(builds[r.old_version], second)
-        return [
-            f"built mux {r.old_version} again into {second}",
-            f"identical: {result.files} entries, archive sha256 {result.archive_sha256[:16]}…",
-        ]
 
-    def verify_releases() -> list[str]:
-        lines = []
-        for version in (r.old_version, r.new_version):
-            result = verify_release(
-                str(feed / f"v{version}"),
-                keys=[keys["public"]],
-                repo=REHEARSAL_REPO,
-                trusted_root=keys["sigstore"].trusted_root_path,
-                tuf_root=keys["tuf_root"],
+
+def _make_key(run: _Run) -> list[str]:
+    secret, public_text = generate_keypair(None)
+    run.secret = SecretKey.parse(secret, None)
+    run.public_key = PublicKey.parse(public_text).to_base64()
+    return [f"throwaway minisign key {PublicKey.parse(public_text).key_id}"]
+
+
+def _make_tuf_repository(run: _Run) -> list[str]:
+    run.tuf = LocalKeys.generate(run.r.workdir / "tuf-keys")
+    lines = create_local(run.feed, run.tuf)
+    run.tuf_root = root_bytes(run.feed, 1)
+    return [
+        *lines,
+        f"root 2 of 3, targets 2 of 3, release and online keys in {run.tuf.folder}",
+        "both builds trust root v1",
+    ]
+
+
+def _build(run: _Run) -> list[str]:
+    r = run.r
+    if r.standin:
+        kind = "stand-in builds"
+        for version, protocol in ((r.old_version, r.old_protocol), (r.new_version, r.new_protocol)):
+            run.builds[version] = standin_builder.build_standin(
+                r.workdir / "builds" / version, **run.build_settings(version, protocol)
             )
-            layers = ", ".join(f"{layer.layer}: {layer.status}" for layer in result.log.layers)
-            lines.append(f"v{version}: {layers}")
-        return lines
-
-    def sigstore() -> list[str]:
-        keys["sigstore"] = FakeSigstore.create(r.workdir / "sigstore")
-        return [f"trusted root: {keys['sigstore'].trusted_root_path}"]
-
-    def package_attest_sign() -> list[str]:
-        lines: list[str] = []
-        for version in (r.old_version, r.new_version):
-            release_dir = feed / f"v{version}"
-            manifest = package_release([builds[version]], release_dir)
-            if version == r.new_version:  # its file lists and its delta, as the workflow does
-                write_deltas(release_dir, [feed / f"v{r.old_version}"], say=lines.append)
-            keys["sigstore"].attest_release(release_dir, version, repository=REHEARSAL_REPO)
-            sign_release(release_dir, keys["secret"])
-            lines.append(f"v{version}: {', '.join(sorted(p.name for p in release_dir.iterdir()))}")
-            lines.append(
-                f"  protocol {manifest.protocol_version}; attested as "
-                f"{REHEARSAL_REPO} .github/workflows/release.yml@refs/tags/v{version}"
-            )
-        index = sign_feed_index(feed, keys["secret"], new_feed=True)  # its first index
-        lines.append(f"releases.json signed: seq {index.comment.seq}, expires in 14 days")
-        tuf = keys["tuf"]
-        lines += publish_feed(
-            feed,
-            tuf.signers(tuf.RELEASE),
-            tuf.signers(tuf.ONLINE),
-            index=IndexSeq(index.key_id, index.comment.seq),  # as mux-release feed records it
+    else:
+        kind = "a standalone PyInstaller one-folder build" + (
+            f" (from {r.prebuilt})" if r.prebuilt is not None else ""
         )
-        return lines
+        _standalone_builds(run)
+    return [
+        f"{kind}: mux {r.old_version} (protocol {r.old_protocol}) and "
+        f"mux {r.new_version} (protocol {r.new_protocol})",
+        *(f"{version}: {folder}" for version, folder in run.builds.items()),
+    ]
 
-    def install() -> list[str]:
-        script = write_install_script(
-            r.workdir / "install.sh", keys=[keys["public"]], repo=REHEARSAL_REPO
+
+def _standalone_builds(run: _Run) -> None:
+    """One PyInstaller build (or the one given); the second release is the same binary with
+    the next version's build info baked in, which is all a version and protocol bump changes."""
+    r = run.r
+    old = r.workdir / "builds" / r.old_version
+    if r.prebuilt is None:
+        settings = run.build_settings(r.old_version, r.old_protocol)
+        folder = standalone_builder.build_standalone(old, **settings)
+    else:
+        folder = _rebaked(
+            r.prebuilt,
+            old,
+            r.old_version,
+            r.old_protocol,
+            [run.public_key],
+            read_build_info,
+            run.tuf_root,
         )
-        result = subprocess.run(
-            ["sh", str(script)],
-            env={**r.env, "MUX_VERSION": r.old_version},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            stdin=subprocess.DEVNULL,
-            check=False,
+    new = r.workdir / "builds" / r.new_version / folder.name
+    run.builds[r.old_version] = folder
+    run.builds[r.new_version] = new
+    shutil.copytree(folder, new, symlinks=True)
+    (package_dir,) = {p.parent for p in new.rglob("_build_info.json")}
+    info = make_build_info(
+        target=read_build_info(folder).target, **run.build_settings(r.new_version, r.new_protocol)
+    )
+    write_build_info(package_dir, info)
+    write_bill(new, None)  # its notices and SBOM name the new version
+
+
+def _check_build_bill(run: _Run) -> list[str]:
+    folder = run.builds[run.r.old_version]
+    bill = check_build(folder, pins_path=None)  # the rehearsal ships no pinned artifact
+    lines = [
+        f"every one of the {bill.files} files maps to one of {bill.components} components",
+        "THIRD_PARTY_NOTICES.md and sbom.cdx.json are current",
+    ]
+    if not run.r.standin and folder.name.endswith("-linux-gnu") and shutil.which("objdump"):
+        lines.append(f"glibc: {required_glibc(folder).describe()}")
+    return lines
+
+
+def _reproduce(run: _Run) -> list[str]:
+    r = run.r
+    build_again = (
+        standin_builder.build_standin if r.standin else standalone_builder.build_standalone
+    )
+    again = r.workdir / "builds" / "again"
+    second = build_again(again, **run.build_settings(r.old_version, r.old_protocol))
+    result = compare_builds(run.builds[r.old_version], second)
+    return [
+        f"built mux {r.old_version} again into {second}",
+        f"identical: {result.files} entries, archive sha256 {result.archive_sha256[:16]}…",
+    ]
+
+
+def _make_sigstore(run: _Run) -> list[str]:
+    run.sigstore = FakeSigstore.create(run.r.workdir / "sigstore")
+    return [f"trusted root: {run.sigstore.trusted_root_path}"]
+
+
+def _package_attest_sign(run: _Run) -> list[str]:
+    r, feed = run.r, run.feed
+    lines: list[str] = []
+    for version in (r.old_version, r.new_version):
+        release_dir = feed / f"v{version}"
+        manifest = package_release([run.builds[version]], release_dir)
+        if version == r.new_version:  # its file lists and its delta, as the workflow does
+            write_deltas(release_dir, [feed / f"v{r.old_version}"], say=lines.append)
+        run.sigstore.attest_release(release_dir, version, repository=REHEARSAL_REPO)
+        sign_release(release_dir, run.secret)
+        lines.append(f"v{version}: {', '.join(sorted(p.name for p in release_dir.iterdir()))}")
+        lines.append(
+            f"  protocol {manifest.protocol_version}; attested as "
+            f"{REHEARSAL_REPO} .github/workflows/release.yml@refs/tags/v{version}"
         )
-        if result.returncode != 0:
-            raise RehearsalError(
-                f"install.sh exited {result.returncode}: "
-                f"{(result.stderr.strip().splitlines() or [''])[-1]}"
-            )
-        reported = json.loads(r.run_mux("version", "--json").stdout)
-        return [
-            f"install.sh installed {r.mux} -> {os.readlink(r.mux)}",
-            f"mux version --json: {reported['version']}, protocol {reported['protocol_version']}",
-        ]
+    index = sign_feed_index(feed, run.secret, new_feed=True)  # its first index
+    lines.append(f"releases.json signed: seq {index.comment.seq}, expires in 14 days")
+    lines += publish_feed(
+        feed,
+        run.tuf.signers(run.tuf.RELEASE),
+        run.tuf.signers(run.tuf.ONLINE),
+        index=IndexSeq(index.key_id, index.comment.seq),  # as mux-release feed records it
+    )
+    return lines
 
-    def start_server() -> list[str]:
-        r.run_mux("server", "start")
-        keys["server"] = r.live_server()
-        return [_status_line(keys["server"])]
 
-    def check() -> list[str]:
-        return r.run_mux("update", "--check", expect=10).stdout.strip().splitlines()
-
-    def update() -> list[str]:
-        result = r.run_mux("update", expect=0)  # it did what was asked: the restart is printed
-        lines = result.stdout.strip().splitlines()
-        commands = [ln.strip() for ln in lines if ln.strip().startswith("mux server restart")]
-        if len(commands) != 1:
-            raise RehearsalError("mux update did not print one restart command")
-        keys["restart"] = commands[0]
-        if not any(f"a delta from {r.old_version}" in ln for ln in lines):
-            raise RehearsalError(f"mux update did not use the delta from {r.old_version}")
-        return lines
-
-    def server_survived() -> list[str]:
-        now = r.live_server()
-        before = keys["server"]
-        if now["pid"] != before["pid"] or now["protocol_version"] != r.old_protocol:
-            raise RehearsalError(f"the server changed: {before} -> {now}")
-        return [
-            f"still running with its old pid {now['pid']} and protocol {r.old_protocol}",
-            f"mux printed: {keys['restart']}",
-        ]
-
-    def restart() -> list[str]:
-        args = shlex.split(keys["restart"])[1:]
-        r.run_mux(*args)
-        now = r.live_server()
-        if now["protocol_version"] != r.new_protocol or now["pid"] == keys["server"]["pid"]:
-            raise RehearsalError(f"the restarted server answers {now}")
-        keys["restarted"] = now
-        return [f"ran: {keys['restart']}", _status_line(now)]
-
-    def withdraw_release() -> list[str]:
-        tuf = keys["tuf"]
-        changed = change_lifecycle(
-            feed,
-            keys["secret"],
-            f"v{r.new_version}",
-            withdraw("rehearsal: a release that turned out bad", None),
-            tuf=TufSigners(tuf.signers(tuf.RELEASE), tuf.signers(tuf.ONLINE)),
+def _verify_releases(run: _Run) -> list[str]:
+    lines = []
+    for version in (run.r.old_version, run.r.new_version):
+        result = verify_release(
+            str(run.feed / f"v{version}"),
+            keys=[run.public_key],
+            repo=REHEARSAL_REPO,
+            trusted_root=run.sigstore.trusted_root_path,
+            tuf_root=run.tuf_root,
         )
-        return [describe(changed)]
+        layers = ", ".join(f"{layer.layer}: {layer.status}" for layer in result.log.layers)
+        lines.append(f"v{version}: {layers}")
+    return lines
 
-    def check_withdrawn() -> list[str]:
-        return r.run_mux("update", "--check", expect=EXIT_WITHDRAWN).stdout.strip().splitlines()
 
-    def move_back() -> list[str]:
-        started = time.monotonic()
-        result = r.run_mux("update", expect=(0, 20))
-        took = time.monotonic() - started
-        active = Path(os.readlink(r.mux)).parent.name
-        if active != r.old_version:
-            raise RehearsalError(f"mux update left the link at {active}, not {r.old_version}")
-        now = r.live_server()
-        if now["pid"] != keys["restarted"]["pid"]:
-            raise RehearsalError(f"the server changed: {keys['restarted']} -> {now}")
-        versions = Path(os.path.realpath(r.mux)).parent.parent  # versions/<version>/mux
-        if not (versions / r.new_version / "mux").exists():
-            raise RehearsalError(f"the build the server runs from ({r.new_version}) was removed")
-        return [
-            *result.stdout.strip().splitlines(),
-            f"moved back to {active} in {took:.2f} s without a download; the server kept pid "
-            f"{now['pid']} and its build {r.new_version}",
-        ]
+def _serve_to(run: _Run, url: str) -> None:
+    """The installed mux's environment: a temporary HOME that reads the feed at ``url``."""
+    home = run.r.workdir / "home"
+    home.mkdir()
+    run.r.feed_url = url
+    run.r.env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("MUX_", "GITHUB_", "XDG_"))},
+        "HOME": str(home),
+        "XDG_RUNTIME_DIR": str(run.runtime),
+        "MUX_DOWNLOAD_URL": url,
+        "MUX_UPDATE_SOURCE": url,
+        "MUX_NO_MODIFY_PATH": "1",
+        "MUX_SIGSTORE_TRUSTED_ROOT": str(run.sigstore.trusted_root_path),
+        "NO_COLOR": "1",
+    }
 
-    r.step("make a throwaway minisign key", make_key)
-    r.step("make throwaway TUF keys and the feed's TUF repository", make_tuf_repository)
-    r.step("build mux twice (the second with a higher version and protocol)", build)
-    r.step("map every file of the build to its notices (notices --check-build)", check_build_bill)
-    r.step(f"build mux {r.old_version} again and compare (reproducible builds)", reproduce)
-    r.step("create a throwaway Sigstore instance", sigstore)
-    r.step(
+
+def _install(run: _Run) -> list[str]:
+    r = run.r
+    script = write_install_script(
+        r.workdir / "install.sh", keys=[run.public_key], repo=REHEARSAL_REPO
+    )
+    result = subprocess.run(
+        ["sh", str(script)],
+        env={**r.env, "MUX_VERSION": r.old_version},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RehearsalError(
+            f"install.sh exited {result.returncode}: "
+            f"{(result.stderr.strip().splitlines() or [''])[-1]}"
+        )
+    reported = json.loads(r.run_mux("version", "--json").stdout)
+    return [
+        f"install.sh installed {r.mux} -> {os.readlink(r.mux)}",
+        f"mux version --json: {reported['version']}, protocol {reported['protocol_version']}",
+    ]
+
+
+def _start_server(run: _Run) -> list[str]:
+    run.r.run_mux("server", "start")
+    run.server = run.r.live_server()
+    return [_status_line(run.server)]
+
+
+def _check(run: _Run) -> list[str]:
+    return run.r.run_mux("update", "--check", expect=10).stdout.strip().splitlines()
+
+
+def _update(run: _Run) -> list[str]:
+    r = run.r
+    result = r.run_mux("update", expect=0)  # it did what was asked: the restart is printed
+    lines = result.stdout.strip().splitlines()
+    commands = [ln.strip() for ln in lines if ln.strip().startswith("mux server restart")]
+    if len(commands) != 1:
+        raise RehearsalError("mux update did not print one restart command")
+    run.restart = commands[0]
+    if not any(f"a delta from {r.old_version}" in ln for ln in lines):
+        raise RehearsalError(f"mux update did not use the delta from {r.old_version}")
+    return lines
+
+
+def _server_survived(run: _Run) -> list[str]:
+    now = run.r.live_server()
+    before = run.server
+    if now["pid"] != before["pid"] or now["protocol_version"] != run.r.old_protocol:
+        raise RehearsalError(f"the server changed: {before} -> {now}")
+    return [
+        f"still running with its old pid {now['pid']} and protocol {run.r.old_protocol}",
+        f"mux printed: {run.restart}",
+    ]
+
+
+def _restart(run: _Run) -> list[str]:
+    run.r.run_mux(*shlex.split(run.restart)[1:])
+    now = run.r.live_server()
+    if now["protocol_version"] != run.r.new_protocol or now["pid"] == run.server["pid"]:
+        raise RehearsalError(f"the restarted server answers {now}")
+    run.restarted = now
+    return [f"ran: {run.restart}", _status_line(now)]
+
+
+def _withdraw_release(run: _Run) -> list[str]:
+    changed = change_lifecycle(
+        run.feed,
+        run.secret,
+        f"v{run.r.new_version}",
+        withdraw("rehearsal: a release that turned out bad", None),
+        tuf=TufSigners(run.tuf.signers(run.tuf.RELEASE), run.tuf.signers(run.tuf.ONLINE)),
+    )
+    return [describe(changed)]
+
+
+def _check_withdrawn(run: _Run) -> list[str]:
+    return run.r.run_mux("update", "--check", expect=EXIT_WITHDRAWN).stdout.strip().splitlines()
+
+
+def _move_back(run: _Run) -> list[str]:
+    r = run.r
+    started = time.monotonic()
+    result = r.run_mux("update", expect=(0, 20))
+    took = time.monotonic() - started
+    active = Path(os.readlink(r.mux)).parent.name
+    if active != r.old_version:
+        raise RehearsalError(f"mux update left the link at {active}, not {r.old_version}")
+    now = r.live_server()
+    if now["pid"] != run.restarted["pid"]:
+        raise RehearsalError(f"the server changed: {run.restarted} -> {now}")
+    versions = Path(os.path.realpath(r.mux)).parent.parent  # versions/<version>/mux
+    if not (versions / r.new_version / "mux").exists():
+        raise RehearsalError(f"the build the server runs from ({r.new_version}) was removed")
+    return [
+        *result.stdout.strip().splitlines(),
+        f"moved back to {active} in {took:.2f} s without a download; the server kept pid "
+        f"{now['pid']} and its build {r.new_version}",
+    ]
+
+
+_Step = tuple[str, Callable[[_Run], list[str]]]
+
+# The steps in order, each titled ({old} and {new}: the two versions). The first ones make
+# the releases and the feed; the rest run while the feed is served on loopback.
+_MAKE_STEPS: tuple[_Step, ...] = (
+    ("make a throwaway minisign key", _make_key),
+    ("make throwaway TUF keys and the feed's TUF repository", _make_tuf_repository),
+    ("build mux twice (the second with a higher version and protocol)", _build),
+    ("map every file of the build to its notices (notices --check-build)", _check_build_bill),
+    ("build mux {old} again and compare (reproducible builds)", _reproduce),
+    ("create a throwaway Sigstore instance", _make_sigstore),
+    (
         "package, attest and sign both releases into a static feed and its TUF repository",
-        package_attest_sign,
-    )
-    r.step(
+        _package_attest_sign,
+    ),
+    (
         "verify both releases as mux-release verify does (through TUF, SBOM included)",
-        verify_releases,
-    )
-    with serve_directory(feed) as url:
-        r.feed_url = url
-        home = r.workdir / "home"
-        home.mkdir()
-        r.env = {
-            **{
-                k: v for k, v in os.environ.items() if not k.startswith(("MUX_", "GITHUB_", "XDG_"))
-            },
-            "HOME": str(home),
-            "XDG_RUNTIME_DIR": str(runtime),
-            "MUX_DOWNLOAD_URL": url,
-            "MUX_UPDATE_SOURCE": url,
-            "MUX_NO_MODIFY_PATH": "1",
-            "MUX_SIGSTORE_TRUSTED_ROOT": str(keys["sigstore"].trusted_root_path),
-            "NO_COLOR": "1",
-        }
+        _verify_releases,
+    ),
+)
+_SERVED_STEPS: tuple[_Step, ...] = (
+    ("install mux {old} with install.sh into a temporary HOME", _install),
+    ("start a mux server from it", _start_server),
+    ("mux update --check (expect exit 10: update available)", _check),
+    ("mux update (expect exit 0 and the restart command a server needs)", _update),
+    ("the server is untouched", _server_survived),
+    ("run the restart command mux printed", _restart),
+    ("withdraw mux {new} (mux-release withdraw: the index and TUF)", _withdraw_release),
+    ("mux update --check (expect exit 11: the installed release is withdrawn)", _check_withdrawn),
+    ("mux update moves back to {old}, offline; the server untouched", _move_back),
+)
+
+
+def _run_steps(r: Rehearsal, runtime: Path) -> None:
+    run = _Run(r, runtime)
+
+    def take(steps: tuple[_Step, ...]) -> None:
+        for title, action in steps:
+            r.step(title.format(old=r.old_version, new=r.new_version), partial(action, run))
+
+    take(_MAKE_STEPS)
+    with serve_directory(run.feed) as url:
+        _serve_to(run, url)
         r.say(f"       serving the feed at {url}")
-        r.step(f"install mux {r.old_version} with install.sh into a temporary HOME", install)
-        r.step("start a mux server from it", start_server)
-        r.step("mux update --check (expect exit 10: update available)", check)
-        r.step("mux update (expect exit 0 and the restart command a server needs)", update)
-        r.step("the server is untouched", server_survived)
-        r.step("run the restart command mux printed", restart)
-        r.step(
-            f"withdraw mux {r.new_version} (mux-release withdraw: the index and TUF)",
-            withdraw_release,
-        )
-        r.step(
-            "mux update --check (expect exit 11: the installed release is withdrawn)",
-            check_withdrawn,
-        )
-        r.step(
-            f"mux update moves back to {r.old_version}, offline; the server untouched", move_back
-        )
+        take(_SERVED_STEPS)
 
 
 def _cleanup(r: Rehearsal, runtime: Path, keep: bool) -> None:
