@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 
 from updater._records import NamedTuple
 from updater.config.dirs import user_state_dir
+from updater.core.request import release_version
 from updater.core.userstate import (
     UserState,
-    normal_version,
     parse_state,
     state_document,
     with_hold,
@@ -129,17 +128,8 @@ class StateChange(NamedTuple):
         }
 
 
-def _version(text: str, flag: str) -> str:
-    version = normal_version(text)
-    if not re.fullmatch(r"[0-9][0-9A-Za-z.+-]{0,63}", version):
-        raise UsageError(
-            f"{flag} {text[:60]!r} is not a release version", hint="give one like 1.2.3"
-        )
-    return version
-
-
 def skip(settings: Settings, version: str) -> StateChange:
-    version = _version(version, "--skip")
+    version = release_version(version, "--skip")
     path = state_path(settings)
     state = change_state(path, lambda s: with_skip(s, version))
     return StateChange(
@@ -152,7 +142,7 @@ def skip(settings: Settings, version: str) -> StateChange:
 
 
 def unskip(settings: Settings, version: str) -> StateChange:
-    version = _version(version, "--unskip")
+    version = release_version(version, "--unskip")
     path = state_path(settings)
     was = read_state(path)
     state = change_state(path, lambda s: without_skip(s, version))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from updater._records import NamedTuple
-from updater.errors import UsageError
+from updater.errors import ParseError, UsageError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -71,13 +71,7 @@ class ReleaseRequest(NamedTuple):
     @classmethod
     def exactly(cls, version: str, *, allow_downgrade: bool = False) -> ReleaseRequest:
         """mux's release ``v<version>``; a leading ``v`` is accepted. Raises UsageError."""
-        models = _models()
-        tag = models.tag_for(version.strip().removeprefix("v"))
-        if not models.TAG_RE.fullmatch(tag):
-            raise UsageError(
-                f"--version {version[:60]!r} is not a release version",
-                hint="give one like 1.2.3 or 1.2.3-rc1",
-            )
+        tag = _models().tag_for(release_version(version, "--version"))
         return cls(exact_tag=tag, allow_downgrade=allow_downgrade)
 
     @classmethod
@@ -139,6 +133,23 @@ class ReleaseRequest(NamedTuple):
         if self.exact:
             return Decision.DOWNGRADE_REFUSED
         return Decision.NEWER_INSTALLED if get < have else Decision.SIGNED_EARLIER
+
+
+def release_version(text: str, flag: str) -> str:
+    """The one rule for a version a user types (``--version``, ``--skip``, ``--unskip``):
+    ``1.2.3`` or ``v1.2.3``, a pre-release too (``1.2.3-rc1``, ``1.2.3rc1``); ``1.2``, ``9.9``
+    and ``1.0.1x`` are refused alike (:class:`UsageError` naming ``flag``). Returns it as
+    releases spell it (no ``v``)."""
+    models = _models()
+    version = text.strip().removeprefix("v")
+    try:
+        models.parse_tag(models.tag_for(version))
+    except ParseError:
+        raise UsageError(
+            f"{flag} {text[:60]!r} is not a release version",
+            hint="give one like 1.2.3, v1.2.3 or 1.2.3-rc1",
+        ) from None
+    return version
 
 
 def signed_earlier(current_signed_at: int | None, offered_signed_at: int | None) -> bool:

@@ -32,6 +32,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from updater.config.settings import HttpSettings, check_token
+from updater.core.hints import error_words
 from updater.errors import NetworkError, RateLimitError, UsageError, VerificationError
 from updater.net.budget import (
     Budget,
@@ -69,7 +70,8 @@ def _proxy_for(url: str) -> str | None:
 def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
     """One line for a failure below HTTP. ``url`` is shown without its query, and the
     exception's own text never when it may quote what mux sent (a header value)."""
-    text = _without_url(exc, url)
+    raw = _without_url(exc, url)
+    text = error_words(raw)  # never Python's "[Errno 111]" or "(_ssl.c:1006)"
     url = shown_url(url)
     if isinstance(exc, httpx.LocalProtocolError):
         # h11's words quote the header it refused ("Illegal header value b'Bearer …'").
@@ -77,7 +79,7 @@ def _describe_transport_error(url: str, exc: Exception) -> NetworkError:
             f"cannot send the request to {url}: one of its headers is not valid HTTP",
             hint="check MUX_GITHUB_TOKEN / GITHUB_TOKEN",
         )
-    lowered = text.lower()
+    lowered = raw.lower()
     proxy = _proxy_for(url)
     if (
         isinstance(exc, httpx.ProxyError)

@@ -255,11 +255,9 @@ def status_error(
     with_token = "Authorization" in response.request.headers
     if status == 404:
         detail = f": {said}" if said and said.lower() != "not found" else ""
-        return NetworkError(
-            f"{url} was not found (HTTP 404{detail})",
-            hint="check the repository (MUX_REPO), the source (--source) and --version",
-            status=status,
-        )
+        # What to check depends on the source and the request: the source adds its hint
+        # (updater.core.hints.not_found_hint).
+        return NetworkError(f"{url} was not found (HTTP 404{detail})", status=status)
     if status in (401, 403):
         detail = f": {said}" if said else ""
         return NetworkError(

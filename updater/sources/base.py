@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from updater.core.hints import not_found_hint
 from updater.errors import (
     NetworkError,
 )
@@ -106,6 +107,15 @@ class ReleaseSource(ABC):
         index = self.verified_index()
         return None if index is None or index.expired else float(index.comment.expires)
 
+    # The request resolved named a version (--version): a 404's hint names it then.
+    asked_version = False
+
+    def not_found(self, exc: NetworkError, *, index: bool = False) -> NetworkError:
+        """``exc`` with the hint a 404 from this source needs (what applies, only)."""
+        if exc.status == 404 and exc.hint is None:
+            exc.hint = not_found_hint(self.kind, asked_version=self.asked_version, index=index)
+        return exc
+
     # Where download() gets file_url()s from: an HTTP client, or None for local paths.
     _files_client: HttpClient | None = None
 
@@ -121,15 +131,18 @@ class ReleaseSource(ABC):
     ) -> Downloaded:
         """A release file into a temporary file in ``into`` (see :mod:`updater.net.download`)."""
 
-        return download(
-            self.file_url(tag, name),
-            into,
-            size=size,
-            max_size=max_size,
-            client=self._files_client,
-            label=name,
-            progress=progress,
-        )
+        try:
+            return download(
+                self.file_url(tag, name),
+                into,
+                size=size,
+                max_size=max_size,
+                client=self._files_client,
+                label=name,
+                progress=progress,
+            )
+        except NetworkError as exc:
+            raise self.not_found(exc) from None
 
     def listing(self, tag: str) -> ReleaseListing | None:
         """The release's assets as its host lists them; None where there is no such list."""
@@ -162,6 +175,7 @@ class ReleaseSource(ABC):
     def resolve(self, request: ReleaseRequest, *, parse: TagRule = models.parse_tag) -> str:
         """The tag ``request`` names, or this source's newest for it (from a TUF source: what
         its verified targets list)."""
+        self.asked_version = request.exact
         if self.tuf is not None:
             return self.tuf.resolve(request)
         return request.tag() or self.latest_tag(include_pre=request.include_pre, parse=parse)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from updater.config.settings import HttpSettings
+from updater.core.hints import did_you_mean, listed_versions
 from updater.errors import (
     MuxError,
     NetworkError,
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from updater.formats.lifecycle import SignedLifecycle
     from updater.sources.feed_index import IndexPolicy, VerifiedIndex
     from updater.sources.tuf_index import TufSpec
+
+
+SOURCE_FORMS = "use 'github', an https:// feed URL or a feed directory"
 
 
 class FeedSource(ReleaseSource):
@@ -88,13 +92,17 @@ class FeedSource(ReleaseSource):
         elif parts.scheme in ("", "file"):
             path = Path(parts.path if parts.scheme == "file" else location).expanduser()
             if not path.is_dir():
-                raise UsageError(f"release feed {location} is not a directory or a URL")
+                meant = did_you_mean(location)
+                raise UsageError(
+                    f"release feed {location} is not a directory or a URL",
+                    hint=f"did you mean {meant}?" if meant else SOURCE_FORMS,
+                )
             self._directory = path.resolve()
             self.location = str(self._directory)
         else:
             raise UsageError(
                 f"unsupported release source {location}",
-                hint="use 'github', an https:// feed URL or a feed directory",
+                hint=SOURCE_FORMS,
             )
         if tuf is not None:
             self.tuf = TufIndex(
@@ -111,7 +119,10 @@ class FeedSource(ReleaseSource):
         if self._directory is not None:
             return read_local(self._directory / relative, max_size)
         assert self._client is not None
-        return self._client.get(f"{self.location}/{relative}", max_size=max_size).content
+        try:
+            return self._client.get(f"{self.location}/{relative}", max_size=max_size).content
+        except NetworkError as exc:
+            raise self.not_found(exc) from None
 
     def _read_index(self, *, conditional: bool = True) -> bytes:
         """``releases.json``; over HTTP a conditional request (an unchanged index costs a 304;
@@ -122,9 +133,12 @@ class FeedSource(ReleaseSource):
             return self._read(models.FEED_INDEX_NAME, INDEX_LIMIT)
         url = f"{self.location}/{models.FEED_INDEX_NAME}"
         store = ConditionalCache(etag_cache_dir())
-        if not conditional:
-            return store.get_fresh(self._client, url, {}, INDEX_LIMIT)
-        return store.get(self._client, url, {}, INDEX_LIMIT)
+        try:
+            if not conditional:
+                return store.get_fresh(self._client, url, {}, INDEX_LIMIT)
+            return store.get(self._client, url, {}, INDEX_LIMIT)
+        except NetworkError as exc:
+            raise self.not_found(exc, index=True) from None
 
     def verified_index(self) -> VerifiedIndex | None:
         return self._verified
@@ -171,10 +185,10 @@ class FeedSource(ReleaseSource):
             return super().resolve(request, parse=parse)
         tag = request.tag()
         if tag is not None and self._index_policy is not None and not self._index().lists(tag):
+            releases = sorted(self._index().releases, key=lambda r: r.version, reverse=True)
             raise MuxError(
                 f"the signed release list of {self.location} does not list {tag}",
-                hint="choose a version it lists (run without --version for the newest), or "
-                "check the source (--source / MUX_UPDATE_SOURCE)",
+                hint=listed_versions(str(release.version) for release in releases),
             )
         return super().resolve(request, parse=parse)
 

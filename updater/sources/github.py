@@ -207,7 +207,10 @@ class GitHubSource(ReleaseSource):
     def _api_page(self, url: str) -> tuple[Any, str | None]:
         """One API answer as JSON, and the URL of its next page (``Link: <…>; rel="next"``)."""
         headers = {"Accept": "application/vnd.github+json", "X-GitHub-Api-Version": "2022-11-28"}
-        body, link = self._conditional.get_with_link(self._client, url, headers, 16 * 1024 * 1024)
+        try:
+            body, link = self._conditional.get_with_link(self._client, url, headers, 16 << 20)
+        except NetworkError as exc:
+            raise self.not_found(exc) from None
         try:
             doc = json.loads(body)
         except (ValueError, RecursionError):
@@ -252,7 +255,10 @@ class GitHubSource(ReleaseSource):
         return github_download_url(self.web, self.repo, tag, name)
 
     def read_file(self, tag: str, name: str, *, max_size: int = SMALL_FILE_LIMIT) -> bytes:
-        return self._client.get(self.file_url(tag, name), max_size=max_size).content
+        try:
+            return self._client.get(self.file_url(tag, name), max_size=max_size).content
+        except NetworkError as exc:
+            raise self.not_found(exc) from None
 
     def listing(self, tag: str) -> ReleaseListing:
         """The release as GitHub's API lists it (one request per tag, with its ETag).

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from updater.config.policy import check_file_owner
 from updater.config.settings import TUF_METADATA_URL_ENV
+from updater.core.hints import listed_versions
 from updater.errors import MuxError, ParseError, UsageError, VerificationError
 from updater.files import NotReadable, read_small_file
 from updater.formats import models
@@ -135,9 +136,10 @@ class TufIndex:
         tag = request.tag()
         if tag is not None:
             if not targets.lists(tag):
+                listed = sorted((models.parse_tag(t) for t in targets.tags()), reverse=True)
                 raise MuxError(
                     f"the signed TUF targets of {self.location} do not list {tag}",
-                    hint="choose a version it lists (run without --version for the newest)",
+                    hint=listed_versions(str(version) for version in listed),
                 )
             return tag
         newest = targets.newest(include_pre=request.include_pre)
