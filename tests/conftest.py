@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,28 +66,6 @@ def sandbox_env(tmp_path: Path) -> Iterator[dict[str, str]]:
 
         stop_servers_in(runtime / "mux")
         shutil.rmtree(runtime, ignore_errors=True)
-
-
-def run_mux(
-    args: list[str],
-    env: Mapping[str, str],
-    *,
-    timeout: float = 60,
-    executable: list[str] | None = None,
-    preexec_fn: Callable[[], None] | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run mux as a real process (the development entry point unless told otherwise)."""
-    command = (executable or [sys.executable, "-m", "updater"]) + args
-    return subprocess.run(
-        command,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-        check=False,
-        preexec_fn=preexec_fn,
-    )
 
 
 # -- one real build for the run, and the order tests run in ---------------------------------

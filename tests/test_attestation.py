@@ -492,7 +492,7 @@ def test_unusable_trusted_root(
 
 # -- fuzzing: nothing but VerificationError ----------------------------------------------------------
 
-_JSON = st.recursive(
+JSON_MODULES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
@@ -504,7 +504,7 @@ _JSON = st.recursive(
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(raw=st.binary(max_size=2048) | _JSON.map(lambda value: json.dumps(value).encode()))
+@given(raw=st.binary(max_size=2048) | JSON_MODULES.map(lambda value: json.dumps(value).encode()))
 def test_arbitrary_bytes_only_raise_verification_error(fake: FakeSigstore, raw: bytes) -> None:
     with pytest.raises(VerificationError):
         _verify(fake, raw)
@@ -530,7 +530,7 @@ def test_bundle_with_any_field_replaced_verifies_or_raises_verification_error(
 ) -> None:
     document = json.loads(good_bundle)
     path = data.draw(st.sampled_from(sorted(_leaf_paths(document), key=repr)))
-    replacement = data.draw(_JSON)
+    replacement = data.draw(JSON_MODULES)
     target = document
     for key in path[:-1]:
         target = target[key]

@@ -22,7 +22,7 @@ import pytest
 from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serving
 from tests.support.github import FakeGitHub, serve_github
-from tests.test_snappy import compressed_chunk, encode_literals, framed, varint
+from tests.support.snappy import compressed_chunk, encode_literals, framed, varint
 from updater.errors import NetworkError, VerificationError
 from updater.sources.github import GitHubSource
 from updater.trust.attestation import AttestationIdentity, verify_attestation

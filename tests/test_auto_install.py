@@ -33,8 +33,7 @@ from tests.support.releases import KeyPair, make_keypair, make_release
 from tests.support.servers import wait_until
 from tests.support.squatters import STATUS_SERVER
 from tests.support.users import other_user_prefix
-from tests.test_restart import processes_of
-from tests.test_watch import Lines, event, spawn, watch_start
+from tests.support.watching import Lines, event, processes_of, spawn, watch_start
 from updater.servers.status import query_server
 
 needs_root = pytest.mark.skipif(

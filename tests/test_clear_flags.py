@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.conftest import run_mux
+from tests.support.processes import run_mux
 from tests.support.releases import Feed, make_keypair, make_release
 from updater.cli.app import app
 from updater.core.permissions import unwritable

@@ -20,11 +20,11 @@ import pytest
 
 from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serving, url_of
-from tests.conftest import run_mux
+from tests.support.attestations import REPO, attest
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap, snapshot
+from tests.support.processes import run_mux
 from tests.support.releases import KeyPair, make_keypair, make_release
-from tests.test_update_github import REPO, attest
 
 TOKEN = "ghe-token-4f1b"
 

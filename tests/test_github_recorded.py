@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
+from tests.support.processes import run_mux
 from tests.support.replay import Exchange, Replay, recorded, serve_replay
 from updater.errors import NetworkError
 from updater.sources.github import GitHubSource

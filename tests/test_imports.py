@@ -27,7 +27,15 @@ import pytest
 from release.build.standalone import DEV_ONLY_MODULES, NEVER_IMPORTED
 from release.build.standin import build_standin
 from release.rehearsal.fake_sigstore import FakeSigstore
-from tests.support.imports import imported_by, matching, recorded_modules, recording_env
+from tests.support.imports import (
+    CACHED_CHECK_ALLOWED,
+    VERSION_ALLOWED,
+    matching,
+    outside,
+    recorded_modules,
+    recording_env,
+    run_released,
+)
 from tests.support.releases import (
     KeyPair,
     make_keypair,
@@ -41,96 +49,6 @@ from updater.protocol import PROTOCOL_VERSION
 
 REPO = "acme/mux"
 
-# The stdlib modules `json` brings (re, enum, functools, collections...), which any path that
-# reads the build info needs.
-_JSON = {
-    "__future__",
-    "_collections",
-    "_functools",
-    "_json",
-    "_operator",
-    "_sre",
-    "collections",
-    "copyreg",
-    "enum",
-    "functools",
-    "itertools",
-    "json",
-    "keyword",
-    "operator",
-    "re",
-    "reprlib",
-    "types",
-}
-
-VERSION_ALLOWED = {
-    *_JSON,
-    "gc",  # built in: freezing what is alive spares the interpreter's last collection
-    "updater",
-    "updater.__main__",
-    "updater.config.buildinfo",
-    "updater.config.buildfolder",
-    "updater.cli.version",
-    "updater.errors",
-    "updater.text",
-    "updater.cli.render",
-    # Every mux holds a shared lock on its installed version for its whole life (issue 11):
-    # first thing, fast paths included; fcntl only in an installed build.
-    "updater.install.inuse",
-    "updater.locks",
-    "fcntl",
-}
-
-# The cached check reads the settings and the cache, decides, and asks every live server for
-# its status line: mux's own modules and nothing else. Its directories are platformdirs'
-# answers computed without it (updater.config.dirs); its records are NamedTuples without typing
-# (updater._records). The HTTP stack, the CLI framework and the verification libraries belong
-# to the uncached check and to `mux update`.
-CACHED_CHECK_ALLOWED = {
-    *VERSION_ALLOWED,
-    "updater.config.dirs",
-    "updater._records",
-    "updater.config.targets",
-    "updater.commands.cache",
-    "updater.commands.check",
-    "updater.cli.check",  # the one assembly of the check, shared with typer's `mux update`
-    # The pure core: the request and its decision, the offer, the servers' verdicts, the
-    # report, and the install record's rules (which the kept versions are read by).
-    "updater.core.request",
-    "updater.core.offer",
-    "updater.core.verdicts",
-    "updater.core.report",
-    "updater.core.retention",
-    # The status query and its parts, one job each (updater.servers.status): all of them
-    # standard library only, socket and the protocol only with a server to ask.
-    "updater.servers.status",
-    "updater.servers.addresses",
-    "updater.servers.runtime",
-    "updater.servers.peer",
-    "updater.servers.proof",
-    "updater.servers.wire",
-    "updater.config.settings",
-    "updater.config.settings_record",  # its records, apart so the policy can name them
-    # Issue 38: the source the install remembers (one small read of install.json), and the
-    # one validation of mux update's flags.
-    "updater.config.remembered",
-    "updater.core.update_flags",
-    "updater.core.nextstep",  # the printed next steps, with the user's options
-    "updater.config.trustkeys",  # --trust-key: a key line or a .pub file's path
-    "updater.timestamps",
-    # The versions the install keeps, and why (issue 11: a released build's check reports
-    # them), read by the layout's rules on path strings: no pathlib (whose import, with
-    # urllib.parse and ipaddress, was 12% of the check in the build; docs/build.md).
-    "updater.install.layout",
-    "updater.files",  # its reads; what it writes imports pathlib and tempfile when it writes
-    "updater.urls",  # a server address may be a loopback URL (urllib only when one is)
-    # (updater.config.marker only for a packaged build: buildinfo.packager_marker_file)
-    # Issue 22: the user's skips, hold and failed starts withhold an offer (one small JSON
-    # file read with os.path; its writer's fcntl and pathlib only when it writes), and
-    # their rules. The user's config.toml is read (tomllib) only when there is one.
-    "updater.commands.userstate",
-    "updater.core.userstate",
-}
 
 # With a live server, the cached check reads its status line over a plain Unix socket, from
 # _socket (socket's import alone cost as much as the exchange), imported only then: a machine
@@ -191,20 +109,6 @@ HEAVY = (
 )
 
 
-def outside(imported: set[str], allowed: set[str]) -> list[str]:
-    """What ``imported`` holds beyond ``allowed``. A listed package allows its submodules
-    (``email`` allows ``email.utils``), except mux's own: each ``updater`` module is named,
-    and a subpackage of ``updater`` is allowed with the modules named inside it (its
-    ``__init__`` is empty: test_every_subpackage_init_is_empty)."""
-
-    def is_allowed(module: str) -> bool:
-        if module == "updater" or module.startswith("updater."):
-            return module in allowed or any(a.startswith(module + ".") for a in allowed)
-        return bool(matching([module], allowed))
-
-    return sorted(m for m in imported if not is_allowed(m))
-
-
 @pytest.fixture(scope="module")
 def keypair(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
     return make_keypair(tmp_path_factory.mktemp("keys"))
@@ -221,13 +125,6 @@ def released_entry(tmp_path_factory: pytest.TempPathFactory, keypair: KeyPair) -
         minisign_keys=[keypair.public_key],
     )
     return folder / "lib" / "mux_entry.py"
-
-
-def run_released(
-    entry: Path, args: list[str], env: dict[str, str]
-) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    # -E -B: as the stand-in launcher runs it (no PYTHON* variables, no bytecode written).
-    return imported_by([str(entry), *args], env, python_flags=["-E", "-B"])
 
 
 @pytest.mark.parametrize("args", [["version"], ["version", "--json"], ["--version"], ["-V"]])
@@ -487,3 +384,93 @@ def test_the_attestation_child_starts_before_what_talking_to_it_needs() -> None:
         "updater.trust",
         "updater.trust.attestation_start",
     }
+
+
+def test_a_cached_check_imports_neither_typer_nor_httpx(tmp_path: Path, sandbox_env) -> None:
+    from tests.support.feeds import trusting, write_feed, write_release
+
+    feed = tmp_path / "feed"
+    write_release(feed, "9.0.0")
+    write_feed(feed, [("v9.0.0", False)])
+    env = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed)}
+    command = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "updater",
+        "update",
+        "--check",
+        "--max-age",
+        "1h",
+        "--json",
+        *trusting(),
+    ]
+    first = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert first.returncode == 10
+    assert json.loads(first.stdout)["cached"] is False
+    second = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert json.loads(second.stdout)["cached"] is True
+    imported = {line.split("|")[-1].strip() for line in second.stderr.splitlines()}
+    assert not {"typer", "httpx", "rich", "click", "sigstore"} & imported
+    version = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "updater", "version"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    imported = {line.split("|")[-1].strip() for line in version.stderr.splitlines()}
+    assert not {"typer", "httpx", "rich", "packaging", "platformdirs"} & imported
+
+
+def test_the_client_never_imports_the_release_tooling() -> None:
+    """The installed mux is updater/ alone: nothing in it imports release/ or its tomlkit.
+
+    Checked twice: no import statement names them, and importing every module of the
+    package (as PyInstaller's --collect-submodules does) loads neither.
+    """
+    import ast
+
+    package = Path(__file__).resolve().parent.parent / "updater"
+    modules = sorted(path.stem for path in package.glob("*.py"))
+    for name in modules:
+        tree = ast.parse((package / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported = [node.module or ""]
+            else:
+                continue
+            for module in imported:
+                assert module.split(".")[0] not in {"release", "tomlkit"}, (name, module)
+    script = (
+        "import importlib, sys\n"
+        f"for name in {[m for m in modules if m != '__main__']!r}:\n"
+        "    importlib.import_module('updater.' + name)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('release', 'tomlkit')))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_the_release_tooling_without_its_extra_says_how_to_get_it() -> None:
+    """mux-release with tomlkit missing (mux installed without [release]): one line, exit 1."""
+    script = (
+        "import sys\n"
+        "sys.modules['tomlkit'] = None  # as if the release extra were not installed\n"
+        "sys.argv = ['mux-release', 'pins', '--check']\n"
+        "from release.cli import main\n"
+        "main()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "mux-release: error: tomlkit is missing: the release tooling is the optional extra of "
+        "mux (pip install 'mux[release]'; in a checkout, uv sync)"
+    ]

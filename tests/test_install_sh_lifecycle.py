@@ -7,18 +7,28 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from release.publish.lifecycle import change_lifecycle, halt, parse_stages, rollout, withdraw
-from tests.support.installsh import error_lines, make_toolbox, render_install_sh, run_install
+from tests.support.installsh import (
+    env,
+    error_lines,
+    feed_url,
+    make_toolbox,
+    policy_path,
+    render_install_sh,
+    run_install,
+    script,
+)
+from tests.support.processes import feed_verb
 from tests.support.releases import Feed, make_feed, serve_directory
 from tests.support.tuf import make_tuf_feed
-from tests.test_lifecycle_feed import mux_release
 from updater.formats.models import FEED_INDEX_NAME
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
+
+__all__ = ["env", "feed_url", "policy_path", "script"]  # fixtures, imported for pytest
 
 SHELLS = ("dash", "bash", "busybox")
 needs_root = pytest.mark.skipif(
@@ -29,37 +39,6 @@ needs_root = pytest.mark.skipif(
 @pytest.fixture
 def feed(tmp_path: Path) -> Feed:
     return make_feed(tmp_path / "f", versions=["0.1.0", "0.2.0", "0.3.0"])
-
-
-@pytest.fixture
-def feed_url(feed: Feed) -> Iterator[str]:
-    with serve_directory(feed.path) as url:
-        yield url
-
-
-@pytest.fixture
-def policy_path(tmp_path: Path) -> Path:
-    return tmp_path / "root" / "etc" / "mux" / "policy.toml"
-
-
-@pytest.fixture
-def script(tmp_path: Path, feed: Feed, policy_path: Path) -> Path:
-    return render_install_sh(
-        tmp_path / "install.sh", keys=[feed.keypair.public_key], policy_file=str(policy_path)
-    )
-
-
-@pytest.fixture
-def env(sandbox_env: dict[str, str], tmp_path: Path, feed_url: str) -> dict[str, str]:
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    return {
-        **{k: v for k, v in sandbox_env.items() if not k.startswith("MUX_")},
-        "PATH": str(make_toolbox(tmp_path / "tools")),
-        "MUX_DOWNLOAD_URL": feed_url,
-        "SHELL": "/bin/sh",
-        "TMPDIR": str(scratch),
-    }
 
 
 def installed_version(env: dict[str, str]) -> str | None:
@@ -148,11 +127,11 @@ def test_a_feed_that_lost_its_index_keeps_its_withdrawal_for_a_fresh_install(
     feed = make_tuf_feed(tmp_path / "t", ["0.1.0", "0.2.0"])
     k = feed.keys
     tuf = ("--tuf-release-key", k.uri(k.RELEASE), "--tuf-online-key", k.uri(k.ONLINE))
-    withdrawn = mux_release(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad", *tuf)
+    withdrawn = feed_verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad", *tuf)
     assert withdrawn.returncode == 0, withdrawn.stderr
     for name in (FEED_INDEX_NAME, FEED_SIGNATURE_NAME):
         (feed.path / name).unlink()
-    signed = mux_release(feed, "feed", *tuf)
+    signed = feed_verb(feed, "feed", *tuf)
     assert signed.returncode == 0, signed.stdout + signed.stderr
 
     script = render_install_sh(

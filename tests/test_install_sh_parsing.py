@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,31 +16,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from packaging.version import InvalidVersion, Version
 
-from tests.support.installsh import INSTALL_SH, shell_argv
+from tests.support.installsh import call, library
+
+__all__ = ["library"]  # a fixture, imported for pytest
 
 # What a release tag may look like (updater.formats.models._TAG_RE, install.sh's is_version).
 TAG_FORM = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-.+]?[0-9A-Za-z.]+)?")
-
-
-@pytest.fixture(scope="module")
-def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """install.sh without its last line (the call of main): its functions, to source."""
-    lines = INSTALL_SH.read_text().rstrip("\n").splitlines()
-    assert lines[-1].startswith("{ main ")
-    path = tmp_path_factory.mktemp("lib") / "install-lib.sh"
-    path.write_text("\n".join(lines[:-1]) + "\n")
-    return path
-
-
-def call(library: Path, code: str, stdin: str = "", *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*shell_argv("dash"), "-c", f'. "$0"; {code}', str(library), *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 def sh_keys(library: Path, versions: Sequence[str]) -> list[tuple[str, bool]]:

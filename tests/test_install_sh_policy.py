@@ -21,17 +21,23 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import run_mux
 from tests.support.installsh import (
+    call,
+    env,
     error_lines,
-    make_toolbox,
+    feed_url,
+    library,
+    policy_path,
     render_install_sh,
     run_install,
+    script,
     snapshot,
 )
+from tests.support.processes import run_mux
 from tests.support.releases import Feed, make_feed, make_keypair, serve_directory, sign_index
-from tests.test_install_sh_parsing import call, library  # noqa: F401 (a fixture)
 from updater.config.policy import parse_policy
+
+__all__ = ["env", "feed_url", "library", "policy_path", "script"]  # fixtures, imported for pytest
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="only root can make the root-owned policy install.sh requires"
@@ -42,37 +48,6 @@ SHELLS = ("dash", "bash", "busybox", "ksh93", "mksh", "yash", "posh")
 @pytest.fixture(scope="module")
 def feed(tmp_path_factory: pytest.TempPathFactory) -> Feed:
     return make_feed(tmp_path_factory.mktemp("feed"), versions=["0.1.0", "0.2.0"])
-
-
-@pytest.fixture(scope="module")
-def feed_url(feed: Feed) -> Iterator[str]:
-    with serve_directory(feed.path) as url:
-        yield url
-
-
-@pytest.fixture
-def policy_path(tmp_path: Path) -> Path:
-    return tmp_path / "root" / "etc" / "mux" / "policy.toml"
-
-
-@pytest.fixture
-def script(tmp_path: Path, feed: Feed, policy_path: Path) -> Path:
-    return render_install_sh(
-        tmp_path / "install.sh", keys=[feed.keypair.public_key], policy_file=str(policy_path)
-    )
-
-
-@pytest.fixture
-def env(sandbox_env: dict[str, str], tmp_path: Path, feed_url: str) -> dict[str, str]:
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    return {
-        **{k: v for k, v in sandbox_env.items() if not k.startswith("MUX_")},
-        "PATH": str(make_toolbox(tmp_path / "tools")),
-        "MUX_DOWNLOAD_URL": feed_url,
-        "SHELL": "/bin/sh",
-        "TMPDIR": str(scratch),
-    }
 
 
 def write_policy(path: Path, text: str | bytes, *, mode: int = 0o644) -> Path:
@@ -456,7 +431,7 @@ def read_with_install_sh(lib: Path, tmp_path: Path, text: str) -> dict[str, obje
 @example('updates = "check-only"\n')
 @example("keys = [\n]\n")
 @example("a = [ 'x' , \"y\" , ]  # done\n")
-def test_the_reader_agrees_with_tomllib(library: Path, tmp_path: Path, text: str) -> None:  # noqa: F811
+def test_the_reader_agrees_with_tomllib(library: Path, tmp_path: Path, text: str) -> None:
     assert read_with_install_sh(library, tmp_path, text) == tomllib.loads(text)
 
 
@@ -475,11 +450,11 @@ def test_the_reader_agrees_with_tomllib(library: Path, tmp_path: Path, text: str
         "= 'x'\n",
     ],
 )
-def test_the_reader_refuses_what_it_does_not_read(library: Path, tmp_path: Path, text: str) -> None:  # noqa: F811
+def test_the_reader_refuses_what_it_does_not_read(library: Path, tmp_path: Path, text: str) -> None:
     assert read_with_install_sh(library, tmp_path, text) is None
 
 
-def test_a_policy_both_read_means_the_same(library: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_a_policy_both_read_means_the_same(library: Path, tmp_path: Path) -> None:
     """A policy with every setting: mux's validated reading, and install.sh's raw one."""
     key = make_keypair(tmp_path / "k").public_key
     text = (

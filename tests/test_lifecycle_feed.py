@@ -5,56 +5,30 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from release.publish.lifecycle import change_lifecycle
-from tests.conftest import run_mux
+from tests.support.feeds import write_release
 from tests.support.github import FakeGitHub, github_env, serve_github
-from tests.support.installs import Install, bootstrap
+from tests.support.installs import Install, bootstrap, check
+from tests.support.processes import feed_verb, run_mux
 from tests.support.releases import (
-    TEST_PASSWORD,
     Feed,
     make_feed,
     serve_directory,
     serve_directory_recording,
 )
-from tests.test_check import write_release
-from tests.test_watch import event, spawn, watch_start
+from tests.support.watching import event, spawn, watch_start
 from updater.errors import EXIT_WITHDRAWN
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 
 
-def mux_release(feed: Feed, *args: str) -> subprocess.CompletedProcess[str]:
-    """``mux-release VERB <feed> --key-file K …`` as the feed workflow runs it."""
-    verb, *rest = args
-    env = {**os.environ, "MINISIGN_PASSWORD": TEST_PASSWORD}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "release",
-            verb,
-            str(feed.path),
-            "--key-file",
-            str(feed.keypair.secret_key_path),
-            *rest,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def verb(feed: Feed, *args: str) -> str:
-    done = mux_release(feed, *args)
+    done = feed_verb(feed, *args)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -63,13 +37,6 @@ def set_bucket(install: Install, bucket: int) -> None:
     state = Path(install.env["XDG_STATE_HOME"]) / "mux"
     state.mkdir(parents=True, exist_ok=True)
     (state / "rollout-bucket").write_text(f"{bucket}\n")
-
-
-def check(install: Install, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    result = install.run("update", "--check", "--json", *extra)
-    assert "Traceback" not in result.stderr, result.stderr
-    doc = json.loads(result.stdout) if result.stdout.strip() else {}
-    return result, doc
 
 
 @pytest.fixture
@@ -296,15 +263,15 @@ def test_an_unsigned_or_rolled_back_lifecycle_change_is_refused(
     doc = json.loads(after_halt[0])
     doc["releases"][0]["lifecycle"]["notes"] = "written by nobody the key vouches for"
     index.write_text(json.dumps(doc))
-    carried = mux_release(feed, "resume", "--tag", "v0.2.0")
+    carried = feed_verb(feed, "resume", "--tag", "v0.2.0")
     assert carried.returncode == 1 and "no signature" in carried.stderr, carried.stderr
     assert len(carried.stderr.strip().splitlines()) <= 2
 
 
 def test_a_hostile_reason_or_note_cannot_exceed_its_cap(installed: Install, feed: Feed) -> None:
-    long_reason = mux_release(feed, "withdraw", "--tag", "v0.2.0", "--reason", "x" * 301)
+    long_reason = feed_verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "x" * 301)
     assert long_reason.returncode == 1 and "longer than 300" in long_reason.stderr
-    long_notes = mux_release(feed, "critical", "--tag", "v0.2.0", "--notes", "n" * 1001)
+    long_notes = feed_verb(feed, "critical", "--tag", "v0.2.0", "--notes", "n" * 1001)
     assert long_notes.returncode == 1 and "longer than 1000" in long_notes.stderr
     result, doc = check(installed)
     assert result.returncode == 10 and doc["lifecycle"]["withdrawn"] is None

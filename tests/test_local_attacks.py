@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
 from tests.support.attacks import key_id, seq_file
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap
+from tests.support.processes import run_mux
 from tests.support.releases import Feed, make_feed, serve_directory, sign_index
 from tests.support.users import (
     OTHER_UID,

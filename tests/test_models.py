@@ -9,37 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from release.publish.formats import format_sha256sums, manifest_document
+from tests.support.documents import SHA, manifest_doc
 from updater.errors import ParseError
 from updater.formats import models
 from updater.protocol import StatusLineError, parse_status_line
-
-SHA = "ab" * 32
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
     lambda children: st.lists(children) | st.dictionaries(st.text(), children),
     max_leaves=20,
 )
-
-
-def manifest_doc(**overrides: object) -> dict[str, object]:
-    doc: dict[str, object] = {
-        "schema": 1,
-        "name": "mux",
-        "version": "0.2.0",
-        "protocol_version": 25,
-        "released_at": "2026-11-01T00:00:00Z",
-        "assets": [
-            {
-                "name": "mux-x86_64-unknown-linux-gnu.tar.gz",
-                "target": "x86_64-unknown-linux-gnu",
-                "size": 10,
-                "sha256": SHA,
-            }
-        ],
-    }
-    doc.update(overrides)
-    return doc
 
 
 def test_manifest_round_trip_and_unknown_fields_ignored() -> None:

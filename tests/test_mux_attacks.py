@@ -32,11 +32,11 @@ import pytest
 
 from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serve_handler
-from tests.conftest import run_mux
-from tests.support.attacks import key_id, lock_is_free, mirror, seq_file
+from tests.support.attacks import key_id, lock_is_free, max_rss, mirror, seq_file
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.installsh import Site, make_toolbox, render_install_sh, run_install, serve_site
+from tests.support.processes import run_mux
 from tests.support.releases import (
     Feed,
     KeyPair,
@@ -593,22 +593,6 @@ def test_an_invented_release_is_never_reported(
 # -- endless data: every body capped; memory stays flat ------------------------------------
 
 
-def _max_rss(
-    command: list[str], env: dict[str, str]
-) -> tuple[subprocess.CompletedProcess[str], int]:
-    """Run ``command``; its result and the child's peak RSS in KiB (wait4's rusage)."""
-    process = subprocess.Popen(
-        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    stdout, stderr = process.stdout, process.stderr
-    assert stdout is not None and stderr is not None
-    out, err = stdout.read(), stderr.read()  # the pipes close when it exits
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
-    result = subprocess.CompletedProcess(command, process.returncode, out.decode(), err.decode())
-    return result, usage.ru_maxrss
-
-
 @pytest.mark.parametrize("status", [200, 404])
 def test_an_endless_body_is_cut_and_memory_stays_flat(
     status: int, feed: Feed, env: dict[str, str], served: Site, tmp_path: Path
@@ -621,13 +605,13 @@ def test_an_endless_body_is_cut_and_memory_stays_flat(
     command = [sys.executable, "-m", "updater", "update", "--check", "--json"]
     trust = ["--trust-key", feed.keypair.public_key]
     with serve_directory(genuine) as url:
-        ordinary, baseline = _max_rss([*command, "--source", url, *trust], env)
+        ordinary, baseline = max_rss([*command, "--source", url, *trust], env)
     assert ordinary.returncode == 10, ordinary.stderr
 
     served.root.mkdir()
     served.endless["/releases.json"] = status
     started = time.monotonic()
-    result, peak = _max_rss([*command, "--source", served.url, *trust], env)
+    result, peak = max_rss([*command, "--source", served.url, *trust], env)
     took = time.monotonic() - started
     if status == 200:
         refused(result, 1, f"{served.url}/releases.json is larger than 1048576 bytes")

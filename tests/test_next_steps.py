@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
 from tests.support.installs import Install, bootstrap
+from tests.support.processes import run_mux
 from tests.support.releases import Feed, signed_pair
 from updater.core.nextstep import for_install_only, mux_update, quote
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from release.build.standin import build_standin
+from tests.support.feeds import KEYS, write_feed, write_release
 from tests.support.installs import Install
-from tests.test_check import KEYS, write_feed, write_release
 from updater.config.marker import MARKER_NAME
 from updater.config.targets import detect_target
 from updater.timestamps import rfc3339
@@ -250,7 +250,8 @@ def test_watch_events_carry_the_packagers_command_after_its_delay(
 ) -> None:
     """A server of the packaged mux checks in the background: its update-available event
     names the packager's command, and a packager's delay holds it back like the check's."""
-    from tests.test_watch import event, spawn, wait_until, watch_start
+    from tests.support.servers import wait_until
+    from tests.support.watching import event, spawn, watch_start
 
     folder = build_folder(homebrew)
     fresh = offering(tmp_path / "fresh", rfc3339(time.time() - 3600))

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
+from tests.support.feeds import KEYS, trusting, write_feed, write_release
 from tests.support.installs import Install, bootstrap, snapshot
+from tests.support.processes import run_mux
 from tests.support.releases import Feed, make_feed, make_keypair, serve_directory
 from tests.support.servers import mux_runtime_dir  # noqa: F401 (a fixture)
-from tests.test_check import KEYS, trusting, write_feed, write_release
 from updater.config import settings as mux_settings
 from updater.config.policy import parse_policy, read_policy
 from updater.errors import EXIT_POLICY, PolicyError
@@ -247,8 +247,8 @@ def test_the_policy_names_the_enterprise_repository(
 ) -> None:
     """An Enterprise mirror rarely has the build's owner/name: the policy's repo is used,
     MUX_REPO may repeat it and cannot change it."""
+    from tests.support.feeds import write_release
     from tests.support.github import FakeGitHub, serve_github
-    from tests.test_check import write_release
 
     root = tmp_path / "ghe-releases"
     write_release(root, "9.0.0")

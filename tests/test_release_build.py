@@ -19,6 +19,7 @@ from release.build.standalone import build_standalone
 from release.build.standin import build_standin
 from release.build.steps import BuildError, make_build_info, write_bill, write_build_info
 from release.publish.package import package_release, sign_release
+from tests.support.processes import mux_release, run_mux
 from tests.support.realbuild import RealBuild
 from tests.support.releases import KeyPair, make_feed, make_keypair
 from updater.config.buildinfo import BuildInfo
@@ -54,17 +55,9 @@ def expected_info(
     }
 
 
-def run_mux(
-    executable: Path, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(executable), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env if env is not None else {"PATH": os.environ["PATH"], "HOME": str(cwd or "/")},
-        timeout=120,
-    )
+def bare_env(home: Path) -> dict[str, str]:
+    """Only PATH and HOME: what a build finds in a plain login's environment."""
+    return {"PATH": os.environ["PATH"], "HOME": str(home)}
 
 
 def install_by_hand(archive: Path, home: Path, version: str) -> Path:
@@ -193,7 +186,9 @@ def test_packaged_standin_installed_by_hand_reports_its_build_info(
         "0.3.1", 6, HOST, "owner/mux", [current.public_key, following.public_key]
     )
     # Through the bin symlink, from an unrelated working directory, in a minimal environment.
-    result = run_mux(mux, "version", "--json", cwd=tmp_path)
+    result = run_mux(
+        ["version", "--json"], bare_env(tmp_path), executable=[str(mux)], cwd=tmp_path, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == expected
     # Through PATH, under busybox sh and dash too (the launcher is plain POSIX sh).
@@ -240,7 +235,9 @@ def test_launcher_without_readlink_f_follows_relative_links(
     bin_dir.mkdir()
     (bin_dir / "mux").symlink_to("../chain/hop")
     env = {"PATH": f"{bin_dir}:{tools}:/usr/bin:/bin"}
-    result = run_mux(bin_dir / "mux", "version", "--json", cwd=tmp_path, env=env)
+    result = run_mux(
+        ["version", "--json"], env, executable=[str(bin_dir / "mux")], cwd=tmp_path, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["version"] == "0.2.0"
 
@@ -260,7 +257,13 @@ def test_lying_standin_reports_what_it_was_told(
         report_target=OTHER,
     )
     assert folder.name == f"mux-{HOST}"
-    result = run_mux(folder / "mux", "version", "--json", cwd=tmp_path)
+    result = run_mux(
+        ["version", "--json"],
+        bare_env(tmp_path),
+        executable=[str(folder / "mux")],
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     reported = json.loads(result.stdout)
     assert (reported["version"], reported["target"]) == ("9.9.9", OTHER)
@@ -292,14 +295,6 @@ def test_real_standalone_build_reports_its_build_info(
     assert not shipped & {"mypy", "hypothesis", "pytest", "_pytest", "PyInstaller", "setuptools"}
 
     # Every file maps to a notice entry; a copy with one more library does not.
-    def mux_release(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "release", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
 
     checked = mux_release("notices", "--check-build", str(folder))
     assert checked.returncode == 0, checked.stderr
@@ -328,7 +323,7 @@ def test_real_standalone_build_reports_its_build_info(
     assert "sbom: ok" in verified.stdout and "smoke-test: ok" in verified.stdout
     mux = install_by_hand(tmp_path / "rel" / f"mux-{HOST}.tar.gz", tmp_path / "home", "0.4.0")
     env = {"PATH": "/nonexistent", "HOME": str(tmp_path)}
-    result = run_mux(mux, "version", "--json", cwd=tmp_path, env=env)
+    result = run_mux(["version", "--json"], env, executable=[str(mux)], cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == expected_info(
         "0.4.0", 5, HOST, "owner/mux", [current.public_key, following.public_key]
@@ -346,14 +341,10 @@ def test_real_standalone_build_reports_its_build_info(
     # This build knows its repository, so it wants the release's attestation; this feed's
     # releases have none (what is tested here is the native library, not the attestation).
     updated = run_mux(
-        mux,
-        "update",
-        "--home",
-        home,
-        "--version",
-        "0.5.0",
-        "--insecure-skip-attestation",
-        env=update_env,
+        ["update", "--home", home, "--version", "0.5.0", "--insecure-skip-attestation"],
+        update_env,
+        executable=[str(mux)],
+        timeout=120,
     )
     assert updated.returncode == 0, updated.stdout + updated.stderr
 
@@ -472,7 +463,9 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
         }
 
         def mux(executable: Path, *args: str, code: int) -> str:
-            result = run_mux(executable, *args, cwd=tmp_path, env=env)
+            result = run_mux(
+                list(args), env, executable=[str(executable)], cwd=tmp_path, timeout=120
+            )
             assert result.returncode == code, (args, result.stdout, result.stderr)
             return result.stdout
 

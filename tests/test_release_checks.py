@@ -32,6 +32,7 @@ from release.publish.flags import plan_publish
 from release.publish.install_script import write_install_script
 from release.publish.package import rehash_sums, sign_release
 from release.rehearsal.fake_sigstore import FakeSigstore
+from tests.support.processes import mux_release
 from tests.support.releases import KeyPair, make_keypair, make_release
 from updater.config.targets import detect_target
 from updater.errors import UsageError
@@ -43,20 +44,6 @@ HOST = detect_target()
 @pytest.fixture(scope="module")
 def keypair(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
     return make_keypair(tmp_path_factory.mktemp("keys"))
-
-
-def mux_release(
-    *args: str, env: dict[str, str] | None = None, stdin: str = ""
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "release", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        input=stdin,
-        env=env,
-        check=False,
-    )
 
 
 # --- glibc floor ------------------------------------------------------------------------------

@@ -19,9 +19,9 @@ from packaging.version import Version
 from release import cli as release_cli
 from release.publish.formats import manifest_document
 from release.publish.package import read_release_notes
+from tests.support.documents import manifest_doc
 from tests.support.installs import bootstrap
 from tests.support.releases import make_feed, serve_directory
-from tests.test_models import manifest_doc
 from updater.cli.render import release_notes_lines, safe_lines, to_json_line
 from updater.commands import release_notes
 from updater.core.notices import offer_notice

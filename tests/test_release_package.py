@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tarfile
 import urllib.error
 import urllib.request
@@ -21,6 +20,7 @@ from release.build.steps import write_bill
 from release.folder.layout import PackageError, read_build_info
 from release.publish.feed import write_feed_index
 from release.publish.package import package_release, rehash_sums, sign_release
+from tests.support.processes import mux_release
 from tests.support.releases import (
     KeyPair,
     flip_byte,
@@ -405,19 +405,6 @@ def test_serve_directory_serves_the_feed_over_loopback(tmp_path: Path) -> None:
 # --- the command line ---------------------------------------------------------------------
 
 
-def mux_release(
-    *args: str | Path, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "release", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-        cwd=cwd,
-        timeout=120,
-    )
-
-
 def test_cli_builds_packages_and_signs_with_a_key_from_the_environment(
     tmp_path: Path, keypair: KeyPair
 ) -> None:
@@ -435,6 +422,7 @@ def test_cli_builds_packages_and_signs_with_a_key_from_the_environment(
     assert "mux 1.2.3 (protocol 7)" in packaged.stdout
 
     env = {
+        **os.environ,
         "RELEASE_KEY": keypair.secret_key_path.read_text(),
         "MY_PASSWORD": keypair.password or "",
     }
@@ -474,14 +462,14 @@ def test_cli_sign_errors_are_one_line_and_write_nothing(tmp_path: Path, keypair:
         ([], {}, "exactly one of", EXIT_USAGE),
     ]
     for args, env, message, code in cases:
-        result = mux_release("sign", release, *args, env=env)
+        result = mux_release("sign", release, *args, env={**os.environ, **env})
         assert result.returncode == code, (args, result.stderr)
         assert message in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "Traceback" not in result.stderr
         assert listing(release) == before
     not_release = mux_release("sign", tmp_path, "--key-file", keypair.secret_key_path,
-                              env={"MINISIGN_PASSWORD": keypair.password or ""})  # fmt: skip
+                              env={**os.environ, "MINISIGN_PASSWORD": keypair.password or ""})  # fmt: skip
     assert not_release.returncode == EXIT_USAGE
     assert "not a packaged release" in not_release.stderr
 
@@ -521,7 +509,7 @@ def test_cli_keygen_without_password_then_sign(tmp_path: Path) -> None:
 
 
 def test_cli_keygen_needs_a_password_or_an_explicit_no(tmp_path: Path) -> None:
-    env = {"MINISIGN_PASSWORD": ""}
+    env = {**os.environ, "MINISIGN_PASSWORD": ""}
     result = mux_release("keygen", "--out-dir", tmp_path / "keys", env=env)
     assert result.returncode == EXIT_USAGE
     assert "--no-password" in result.stderr
@@ -532,7 +520,12 @@ def test_cli_keygen_needs_a_password_or_an_explicit_no(tmp_path: Path) -> None:
 def test_cli_keygen_with_password_makes_a_key_minisign_can_use(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     made = mux_release(
-        "keygen", "--out-dir", keys, "--password-env", "RELEASE_PW", env={"RELEASE_PW": "hunter2"}
+        "keygen",
+        "--out-dir",
+        keys,
+        "--password-env",
+        "RELEASE_PW",
+        env={**os.environ, "RELEASE_PW": "hunter2"},
     )
     assert made.returncode == 0, made.stderr
     message = tmp_path / "file"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
 from tests.support.attacks import mirror
 from tests.support.installsh import Site, make_toolbox, render_install_sh, run_install, serve_site
+from tests.support.processes import run_mux
 from tests.support.releases import Feed, sign_index, signed_pair
 from updater.config.remembered import source_to_use
 from updater.config.settings import load

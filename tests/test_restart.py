@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
 from tests.support.broken import KINDS, breaker
 from tests.support.installs import Install, bootstrap
+from tests.support.processes import run_mux
 from tests.support.releases import KeyPair, make_keypair, make_release
 from tests.support.servers import wait_until
-from tests.test_watch import RawStream
+from tests.support.watching import RawStream, processes_of
 from updater.errors import EXIT_RESTART_FELL_BACK
 from updater.protocol import StatusLine
 from updater.servers.status import query_server
@@ -78,24 +78,6 @@ def update_to_new(mux: Install, keypair: KeyPair) -> None:
     updated = mux.run("update", "--trust-key", keypair.public_key)
     assert updated.returncode == 0, updated.stdout + updated.stderr
     assert mux.active() == NEW
-
-
-def processes_of(folder: Path) -> list[tuple[int, str]]:
-    """Every process whose command line or program lies in ``folder`` (a real process scan)."""
-    inside = os.path.realpath(folder) + os.sep
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as stream:
-                argv = stream.read().decode(errors="replace").split("\0")
-            program = os.readlink(f"/proc/{name}/exe")
-        except OSError:
-            continue
-        if any(inside in arg for arg in argv) or program.startswith(inside):
-            found.append((int(name), " ".join(argv)))
-    return found
 
 
 def one_line(result) -> str:

@@ -14,17 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_plan import Decision, _offer
-from tests.test_watch import plugin_script
+from tests.support.offers import release_offer
+from tests.support.watching import plugin_script
 from updater.core.notices import offer_notice
 from updater.core.report import Manager
+from updater.core.request import Decision
 from updater.daemon.hub import encode
 from updater.protocol import StatusLine
 from updater.servers.watch import server_event
 
 
 def _lines() -> bytes:
-    offer = _offer(Decision.UPDATE)
+    offer = release_offer(Decision.UPDATE)
     status = StatusLine("mux", 2, "1.0.0", 42, "2026-01-01T00:00:00Z", "/v/1.0.0/mux")
     entry = {"address": "/run/mux/default.sock", "state": "live", "version": "1.0.0"}
     brew = Manager("packager", "Homebrew", "brew upgrade mux", "/x/mux-packager.json", 0.0)

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.snappy import chunk, compressed_chunk, encode_literals, framed, literal, varint
 from updater.errors import ParseError
 from updater.formats import snappy
 from updater.formats.snappy import SnappyError
@@ -20,30 +21,6 @@ MIB = 1024 * 1024
 
 
 # -- a tiny encoder, from google/snappy format_description.txt ------------------------------------
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def literal(data: bytes) -> bytes:
-    """One literal element: short lengths in the tag, longer ones in 1 to 4 extra bytes."""
-    n = len(data) - 1
-    if n < 60:
-        return bytes([n << 2]) + data
-    extra = (n.bit_length() + 7) // 8
-    return bytes([(59 + extra) << 2]) + n.to_bytes(extra, "little") + data
-
-
-def encode_literals(data: bytes, *, piece: int = 65536) -> bytes:
-    """A valid snappy block holding ``data`` as literals only."""
-    body = b"".join(literal(data[i : i + piece]) for i in range(0, len(data), piece))
-    return varint(len(data)) + body
 
 
 def copy1(length: int, offset: int) -> bytes:
@@ -59,19 +36,6 @@ def copy2(length: int, offset: int) -> bytes:
 def copy4(length: int, offset: int) -> bytes:
     assert 1 <= length <= 64
     return bytes([((length - 1) << 2) | 3]) + offset.to_bytes(4, "little")
-
-
-def chunk(kind: int, body: bytes) -> bytes:
-    return bytes([kind]) + len(body).to_bytes(3, "little") + body
-
-
-def framed(*chunks: bytes) -> bytes:
-    return snappy.FRAMED_MAGIC + b"".join(chunks)
-
-
-def compressed_chunk(data: bytes, *, crc: int | None = None) -> bytes:
-    checksum = snappy.masked_crc32c(data) if crc is None else crc
-    return chunk(0x00, checksum.to_bytes(4, "little") + encode_literals(data))
 
 
 def uncompressed_chunk(data: bytes, *, crc: int | None = None) -> bytes:

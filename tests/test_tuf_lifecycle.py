@@ -13,11 +13,10 @@ import pytest
 
 from release.publish import tuf_repo
 from release.publish.feed import read_index_signature
-from tests.support.installs import Install, snapshot
+from tests.support.installs import Install, check, snapshot
+from tests.support.processes import feed_verb
 from tests.support.releases import serve_directory
 from tests.support.tuf import TufFeed, feed, forge, installed, served
-from tests.test_lifecycle_feed import check
-from tests.test_lifecycle_feed import mux_release as signed_feed_command
 from updater.errors import EXIT_USAGE, EXIT_VERIFICATION, EXIT_WITHDRAWN
 from updater.formats.minisign import PublicKey
 from updater.formats.models import FEED_INDEX_NAME
@@ -26,17 +25,11 @@ from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 __all__ = ["feed", "installed", "served"]  # fixtures, imported for pytest
 
 
-def mux_release(feed: TufFeed, *args: str, tuf_keys: tuple[str, ...] = ("release", "online")):
-    """``mux-release VERB <feed> --key-file K --tuf-release-key … --tuf-online-key …``, as
-    the feed workflow runs it (``tuf_keys`` names the TUF keys it is given)."""
-    verb, *rest = args
-    options = {"release": "--tuf-release-key", "online": "--tuf-online-key"}
-    tuf = [x for name in tuf_keys for x in (options[name], feed.keys.uri(name))]
-    return signed_feed_command(feed, verb, *tuf, *rest)
+BOTH = ("release", "online")  # the TUF keys the feed workflow gives mux-release
 
 
 def verb(feed: TufFeed, *args: str) -> str:
-    done = mux_release(feed, *args)
+    done = feed_verb(feed, *args, tuf_keys=BOTH)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -212,7 +205,7 @@ def test_a_verb_refuses_a_tuf_feed_without_both_tuf_keys_and_signs_nothing(
 ) -> None:
     """Signing the index alone would leave every TUF build on the halted release."""
     before = snapshot(feed.path)
-    done = mux_release(feed, "halt", "--tag", "v0.2.0", tuf_keys=given)
+    done = feed_verb(feed, "halt", "--tag", "v0.2.0", tuf_keys=given)
     assert done.returncode == EXIT_USAGE, done.stdout + done.stderr
     assert "has a TUF repository" in done.stderr and "Traceback" not in done.stderr
     assert snapshot(feed.path) == before
@@ -243,7 +236,7 @@ def test_a_verb_refuses_when_the_index_and_tuf_disagree_and_signs_nothing(feed: 
     for name, data in index.items():
         (feed.path / name).write_bytes(data)
     before = snapshot(feed.path)
-    done = mux_release(feed, "rollout", "--tag", "v0.2.0", "--full")
+    done = feed_verb(feed, "rollout", "--tag", "v0.2.0", "--full", tuf_keys=BOTH)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "disagree on the lifecycle of v0.2.0" in done.stderr and "Traceback" not in done.stderr
     assert snapshot(feed.path) == before
@@ -254,7 +247,7 @@ def test_a_refresh_signs_a_new_timestamp_and_lists_nothing_new(feed: TufFeed) ->
     """A release folder whose own feed run failed reaches TUF builds only with its index."""
     shutil.copytree(feed.releases["0.2.0"], feed.path / "v0.3.0")
     stamp = tuf_repo.Repository(feed.path).timestamp().signed.version
-    done = mux_release(feed, "feed", "--refresh", tuf_keys=("online",))
+    done = feed_verb(feed, "feed", "--refresh", tuf_keys=("online",))
     assert done.returncode == 0, done.stdout + done.stderr
     assert tuf_repo.Repository(feed.path).timestamp().signed.version == stamp + 1
     assert tuf_repo.lifecycle_of(feed.path, "v0.3.0") is None  # not listed
@@ -309,7 +302,7 @@ def test_a_feed_that_lost_its_index_continues_from_its_tuf_repository(feed: TufF
     # --new-feed contradicts a TUF repository that records an index of this key.
     _lose_the_index(feed)
     before = snapshot(feed.path)
-    new = mux_release(feed, "feed", "--new-feed")
+    new = feed_verb(feed, "feed", "--new-feed", tuf_keys=BOTH)
     assert new.returncode == EXIT_USAGE, new.stdout + new.stderr
     [line] = new.stderr.strip().splitlines()
     assert f"signed its index at seq {seq}: it was published" in line
@@ -332,7 +325,7 @@ def test_a_tuf_repository_that_records_no_seq_gives_the_records_and_needs_the_se
     _lose_the_index(feed)
     before = snapshot(feed.path)
     for args in ((), ("--tuf-release-key", k.uri("release"))):
-        done = mux_release(feed, "feed", *args, tuf_keys=())
+        done = feed_verb(feed, "feed", *args, tuf_keys=())
         assert done.returncode == 1, done.stdout + done.stderr
         [line] = done.stderr.strip().splitlines()
         assert "records no seq of key" in line and "would lose the sequence floor" in line
@@ -355,7 +348,7 @@ def test_a_tuf_repository_whose_signatures_fail_carries_nothing(feed: TufFeed) -
     path = repo.metadata / f"{current.signed.version}.{tuf_repo.RELEASE_ROLE}.json"
     path.write_bytes(path.read_bytes().replace(b'"reason": "bad"', b'"reason": "bah"'))
     before = snapshot(feed.path)
-    done = mux_release(feed, "feed")
+    done = feed_verb(feed, "feed", tuf_keys=BOTH)
     assert done.returncode == 1, done.stdout + done.stderr
     [line] = done.stderr.strip().splitlines()
     assert "its TUF repository cannot vouch for" in line and "release-workflow" in line

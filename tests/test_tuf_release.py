@@ -14,21 +14,11 @@ import pytest
 from tuf.api.metadata import Metadata
 
 from tests.support.installs import republish
+from tests.support.processes import mux_release
 from tests.support.releases import make_feed, serve_directory
 from tests.support.tuf import make_tuf_feed
 
 DAY = 24 * 3600
-
-
-def mux_release(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "release", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
 
 
 def ok(*args: str, env: dict[str, str] | None = None) -> str:

@@ -26,8 +26,10 @@ from release.publish import tuf_repo
 from release.publish.tuf_keys import LocalKeys
 from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serving, url_of
+from tests.support.attacks import max_rss
+from tests.support.attestations import attest
 from tests.support.github import FakeGitHub, github_env, serve_github
-from tests.support.imports import matching
+from tests.support.imports import CACHED_CHECK_ALLOWED, matching, outside, run_released
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.installsh import make_toolbox, render_install_sh, run_install
 from tests.support.releases import make_feed, serve_directory
@@ -40,9 +42,6 @@ from tests.support.tuf import (
     make_tuf_feed,
     served,
 )
-from tests.test_imports import CACHED_CHECK_ALLOWED, outside, run_released
-from tests.test_mux_attacks import _max_rss as max_rss
-from tests.test_update_github import attest
 from updater.formats.models import FEED_INDEX_NAME
 
 __all__ = ["feed", "installed", "served"]  # fixtures, imported for pytest

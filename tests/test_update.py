@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
 from tests.support.installs import Install, bootstrap, republish, snapshot
+from tests.support.processes import run_mux
 from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
 from updater.config.targets import detect_target
 from updater.install.layout import files_list
@@ -337,7 +337,7 @@ def test_plain_http_mirror_is_refused(installed: Install) -> None:
 
 def test_feed_without_trusted_key_fails_closed(tmp_path: Path, sandbox_env, served: str) -> None:
     env = {**sandbox_env, "MUX_INSTALL_DIR": str(tmp_path / "bin"), "MUX_UPDATE_SOURCE": served}
-    from tests.conftest import run_mux
+    from tests.support.processes import run_mux
 
     result = run_mux(["update", "--home", str(tmp_path / "h")], env)
     assert result.returncode == 3
@@ -355,7 +355,7 @@ def test_full_disk(installed: Install) -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (16 * 1024, 16 * 1024))
 
     before = snapshot(installed.home, installed.bin_dir)
-    from tests.conftest import run_mux
+    from tests.support.processes import run_mux
 
     result = run_mux(
         ["update"], installed.env, executable=[str(installed.mux)], preexec_fn=small_files
@@ -371,7 +371,7 @@ def test_package_manager_install_is_refused(installed: Install, tmp_path: Path) 
     cellar = tmp_path / "homebrew" / "Cellar" / "mux" / "0.1.0"
     shutil.copytree(installed.home / "versions" / "0.1.0", cellar)
     env = {k: v for k, v in installed.env.items() if k != "MUX_HOME"}
-    from tests.conftest import run_mux
+    from tests.support.processes import run_mux
 
     before = snapshot(installed.home, installed.bin_dir, cellar)
     result = run_mux(["update"], env, executable=[str(cellar / "mux")])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
+from tests.support.processes import run_mux
 from updater.core.update_flags import refusal
 
 

@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from release.rehearsal.fake_sigstore import FakeSigstore
+from tests.support.attestations import REPO, attest
 from tests.support.github import FakeGitHub, github_env, serve_github
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.releases import KeyPair, make_keypair, make_release
 from updater.formats import models
-
-REPO = "acme/mux"
 
 
 def assert_unchanged(install: Install, before: dict[str, str]) -> None:
@@ -40,21 +39,6 @@ def sigstore(tmp_path_factory: pytest.TempPathFactory) -> FakeSigstore:
 @pytest.fixture(scope="module")
 def keypair(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
     return make_keypair(tmp_path_factory.mktemp("keys"))
-
-
-def attest(release_dir: Path, keypair: KeyPair, sigstore: FakeSigstore, **overrides) -> None:
-    """Attest a release's archives and manifest the way the release workflow does."""
-    manifest = models.parse_manifest((release_dir / "manifest.json").read_bytes())
-    subjects = {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in release_dir.iterdir()
-        if p.name.endswith(".tar.gz") or p.name == "manifest.json"
-    }
-    subjects.update(overrides.pop("subjects", {}))
-    settings = {"repository": REPO, "ref": f"refs/tags/v{manifest.version}", **overrides}
-    bundle = sigstore.attest(subjects, **settings)
-    (release_dir / models.attestation_name(manifest.version)).write_bytes(bundle)
-    republish(release_dir, keypair.secret_key())
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
-from tests.test_check import trusting, write_feed, write_release
+from tests.support.feeds import trusting, write_feed, write_release
+from tests.support.processes import run_mux
 from updater.config import settings as mux_settings
 from updater.config.policy import parse_policy
 from updater.config.userconfig import read_user_config

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
+from tests.support.feeds import trusting, write_feed, write_release
 from tests.support.installs import bootstrap
+from tests.support.processes import run_mux
 from tests.support.releases import make_feed
-from tests.test_check import trusting, write_feed, write_release
-from tests.test_watch import event, spawn, watch_start
+from tests.support.watching import event, spawn, watch_start
 from updater.commands import userstate as state_file
 from updater.core.autoinstall import LiveServer, allowed_on, decide_auto_install
 from updater.core.userstate import (

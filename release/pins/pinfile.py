@@ -209,7 +209,7 @@ def url_asset_name(url: str) -> str:
 
 def load_document(path: Path) -> tomlkit.TOMLDocument:
     # tomlkit is the release extra: imported once a pins file is read, so that without it
-    # mux-release still starts and main() says how to get it (tests/test_units.py).
+    # mux-release still starts and main() says how to get it (tests/test_imports.py).
     import tomlkit
     import tomlkit.exceptions
 

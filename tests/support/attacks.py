@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
-from tests.support.releases import Feed, KeyPair
+from tests.support.releases import (
+    Feed,
+    KeyPair,
+)
 from updater.formats.minisign import PublicKey
 
 
@@ -42,3 +47,19 @@ def lock_is_free(mux_home: Path) -> bool:
             return False
         fcntl.flock(lock, fcntl.LOCK_UN)
     return True
+
+
+def max_rss(
+    command: list[str], env: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], int]:
+    """Run ``command``; its result and the child's peak RSS in KiB (wait4's rusage)."""
+    process = subprocess.Popen(
+        command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    stdout, stderr = process.stdout, process.stderr
+    assert stdout is not None and stderr is not None
+    out, err = stdout.read(), stderr.read()  # the pipes close when it exits
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    result = subprocess.CompletedProcess(command, process.returncode, out.decode(), err.decode())
+    return result, usage.ru_maxrss

@@ -15,7 +15,7 @@ from pathlib import Path
 from release.publish.formats import format_sha256sums
 from release.publish.package import trusted_comment_for
 from release.publish.signing import SecretKey
-from tests.conftest import run_mux
+from tests.support.processes import run_mux
 from updater.formats import models
 
 
@@ -138,3 +138,10 @@ def keep_pristine(install: Install, where: Path) -> Callable[[], None]:
             shutil.copytree(where / name, folder, symlinks=True)
 
     return reset
+
+
+def check(install: Install, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    result = install.run("update", "--check", "--json", *extra)
+    assert "Traceback" not in result.stderr, result.stderr
+    doc = json.loads(result.stdout) if result.stdout.strip() else {}
+    return result, doc

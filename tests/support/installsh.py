@@ -28,6 +28,10 @@ Typical use::
   log, and a loopback proxy that records requests, forwards plain http to loopback and
   tunnels every ``CONNECT`` to one address (so ``https://mirror.test`` reaches a local server
   under a name that is not loopback).
+* The fixtures :func:`feed_url`, :func:`policy_path`, :func:`script` and :func:`env` run the
+  ``feed`` fixture of the test module that imports them through a rendered install.sh whose
+  machine policy lives under the test's temporary root; :func:`library` and :func:`call`
+  source install.sh's functions without running it.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from release.rehearsal.serve import serving, url_of
+from tests.support.releases import Feed, serve_directory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_SH = REPO_ROOT / "install.sh"
@@ -684,3 +689,55 @@ def serve_proxy(proxy: Proxy) -> Iterator[Proxy]:
     with serving(_proxy_handler(proxy)) as server:
         proxy.url = url_of(server)
         yield proxy
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """install.sh without its last line (the call of main): its functions, to source."""
+    lines = INSTALL_SH.read_text().rstrip("\n").splitlines()
+    assert lines[-1].startswith("{ main ")
+    path = tmp_path_factory.mktemp("lib") / "install-lib.sh"
+    path.write_text("\n".join(lines[:-1]) + "\n")
+    return path
+
+
+def call(library: Path, code: str, stdin: str = "", *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*shell_argv("dash"), "-c", f'. "$0"; {code}', str(library), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def feed_url(feed: Feed) -> Iterator[str]:
+    with serve_directory(feed.path) as url:
+        yield url
+
+
+@pytest.fixture
+def policy_path(tmp_path: Path) -> Path:
+    return tmp_path / "root" / "etc" / "mux" / "policy.toml"
+
+
+@pytest.fixture
+def script(tmp_path: Path, feed: Feed, policy_path: Path) -> Path:
+    return render_install_sh(
+        tmp_path / "install.sh", keys=[feed.keypair.public_key], policy_file=str(policy_path)
+    )
+
+
+@pytest.fixture
+def env(sandbox_env: dict[str, str], tmp_path: Path, feed_url: str) -> dict[str, str]:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    return {
+        **{k: v for k, v in sandbox_env.items() if not k.startswith("MUX_")},
+        "PATH": str(make_toolbox(tmp_path / "tools")),
+        "MUX_DOWNLOAD_URL": feed_url,
+        "SHELL": "/bin/sh",
+        "TMPDIR": str(scratch),
+    }

@@ -1,4 +1,5 @@
-"""The pure core of updater.core.plan: the request's decision, server verdicts, install.json rules.
+"""The pure core, updater.core: the request's decision, server verdicts, notices, the check's
+report, install.json rules.
 
 No I/O here: these are the rules ``mux update --check``, ``mux update`` and ``mux-release
 repin`` act on, tested as tables and, where a rule is a property, with hypothesis. The
@@ -14,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packaging.version import Version
 
+from tests.support.offers import release_offer
 from updater.cli.render import server_status_lines, verdict_document
 from updater.config.buildinfo import BuildInfo
 from updater.core.notices import (
@@ -24,7 +26,7 @@ from updater.core.notices import (
     link_notices,
     offer_notice,
 )
-from updater.core.offer import OfferedAsset, ReleaseOffer
+from updater.core.offer import ReleaseOffer
 from updater.core.report import CheckReport, plan_check
 from updater.core.request import Decision, ReleaseRequest
 from updater.core.retention import (
@@ -243,7 +245,7 @@ def test_server_verdicts_against_the_current_version(
     wanted = restart or compatible
     assert verdict.restart_command == ("mux server restart --socket /a.sock" if wanted else None)
     check = plan_check(
-        BUILD, _offer(Decision.UP_TO_DATE), [report], target="x", cached=False, checked_at=""
+        BUILD, release_offer(Decision.UP_TO_DATE), [report], target="x", cached=False, checked_at=""
     )
     # A compatible server is not a pending restart: the check says up to date (exit 0).
     assert check.exit_code == (20 if restart else 0)
@@ -275,21 +277,6 @@ def test_a_build_mux_does_not_know_is_said_so_and_never_run(
     assert verdict_document(verdict)["build_known"] is expected
 
 
-def _offer(decision: Decision, asset: bool = True) -> ReleaseOffer:
-    return ReleaseOffer(
-        source_kind="feed",
-        source_location="/feed",
-        tag="v2.0.0",
-        version="2.0.0",
-        protocol_version=2,
-        released_at="2026-01-01T00:00:00Z",
-        release_url="/feed/v2.0.0/",
-        asset=OfferedAsset("mux-x.tar.gz", 3, "ab" * 32) if asset else None,
-        requested=False,
-        decision=decision,
-    )
-
-
 BUILD = BuildInfo(version="1.0.0", protocol_version=1, target="x", repo="", development=False)
 
 
@@ -309,7 +296,7 @@ def test_check_status_and_exit_code(
     decision: Decision, servers: list[ServerReport], status: str, exit_code: int
 ) -> None:
     report = plan_check(
-        BUILD, _offer(decision), servers, target="x", cached=False, checked_at="now"
+        BUILD, release_offer(decision), servers, target="x", cached=False, checked_at="now"
     )
     assert isinstance(report, CheckReport)
     assert (report.status, report.exit_code) == (status, exit_code)
@@ -318,10 +305,10 @@ def test_check_status_and_exit_code(
 def test_the_offered_protocol_matters_only_when_an_update_is_on_offer() -> None:
     servers = [live("/a.sock", 1)]
     up_to_date = plan_check(
-        BUILD, _offer(Decision.UP_TO_DATE), servers, target="x", cached=False, checked_at=""
+        BUILD, release_offer(Decision.UP_TO_DATE), servers, target="x", cached=False, checked_at=""
     )
     update = plan_check(
-        BUILD, _offer(Decision.UPDATE), servers, target="x", cached=False, checked_at=""
+        BUILD, release_offer(Decision.UPDATE), servers, target="x", cached=False, checked_at=""
     )
     assert not up_to_date.servers[0].restart_needed_after_update
     assert update.servers[0].restart_needed_after_update
@@ -329,7 +316,12 @@ def test_the_offered_protocol_matters_only_when_an_update_is_on_offer() -> None:
 
 def test_a_release_without_a_build_for_this_target_is_noted() -> None:
     report = plan_check(
-        BUILD, _offer(Decision.UPDATE, asset=False), [], target="x", cached=False, checked_at=""
+        BUILD,
+        release_offer(Decision.UPDATE, asset=False),
+        [],
+        target="x",
+        cached=False,
+        checked_at="",
     )
     assert report.notes == ("release v2.0.0 has no build for x",)
 
@@ -337,7 +329,7 @@ def test_a_release_without_a_build_for_this_target_is_noted() -> None:
 @pytest.mark.parametrize("decision", list(Decision))
 def test_an_offer_survives_the_cache(decision: Decision) -> None:
     for asset in (True, False):
-        offer = _offer(decision, asset=asset)
+        offer = release_offer(decision, asset=asset)
         assert ReleaseOffer.from_cache(offer.to_cache()) == offer
 
 
@@ -347,7 +339,7 @@ def test_an_offer_survives_the_cache(decision: Decision) -> None:
         {},
         {"ok": False, "error": "x"},
         {"ok": True},
-        {**_offer(Decision.UPDATE).to_cache(), "decision": "maybe"},
+        {**release_offer(Decision.UPDATE).to_cache(), "decision": "maybe"},
     ],
 )
 def test_anything_else_in_the_cache_is_no_offer(doc: dict[str, Any]) -> None:
@@ -606,13 +598,13 @@ def test_link_notices(installed: InstalledBuild, types: list[str], compatible: b
     [("1.0.0", True), ("1.9.9", True), ("2.0.0", False), ("3.0.0", False)],
 )
 def test_offer_notice_only_for_a_newer_release(installed: str, announced: bool) -> None:
-    notice = offer_notice(_offer(Decision.UPDATE), installed_version=installed)
+    notice = offer_notice(release_offer(Decision.UPDATE), installed_version=installed)
     if not announced:
         assert notice is None
         return
     assert notice is not None and notice.type == EVENT_UPDATE_AVAILABLE
     assert notice.data == {  # the check's "latest", and what installs it
-        **_offer(Decision.UPDATE).to_cache()["latest"],
+        **release_offer(Decision.UPDATE).to_cache()["latest"],
         "install_command": "mux update",
         "managed_by": None,
         "critical": False,  # no signed lifecycle record: nothing critical, no notes
@@ -626,7 +618,7 @@ def test_offer_notice_names_the_packager_and_waits_out_its_delay() -> None:
 
     released = 1767225600.0
     brew = Manager("packager", "Homebrew", "brew upgrade mux", "/x/mux-packager.json", 86400.0)
-    offer = _offer(Decision.UPDATE)
+    offer = release_offer(Decision.UPDATE)
     early = offer_notice(offer, installed_version="1.0.0", manager=brew, now=released + 3600)
     assert early is None
     due = offer_notice(offer, installed_version="1.0.0", manager=brew, now=released + 86400)

@@ -1,0 +1,87 @@
+"""The two commands as real processes: ``mux`` (:func:`run_mux`) and ``mux-release``
+(:func:`mux_release`), each run from this checkout with the test's Python unless told
+otherwise, output captured as text, never waiting on standard input."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from tests.support.releases import TEST_PASSWORD, Feed
+
+if TYPE_CHECKING:  # tests.support.tuf imports installs, which imports this module
+    from tests.support.tuf import TufFeed
+
+
+def run_mux(
+    args: list[str],
+    env: Mapping[str, str],
+    *,
+    timeout: float = 60,
+    executable: list[str] | None = None,
+    cwd: Path | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run mux as a real process (the development entry point unless ``executable`` names
+    another, such as a build's ``mux``)."""
+    command = (executable or [sys.executable, "-m", "updater"]) + args
+    return subprocess.run(
+        command,
+        env=dict(env),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        check=False,
+        preexec_fn=preexec_fn,
+    )
+
+
+def mux_release(
+    *args: str | Path,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    stdin: str = "",
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``mux-release`` (``python -m release``) as a real process; ``env`` is its whole
+    environment (this process's when None), ``stdin`` what it reads."""
+    return subprocess.run(
+        [sys.executable, "-m", "release", *map(str, args)],
+        env=dict(env) if env is not None else None,
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+_TUF_KEY_OPTIONS = {"release": "--tuf-release-key", "online": "--tuf-online-key"}
+
+
+def feed_verb(
+    feed: Feed, verb: str, *rest: str, tuf_keys: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """``mux-release VERB <feed> --key-file K …`` as the feed workflow runs it; ``tuf_keys``
+    names the TUF keys of a :class:`~tests.support.tuf.TufFeed` it is given too
+    (``"release"``, ``"online"``)."""
+    tuf: list[str] = []
+    for name in tuf_keys:
+        tuf += [_TUF_KEY_OPTIONS[name], cast("TufFeed", feed).keys.uri(name)]
+    return mux_release(
+        verb,
+        feed.path,
+        "--key-file",
+        feed.keypair.secret_key_path,
+        *tuf,
+        *rest,
+        env={**os.environ, "MINISIGN_PASSWORD": TEST_PASSWORD},
+        timeout=120,
+    )
