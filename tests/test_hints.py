@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_mux
+from tests.support.processes import run_mux
 from tests.support.releases import make_feed, serve_directory
 from updater.cli.app import run
 from updater.core.hints import did_you_mean, error_words, listed_versions, not_found_hint
