@@ -257,3 +257,26 @@ def test_every_import_inside_a_function_says_why_it_is_not_at_the_top() -> None:
         if not explained
     ]
     assert unexplained == []
+
+
+def test_no_test_module_imports_another_test_module_or_the_conftest() -> None:
+    """What two test files share lives in tests/support/, once: a test module that imports
+    another (or conftest.py) runs that module's fixtures and import-time work, and a helper
+    moved out of it breaks the importer."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            offenders += [
+                f"{path.relative_to(ROOT)}:{node.lineno} {name}"
+                for name in names
+                if name.startswith(("tests.test_", "tests.conftest"))
+            ]
+    assert offenders == [], "import it from tests/support/ instead"
