@@ -231,7 +231,10 @@ def test_offline_names_the_url(sandbox_env) -> None:
     result, doc = check(env)
     assert result.returncode == 1
     assert f"http://127.0.0.1:{port}/acme/mux/releases/latest" in result.stderr
-    assert doc == {"error": doc["error"], "hint": doc["hint"], "exit_code": 1}
+    error = doc["error"]
+    assert doc == {"schema": 2, "error": error, "hint": error["hint"], "exit_code": 1}
+    assert (error["kind"], error["layer"]) == ("network", None)
+    assert f"http://127.0.0.1:{port}/acme/mux/releases/latest" in error["message"]
     assert "Traceback" not in result.stderr
 
 
@@ -280,7 +283,7 @@ def test_a_manifest_sha256sums_does_not_vouch_for_is_never_reported(
     result, doc = check(env)
     assert result.returncode == 1, result.stderr
     assert "/v9.0.0/SHA256SUMS was not found (HTTP 404)" in result.stderr
-    assert set(doc or {}) == {"error", "hint", "exit_code"}
+    assert set(doc or {}) == {"schema", "error", "hint", "exit_code"}
 
 
 def test_max_age_answers_from_cache_without_network(tmp_path: Path, sandbox_env) -> None:

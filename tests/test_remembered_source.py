@@ -83,7 +83,7 @@ def test_the_older_name_works_and_two_names_for_two_sources_are_refused(
     refused = run_mux(["update", "--check"], both)
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.strip().splitlines() == [
-        "mux: MUX_UPDATE_SOURCE and MUX_DOWNLOAD_URL name different sources"
+        "mux: error: MUX_UPDATE_SOURCE and MUX_DOWNLOAD_URL name different sources"
         " (set MUX_UPDATE_SOURCE alone; MUX_DOWNLOAD_URL is its older name)"
     ]
     old_name = {**sandbox_env, "MUX_DOWNLOAD_URL": str(feed.path)}

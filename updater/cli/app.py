@@ -260,13 +260,16 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; every MuxError becomes one line on stderr."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        app(args=args, prog_name="mux")
-    except SystemExit as exc:  # typer's standalone mode: usage errors, --help, typer.Exit
+        # Not standalone: click's own errors (usage) come here, to be said in JSON too.
+        code = app(args=args, prog_name="mux", standalone_mode=False)
+    except SystemExit as exc:  # a command's sys.exit
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    except typer.TyperException as exc:  # click's usage errors (its ClickException)
+        return render.report_click_error(exc, as_json="--json" in args)
     except MuxError as exc:
         return report_error(exc, as_json="--json" in args)
-    except KeyboardInterrupt:
-        print("mux: interrupted", file=sys.stderr)
+    except (KeyboardInterrupt, typer.Abort):
+        print(render.error_line("interrupted"), file=sys.stderr)
         return 130
-    return 0
+    return code if isinstance(code, int) else 0

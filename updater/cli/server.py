@@ -20,9 +20,11 @@ import typer
 
 from updater.cli.render import (
     describe_live,
+    error_line,
     report_error,
     server_line,
     server_status_lines,
+    servers_document,
     to_json_line,
     verdict_document,
 )
@@ -43,7 +45,14 @@ from updater.servers.addresses import (
 from updater.servers.control import AlreadyRunning, start, stop
 from updater.servers.runtime import DEFAULT_SOCKET_NAME, default_socket_path, runtime_dir
 from updater.servers.status import NO_SOCKET, query_all
-from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch, server_event
+from updater.servers.watch import (
+    READ_TIMEOUT,
+    StreamEnded,
+    first_line,
+    open_watch,
+    server_event,
+)
+from updater.timestamps import rfc3339
 
 server_app = typer.Typer(
     name="server",
@@ -242,7 +251,7 @@ def status_command(
         reports = [r for r in reports if not (r.state == "stale" and r.detail == NO_SOCKET)]
     verdicts = _verdicts(reports)
     if as_json:
-        print(to_json_line({"servers": [verdict_document(v) for v in verdicts]}))
+        print(to_json_line(servers_document(verdicts)))
         return
     if not reports:
         print(
@@ -299,15 +308,15 @@ def watch_command(
     try:
         # The server's status line itself, as it sent it; then what this mux makes of the
         # server (its entry in `mux server status --json`) as an event readers may skip.
-        print(to_json_line(stream.status.to_json()), flush=True)
+        print(to_json_line(first_line(stream.status.to_json())), flush=True)
         [entry] = _verdicts([stream.report])
-        print(to_json_line(server_event(verdict_document(entry))), flush=True)
+        print(to_json_line(server_event(verdict_document(entry), rfc3339())), flush=True)
         for event in stream.events():
             print(to_json_line(event.to_json()), flush=True)
     except StreamEnded as ended:
         if ended.clean:
             return
-        print(server_line(f"mux: watching {stream.address}: {ended.reason}"), file=sys.stderr)
+        print(error_line(f"watching {stream.address}: {ended.reason}"), file=sys.stderr)
         raise typer.Exit(1) from None
     except BrokenPipeError:  # the reader went away: so do we, quietly
         sys.stderr.close()
@@ -316,7 +325,7 @@ def watch_command(
         raise typer.Exit(130) from None
     finally:
         stream.close()
-    print(server_line(f"mux: watching {stream.address}: the stream ended"), file=sys.stderr)
+    print(error_line(f"watching {stream.address}: the stream ended"), file=sys.stderr)
     raise typer.Exit(1)
 
 
