@@ -14,7 +14,13 @@ from typing import Annotated, Literal
 import typer
 
 from updater.cli.completions import command_tree, script
-from updater.cli.render import notices_document, report_error, to_json_line
+from updater.cli.render import (
+    error_line,
+    notices_document,
+    report_click_error,
+    report_error,
+    to_json_line,
+)
 from updater.cli.server import server_app
 from updater.cli.update import UpdateFlags, route
 from updater.cli.version import print_version
@@ -266,10 +272,10 @@ def run(argv: list[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
     except typer.TyperException as exc:  # click's usage errors (its ClickException)
-        return render.report_click_error(exc, as_json="--json" in args)
+        return report_click_error(exc, as_json="--json" in args)
     except MuxError as exc:
         return report_error(exc, as_json="--json" in args)
     except (KeyboardInterrupt, typer.Abort):
-        print(render.error_line("interrupted"), file=sys.stderr)
+        print(error_line("interrupted"), file=sys.stderr)
         return 130
     return code if isinstance(code, int) else 0
