@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import queue
+import re
 import selectors
 import shutil
 import socket
