@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from updater.cli import helptext
 from updater.cli.completions import command_tree, script
 from updater.cli.render import (
     error_line,
@@ -27,18 +28,6 @@ from updater.cli.version import print_version
 from updater.config.buildinfo import notices_file
 from updater.errors import EXIT_USAGE, MuxError
 
-EXIT_CODES_HELP = """\
-Exit codes: 0 up to date, or updated (also when a server will need a restart: it says so;
---exit-code makes that 20), or the release on offer is skipped, held, or failed to start
-here (--check --json says why in "withheld"); 10 update available; 11 this release was
-withdrawn (--check); 20 (--check, or --exit-code) a live server needs a restart;
-1 error; 2 usage error; 3 verification failed (a signed index or release did not verify,
-expired or went back; nothing was installed);
-4 the machine policy (/etc/mux/policy.toml) does not allow it.
-Limits: MUX_HTTP_DEADLINE (seconds per small document, default 30), MUX_HTTP_MIN_SPEED
-(bytes/s an archive download must keep up, default 1024) over MUX_HTTP_SPEED_WINDOW (s, 30).
-"""
-
 app = typer.Typer(
     name="mux",
     help="mux: terminal multiplexer distribution and protocol-version manager.",
@@ -46,6 +35,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=helptext.CONTEXT_SETTINGS,
+    epilog=helptext.MUX,
 )
 
 
@@ -76,10 +67,11 @@ def _mount_server_commands() -> None:
         server_app,
         name="server",
         help="Run, inspect and watch mux servers (a server outlives any number of updates).",
+        short_help="Run, inspect and watch mux servers.",
     )
 
 
-@app.command()
+@app.command(epilog=helptext.VERSION_HELP)
 def version(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     notices: Annotated[
@@ -96,7 +88,7 @@ def version(
     print_version(as_json=as_json)  # the same code answers the fast path
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command(epilog=helptext.UPDATE, short_help="Check for, verify and install the newest mux.")
 def update(
     check: Annotated[
         bool, typer.Option("--check", help="Only say whether an update is available.")
@@ -106,17 +98,24 @@ def update(
         str | None,
         typer.Option(
             "--source",
+            metavar=helptext.SOURCE,
             help="'github' (default), a feed URL or a feed directory. Env: MUX_UPDATE_SOURCE.",
         ),
     ] = None,
     pre: Annotated[bool, typer.Option("--pre", help="Consider pre-releases.")] = False,
     version: Annotated[
-        str | None, typer.Option("--version", help="Ask for this release (X.Y.Z).")
+        str | None,
+        typer.Option(
+            "--version",
+            metavar=helptext.VERSION,
+            help="Ask for this release: 1.2.3, v1.2.3 or a pre-release (1.2.3-rc1).",
+        ),
     ] = None,
     max_age: Annotated[
         str | None,
         typer.Option(
             "--max-age",
+            metavar=helptext.DURATION,
             help="With --check: answer from the last check if younger than this (e.g. 15m,"
             " 1h; a bare number is seconds).",
         ),
@@ -139,12 +138,17 @@ def update(
     ] = False,
     home: Annotated[
         Path | None,
-        typer.Option("--home", help="The install to update (default: MUX_HOME or this mux's)."),
+        typer.Option(
+            "--home",
+            metavar=helptext.DIR,
+            help="The install to update (default: MUX_HOME or this mux's).",
+        ),
     ] = None,
     trust_key: Annotated[
         list[str] | None,
         typer.Option(
             "--trust-key",
+            metavar=helptext.KEY,
             help="Also trust this minisign public key (a mirror's, or a development build's):"
             " its base64 line or the path of its .pub file.",
         ),
@@ -183,16 +187,21 @@ def update(
         str | None,
         typer.Option(
             "--skip",
+            metavar=helptext.VERSION,
             help="Never offer (or install on its own) this version; --unskip X undoes it.",
         ),
     ] = None,
     unskip: Annotated[
-        str | None, typer.Option("--unskip", help="Offer a version skipped with --skip again.")
+        str | None,
+        typer.Option(
+            "--unskip", metavar=helptext.VERSION, help="Offer a version skipped with --skip again."
+        ),
     ] = None,
     hold: Annotated[
         str | None,
         typer.Option(
             "--hold",
+            metavar=helptext.DURATION,
             help="No update offers and no automatic installs for this long, with a unit"
             " (e.g. 7d, 12h; a bare number is refused); --version X still installs X.",
         ),
@@ -251,9 +260,12 @@ def update(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(epilog=helptext.COMPLETIONS, short_help="Print a completion script for mux.")
 def completions(
-    shell: Annotated[Literal["bash", "zsh", "fish"], typer.Argument(help="bash, zsh or fish.")],
+    shell: Annotated[
+        Literal["bash", "zsh", "fish"],
+        typer.Argument(metavar="bash|zsh|fish", help="bash, zsh or fish."),
+    ],
 ) -> None:
     """Print a completion script for mux (bash: eval "$(mux completions bash)")."""
     print(script(shell, "mux", command_tree(typer.main.get_command(app))), end="")
