@@ -334,7 +334,7 @@ def test_a_release_without_a_build_for_this_target_is_noted() -> None:
         BUILD,
         release_offer(Decision.UPDATE, asset=False),
         [],
-        target="x",
+        CheckedInstall("x"),
         cached=False,
         checked_at="",
     )
