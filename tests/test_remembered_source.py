@@ -22,7 +22,7 @@ from tests.support.installsh import Site, make_toolbox, render_install_sh, run_i
 from tests.support.processes import run_mux
 from tests.support.releases import Feed, sign_index, signed_pair
 from updater.config.remembered import source_to_use
-from updater.config.settings import load
+from updater.config.settings import Requested, load
 from updater.errors import UsageError
 
 OLD, NEW = "0.1.0", "0.2.0"
@@ -126,7 +126,8 @@ def test_the_record_is_below_the_environment_and_the_flags(tmp_path: Path) -> No
     env = {"MUX_HOME": str(home)}
 
     def source(environ: dict[str, str], **flags: object) -> tuple[str, str | None]:
-        settings = load(environ, build_repo="acme/mux", remembered=True, **flags)  # type: ignore[arg-type]
+        requested = Requested(**flags)  # type: ignore[arg-type]
+        settings = load(environ, build_repo="acme/mux", remembered=True, flags=requested)
         return settings.source, settings.source_set_by
 
     assert source(env) == ("https://mirror.example/feed", str(home / "install.json"))

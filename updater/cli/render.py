@@ -1,7 +1,7 @@
 """Everything mux shows: check, update, version, server status, errors and progress.
 
 For people (plain lines) and programs (one JSON object with stable fields, docs/updating.md). The
-library returns typed results (:class:`~updater.core.plan.CheckReport`,
+library returns typed results (:class:`~updater.core.report.CheckReport`,
 :class:`~updater.commands.update.UpdateResult`, ...); only this module turns them into text.
 
 Much of what is shown came from the network or from a server (versions, tags, dates, URLs,
