@@ -21,7 +21,7 @@ import hashlib
 import http.server
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -56,7 +56,7 @@ from updater.trust.attestation_worker import AttestationWorker
 from updater.trust.attestation_worker import start as start_worker
 from updater.trust.attested import AttestationInBackground
 from updater.trust.layers import VerificationLog, VerifiedFiles, VerifiedRelease
-from updater.trust.pipeline import verify_release_files, verify_release_metadata
+from updater.trust.pipeline import FilesRequest, verify_release_files, verify_release_metadata
 from updater.trust.sums import signed_digest
 from updater.trust.trust_policy import TrustPolicy
 
@@ -231,7 +231,7 @@ def _refused(install: Install, layer: str, text: str) -> None:
     result = install.run("update")
     assert result.returncode == 3, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith(f"mux: error: verification failed ({layer}): "), result.stderr
+    assert lines[-1].startswith(f"mux: verification failed ({layer}): "), result.stderr
     assert text in lines[-1], result.stderr
     assert "Traceback" not in result.stderr
     after = snapshot(install.home, install.bin_dir)
@@ -302,23 +302,26 @@ def _verify_files(
     log: VerificationLog,
     download_dir: Path,
     unpack_dir: Path,
-    **hooks: Any,
+    **request: Any,
 ) -> VerifiedFiles:
     """Layers 2 to 5 for this machine's archive of ``release``, as ``mux update`` runs them."""
     asset = release.manifest.asset_for(TARGET)
     assert asset is not None
-    return verify_release_files(
-        source,
-        release,
-        asset,
-        trust,
-        log,
-        download_dir=download_dir,
-        unpack_dir=unpack_dir,
-        smoke_target=TARGET,
-        smoke_timeout=60,
-        **hooks,
-    )
+    files = FilesRequest(download_dir, unpack_dir, smoke_target=TARGET, smoke_timeout=60, **request)
+    return verify_release_files(source, release, asset, trust, log, files)
+
+
+class _Disk:
+    """An install's disk as the pipeline sees it: told of each file, then of the tree."""
+
+    def __init__(self, on_unpacked: Callable[[Path], None]) -> None:
+        self.on_unpacked = on_unpacked
+
+    def flush_file(self, path: str) -> None:
+        pass
+
+    def flush_unpacked(self, staged: Path) -> None:
+        self.on_unpacked(staged)
 
 
 def test_a_worker_that_breaks_is_the_attestation_layers_one_line(
@@ -460,7 +463,7 @@ def test_a_deltas_tree_is_handed_over_to_be_made_durable_before_layer_3_answers(
             release = verify_release_metadata(source, "v0.2.0", trust, log)
             kept = kept_builds(layout, read_record(layout), TARGET)
             verified = _verify_files(
-                source, release, trust, log, tmp_path, staging, on_unpacked=on_unpacked, kept=kept
+                source, release, trust, log, tmp_path, staging, disk=_Disk(on_unpacked), kept=kept
             )
     assert verified.transfer.method == DELTA, verified.transfer
     assert events == ["tree handed over", "attestation answered"]
@@ -502,7 +505,7 @@ def test_a_delta_its_attestation_does_not_name_falls_back_to_the_attested_archiv
     transfer = report["transfer"]
     assert transfer["method"] == "full", transfer
     assert "(attestation): subject digest mismatch" in transfer["fallback_reason"], transfer
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("mux: warning: ")]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
     assert len(warnings) == 1 and "downloading the full archive" in warnings[0], warnings
     assert install.reported_version()["version"] == "0.2.0"
     assert (install.home / "versions" / "0.1.0" / "mux").is_file()

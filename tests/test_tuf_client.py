@@ -33,9 +33,9 @@ from updater.sources.feed import FeedSource
 from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher, open_client
 from updater.sources.tuf_index import TufIndex, TufSpec
 from updater.trust.layers import VerificationLog
-from updater.trust.pipeline import verify_release_files, verify_release_metadata
+from updater.trust.pipeline import FilesRequest, verify_release_files, verify_release_metadata
 from updater.trust.trust_policy import TrustPolicy
-from updater.trust.tuf_client import TufClient
+from updater.trust.tuf_client import TufClient, TufOptions
 from updater.urls import url_origin
 
 DAY = 24 * 3600
@@ -65,7 +65,7 @@ def folder_client(repo: Path, state: Path, *, root: bytes | None = None, **kw) -
         str(state),
         fetcher=FolderFetcher(),
         bootstrap=root or root_v1(repo),
-        **kw,
+        options=TufOptions(**kw),
     )
 
 
@@ -534,7 +534,7 @@ def test_wrong_software_for_this_target_is_refused_before_a_byte_is_read(
     repo: Path, keys: LocalKeys, tmp_path: Path
 ) -> None:
     """A release key alone (the delegated role's) lists an archive as a build for another
-    target: the pipeline refuses it (``trust.pipeline._check_signed_archive``)."""
+    target: the pipeline refuses it (``trust.trusted_release._same_as_signed_target``)."""
     md = tuf_repo.Repository(repo).targets(tuf_repo.RELEASE_ROLE)
     for path, info in md.signed.targets.items():
         if path.startswith("v0.2.0/") and path.endswith(".tar.gz"):
@@ -557,10 +557,7 @@ def test_wrong_software_for_this_target_is_refused_before_a_byte_is_read(
             release.manifest.assets[0],
             policy,
             log,
-            download_dir=tmp_path,
-            unpack_dir=tmp_path / "unpacked",
-            smoke_target=None,
-            smoke_timeout=10,
+            FilesRequest(tmp_path, tmp_path / "unpacked", smoke_target=None, smoke_timeout=10),
         )
     assert "signed as a build for aarch64-apple-darwin" in one_line(refused)
     assert not list(tmp_path.glob(".download-*"))

@@ -19,7 +19,6 @@ the trusted metadata is kept in a scratch folder, so each run starts from that r
 from __future__ import annotations
 
 import contextlib
-import functools
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,12 @@ from updater.sources.folder import ReleaseFolderSource
 from updater.sources.github import GitHubSource
 from updater.sources.tuf_index import TufIndex, TufSpec
 from updater.trust.layers import VerificationLog
-from updater.trust.pipeline import verify_release_files, verify_release_metadata
+from updater.trust.pipeline import (
+    FilesRequest,
+    smoke_tested,
+    verify_release_metadata,
+    verify_release_tree,
+)
 from updater.trust.trust_policy import TrustPolicy, sigstore_root
 from updater.urls import check_url_scheme, url_origin
 
@@ -91,20 +95,16 @@ def verify_release(
         for asset in release.manifest.assets:
             unpacked = work / f"unpacked-{asset.target}"
             unpacked.mkdir()
-            verify_release_files(
-                source,
-                release,
-                asset,
-                policy,
-                result.log,
+            files = FilesRequest(
                 download_dir=work,
                 unpack_dir=unpacked,
                 smoke_target=this_target,
                 smoke_timeout=settings.smoke_test_timeout,
-                check_unpacked=functools.partial(
-                    check_release_sbom, source, release, asset.target, log=result.log
-                ),
             )
+            tree = verify_release_tree(source, release, asset, policy, result.log, files)
+            # The SBOM names the files the archive holds: checked before anything in them runs.
+            check_release_sbom(source, release, asset.target, unpacked, log=result.log)
+            smoke_tested(tree, files)
     return result
 
 

@@ -30,7 +30,7 @@ from updater.errors import MuxError
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
 from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
-from updater.trust.tuf_client import TufClient
+from updater.trust.tuf_client import TufClient, TufOptions
 from updater.trust.tuf_store import make_private_folder
 from updater.trust.tuf_targets import ROOT_LIMIT
 from updater.urls import url_origin
@@ -72,9 +72,11 @@ def _client(
         metadata_dir,
         fetcher=fetcher,
         bootstrap=None,  # the root `init` stored (CLIENT-CLI.md)
-        target_dir=target_dir,
-        target_base_url=target_base_url,
-        prefix_targets_with_hash=True,
+        options=TufOptions(
+            target_dir=target_dir,
+            target_base_url=target_base_url,
+            prefix_targets_with_hash=True,
+        ),
     )
     return client, http
 

@@ -20,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from updater.commands.release_notes import notes_since
-from updater.commands.resolve import Installed, Resolved, resolve_offer
+from updater.commands.resolve import Resolved, resolve_offer
 from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
 from updater.config.buildinfo import BuildInfo
@@ -53,7 +53,7 @@ from updater.sources.feed_index import remember
 from updater.trust.attestation_worker import early
 from updater.trust.attested import verify_release_attestation
 from updater.trust.layers import LayerResult, VerificationLog
-from updater.trust.pipeline import verify_release_files
+from updater.trust.pipeline import FilesRequest, verify_release_files
 from updater.trust.smoke import run_kept_build
 from updater.trust.sums import signed_digest
 
@@ -227,13 +227,11 @@ def _run_update(
         request,
         settings,
         build,
-        Installed(
-            installed,
-            run.installed_signed_at,
-            movable_versions(record, layout.installed_versions()),
-        ),
-        run.log,
+        installed=installed,
+        installed_signed_at=run.installed_signed_at,
+        log=run.log,
         on_index=lambda index: _warn_if_expired(index, events),
+        kept=movable_versions(record, layout.installed_versions()),
     ) as resolved:
         step = plan_update(_facts(run, resolved))
         return _execute(step, run, resolved)
@@ -390,18 +388,18 @@ def _install(run: _Run, resolved: Resolved, outcome: UpdateResult) -> UpdateResu
             asset,
             resolved.policy,
             run.log,
-            download_dir=transaction.download_dir,
-            unpack_dir=transaction.staging(manifest.version),
-            smoke_target=run.target,
-            smoke_timeout=settings.smoke_test_timeout,
-            progress=run.events.progress(asset.name),
-            attestation_worker=run.worker,
-            on_unpacked_file=transaction.flush_file,
-            on_unpacked=transaction.flush_unpacked,
-            kept=()
-            if settings.no_delta
-            else kept_builds(run.layout, read_record(run.layout), run.target),
-            warn=run.events.warning,
+            FilesRequest(
+                download_dir=transaction.download_dir,
+                unpack_dir=transaction.staging(manifest.version),
+                smoke_target=run.target,
+                smoke_timeout=settings.smoke_test_timeout,
+                kept=()
+                if settings.no_delta
+                else kept_builds(run.layout, read_record(run.layout), run.target),
+                worker=run.worker,
+                disk=transaction,
+                events=run.events,
+            ),
         )
         settled = transaction.switch_to(
             verified.folder,

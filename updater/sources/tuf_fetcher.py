@@ -32,7 +32,7 @@ from tuf.api import exceptions
 from updater.errors import NetworkError, VerificationError
 from updater.net.client import HttpClient
 from updater.net.progress import NoProgress
-from updater.trust.tuf_client import RememberingFetcher, TufClient
+from updater.trust.tuf_client import RememberingFetcher, TufClient, TufOptions
 from updater.trust.tuf_store import repository_folder
 
 
@@ -157,7 +157,5 @@ def open_client(
         repository_folder(state_dir, root),
         fetcher=fetcher,
         bootstrap=root,
-        lock_wait=lock_wait,
-        clock_ahead=clock_ahead,
-        carry_over_state=True,
+        options=TufOptions(lock_wait=lock_wait, clock_ahead=clock_ahead, carry_over_state=True),
     )

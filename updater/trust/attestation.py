@@ -77,7 +77,7 @@ def preload() -> None:
 
 
 def print_warning(message: str) -> None:
-    print(f"mux: warning: {safe_text(message)}", file=sys.stderr)  # as render.warning_line
+    print(f"warning: {safe_text(message)}", file=sys.stderr)
 
 
 def verify_attestation(

@@ -3,20 +3,23 @@
 The digest it attests is the one the signed ``SHA256SUMS`` gives, known before the first
 byte of the archive arrives, so a worker thread fetches the bundle while the archive streams
 in and hands it to the attestation child (:mod:`updater.trust.attestation_worker`);
-:class:`AttestationInBackground` joins it before anything is unpacked.
+:class:`AttestationInBackground` joins it before anything is unpacked, and its
+:class:`AttestationVerdict` is fed to the trusted release
+(:class:`updater.trust.trusted_release.TrustedRelease`), which :func:`attested` holds it to.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from updater.errors import MuxError, NetworkError, VerificationError
 from updater.formats import models
 from updater.trust.attestation import print_warning
 from updater.trust.layers import (
     LAYER_ATTESTATION,
+    LayerResult,
     VerificationLog,
     VerifiedRelease,
     layer_failure,
@@ -143,8 +146,8 @@ class AttestationInBackground:
     it hands the bundle to), for the digest the signed ``SHA256SUMS`` gives, while the
     archive downloads (:func:`verify_release_files`).
 
-    :meth:`finish` waits for the answer and holds the download to it: the bytes on disk must
-    have exactly the digest that was attested. Whatever the worker raised is reported as the
+    :meth:`verdict` waits for the answer, and :func:`attested` (:meth:`finish`) holds the
+    download to it: the bytes on disk must have exactly the digest that was attested. Whatever the worker raised is reported as the
     attestation layer's one line; its log entries and warnings join the caller's only then,
     so the report keeps the layers' order. The worker writes nothing, and a run that fails
     elsewhere (the download, layer 2) never reads its answer, but still waits for it
@@ -190,34 +193,52 @@ class AttestationInBackground:
                 worker=worker,
                 warn=self._warnings.append,
             )
-        except BaseException as exc:  # handed to finish(); a thread must not die noisily
+        except BaseException as exc:  # handed to verdict(); a thread must not die noisily
             self._error = exc
 
     def wait(self) -> None:
         """Until the worker is done (its answer, if any, is left unread)."""
         self._thread.join()
 
+    def verdict(self) -> AttestationVerdict:
+        """Wait for layer 3 and answer what it found (its warnings printed now, so they
+        come in the layers' order); :func:`attested` reads it."""
+        self.wait()
+        for message in self._warnings:
+            print_warning(message)
+        return AttestationVerdict(self.sha256, tuple(self._log.layers), self._error)
+
     def finish(self, downloaded_sha256: str, log: VerificationLog) -> None:
         """Wait for layer 3; raise its failure, else add its result to ``log``."""
-        self.wait()
-        if self._warnings:
-            for message in self._warnings:
-                print_warning(message)
-        error = self._error
-        if isinstance(error, VerificationError) and error.message.startswith(
-            f"verification failed ({LAYER_ATTESTATION})"
-        ):
-            raise error
-        if isinstance(error, MuxError):
-            raise layer_failure(LAYER_ATTESTATION, error.message, hint=error.hint) from None
-        if isinstance(error, Exception):
-            raise layer_failure(LAYER_ATTESTATION, f"{type(error).__name__}: {error}") from None
-        if error is not None:
-            raise error
-        if downloaded_sha256 != self.sha256:
-            raise layer_failure(
-                LAYER_ATTESTATION,
-                f"the download has sha256 {downloaded_sha256}, the attestation was verified "
-                f"for {self.sha256}",
-            )
-        log.layers.extend(self._log.layers)
+        log.layers.extend(attested(self.verdict(), downloaded_sha256))
+
+
+class AttestationVerdict(NamedTuple):
+    """What layer 3 found for the digest ``sha256``: the layers it logged, or its error."""
+
+    sha256: str
+    layers: tuple[LayerResult, ...]
+    error: BaseException | None = None
+
+
+def attested(verdict: AttestationVerdict, sha256: str) -> tuple[LayerResult, ...]:
+    """The layers ``verdict`` logged, when it is a pass for exactly ``sha256`` (the bytes on
+    disk, or the file list a delta's tree is checked against); else layer 3's one line
+    (whatever the check raised, named after the layer). Pure."""
+    error = verdict.error
+    if isinstance(error, VerificationError) and error.message.startswith(
+        f"verification failed ({LAYER_ATTESTATION})"
+    ):
+        raise error
+    if isinstance(error, MuxError):
+        raise layer_failure(LAYER_ATTESTATION, error.message, hint=error.hint) from None
+    if isinstance(error, Exception):
+        raise layer_failure(LAYER_ATTESTATION, f"{type(error).__name__}: {error}") from None
+    if error is not None:
+        raise error
+    if sha256 != verdict.sha256:
+        raise layer_failure(
+            LAYER_ATTESTATION,
+            f"the download has sha256 {sha256}, the attestation was verified for {verdict.sha256}",
+        )
+    return verdict.layers

@@ -10,9 +10,11 @@
    the ``mux`` executable is there.
 5. **smoke-test**: the new build runs here and says it is what the manifest says.
 
-The order is encoded once, in two phases: :func:`verify_release_metadata` (layers 1-2 on the
-small documents) and :func:`verify_release_files` (layers 2-5 on one archive). ``mux update``
-and ``mux-release verify`` both run exactly these. Every failure raises
+The order is encoded once, in :class:`~updater.trust.trusted_release.TrustedRelease`, the
+trusted state each step is fed to (no network, no writes); this module is its driver, which
+downloads, unpacks, flushes and runs, in two phases: :func:`verify_release_metadata` (layers
+1-2 on the small documents) and :func:`verify_release_files` (layers 2-5 on one archive).
+``mux update`` and ``mux-release verify`` both run exactly these. Every failure raises
 :class:`VerificationError` naming the layer; nothing is executed or extracted before the
 layers before it passed.
 
@@ -27,44 +29,71 @@ and nothing is unpacked before the child's answer is in (:class:`AttestationInBa
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Protocol
 
-from updater.core.transfer import DELTA, FULL, Transfer, choose_delta
-from updater.errors import MuxError, NetworkError, ParseError, VerificationError
+from updater.core.transfer import DELTA, FULL, DeltaChoice, Transfer
+from updater.errors import MuxError, NetworkError, VerificationError
 from updater.formats import models
-from updater.formats.delta import MAX_FILE_LIST_BYTES, file_list_name, parse_file_list
+from updater.formats.delta import MAX_FILE_LIST_BYTES
 from updater.install.layout import FILES_LIST_NAME, recorded_files
-from updater.timestamps import utc_text
 from updater.trust.attestation_worker import start
 from updater.trust.attested import AttestationInBackground
 from updater.trust.delta import DeltaUnusable, apply_delta
-from updater.trust.layers import (
-    LAYER_API_DIGEST,
-    LAYER_ARCHIVE,
-    LAYER_DIGEST,
-    LAYER_SMOKE_TEST,
-    LAYER_TUF,
-    VerificationLog,
-    VerifiedFiles,
-    VerifiedRelease,
-    layer_failure,
-)
-from updater.trust.smoke import Expected, smoke_test
-from updater.trust.sums import signed_digest, verify_download, verify_manifest, verify_sums
+from updater.trust.layers import VerificationLog, VerifiedFiles, VerifiedRelease
+from updater.trust.smoke import smoke_test
 from updater.trust.trust_policy import TrustPolicy
+from updater.trust.trusted_release import TrustedRelease
 from updater.trust.unpack import unpack
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Mapping, Sequence
 
     from updater.install.layout import KeptBuild, UnpackedFiles
+    from updater.net.download import Downloaded
     from updater.net.progress import Progress
     from updater.trust.attestation_worker import AttestationWorker
     from updater.trust.source import ReleaseFiles
+
+
+class StagingDisk(Protocol):
+    """Where the tree is written (an install's transaction): it makes each file durable as it
+    is written and the folder once its tree is complete, while layer 3 and the smoke test
+    run."""
+
+    def flush_file(self, path: str) -> None: ...
+
+    def flush_unpacked(self, staged: Path) -> None: ...
+
+
+class DownloadEvents(Protocol):
+    """What the caller shows meanwhile: the archive's progress, a delta given up."""
+
+    def warning(self, message: str) -> None: ...
+
+    def progress(self, label: str) -> Progress: ...
+
+
+@dataclass(frozen=True)
+class FilesRequest:
+    """How :func:`verify_release_files` works for its caller: where it downloads and
+    unpacks, which target's build it runs (the smoke test) and how long it waits, the kept
+    versions a delta may start from (:func:`updater.install.layout.kept_builds`; none: the
+    archive), the attestation child the caller started early (none: one is started here),
+    the disk that makes the tree durable and what shows the download."""
+
+    download_dir: Path
+    unpack_dir: Path
+    smoke_target: str | None
+    smoke_timeout: float
+    kept: Sequence[KeptBuild] = ()
+    worker: AttestationWorker | None = None
+    disk: StagingDisk | None = None
+    events: DownloadEvents | None = None
 
 
 def verify_release_metadata(
@@ -81,34 +110,16 @@ def verify_release_metadata(
     (:meth:`updater.sources.base.ReleaseSource.fetch`), and the manifest must say the
     protocol its target says.
     """
+    trusted = TrustedRelease(tag, policy, log)
     if source.tuf is not None:
-        targets = source.tuf.targets()
-        log.ok(
-            LAYER_TUF,
-            f"{tag} listed by the TUF repository {targets.location} ({targets.describe()}, "
-            f"timestamp valid until {utc_text(int(targets.versions.timestamp_expires))}); each file "
-            "is checked against its signed length and sha256",
-        )
-    signed = verify_sums(
+        trusted.tuf(source.tuf.targets())
+    trusted.sums(
         source.fetch(tag, models.SUMS_NAME),
         source.fetch_optional(tag, models.SUMS_SIGNATURE_NAME),
-        policy,
-        log,
-        tag=tag,
         signature_url=source.file_url(tag, models.SUMS_SIGNATURE_NAME),
     )
-    manifest = verify_manifest(source.fetch(tag, models.MANIFEST_NAME), signed.sums, tag, log)
-    signed_manifest = source.signed_file(tag, models.MANIFEST_NAME)
-    if signed_manifest is not None:
-        said = signed_manifest.facts.get("protocol_version")
-        if said != manifest.protocol_version:
-            raise layer_failure(
-                LAYER_TUF,
-                f"manifest.json of {tag} says protocol {manifest.protocol_version}, its signed "
-                f"target says {str(said)[:40]}",
-                hint="the release's files do not agree with the signed metadata; report it",
-            )
-    return VerifiedRelease(tag, signed.sums, manifest, signed.timestamp)
+    manifest = source.fetch(tag, models.MANIFEST_NAME)
+    return trusted.manifest(manifest, source.signed_file(tag, models.MANIFEST_NAME))
 
 
 def verify_release_files(
@@ -117,186 +128,133 @@ def verify_release_files(
     asset: models.ManifestAsset,
     policy: TrustPolicy,
     log: VerificationLog,
-    *,
-    download_dir: Path,
-    unpack_dir: Path,
-    smoke_target: str | None,
-    smoke_timeout: float,
-    progress: Progress | None = None,
-    check_unpacked: Callable[[Path], None] | None = None,
-    on_unpacked_file: Callable[[str], None] | None = None,
-    on_unpacked: Callable[[Path], None] | None = None,
-    attestation_worker: AttestationWorker | None = None,
-    kept: Sequence[KeptBuild] = (),
-    warn: Callable[[str], None] | None = None,
+    request: FilesRequest,
 ) -> VerifiedFiles:
-    """Layers 2 to 5 for one archive of a release that passed :func:`verify_release_metadata`.
+    """Layers 2 to 5 for one archive of a release that passed :func:`verify_release_metadata`:
+    :func:`verify_release_tree`, then :func:`smoke_tested`."""
+    return smoke_tested(verify_release_tree(source, release, asset, policy, log, request), request)
+
+
+def verify_release_tree(
+    source: ReleaseFiles,
+    release: VerifiedRelease,
+    asset: models.ManifestAsset,
+    policy: TrustPolicy,
+    log: VerificationLog,
+    request: FilesRequest,
+) -> TrustedRelease:
+    """Layers 2 to 4: the tree of ``asset`` in ``request.unpack_dir``, trusted so far (its
+    files may be inspected, as ``mux-release verify`` checks the SBOM, before
+    :func:`smoke_tested` runs anything in them).
 
     The archive streams into ``download_dir`` (hashed as it goes, removed afterwards) and is
-    unpacked into the empty folder ``unpack_dir``; ``on_unpacked_file`` is given each file as
-    it is written and ``on_unpacked`` the folder once its tree is complete (an install makes
-    them durable meanwhile). ``check_unpacked`` (``mux-release verify``: the SBOM) then
-    inspects the unpacked files, before anything in them runs. The build is run
-    for the smoke test when it is built for ``smoke_target`` (the target this machine runs);
-    otherwise that layer is reported skipped.
+    unpacked into the empty folder ``unpack_dir``; ``request.disk`` is given each file as it
+    is written and the folder once its tree is complete (an install makes them durable
+    meanwhile).
 
-    With ``kept`` (the versions the install keeps, :func:`updater.install.layout.kept_builds`)
-    and a release that publishes a delta from one of them, the tree is built from that
-    version's files and the delta instead (:func:`_via_delta`); anything wrong with it throws
-    that tree away and the archive is installed in the same run, ``warn`` saying why in one
-    line. The result's ``transfer`` says which was used and what was downloaded.
+    With ``request.kept`` and a release that publishes a delta from one of them, the tree is
+    built from that version's files and the delta instead (:func:`_via_delta`); anything
+    wrong with it throws that tree away (and what it logged) and the archive is installed in
+    the same run, a warning saying why in one line. The result's ``transfer`` says which was
+    used and what was downloaded.
 
-    Layer 3's Sigstore check runs in ``attestation_worker`` (a child process the caller
-    started early and closes), else in one started and closed here.
+    Layer 3's Sigstore check runs in ``request.worker`` (a child process the caller started
+    early and closes), else in one started and closed here.
     """
-    fallback: str | None = None
-    downloaded = 0
-    if kept:
+    fallback = None
+    if request.kept:
+        mark = len(log.layers)
         try:
-            built = _via_delta(
-                source,
-                release,
-                asset,
-                policy,
-                kept,
-                download_dir,
-                unpack_dir,
-                attestation_worker,
-                on_file=on_unpacked_file,
-                on_built=on_unpacked,
-            )
+            return _via_delta(source, TrustedRelease.resume(release, policy, log), asset, request)
         except DeltaUnusable as exc:
-            fallback, downloaded = exc.message, exc.downloaded
+            del log.layers[mark:]  # the delta's layers join the report only with its tree
+            fallback = exc
             if exc.tried:
-                _empty(unpack_dir)
-                if warn is not None:
-                    warn(f"the delta was not used ({exc.message}); downloading the full archive")
-            if exc.asked_worker:
-                attestation_worker = None  # asked once: the archive's layer 3 starts its own
-        else:
-            log.layers.extend(built.log.layers)
-            log.ok(
-                LAYER_ARCHIVE,
-                f"{built.delta}: {asset.name}'s tree built from {built.base}'s files; "
-                "every file matches the signed file list; mux executable present",
-            )
-            return _tested(
-                VerifiedFiles(
-                    asset,
-                    asset.sha256,
-                    unpack_dir,
-                    built.unpacked,
-                    Transfer(DELTA, built.downloaded, asset.size, built.base),
-                ),
-                release,
-                log,
-                smoke_target=smoke_target,
-                smoke_timeout=smoke_timeout,
-                check_unpacked=check_unpacked,
-            )
-    published = _published_digest(source, release.tag, asset.name, policy, log)
-    signed = signed_digest(asset.name, sums=release.sums, manifest=release.manifest)
-    _check_signed_archive(source, release.tag, asset, signed)
-    owned = None
-    if attestation_worker is None and not policy.skip_attestation:
-        attestation_worker = owned = start()
-    attesting = AttestationInBackground(source, release, signed, policy, attestation_worker)
+                _empty(request.unpack_dir)
+                if request.events is not None:
+                    request.events.warning(
+                        f"the delta was not used ({exc.message}); downloading the full archive"
+                    )
+            if exc.asked_worker:  # asked once: the archive's layer 3 starts its own
+                request = dataclasses.replace(request, worker=None)
+    return _via_archive(
+        source, TrustedRelease.resume(release, policy, log), asset, request, fallback
+    )
+
+
+def smoke_tested(trusted: TrustedRelease, request: FilesRequest) -> VerifiedFiles:
+    """Layer 5 for a tree that passed layer 4: the build runs, when it is built for
+    ``request.smoke_target`` (the target this machine runs), and says what it is."""
+    expected = trusted.smoke_test_for(request.smoke_target)
+    if expected is not None:
+        smoke_test(request.unpack_dir, expected, timeout=request.smoke_timeout)
+    return trusted.verified()
+
+
+def _via_archive(
+    source: ReleaseFiles,
+    trusted: TrustedRelease,
+    asset: models.ManifestAsset,
+    request: FilesRequest,
+    fallback: DeltaUnusable | None,
+) -> TrustedRelease:
+    """Layers 2 to 4 by the archive; ``fallback``: the delta tried first, and why not."""
+    tag, policy = trusted.tag, trusted.policy
+    api_digest, unavailable = _published_digest(source, tag, asset.name, policy)
+    signed = trusted.archive(asset, source.signed_file(tag, asset.name), api_digest, unavailable)
+    worker, owned = request.worker, None
+    if worker is None and not policy.skip_attestation:
+        worker = owned = start()
+    attesting = AttestationInBackground(source, trusted.release, signed, policy, worker)
+    disk = request.disk
     try:
+        progress = request.events.progress(asset.name) if request.events is not None else None
         fetched = source.download(
-            release.tag,
+            tag,
             asset.name,
-            download_dir,
+            request.download_dir,
             size=asset.size,
             max_size=asset.size,
             progress=progress,
         )
         try:
-            verify_download(
-                asset.name,
-                fetched.sha256,
-                fetched.size,
-                signed=signed,
-                expected_size=asset.size,
-                api_digest=published,
-                log=log,
-            )
-            attesting.finish(fetched.sha256, log)
+            trusted.archive_digest(fetched.size, fetched.sha256)
+            trusted.attestation(attesting.verdict())
             unpacked = unpack(
                 fetched.path,
-                unpack_dir,
+                request.unpack_dir,
                 top=models.archive_folder(asset.target),
-                on_file=on_unpacked_file,
+                on_file=disk.flush_file if disk is not None else None,
             )
-            if on_unpacked is not None:
-                on_unpacked(unpack_dir)
+            if disk is not None:
+                disk.flush_unpacked(request.unpack_dir)
         finally:
             fetched.path.unlink(missing_ok=True)
     finally:
         attesting.wait()  # a failure elsewhere still outlives the worker (see the class)
         if owned is not None:
             owned.close()
-    log.ok(LAYER_ARCHIVE, f"{asset.name}: members confined to its folder; mux executable present")
-    transfer = Transfer(FULL, downloaded + fetched.size, asset.size, fallback=fallback)
-    return _tested(
-        VerifiedFiles(asset, fetched.sha256, unpack_dir, unpacked, transfer),
-        release,
-        log,
-        smoke_target=smoke_target,
-        smoke_timeout=smoke_timeout,
-        check_unpacked=check_unpacked,
-    )
+    earlier = fallback.downloaded if fallback is not None else 0
+    why = fallback.message if fallback is not None else None
+    transfer = Transfer(FULL, earlier + fetched.size, asset.size, fallback=why)
+    trusted.tree(request.unpack_dir, unpacked, transfer)
+    return trusted
 
 
-def _tested(
-    verified: VerifiedFiles,
-    release: VerifiedRelease,
-    log: VerificationLog,
-    *,
-    smoke_target: str | None,
-    smoke_timeout: float,
-    check_unpacked: Callable[[Path], None] | None,
-) -> VerifiedFiles:
-    """Layer 5 (after ``check_unpacked``) for a tree that passed layer 4."""
-    asset, unpack_dir = verified.asset, verified.folder
-    if check_unpacked is not None:
-        check_unpacked(unpack_dir)
-    manifest = release.manifest
-    if asset.target != smoke_target:
-        log.skipped(LAYER_SMOKE_TEST, f"{asset.name}: built for another target ({asset.target})")
-    else:
-        smoke_test(
-            unpack_dir,
-            Expected(manifest.version, manifest.protocol_version, asset.target),
-            timeout=smoke_timeout,
-        )
-        log.ok(
-            LAYER_SMOKE_TEST,
-            f"{asset.name}: `mux version --json` reports {manifest.version} for {asset.target}",
-        )
-    return verified
+class _Attempt:
+    """What a delta's attempt cost so far: the bytes it downloaded, and whether it asked the
+    attestation child (which answers once)."""
 
-
-class _Built(NamedTuple):
-    delta: str
-    base: str
-    unpacked: UnpackedFiles
-    downloaded: int
-    log: VerificationLog
+    downloaded = 0
+    asked = False
 
 
 def _via_delta(
     source: ReleaseFiles,
-    release: VerifiedRelease,
+    trusted: TrustedRelease,
     asset: models.ManifestAsset,
-    policy: TrustPolicy,
-    kept: Sequence[KeptBuild],
-    download_dir: Path,
-    unpack_dir: Path,
-    worker: AttestationWorker | None,
-    *,
-    on_file: Callable[[str], None] | None,
-    on_built: Callable[[Path], None] | None,
-) -> _Built:
+    request: FilesRequest,
+) -> TrustedRelease:
     """Layers 2 to 4 by a delta: the signed file list, the delta (its size and digest signed,
     both checked before a byte of it is read), the tree built from the kept version's files
     (each checked against its recorded digest) and checked against the list; layer 3 for the
@@ -304,105 +262,110 @@ def _via_delta(
 
     The tree is built while the attestation is checked: everything it is built from passed
     layers 1 and 2 by then, and nothing in it runs, nor is it placed, before layer 3 passed
-    (the smoke test comes after). Its files go to ``on_file`` as they are made and the tree
-    to ``on_built`` before the wait for layer 3, so the disk writes them out meanwhile.
-    Raises :class:`DeltaUnusable` for every failure."""
-    log = VerificationLog()
-    name = file_list_name(asset.target)
-    listed = release.sums.get(name)
-    if listed is None:
-        raise DeltaUnusable(f"the release has no {name}", tried=False)
-    downloaded = 0
+    (the smoke test comes after). Its files go to ``request.disk`` as they are made and the
+    tree before the wait for layer 3, so the disk writes them out meanwhile.
+    Raises :class:`DeltaUnusable` for every failure, with what the attempt cost."""
+    attempt = _Attempt()
     try:
-        raw = source.fetch(release.tag, name, max_size=MAX_FILE_LIST_BYTES)
+        _delta_steps(source, trusted, asset, request, attempt)
+    except DeltaUnusable as exc:
+        exc.downloaded, exc.asked_worker = attempt.downloaded, attempt.asked
+        raise
+    return trusted
+
+
+def _delta_steps(
+    source: ReleaseFiles,
+    trusted: TrustedRelease,
+    asset: models.ManifestAsset,
+    request: FilesRequest,
+    attempt: _Attempt,
+) -> None:
+    tag, policy = trusted.tag, trusted.policy
+    name = trusted.delta_offered(asset)
+    try:
+        raw = source.fetch(tag, name, max_size=MAX_FILE_LIST_BYTES)
     except NetworkError as exc:
         raise DeltaUnusable(f"{name}: {exc.message}") from None
-    downloaded += len(raw)
-    actual = hashlib.sha256(raw).hexdigest()
-    if actual != listed:
-        raise DeltaUnusable(f"{name} has sha256 {actual}, SHA256SUMS says {listed}", downloaded)
-    _same_as_published(source, release.tag, name, actual, downloaded, asked=False)
-    try:
-        file_list = parse_file_list(raw, name=name)
-    except ParseError as exc:
-        raise DeltaUnusable(exc.message, downloaded) from None
-    if (file_list.version, file_list.target) != (release.manifest.version, asset.target) or (
-        file_list.archive.name,
-        file_list.archive.size,
-        file_list.archive.sha256,
-    ) != (asset.name, asset.size, asset.sha256):
-        raise DeltaUnusable(f"{name} describes another build than {asset.name}", downloaded)
-    log.ok(LAYER_DIGEST, f"{name} sha256 {actual} matches SHA256SUMS; it describes {asset.name}")
-    choice = choose_delta(
-        file_list, release.sums, [k.version for k in kept], archive_size=asset.size
+    attempt.downloaded += len(raw)
+    kept = request.kept
+    choice = trusted.file_list(
+        asset, raw, _api_digest(source, tag, name), [k.version for k in kept]
     )
-    if isinstance(choice, str):
-        raise DeltaUnusable(choice, downloaded, tried=False)
-    ref = choice.delta
     base = next(k for k in kept if k.version == choice.base)
     base_files = recorded_files(base)
     if base_files is None:
         raise DeltaUnusable(
-            f"the kept {base.version}'s {FILES_LIST_NAME} does not match its record", downloaded
+            f"the kept {base.version}'s {FILES_LIST_NAME} does not match its record"
         )
+    worker = request.worker
     owned = None
     if worker is None and not policy.skip_attestation:
         worker = owned = start()
-    attesting = AttestationInBackground(source, release, actual, policy, worker)
+    attempt.asked = True
+    attesting = AttestationInBackground(source, trusted.release, trusted.attesting, policy, worker)
     try:
-        # No size given: a short body is not resumed but refused below (a delta is never
-        # worth retrying, the archive is there); the count says what came over the network.
-        counted = _Counted()
+        fetched = _download_delta(source, tag, choice, request.download_dir, attempt)
         try:
-            fetched = source.download(
-                release.tag, ref.name, download_dir, size=None, max_size=ref.size, progress=counted
-            )
-        except (NetworkError, VerificationError) as exc:
-            downloaded += counted.done
-            raise DeltaUnusable(f"{ref.name}: {exc.message}", downloaded, asked=True) from None
-        try:
-            downloaded += fetched.size
-            if fetched.size != ref.size or fetched.sha256 != ref.sha256:
-                raise DeltaUnusable(
-                    f"{ref.name} is {fetched.size} bytes with sha256 {fetched.sha256}; "
-                    f"the signed lists say {ref.size} bytes, sha256 {ref.sha256}",
-                    downloaded,
-                    asked=True,
-                )
-            _same_as_published(
-                source, release.tag, ref.name, fetched.sha256, downloaded, asked=True
-            )
-            log.ok(
-                LAYER_DIGEST,
-                f"{ref.name} sha256 {fetched.sha256} matches SHA256SUMS and {name}",
-            )
-            try:
-                with open(fetched.path, "rb") as stream:
-                    unpacked = apply_delta(
-                        stream,
-                        fetched.size,
-                        file_list,
-                        from_version=base.version,
-                        base_dir=base.folder,
-                        base_files=base_files,
-                        destination=str(unpack_dir),
-                        on_file=on_file,
-                    )
-            except DeltaUnusable as exc:
-                raise DeltaUnusable(f"{ref.name}: {exc.message}", downloaded, asked=True) from None
-            if on_built is not None:
-                on_built(unpack_dir)
-            try:
-                attesting.finish(actual, log)
-            except VerificationError as exc:
-                raise DeltaUnusable(exc.message, downloaded, asked=True) from None
+            ref = choice.delta
+            trusted.delta_digest(fetched.size, fetched.sha256, _api_digest(source, tag, ref.name))
+            unpacked = _build(trusted, fetched, ref.name, base, base_files, request)
+            if request.disk is not None:
+                request.disk.flush_unpacked(request.unpack_dir)
+            trusted.attestation(attesting.verdict())
         finally:
             fetched.path.unlink(missing_ok=True)
     finally:
         attesting.wait()
         if owned is not None:
             owned.close()
-    return _Built(ref.name, base.version, unpacked, downloaded, log)
+    transfer = Transfer(DELTA, attempt.downloaded, asset.size, choice.base)
+    trusted.tree(request.unpack_dir, unpacked, transfer)
+
+
+def _download_delta(
+    source: ReleaseFiles, tag: str, choice: DeltaChoice, folder: Path, attempt: _Attempt
+) -> Downloaded:
+    """The delta, its bytes counted in ``attempt``. No size given: a short body is not
+    resumed but refused (a delta is never worth retrying, the archive is there)."""
+    ref = choice.delta
+    counted = _Counted()
+    try:
+        fetched = source.download(
+            tag, ref.name, folder, size=None, max_size=ref.size, progress=counted
+        )
+    except (NetworkError, VerificationError) as exc:
+        attempt.downloaded += counted.done
+        raise DeltaUnusable(f"{ref.name}: {exc.message}") from None
+    attempt.downloaded += fetched.size
+    return fetched
+
+
+def _build(
+    trusted: TrustedRelease,
+    fetched: Downloaded,
+    name: str,
+    base: KeptBuild,
+    base_files: Mapping[str, str],
+    request: FilesRequest,
+) -> UnpackedFiles:
+    """The tree the accepted file list names, from the delta ``name`` (in ``fetched``) and
+    the kept ``base`` build's recorded files."""
+    disk = request.disk
+    try:
+        with open(fetched.path, "rb") as stream:
+            return apply_delta(
+                stream,
+                fetched.size,
+                trusted.accepted_file_list,
+                from_version=base.version,
+                base_dir=base.folder,
+                base_files=base_files,
+                destination=str(request.unpack_dir),
+                on_file=disk.flush_file if disk is not None else None,
+            )
+    except DeltaUnusable as exc:
+        raise DeltaUnusable(f"{name}: {exc.message}") from None
 
 
 class _Counted:
@@ -421,21 +384,15 @@ class _Counted:
         pass
 
 
-def _same_as_published(
-    source: ReleaseFiles, tag: str, name: str, sha256: str, downloaded: int, *, asked: bool
-) -> None:
-    """GitHub's own digest of a release file, where it gives one, must be ``sha256``."""
+def _api_digest(source: ReleaseFiles, tag: str, name: str) -> str | None:
+    """GitHub's own digest of a delta's file, if the source lists one (a listing that fails
+    leaves the signed ``SHA256SUMS`` to decide)."""
     try:
         listing = source.listing(tag)
     except MuxError:
-        return  # the signed SHA256SUMS decided; the archive's check says what the API did
+        return None
     published = listing.assets.get(name) if listing else None
-    if published is not None and published.sha256 is not None and published.sha256 != sha256:
-        raise DeltaUnusable(
-            f"{name} has sha256 {sha256}, GitHub's asset digest is {published.sha256}",
-            downloaded,
-            asked=asked,
-        )
+    return published.sha256 if published else None
 
 
 def _empty(folder: Path) -> None:
@@ -447,42 +404,16 @@ def _empty(folder: Path) -> None:
             os.unlink(entry.path)
 
 
-def _check_signed_archive(
-    source: ReleaseFiles, tag: str, asset: models.ManifestAsset, signed: str
-) -> None:
-    """From a TUF source, the archive's target must give the length, the sha256 and the
-    target triple the manifest and ``SHA256SUMS`` give (wrong software for this target, or a
-    digest nobody signed in TUF, is refused before a byte is downloaded)."""
-    target = source.signed_file(tag, asset.name)
-    if target is None:
-        return
-    if target.sha256 != signed or target.length != asset.size:
-        raise layer_failure(
-            LAYER_TUF,
-            f"{asset.name} of {tag}: its signed target gives {target.length} bytes, sha256 "
-            f"{target.sha256}; SHA256SUMS and manifest.json give {asset.size} bytes, sha256 "
-            f"{signed}",
-            hint="the release's files do not agree with the signed metadata; do not install it",
-        )
-    if target.facts.get("target") != asset.target:
-        raise layer_failure(
-            LAYER_TUF,
-            f"{asset.name} of {tag} is signed as a build for "
-            f"{str(target.facts.get('target'))[:80]}, not {asset.target}",
-            hint="wrong software for this target; do not install it, and report it",
-        )
-
-
 def _published_digest(
-    source: ReleaseFiles, tag: str, name: str, policy: TrustPolicy, log: VerificationLog
-) -> str | None:
-    """GitHub's own digest of ``name``, when the source lists one."""
+    source: ReleaseFiles, tag: str, name: str, policy: TrustPolicy
+) -> tuple[str | None, str | None]:
+    """GitHub's own digest of ``name``, when the source lists one; else why it could not be
+    read (a network that failed: an error of its own when the policy requires the digest)."""
     try:
         listing = source.listing(tag)
     except NetworkError as exc:
         if policy.require_api_digests:
             raise
-        log.skipped(LAYER_API_DIGEST, f"GitHub's asset digest unavailable: {exc.message}")
-        return None
+        return None, exc.message
     published = listing.assets.get(name) if listing else None
-    return published.sha256 if published else None
+    return (published.sha256 if published else None), None

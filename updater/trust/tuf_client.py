@@ -5,9 +5,9 @@ mux's storage rules) for one repository: its metadata URL (or folder), the folde
 this machine trusts for it (in the state dir, one per repository whatever its URL, which first
 takes what an earlier folder of the same repository kept: ``carry_over_state``,
 :func:`~updater.trust.tuf_store.carry_over`), the fetcher every request goes through
-(:mod:`updater.sources.tuf_fetcher`) and the root it is bootstrapped with (the one baked into the
+(:mod:`updater.sources.tuf_fetcher`), the root it is bootstrapped with (the one baked into the
 build, or one the machine policy names: never the cached ``root.json``, whose chain from that
-root is walked again on every refresh). :meth:`TufClient.refresh` runs the specification's
+root is walked again on every refresh) and how it reads (:class:`TufOptions`). :meth:`TufClient.refresh` runs the specification's
 client workflow (root rotations, then timestamp, snapshot and targets, each checked for its
 signatures and threshold, expiry, version and the length and hashes its parent gives) and
 answers the verified :class:`~updater.trust.tuf_targets.SignedTargets`: every release file with its
@@ -30,6 +30,7 @@ Imported only where a TUF repository is read: the cached check never imports pyt
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +81,25 @@ class RememberingFetcher(FetcherInterface):
         raise NotImplementedError  # download_bytes and download_file are the ways in
 
 
+@dataclass(frozen=True)
+class TufOptions:
+    """How a :class:`TufClient` reads its repository, beyond where from and what it trusts:
+    its ``name`` in messages (default: the metadata URL), how long it waits for another
+    mux's refresh of the same folder (``lock_wait``, seconds), how far ahead of the real
+    clock it judges expiry (``clock_ahead``, seconds: a test's clock, never back), whether
+    the folder first takes what an earlier folder of the same repository kept
+    (``carry_over_state``); and, for ``mux-release tuf-client`` alone, where targets are
+    downloaded (``target_dir``, ``target_base_url``, ``prefix_targets_with_hash``)."""
+
+    name: str | None = None
+    lock_wait: float = 10.0
+    clock_ahead: float = 0.0
+    carry_over_state: bool = False
+    target_dir: str | None = None
+    target_base_url: str | None = None
+    prefix_targets_with_hash: bool = False
+
+
 class TufClient:
     """One repository's TUF client (see the module docstring)."""
 
@@ -90,30 +110,24 @@ class TufClient:
         *,
         fetcher: RememberingFetcher,
         bootstrap: bytes | None,
-        target_dir: str | None = None,
-        target_base_url: str | None = None,
-        prefix_targets_with_hash: bool = False,
-        lock_wait: float = 10.0,
-        name: str | None = None,
-        clock_ahead: float = 0.0,
-        carry_over_state: bool = False,
+        options: TufOptions = TufOptions(),
     ) -> None:
         self.metadata_url = metadata_url.rstrip("/")
         self.metadata_dir = metadata_dir
-        self.name = name or self.metadata_url
+        self.name = options.name or self.metadata_url
         self.fetcher = fetcher
         self._bootstrap = bootstrap
-        self._target_dir = target_dir
-        self._target_base_url = target_base_url
-        self._lock_wait = lock_wait
-        self._carry_over = carry_over_state
-        self._clock_ahead = timedelta(seconds=max(0.0, clock_ahead))
+        self._target_dir = options.target_dir
+        self._target_base_url = options.target_base_url
+        self._lock_wait = options.lock_wait
+        self._carry_over = options.carry_over_state
+        self._clock_ahead = timedelta(seconds=max(0.0, options.clock_ahead))
         self._config = UpdaterConfig(
             root_max_length=ROOT_LIMIT,
             timestamp_max_length=TIMESTAMP_LIMIT,
             snapshot_max_length=SNAPSHOT_LIMIT,
             targets_max_length=TARGETS_LIMIT,
-            prefix_targets_with_hash=prefix_targets_with_hash,
+            prefix_targets_with_hash=options.prefix_targets_with_hash,
             app_user_agent="mux-updater",
         )
         self._updater: StoredUpdater | None = None
