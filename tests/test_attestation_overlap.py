@@ -231,7 +231,7 @@ def _refused(install: Install, layer: str, text: str) -> None:
     result = install.run("update")
     assert result.returncode == 3, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
-    assert lines[-1].startswith(f"mux: verification failed ({layer}): "), result.stderr
+    assert lines[-1].startswith(f"mux: error: verification failed ({layer}): "), result.stderr
     assert text in lines[-1], result.stderr
     assert "Traceback" not in result.stderr
     after = snapshot(install.home, install.bin_dir)
@@ -505,7 +505,7 @@ def test_a_delta_its_attestation_does_not_name_falls_back_to_the_attested_archiv
     transfer = report["transfer"]
     assert transfer["method"] == "full", transfer
     assert "(attestation): subject digest mismatch" in transfer["fallback_reason"], transfer
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("mux: warning: ")]
     assert len(warnings) == 1 and "downloading the full archive" in warnings[0], warnings
     assert install.reported_version()["version"] == "0.2.0"
     assert (install.home / "versions" / "0.1.0" / "mux").is_file()

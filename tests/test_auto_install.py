@@ -387,7 +387,7 @@ def test_a_broken_config_file_is_one_error_for_the_background_check_too(
     result = mux.run("update", "--check")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
-        f'mux: the config file {path} cannot be used: auto_install = "sometimes" is not "off" or '
+        f'mux: error: the config file {path} cannot be used: auto_install = "sometimes" is not "off" or '
         '"compatible" or "all" (fix it or remove it (README: Keeping mux up to date))'
     ]
     write_config(mux.env, 'auto_install = "compatible"\n')

@@ -1,4 +1,7 @@
-"""``mux update --check`` end to end: real mux processes against loopback servers."""
+"""``mux update --check`` end to end against loopback servers (a fake GitHub, feeds, live mux
+servers), run in this process (tests/support/inprocess.py): the HTTP rules, the cache and the
+report are the point here, not the process. One test runs the real process too (the fast
+path's parsing, the exit code and the one line)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from release.publish.formats import format_sha256sums
 from release.rehearsal.serve import serving, url_of
 from tests.support.feeds import trusting, write_feed, write_release
 from tests.support.github import FakeGitHub, github_env, serve_github
+from tests.support.inprocess import run_in_process
 from tests.support.processes import run_mux
 from tests.support.releases import serve_directory
 from updater.config.buildinfo import current
@@ -35,7 +39,7 @@ def github(tmp_path: Path):
 
 
 def check(env: dict[str, str], *extra: str):
-    result = run_mux(["update", "--check", "--json", *extra], env)
+    result = run_in_process(["update", "--check", "--json", *extra], env)
     doc = json.loads(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else None
     return result, doc
 
@@ -55,7 +59,7 @@ def test_update_available_without_touching_the_api(github: FakeGitHub, sandbox_e
     api_paths = [r.path for r in github.requests_to("api")]
     assert api_paths and all(p.startswith("/_dl/") for p in api_paths)
 
-    text = run_mux(["update", "--check"], env)
+    text = run_in_process(["update", "--check"], env)
     assert text.returncode == 10
     assert f"mux {HERE_VERSION}" in text.stdout and "→ 9.0.0 is available" in text.stdout
     assert "released 2026-11-20T12:00:00Z" in text.stdout
@@ -135,7 +139,7 @@ def test_an_older_requested_version_says_how_to_install_it(github: FakeGitHub, s
     # no mux update (issue 38: it was told one, which it then refused).
     assert doc["install_command"] is None
     home = {**env, "MUX_HOME": str(Path(sandbox_env["HOME"]) / "mux-home")}
-    text = run_mux(["update", "--check", "--version", "0.0.5"], home)
+    text = run_in_process(["update", "--check", "--version", "0.0.5"], home)
     assert "install it with: mux update --version 0.0.5 --allow-downgrade" in text.stdout
 
 
@@ -231,7 +235,10 @@ def test_offline_names_the_url(sandbox_env) -> None:
     result, doc = check(env)
     assert result.returncode == 1
     assert f"http://127.0.0.1:{port}/acme/mux/releases/latest" in result.stderr
-    assert doc == {"error": doc["error"], "hint": doc["hint"], "exit_code": 1}
+    error = doc["error"]
+    assert doc == {"schema": 2, "error": error, "hint": error["hint"], "exit_code": 1}
+    assert (error["kind"], error["layer"]) == ("network", None)
+    assert f"http://127.0.0.1:{port}/acme/mux/releases/latest" in error["message"]
     assert "Traceback" not in result.stderr
 
 
@@ -280,7 +287,7 @@ def test_a_manifest_sha256sums_does_not_vouch_for_is_never_reported(
     result, doc = check(env)
     assert result.returncode == 1, result.stderr
     assert "/v9.0.0/SHA256SUMS was not found (HTTP 404)" in result.stderr
-    assert set(doc or {}) == {"error", "hint", "exit_code"}
+    assert set(doc or {}) == {"schema", "error", "hint", "exit_code"}
 
 
 def test_max_age_answers_from_cache_without_network(tmp_path: Path, sandbox_env) -> None:
@@ -316,8 +323,12 @@ def test_corrupt_cache_is_ignored(tmp_path: Path, sandbox_env) -> None:
 
 
 def test_max_age_usage_error(sandbox_env) -> None:
-    result = run_mux(["update", "--check", "--max-age", "soon"], sandbox_env)
-    assert result.returncode == 2 and "--max-age" in result.stderr
+    # A real process: the fast path's own parsing (updater.__main__), its exit code and its
+    # one line; the same flags in process go through the CLI.
+    for run in (run_mux, run_in_process):
+        result = run(["update", "--check", "--max-age", "soon"], sandbox_env)
+        assert result.returncode == 2 and "--max-age" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_live_servers_and_their_protocols(tmp_path: Path, sandbox_env) -> None:
@@ -349,7 +360,7 @@ def test_live_servers_and_their_protocols(tmp_path: Path, sandbox_env) -> None:
         "garbage.sock": "garbage",
         "stale.sock": "stale",
     }
-    text = run_mux(["update", "--check", *trusting()], env)
+    text = run_in_process(["update", "--check", *trusting()], env)
     assert text.returncode == 20
     assert f"restart it with: mux server restart --socket {older}" in text.stdout
     assert "skipped:" in text.stdout and "stale" in text.stdout

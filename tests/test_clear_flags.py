@@ -64,7 +64,7 @@ def test_a_bare_hold_is_refused_and_nothing_is_held(sandbox_env: dict[str, str])
     result = run_mux(["update", "--hold", "7"], sandbox_env)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "mux: --hold: '7' has no unit: give one, e.g. 7d or 12h"
+        "mux: error: --hold: '7' has no unit: give one, e.g. 7d or 12h"
     ]
     assert not (Path(sandbox_env["XDG_STATE_HOME"]) / "mux" / "update-state.json").exists()
 
@@ -118,7 +118,7 @@ def test_a_bad_trust_key_is_a_usage_error(
     )
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith(f"mux: --trust-key {key}: ") and ".pub file" in line, line
+    assert line.startswith(f"mux: error: --trust-key {key}: ") and ".pub file" in line, line
 
 
 def test_a_wrong_key_names_both_keys(

@@ -27,7 +27,7 @@ from updater.core.notices import (
     offer_notice,
 )
 from updater.core.offer import ReleaseOffer
-from updater.core.report import CheckReport, plan_check
+from updater.core.report import CheckedInstall, CheckReport, plan_check
 from updater.core.request import Decision, ReleaseRequest
 from updater.core.retention import (
     ServerHold,
@@ -245,7 +245,12 @@ def test_server_verdicts_against_the_current_version(
     wanted = restart or compatible
     assert verdict.restart_command == ("mux server restart --socket /a.sock" if wanted else None)
     check = plan_check(
-        BUILD, release_offer(Decision.UP_TO_DATE), [report], target="x", cached=False, checked_at=""
+        BUILD,
+        release_offer(Decision.UP_TO_DATE),
+        [report],
+        CheckedInstall("x"),
+        cached=False,
+        checked_at="",
     )
     # A compatible server is not a pending restart: the check says up to date (exit 0).
     assert check.exit_code == (20 if restart else 0)
@@ -296,7 +301,7 @@ def test_check_status_and_exit_code(
     decision: Decision, servers: list[ServerReport], status: str, exit_code: int
 ) -> None:
     report = plan_check(
-        BUILD, release_offer(decision), servers, target="x", cached=False, checked_at="now"
+        BUILD, release_offer(decision), servers, CheckedInstall("x"), cached=False, checked_at="now"
     )
     assert isinstance(report, CheckReport)
     assert (report.status, report.exit_code) == (status, exit_code)
@@ -305,10 +310,20 @@ def test_check_status_and_exit_code(
 def test_the_offered_protocol_matters_only_when_an_update_is_on_offer() -> None:
     servers = [live("/a.sock", 1)]
     up_to_date = plan_check(
-        BUILD, release_offer(Decision.UP_TO_DATE), servers, target="x", cached=False, checked_at=""
+        BUILD,
+        release_offer(Decision.UP_TO_DATE),
+        servers,
+        CheckedInstall("x"),
+        cached=False,
+        checked_at="",
     )
     update = plan_check(
-        BUILD, release_offer(Decision.UPDATE), servers, target="x", cached=False, checked_at=""
+        BUILD,
+        release_offer(Decision.UPDATE),
+        servers,
+        CheckedInstall("x"),
+        cached=False,
+        checked_at="",
     )
     assert not up_to_date.servers[0].restart_needed_after_update
     assert update.servers[0].restart_needed_after_update
@@ -319,7 +334,7 @@ def test_a_release_without_a_build_for_this_target_is_noted() -> None:
         BUILD,
         release_offer(Decision.UPDATE, asset=False),
         [],
-        target="x",
+        CheckedInstall("x"),
         cached=False,
         checked_at="",
     )

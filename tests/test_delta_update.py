@@ -169,7 +169,7 @@ def test_no_delta_downloads_the_full_archive(
     sent = _sent(feed, paths)
     assert DELTA not in sent and FILE_LIST not in sent
     assert report["transfer"]["bytes"] == sent[ARCHIVE]
-    assert "WARNING" not in report["stderr"]
+    assert "mux: warning:" not in report["stderr"]
 
 
 # -- faults: each falls back to the full archive, in the same run, with one line why --------
@@ -352,7 +352,7 @@ def test_a_bad_delta_falls_back_to_the_full_archive(
     assert transfer["method"] == "full", transfer
     reason = transfer["fallback_reason"]
     assert reason and FAULTS[fault] in reason, reason
-    warnings = [li for li in report["stderr"].splitlines() if li.startswith("WARNING")]
+    warnings = [li for li in report["stderr"].splitlines() if li.startswith("mux: warning: ")]
     assert len(warnings) == 1 and "downloading the full archive" in warnings[0], warnings
     assert installed.reported_version()["version"] == "0.2.0"
     sent = _sent(feed, paths)
@@ -406,7 +406,7 @@ def test_no_delta_from_a_version_not_kept_is_tried(installed: Install, feed: Fee
     report = _update(installed)
     assert report["transfer"]["method"] == "full"
     assert "keeps" in report["transfer"]["fallback_reason"]
-    assert "WARNING" not in report["stderr"]
+    assert "mux: warning:" not in report["stderr"]
     assert not any("0.0.9" in p for p in paths)
 
 
@@ -643,7 +643,7 @@ def test_a_gigabyte_patch_the_signed_tuf_targets_list_is_bounded_end_to_end(
     trusts a TUF root: the file list and the delta are targets of ``release-workflow``
     (signed by the release key, their lengths and digests with them) and lines of the signed
     ``SHA256SUMS``, so every check before the apply passes. The real ``mux update`` applies
-    it in bounded windows (peak RSS under 64 MiB), throws the tree away with one ``WARNING:``
+    it in bounded windows (peak RSS under 64 MiB), throws the tree away with one ``mux: warning:``
     line, and installs the full archive in the same run (exit 0: docs/contracts.md, "File
     lists and deltas"); the kept 0.1.0 is untouched and nothing is left behind."""
     feed = make_tuf_feed(tmp_path / "t", ["0.1.0", "0.2.0"], publish=False)
@@ -691,7 +691,7 @@ def test_a_gigabyte_patch_the_signed_tuf_targets_list_is_bounded_end_to_end(
     transfer = report["transfer"]
     assert transfer["method"] == "full", transfer
     assert "holds more than the patch uses" in transfer["fallback_reason"], transfer
-    warnings = [line for line in stderr if line.startswith("WARNING")]
+    warnings = [line for line in stderr if line.startswith("mux: warning: ")]
     assert len(warnings) == 1 and "downloading the full archive" in warnings[0], stderr
     assert {DELTA, FILE_LIST, ARCHIVE} <= set(fetched), fetched
     assert installed.reported_version()["version"] == "0.2.0"

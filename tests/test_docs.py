@@ -10,13 +10,39 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import docs
+from tests.support import docs, names
 
 ROOT = docs.ROOT
 
 
 def test_the_repository_docs_have_no_problem() -> None:
     assert docs.problems() == []
+
+
+def test_every_module_function_and_file_the_docs_and_docstrings_name_exists() -> None:
+    assert names.stale_names() == []
+
+
+def test_a_name_that_no_longer_exists_is_found(tmp_path: Path) -> None:
+    (tmp_path / "updater" / "sources").mkdir(parents=True)
+    (tmp_path / "updater" / "sources" / "base.py").write_text(
+        '"""Reads through :func:`updater.files.read_small_file`; see ``sources/gone.py``."""\n'
+    )
+    write_tree(
+        tmp_path,
+        {
+            "README.md": "`updater.core.plan.settle`, `updater.servers.hub` and `release.cli`;\n"
+            "`updater.files.no_such_reader`; .github/workflows/release.yml and release.md;\n"
+            "`sources/base.py`, `updater/core/plan.py`.\n",
+        },
+    )
+    assert names.stale_names(tmp_path) == [
+        "README.md: updater.core.plan.settle does not exist",
+        "README.md: updater.files.no_such_reader does not exist",
+        "README.md: updater.servers.hub does not exist",
+        "README.md: updater/core/plan.py does not exist",
+        "updater/sources/base.py:1: sources/gone.py does not exist",
+    ]
 
 
 def write_tree(root: Path, pages: dict[str, str]) -> Path:

@@ -265,7 +265,7 @@ def test_a_feed_seq_that_is_no_regular_file_of_yours_is_one_line(
     plant(state, kind, state.read_bytes())
     for args in (["update", "--check"], ["update"]):
         line = settled(installed.run(*args, timeout=60), 1)
-        assert line.startswith(f"mux: cannot read {state}: "), line
+        assert line.startswith(f"mux: error: cannot read {state}: "), line
     assert installed.active() == "0.1.0"
 
 

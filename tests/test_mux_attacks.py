@@ -290,7 +290,7 @@ def test_an_expired_list_is_refused_unless_asked_for_loudly(
     )
     flag = update(installed, served.url, "--allow-expired-feed")
     assert flag.returncode == 0, flag.stderr
-    assert f"WARNING: THE FEED {served.url} EXPIRED at {utc_text(expired_at)}" in flag.stderr
+    assert f"mux: warning: THE FEED {served.url} EXPIRED at {utc_text(expired_at)}" in flag.stderr
     assert installed.active() == STABLE
     assert seq_file(env).read_text() == f"{key_id(feed.keypair)} 100\n"
 

@@ -117,7 +117,7 @@ def test_homebrew_hears_of_a_release_only_after_the_delay(
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["status"] == "up-to-date" and doc["update_available"] is False
-    assert doc["held_until"] == rfc3339(int(released) + 86400)
+    assert doc["packager_delay_until"] == doc["held_until"] == rfc3339(int(released) + 86400)
     assert doc["install_command"] is None
     assert any("Homebrew needs time to package it" in note for note in doc["notes"])
     text = run.run("update", "--check")
@@ -136,7 +136,7 @@ def test_homebrew_hears_of_a_release_only_after_the_delay(
         "origin": str(folder / MARKER_NAME),
         "announce_delay_seconds": 86400.0,
     }
-    assert doc["held_until"] is None
+    assert doc["packager_delay_until"] is doc["held_until"] is None
     text = due.run("update", "--check")
     assert "install it with: brew upgrade mux (Homebrew manages this mux)" in text.stdout
 

@@ -313,16 +313,17 @@ def test_trusted_keys_let_a_mirror_signed_with_another_key_in(
 
 def test_allow_expired_feed(policy_path: Path) -> None:
     environ = {"MUX_POLICY_FILE": str(policy_path)}
+    expired_feed = mux_settings.Requested(allow_expired_feed=True)  # --allow-expired-feed
     write_policy(policy_path, "allow_expired_feed = true\n")
     assert mux_settings.load(environ, development=True).allow_expired_feed is True
     write_policy(policy_path, "allow_expired_feed = false\n")
     assert mux_settings.load(environ, development=True).allow_expired_feed is False
     with pytest.raises(PolicyError) as refused:
-        mux_settings.load(environ, development=True, allow_expired_feed=True)
+        mux_settings.load(environ, development=True, flags=expired_feed)
     assert "allow_expired_feed = false" in refused.value.message
     assert "--allow-expired-feed" in refused.value.message
     write_policy(policy_path, 'updates = "enabled"\n')  # says nothing: the user decides
-    assert mux_settings.load(environ, development=True, allow_expired_feed=True).allow_expired_feed
+    assert mux_settings.load(environ, development=True, flags=expired_feed).allow_expired_feed
 
 
 def test_download_hosts(policy_path: Path) -> None:

@@ -41,6 +41,7 @@ def expected_info(
     version: str, protocol: int, target: str, repo: str, keys: list[str]
 ) -> dict[str, object]:
     return {
+        "schema": 2,  # mux version --json: the build info, with the schema of mux's documents
         "version": version,
         "protocol_version": protocol,
         "target": target,

@@ -22,7 +22,7 @@ from tests.support.installsh import Site, make_toolbox, render_install_sh, run_i
 from tests.support.processes import run_mux
 from tests.support.releases import Feed, sign_index, signed_pair
 from updater.config.remembered import source_to_use
-from updater.config.settings import load
+from updater.config.settings import Requested, load
 from updater.errors import UsageError
 
 OLD, NEW = "0.1.0", "0.2.0"
@@ -83,7 +83,7 @@ def test_the_older_name_works_and_two_names_for_two_sources_are_refused(
     refused = run_mux(["update", "--check"], both)
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.strip().splitlines() == [
-        "mux: MUX_UPDATE_SOURCE and MUX_DOWNLOAD_URL name different sources"
+        "mux: error: MUX_UPDATE_SOURCE and MUX_DOWNLOAD_URL name different sources"
         " (set MUX_UPDATE_SOURCE alone; MUX_DOWNLOAD_URL is its older name)"
     ]
     old_name = {**sandbox_env, "MUX_DOWNLOAD_URL": str(feed.path)}
@@ -126,7 +126,8 @@ def test_the_record_is_below_the_environment_and_the_flags(tmp_path: Path) -> No
     env = {"MUX_HOME": str(home)}
 
     def source(environ: dict[str, str], **flags: object) -> tuple[str, str | None]:
-        settings = load(environ, build_repo="acme/mux", remembered=True, **flags)  # type: ignore[arg-type]
+        requested = Requested(**flags)  # type: ignore[arg-type]
+        settings = load(environ, build_repo="acme/mux", remembered=True, flags=requested)
         return settings.source, settings.source_set_by
 
     assert source(env) == ("https://mirror.example/feed", str(home / "install.json"))

@@ -22,7 +22,14 @@ from release.bill.third_party_notices import Distribution, generate_notices
 from release.pins.pinfile import check_pins, load_pins
 from release.publish.formats import format_releases_json, format_sha256sums
 from release.rehearsal.fake_sigstore import FakeSigstore
-from release.upkeep.repin import RepinRefused, RepinResult, repin, write_together
+from release.upkeep.repin import (
+    Checkout,
+    RepinRefused,
+    RepinResult,
+    Upstream,
+    repin,
+    write_together,
+)
 from tests.support.github import FakeGitHub, serve_github
 from updater.errors import NetworkError, UsageError, VerificationError
 from updater.formats.models import FeedRelease
@@ -140,17 +147,20 @@ class World:
             if path.is_file()
         }
 
-    def repin(self, tag: str | None = "v1.1.0", **options: Any) -> RepinResult:
+    def repin(
+        self, tag: str | None = "v1.1.0", source: str | None = None, **options: Any
+    ) -> RepinResult:
         options.setdefault("latest", tag is None)
         return repin(
             "libfoo",
             tag=tag,
-            pins_path=self.pins_path,
-            notices_path=self.notices_path,
-            github_url=self.fake.web_url,
-            api_url=self.fake.api_url,
-            trusted_root=self.sigstore.trusted_root_path,
-            distributions=DISTRIBUTIONS,
+            checkout=Checkout(self.pins_path, self.notices_path, DISTRIBUTIONS),
+            upstream=Upstream(
+                source=source,
+                github_url=self.fake.web_url,
+                api_url=self.fake.api_url,
+                trusted_root=self.sigstore.trusted_root_path,
+            ),
             **options,
         )
 
@@ -452,7 +462,7 @@ def test_bad_requests_are_usage_errors(world: World) -> None:
     with pytest.raises(UsageError, match="does not end in a version"):
         world.repin("nightly")
     with pytest.raises(Exception, match="has no artifact named 'nope'"):
-        repin("nope", tag="v1.0.0", pins_path=world.pins_path, notices_path=world.notices_path)
+        repin("nope", tag="v1.0.0", checkout=Checkout(world.pins_path, world.notices_path))
     assert_unchanged(world, before)
 
 

@@ -19,7 +19,7 @@ from release.bill.third_party_notices import Distribution, generate_notices
 from release.pins.pinfile import PinsError, check_pins, load_pins
 from release.publish.formats import format_sha256sums
 from release.rehearsal.fake_sigstore import FakeSigstore
-from release.upkeep.repin import RepinRefused, repin
+from release.upkeep.repin import Checkout, RepinRefused, Upstream, repin
 from tests.support.github import FakeGitHub, serve_github
 from updater.errors import NetworkError, VerificationError
 
@@ -118,12 +118,14 @@ def run_repin(checkout: Path, github: FakeGitHub, sigstore: FakeSigstore, tag: s
     return repin(
         "libvt",
         tag=tag,
-        pins_path=checkout / "release" / "pins.toml",
-        notices_path=checkout / "THIRD_PARTY_NOTICES.md",
-        github_url=github.web_url,
-        api_url=github.api_url,
-        trusted_root=sigstore.trusted_root_path,
-        distributions=DISTRIBUTIONS,
+        checkout=Checkout(
+            checkout / "release" / "pins.toml", checkout / "THIRD_PARTY_NOTICES.md", DISTRIBUTIONS
+        ),
+        upstream=Upstream(
+            github_url=github.web_url,
+            api_url=github.api_url,
+            trusted_root=sigstore.trusted_root_path,
+        ),
     )
 
 

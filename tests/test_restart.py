@@ -154,7 +154,7 @@ def test_a_restart_into_a_build_that_cannot_serve_brings_the_old_build_back(
     assert result.returncode == EXIT_RESTART_FELL_BACK, (result.stdout, result.stderr)
     assert result.stdout == ""
     line = one_line(result)
-    assert line.startswith(f"mux: mux {NEW} did not start on {socket} ("), line
+    assert line.startswith(f"mux: error: mux {NEW} did not start on {socket} ("), line
     assert f"the mux {OLD} server it replaced runs there again" in line, line
     assert f"mux update --version {NEW} tries it again" in line, line
     now = query_server(str(socket))

@@ -619,7 +619,7 @@ def test_prune_and_rollback_refuse_a_home_without_an_install(tmp_path, sandbox_e
             check=False,
         )
         assert result.returncode == 1, (args, result.stdout, result.stderr)
-        assert result.stderr.startswith(f"mux: no mux install at {typo}"), result.stderr
+        assert result.stderr.startswith(f"mux: error: no mux install at {typo}"), result.stderr
         assert "Traceback" not in result.stderr
         assert not typo.exists()
 
@@ -666,7 +666,7 @@ def test_a_mux_starting_from_a_version_being_removed_stops_at_once(
     assert (starting.returncode, out) == (1, ""), err
     assert (
         err
-        == f"mux: {folder} was removed while this mux started (an update pruned it); run mux again\n"
+        == f"mux: error: {folder} was removed while this mux started (an update pruned it); run mux again\n"
     )
 
 
@@ -685,7 +685,7 @@ def test_a_damaged_copy_that_a_server_runs_from_is_not_swapped(
     assert result.returncode == 1, (result.stdout, result.stderr)
     [said] = [line for line in result.stderr.splitlines() if line.startswith("mux:")]
     assert said == (
-        f"mux: {folder} differs from the release and cannot be replaced: "
+        f"mux: error: {folder} differs from the release and cannot be replaced: "
         f"in use by a running mux (pid {pid}) (stop what runs from it and retry; "
         "mux server status lists the servers)"
     )

@@ -21,7 +21,7 @@ from updater.core.report import Manager
 from updater.core.request import Decision
 from updater.daemon.hub import encode
 from updater.protocol import StatusLine
-from updater.servers.watch import server_event
+from updater.servers.watch import first_line, server_event
 
 
 def _lines() -> bytes:
@@ -31,11 +31,12 @@ def _lines() -> bytes:
     brew = Manager("packager", "Homebrew", "brew upgrade mux", "/x/mux-packager.json", 0.0)
     admin = Manager("policy", "the machine policy", None, "/etc/mux/policy.toml")
     # What `mux server watch` prints: the status line itself, then the server's entry.
-    lines = [encode(status.to_json()), encode(server_event(entry))]
+    at = "2026-01-01T00:00:01Z"
+    lines = [encode(first_line(status.to_json())), encode(server_event(entry, at))]
     for manager in (None, brew, admin):
         notice = offer_notice(offer, installed_version="1.0.0", manager=manager)
         assert notice is not None
-        lines.append(encode({"type": notice.type, "data": notice.data}))
+        lines.append(encode({"type": notice.type, "data": notice.data, "at": at}))
     lines.append(encode({"type": "some-later-event", "data": {"version": "9"}}))
     return b"".join(lines)
 

@@ -783,7 +783,7 @@ def test_cli_stop_reports_a_refusal(mux_runtime_dir):
     start_fake_server("foreign", mux_runtime_dir / "other.sock")
     result = runner.invoke(server_app, ["stop", "--name", "other"])
     assert result.exit_code == 1
-    assert result.stderr.startswith("mux: the server on ")
+    assert result.stderr.startswith("mux: error: the server on ")
     assert result.stderr.count("\n") == 1
 
 

@@ -274,13 +274,13 @@ def test_the_http_bounds_come_from_the_environment() -> None:
         10,
     )
     assert not settings.load({"MUX_ALLOW_EXPIRED_FEED": "yes"}).allow_expired_feed
-    assert settings.load({}, allow_expired_feed=True).allow_expired_feed
+    assert settings.load({}, flags=settings.Requested(allow_expired_feed=True)).allow_expired_feed
 
 
 def test_trusted_keys_are_the_builds_then_the_settings_each_once() -> None:
     # --trust-key takes minisign key lines ("Ed", a key id, a key: 42 bytes in base64)
     a, b, c = (base64.b64encode(b"Ed" + bytes([n]) * 40).decode() for n in (1, 2, 3))
-    loaded = settings.load({}, trust_keys=[b, a])
+    loaded = settings.load({}, flags=settings.Requested(trust_keys=[b, a]))
     assert loaded.trusted_keys([a, c]) == (a, c, b)
 
 

@@ -80,5 +80,5 @@ def test_the_command_refuses_in_one_line_and_changes_nothing(
     result = run_mux(["update", *args], env)
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"mux: {line} ("), lines
+    assert len(lines) == 1 and lines[0].startswith(f"mux: error: {line} ("), lines
     assert not home.exists() and not (tmp_path / "feed").exists()

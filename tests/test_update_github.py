@@ -132,7 +132,7 @@ def test_an_api_that_wants_a_token_is_named_and_the_bundle_asset_serves_instead(
     refused = installed.run("update")
     assert refused.returncode == 3, refused.stderr
     line = refused.stderr.strip().splitlines()[-1]
-    assert line.startswith("mux: verification failed (attestation): no attestation found (")
+    assert line.startswith("mux: error: verification failed (attestation): no attestation found (")
     assert "the release has no mux-0.2.0.sigstore.json, and GitHub's attestations API " in line
     assert "refused an anonymous request" in line and "Requires authentication" in line
     assert "MUX_GITHUB_TOKEN" in line
@@ -178,7 +178,9 @@ def test_bad_attestation_is_refused(
     result = installed.run("update")
     assert result.returncode == 3, result.stderr
     error = result.stderr.strip().splitlines()[-1]
-    assert error.startswith("mux: verification failed (attestation)") and word in error, error
+    assert error.startswith("mux: error: verification failed (attestation)") and word in error, (
+        error
+    )
     assert_unchanged(installed, before)
 
 
@@ -210,7 +212,7 @@ def test_missing_attestation_fails_closed_unless_skipped_loudly(
     assert_unchanged(installed, before)
     skipped = installed.run("update", "--insecure-skip-attestation")
     assert skipped.returncode == 0, skipped.stderr
-    assert "WARNING: --insecure-skip-attestation" in skipped.stderr
+    assert "mux: warning: --insecure-skip-attestation" in skipped.stderr
     assert "attestation: SKIPPED" in skipped.stdout
     assert installed.active() == "0.2.0"
 

@@ -89,7 +89,8 @@ def test_json_callers_get_the_error_as_json(
     write(config, 'auto_install = "sometimes"\n')
     result = check(sandbox_env, check_feed, "--json")
     assert result.returncode == 1
-    assert json.loads(result.stdout)["error"].startswith(f"the config file {config}")
+    error = json.loads(result.stdout)["error"]
+    assert error["message"].startswith(f"the config file {config}") and error["kind"] == "config"
 
 
 @pytest.mark.parametrize(

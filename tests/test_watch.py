@@ -14,6 +14,7 @@ import itertools
 import json
 import os
 import queue
+import re
 import selectors
 import shutil
 import socket
@@ -41,6 +42,8 @@ from tests.support.watching import Lines, RawStream, event, plugin_script, spawn
 from updater.daemon import hub as hub_module
 from updater.daemon.hub import Watcher, WatchHub
 from updater.servers.status import query_server
+
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")  # an event's `at`
 
 __all__ = ["mux_runtime_dir"]
 
@@ -84,6 +87,8 @@ def test_watchers_see_each_event_once_and_in_order(tmp_path, sandbox_env, feed):
                 "pid",
                 "started_at",
                 "executable",
+                "type",  # "status": the stream's first line
+                "schema",
             }
             assert first["executable"] == str((mux.home / "versions" / "1.0.0" / "mux").resolve())
             assert (entry["address"], entry["state"], entry["version"]) == (
@@ -532,7 +537,10 @@ def test_what_a_server_streams_is_checked_and_escaped(
     assert stdout_has in result.stdout
     assert stderr_has in result.stderr
     assert "Traceback" not in result.stderr
-    assert json.loads(result.stdout.splitlines()[0])["version"] == "2.0.0"
+    first = json.loads(result.stdout.splitlines()[0])
+    assert first["version"] == "2.0.0"
+    # An older server's first line says neither: typed here, as schema 1 (no event times).
+    assert (first["type"], first["schema"]) == ("status", 1)
 
 
 def test_the_hub_never_blocks_a_publisher() -> None:
@@ -756,7 +764,7 @@ def test_a_watcher_that_hangs_up_frees_its_place_at_once():
         reader, thread = _hub_stream(hub)
         assert thread is not None
         reader.settimeout(5)
-        assert reader.recv(4096).startswith(b'{"service"')
+        assert reader.recv(4096).startswith(b'{"schema": 2, "service"')
         _other, refused = _hub_stream(hub)
         assert refused is None  # the one place is taken
         reader.close()
@@ -783,8 +791,9 @@ def test_an_idle_stream_sends_heartbeats_that_the_client_skips(monkeypatch):
             assert chunk, "the stream ended"
             received += chunk
         lines = [json.loads(line) for line in received.splitlines()[:3]]
-        assert lines[0] == {"service": "mux"}
+        assert lines[0] == {"service": "mux", "type": "status", "schema": 2}
         assert [line["type"] for line in lines[1:]] == ["heartbeat", "heartbeat"]
+        assert all(RFC3339.fullmatch(line["at"]) for line in lines[1:]), lines
         reader.close()
     finally:
         hub.close("the test is over")
@@ -959,7 +968,9 @@ def test_a_running_server_follows_the_machine_policy_as_it_changes(tmp_path, san
         # heartbeat, 15 s of the server's own time later, in which a dozen checks would have run.
         quiet = RawStream(path)
         assert quiet.next() is not None
-        assert quiet.next(30) == {"type": "heartbeat", "data": {"interval": 15.0}}
+        heartbeat = quiet.next(30)
+        assert heartbeat is not None and RFC3339.fullmatch(heartbeat.pop("at")), heartbeat
+        assert heartbeat == {"type": "heartbeat", "data": {"interval": 15.0}}
         assert len(recording.since(0, "/releases.json")) == asked
         assert (
             log.read_text().count("background check: ")
@@ -1006,7 +1017,8 @@ def test_the_first_line_is_the_status_line_a_plugin_checks(mux_runtime_dir):
     )
     assert checked.returncode == 0, (first, checked.stdout, checked.stderr)
     _code, body = http_request(UnixAddress(str(path)), "GET", "/api/status", timeout=5)
-    assert json.loads(first) == json.loads(body)
+    # The status line itself, typed as the stream's first line, with the stream's schema.
+    assert json.loads(first) == {**json.loads(body), "type": "status", "schema": 2}
     kind, entry = event(lines.next())
     assert (kind, entry["address"], entry["state"]) == ("server", str(path), "live")
     assert entry["pid"] == json.loads(first)["pid"] and "status" not in entry

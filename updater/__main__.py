@@ -46,7 +46,7 @@ def main() -> None:
     # exits (updater.install.inuse). A build that was removed while this process started stops here.
     removed = hold_running_build()
     if removed is not None:
-        print(f"mux: {removed}", file=sys.stderr)
+        print(f"mux: error: {removed}", file=sys.stderr)  # as render.error_line
         sys.exit(1)
     args = sys.argv[1:]
     code = _fast_path(args)

@@ -1,7 +1,9 @@
 """Errors and exit codes shared by every command.
 
 Every failure mux reports is a :class:`MuxError`: one readable line (``message``), an optional
-``hint`` saying what to do, and the documented exit code of its kind.
+``hint`` saying what to do, and the documented exit code of its kind. ``error_kind`` names the
+kind for programs (``--json``'s ``error.kind``), ``layer`` the verification layer that refused
+(``error.layer``; None for anything but a verification failure).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ class MuxError(Exception):
     """A failure with a one-line explanation for the user."""
 
     exit_code = EXIT_ERROR
+    error_kind = "error"
+    layer: str | None = None
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -41,14 +45,19 @@ class MuxError(Exception):
 
 class UsageError(MuxError):
     exit_code = EXIT_USAGE
+    error_kind = "usage"
 
 
 class ParseError(MuxError):
     """A document from a release, a feed, a cache or a server is malformed."""
 
+    error_kind = "parse"
+
 
 class NetworkError(MuxError):
     """A request failed: offline, DNS, TLS, proxy, HTTP status, timeout."""
+
+    error_kind = "network"
 
     def __init__(self, message: str, *, hint: str | None = None, status: int | None = None):
         super().__init__(message, hint=hint)
@@ -57,6 +66,8 @@ class NetworkError(MuxError):
 
 class RateLimitError(NetworkError):
     """The server asked not to be asked again before ``retry_at`` (a Unix time)."""
+
+    error_kind = "rate-limit"
 
     def __init__(
         self,
@@ -73,35 +84,54 @@ class RateLimitError(NetworkError):
 
 
 class VerificationError(MuxError):
-    """A release failed one of the verification layers; nothing was installed."""
+    """A release failed one of the verification layers; nothing was installed.
+
+    A layer's refusal starts ``verification failed (<layer>): ``
+    (:func:`updater.trust.layers.layer_failure`): its layer is read from there (None for the
+    others: a feed index that expired or went back)."""
 
     exit_code = EXIT_VERIFICATION
+    error_kind = "verification"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        prefix = "verification failed ("
+        if message.startswith(prefix):
+            layer, found, _ = message[len(prefix) :].partition("): ")
+            self.layer = layer if found and layer else None
 
 
 class PolicyError(MuxError):
     """The machine policy refuses this, or cannot be read (then it fails closed)."""
 
     exit_code = EXIT_POLICY
+    error_kind = "policy"
 
 
 class ConfigError(MuxError):
     """The user's config file (``<user config dir>/mux/config.toml``) cannot be used."""
+
+    error_kind = "config"
 
 
 class WithdrawnError(MuxError):
     """The installed release was withdrawn and nothing this machine may install replaces it."""
 
     exit_code = EXIT_WITHDRAWN
+    error_kind = "withdrawn"
 
 
 class NotYoursError(MuxError):
     """A server address held by something that is not this user's server."""
 
     exit_code = EXIT_NOT_YOURS
+    error_kind = "not-yours"
 
 
 class InstallError(MuxError):
     """The installed layout cannot be changed (permissions, locks, foreign installs, disk)."""
+
+    error_kind = "install"
 
 
 def printable(text: str, limit: int = 2000) -> str:

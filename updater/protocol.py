@@ -99,11 +99,14 @@ class WatchEvent:
     """One event line of the watch stream (a plain class: ``mux version`` imports this
     module, and a NamedTuple costs more to define than the rest of it)."""
 
-    __slots__ = ("data", "type")
+    __slots__ = ("at", "data", "type")
 
-    def __init__(self, type: str, data: dict[str, Any]) -> None:
+    def __init__(self, type: str, data: dict[str, Any], at: str | None = None) -> None:
         self.type = type
         self.data = data
+        # When it happened (RFC 3339 UTC): stamped by the server's hub when it is published
+        # (updater.daemon.hub); None on a line of an older server's stream, which had none.
+        self.at = at
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, WatchEvent) and (self.type, self.data) == (other.type, other.data)
@@ -115,7 +118,7 @@ class WatchEvent:
         return f"WatchEvent({self.type!r}, {self.data!r})"
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, "data": self.data}
+        return {"type": self.type, "data": self.data, **({"at": self.at} if self.at else {})}
 
 
 def parse_watch_event(raw: bytes) -> WatchEvent:
@@ -135,4 +138,5 @@ def parse_watch_event(raw: bytes) -> WatchEvent:
     data = doc.get("data", {})
     if not isinstance(data, dict):
         raise StatusLineError("event data is not an object", "garbage")
-    return WatchEvent(doc["type"], data)
+    at = doc.get("at")
+    return WatchEvent(doc["type"], data, at if isinstance(at, str) else None)

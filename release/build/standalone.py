@@ -20,11 +20,13 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Unpack
 
 from release.build.glibc import leave_out_system_libraries
 from release.build.steps import (
     PACKAGE_DIR,
     BuildError,
+    BuildOptions,
     check_pinned_artifacts,
     fresh_output_folder,
     make_build_info,
@@ -70,23 +72,19 @@ def build_standalone(
     protocol_version: int,
     repo: str,
     minisign_keys: Sequence[str],
-    target: str | None = None,
-    pins_path: Path | None = None,
-    artifacts_dir: Path | None = None,
-    policy_file: str = POLICY_FILE,
-    tuf_root: bytes | None = None,
-    tuf_metadata_url: str = "",
     python_options: Sequence[str] = (),
+    **options: Unpack[BuildOptions],
 ) -> Path:
     """A PyInstaller one-folder build of ``mux`` in ``out_dir/mux-<target>/`` (returned).
 
     Only the running machine's target can be built (PyInstaller does not cross-compile).
-    ``pins_path`` and ``artifacts_dir``: the pinned artifacts to ship under ``vendor/``
-    (module docstring); they are checked before PyInstaller runs. ``python_options``: for
+    ``options``: the target, the trust settings and the pinned artifacts to ship under
+    ``vendor/`` (module docstring), which are checked before PyInstaller runs. ``python_options``: for
     diagnostic builds only (:func:`pyinstaller_settings`).
     """
     host = detect_target()
-    target = target or host
+    target = options.get("target") or host
+    pins_path = options.get("pins_path")
     if target != host:
         raise UsageError(f"cannot build {target} on a {host} machine (no cross-compiling)")
     info = make_build_info(
@@ -95,16 +93,16 @@ def build_standalone(
         target=target,
         repo=repo,
         minisign_keys=minisign_keys,
-        policy_file=policy_file,
-        tuf_root=tuf_root,
-        tuf_metadata_url=tuf_metadata_url,
+        policy_file=options.get("policy_file", POLICY_FILE),
+        tuf_root=options.get("tuf_root"),
+        tuf_metadata_url=options.get("tuf_metadata_url", ""),
     )
     if importlib.util.find_spec("PyInstaller") is None:
         raise BuildError(
             "PyInstaller is not installed",
             hint="it is a development dependency: run `uv sync` and use `uv run mux-release`",
         )
-    pinned = check_pinned_artifacts(pins_path, artifacts_dir, target)
+    pinned = check_pinned_artifacts(pins_path, options.get("artifacts_dir"), target)
     folder = fresh_output_folder(out_dir, target)
     with tempfile.TemporaryDirectory(prefix="mux-build-") as scratch_name:
         scratch = Path(scratch_name)

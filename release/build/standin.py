@@ -16,10 +16,12 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Unpack
 
 from release.build.steps import (
     PACKAGE_DIR,
     BuildError,
+    BuildOptions,
     check_pinned_artifacts,
     fresh_output_folder,
     make_build_info,
@@ -120,32 +122,28 @@ def build_standin(
     protocol_version: int,
     repo: str,
     minisign_keys: Sequence[str],
-    target: str | None = None,
     python: str = sys.executable,
     report_version: str | None = None,
     report_target: str | None = None,
-    pins_path: Path | None = None,
-    artifacts_dir: Path | None = None,
-    policy_file: str = POLICY_FILE,
-    tuf_root: bytes | None = None,
-    tuf_metadata_url: str = "",
+    **options: Unpack[BuildOptions],
 ) -> Path:
     """A stand-in build in ``out_dir/mux-<target>/`` (returned): ``mux`` + ``lib/``.
 
     ``report_version``/``report_target`` bake a build info that disagrees with the declared
-    version/target, to test that consumers catch a lying build. ``pins_path`` and
-    ``artifacts_dir``: the pinned artifacts to ship under ``vendor/`` (module docstring).
+    version/target, to test that consumers catch a lying build. ``options``: the target, the
+    trust settings and the pinned artifacts to ship under ``vendor/`` (module docstring).
     """
-    target = resolve_target(target)
+    target = resolve_target(options.get("target"))
+    pins_path = options.get("pins_path")
     declared = make_build_info(
         version=version,
         protocol_version=protocol_version,
         target=target,
         repo=repo,
         minisign_keys=minisign_keys,
-        policy_file=policy_file,
-        tuf_root=tuf_root,
-        tuf_metadata_url=tuf_metadata_url,
+        policy_file=options.get("policy_file", POLICY_FILE),
+        tuf_root=options.get("tuf_root"),
+        tuf_metadata_url=options.get("tuf_metadata_url", ""),
     )
     baked = BuildInfo(
         version=report_version if report_version is not None else declared.version,
@@ -156,7 +154,7 @@ def build_standin(
         trust=declared.trust,
         policy_file=declared.policy_file,
     )
-    pinned = check_pinned_artifacts(pins_path, artifacts_dir, target)
+    pinned = check_pinned_artifacts(pins_path, options.get("artifacts_dir"), target)
     folder = fresh_output_folder(out_dir, target)
     try:
         vendor_pinned_artifacts(pinned, folder)

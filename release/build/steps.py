@@ -34,6 +34,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TypedDict
 
 import updater
 from release.bill.bill import write_build_bill
@@ -57,6 +58,20 @@ from updater.urls import check_url_scheme
 # The updater package every build ships (a copy, or frozen into the executable).
 PACKAGE_DIR = Path(updater.__file__).resolve().parent
 _CHUNK = 1 << 20
+
+
+class BuildOptions(TypedDict, total=False):
+    """What either builder may be told beyond the version, protocol, repository and keys it
+    declares: its ``target`` (default: this machine's), where it reads the machine policy and
+    which TUF repository it trusts first (:func:`make_build_info`'s defaults), and the pinned
+    artifacts it ships (:func:`check_pinned_artifacts`; default: none)."""
+
+    target: str | None
+    pins_path: Path | None
+    artifacts_dir: Path | None
+    policy_file: str
+    tuf_root: bytes | None
+    tuf_metadata_url: str
 
 
 class BuildError(MuxError):

@@ -50,17 +50,16 @@ def repin_command(
     ] = None,
 ) -> None:
     """Move a pin to a verified release asset, and regenerate the notices."""
+    from release.upkeep.repin import Checkout, Upstream  # deferred: httpx (release.cli)
     from release.upkeep.repin import repin as run_repin  # deferred: httpx (release.cli)
 
     result = run_repin(
         name,
         tag=tag,
         latest=latest,
-        pins_path=pins_path(pins),
-        notices_path=notices_path(notices),
-        source=source,
-        trusted_root=trusted_root,
         allow_downgrade=allow_downgrade,
+        checkout=Checkout(pins_path(pins), notices_path(notices)),
+        upstream=Upstream(source=source, trusted_root=trusted_root),
         dry_run=dry_run,
         progress=lambda line: print(line, file=sys.stderr),
         settings=settings.load(os.environ),

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import rfc8785
 from cryptography import x509
@@ -235,6 +235,35 @@ class GitHubIdentity:
         ]
 
 
+class Minting(TypedDict, total=False):
+    """What :meth:`FakeSigstore.attest` mints besides its subjects, repository and ref: each
+    left out is what GitHub's release workflow gives (:data:`_GENUINE`); a test changes one to
+    mint an attestation mux must refuse, or one from a reusable workflow."""
+
+    signer_workflow: str
+    issuer: str
+    runner_environment: str
+    predicate_type: str
+    payload_type: str
+    statement_type: str
+    with_tlog_entry: bool
+    signed_at: datetime | None  # None: now
+    commit: str | None  # None: a stand-in derived from the repository and ref
+    github_url: str
+
+
+_GENUINE: Minting = {
+    "signer_workflow": ".github/workflows/release.yml",
+    "issuer": GITHUB_ACTIONS_ISSUER,
+    "runner_environment": "github-hosted",
+    "predicate_type": SLSA_PROVENANCE_V1,
+    "payload_type": IN_TOTO_PAYLOAD_TYPE,
+    "statement_type": IN_TOTO_STATEMENT_V1,
+    "with_tlog_entry": True,
+    "github_url": GITHUB_URL,
+}
+
+
 class FakeSigstore:
     """A private Sigstore instance: CA, CT log and Rekor keys, and the trusted root naming them.
 
@@ -423,23 +452,10 @@ class FakeSigstore:
     # -- minting -----------------------------------------------------------------------------
 
     def attest(
-        self,
-        subjects: Mapping[str, str],
-        *,
-        repository: str,
-        signer_workflow: str = ".github/workflows/release.yml",
-        ref: str,
-        issuer: str = GITHUB_ACTIONS_ISSUER,
-        runner_environment: str = "github-hosted",
-        predicate_type: str = SLSA_PROVENANCE_V1,
-        payload_type: str = IN_TOTO_PAYLOAD_TYPE,
-        statement_type: str = IN_TOTO_STATEMENT_V1,
-        with_tlog_entry: bool = True,
-        signed_at: datetime | None = None,
-        commit: str | None = None,
-        github_url: str = GITHUB_URL,
+        self, subjects: Mapping[str, str], *, repository: str, ref: str, **how: Unpack[Minting]
     ) -> bytes:
-        """Attest ``subjects`` (file name -> sha256 hex) as ``actions/attest`` would.
+        """Attest ``subjects`` (file name -> sha256 hex) as ``actions/attest`` would; ``how``
+        changes what GitHub's release workflow would mint (:class:`Minting`).
 
         Returns the Sigstore bundle (v0.3 JSON) of one in-toto statement listing every subject,
         signed by a fresh leaf certificate for the workflow ``signer_workflow`` of
@@ -452,6 +468,9 @@ class FakeSigstore:
         the source commit the certificate records, defaults to a stand-in derived from
         ``repository`` and ``ref``.
         """
+        minted = _GENUINE | how
+        signer_workflow, signed_at = minted["signer_workflow"], minted.get("signed_at")
+        predicate_type, payload_type = minted["predicate_type"], minted["payload_type"]
         when = (signed_at or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
         issued = when - ISSUANCE_LEAD
         if not (self.valid_from <= issued and when + LEAF_LIFETIME <= self.valid_until):
@@ -463,12 +482,14 @@ class FakeSigstore:
             repository=repository,
             signer_workflow=signer_workflow,
             ref=ref,
-            issuer=issuer,
-            runner_environment=runner_environment,
-            commit=commit or hashlib.sha1(f"{repository}@{ref}".encode()).hexdigest(),
-            github_url=github_url,
+            issuer=minted["issuer"],
+            runner_environment=minted["runner_environment"],
+            commit=minted.get("commit") or hashlib.sha1(f"{repository}@{ref}".encode()).hexdigest(),
+            github_url=minted["github_url"],
         )
-        statement = _provenance_statement(subjects, identity, predicate_type, statement_type)
+        statement = _provenance_statement(
+            subjects, identity, predicate_type, minted["statement_type"]
+        )
         payload = json.dumps(statement, separators=(",", ":")).encode()
 
         leaf_key = ec.generate_private_key(ec.SECP256R1())
@@ -483,7 +504,7 @@ class FakeSigstore:
             "certificate": {"rawBytes": _b64(leaf_cert.public_bytes(serialization.Encoding.DER))},
             "timestampVerificationData": {},
         }
-        if with_tlog_entry:
+        if minted["with_tlog_entry"]:
             material["tlogEntries"] = [
                 self._log_entry(envelope, payload, signature, leaf_cert, when)
             ]

@@ -7,7 +7,7 @@ The steps (docs/design.md, "Pins"), each failing closed:
    or the newest release (GitHub's ``/releases/latest`` redirect, or a mirror's
    ``releases.json``); a tag must keep the entry's tag prefix;
 3. refuse a downgrade unless ``allow_downgrade`` (the updater's decision,
-   :meth:`updater.core.plan.ReleaseRequest.decide`);
+   :meth:`updater.core.request.ReleaseRequest.decide`);
 4. read the release (GitHub API, :meth:`~updater.sources.base.ReleaseSource.listing`): not a draft, every asset of the entry is listed (one per
    declared target, all from this one tag; a missing one is named with its target), each
    size is within the cap, each ``digest``; whether it publishes ``SHA256SUMS``;
@@ -161,7 +161,7 @@ def _diff(before: str, after: str, name: str) -> str:
 
 def check_not_downgrade(pin: Pin, new_tag: str, request: ReleaseRequest) -> None:
     """Refuse a tag of another tag family (prefix) than the pinned one, or, unless the
-    request allows it, an older one (the updater's own decision, :mod:`updater.core.plan`)."""
+    request allows it, an older one (the updater's own decision, :mod:`updater.core.request`)."""
     new_prefix, new_version = parse_tag_version(new_tag)
     if pin.tag is None:
         return
@@ -250,29 +250,49 @@ class _Release:
     publishes_sums: bool
 
 
-def _open_source(
-    pin: Pin, mirror: str | None, github_url: str | None, api_url: str | None, settings: Settings
-) -> ReleaseSource:
-    if mirror:
+@dataclass(frozen=True)
+class Upstream:
+    """Where :func:`repin` reads a pin's release, and the root its attestations are checked
+    against; each None: the settings' (``MUX_GITHUB_URL``, ``MUX_GITHUB_API_URL``, as in the
+    updater; the Sigstore root of the settings, else Sigstore's production root)."""
+
+    source: str | None = None  # a mirror (feed URL or folder) instead of GitHub
+    github_url: str | None = None  # GitHub's bases replaced (GitHub Enterprise, tests)
+    api_url: str | None = None
+    trusted_root: Path | None = None  # Sigstore's trusted_root.json
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """The files :func:`repin` rewrites together: the pins and the notices made from them."""
+
+    pins_path: Path = DEFAULT_PINS_PATH
+    notices_path: Path = DEFAULT_NOTICES_PATH
+    # The installed distributions the notices name, replaced (tests); None: this environment's.
+    distributions: Sequence[Distribution] | None = None
+
+
+def _open_source(pin: Pin, upstream: Upstream, settings: Settings) -> ReleaseSource:
+    if upstream.source:
         # Another project's artifacts: its list is not signed with mux's key; every file
         # taken from it is checked against its digests and attestation instead.
-        return open_source(settings, spec=mirror, unsigned_index=True)
+        return open_source(settings, spec=upstream.source, unsigned_index=True)
     github = settings.github
     return GitHubSource(
         pin.repository,
-        web_url=github_url or github.web_url,
-        api_url=api_url or github.api_url,
+        web_url=upstream.github_url or github.web_url,
+        api_url=upstream.api_url or github.api_url,
         token=github.token,
         http=settings.http,
     )
 
 
-def _pin_web(mirror: str | None, github_url: str | None, settings: Settings) -> str:
+def _pin_web(upstream: Upstream, settings: Settings) -> str:
     """The GitHub a pin's URL names: the pin names the artifact there (its sha256 fixes the
     bytes), never the mirror that happened to serve it."""
-    if mirror:
+    if upstream.source:
         return GITHUB_WEB
-    return github_url or settings.github.web_url or GITHUB_WEB
+    return upstream.github_url or settings.github.web_url or GITHUB_WEB
 
 
 def _release_info(source: ReleaseSource, tag: str, pin: Pin) -> _Release:
@@ -522,28 +542,18 @@ def repin(
     *,
     tag: str | None = None,
     latest: bool = False,
-    pins_path: Path = DEFAULT_PINS_PATH,
-    notices_path: Path = DEFAULT_NOTICES_PATH,
-    source: str | None = None,
-    github_url: str | None = None,
-    api_url: str | None = None,
-    trusted_root: Path | None = None,
     allow_downgrade: bool = False,
     dry_run: bool = False,
-    distributions: Sequence[Distribution] | None = None,
+    checkout: Checkout = Checkout(),
+    upstream: Upstream = Upstream(),
     progress: Callable[[str], None] | None = None,
     settings: Settings | None = None,
 ) -> RepinResult:
-    """Move pin ``name`` to ``tag`` (or the latest release) after verifying its assets.
-
-    ``source`` is a mirror (feed URL or folder) instead of GitHub; ``github_url`` and
-    ``api_url`` replace GitHub's bases (GitHub Enterprise, tests), else ``settings``' apply
-    (``MUX_GITHUB_URL`` / ``MUX_GITHUB_API_URL``, as in the updater). ``trusted_root`` is the
-    Sigstore trusted root (default: ``settings``', else Sigstore's production root).
-    ``settings`` default to the environment's (:func:`updater.config.settings.load`).
-    ``distributions`` replaces the installed ones in the regenerated notices (tests).
-    """
+    """Move pin ``name`` of ``checkout`` to ``tag`` (or the latest release) of ``upstream``
+    after verifying its assets. ``settings`` default to the environment's
+    (:func:`updater.config.settings.load`)."""
     settings = settings or mux_settings.load()
+    pins_path, notices_path = checkout.pins_path, checkout.notices_path
 
     say = progress or (lambda _message: None)
     if (tag is None) == (not latest):
@@ -565,7 +575,7 @@ def repin(
         if tag is not None
         else ReleaseRequest.latest(allow_downgrade=allow_downgrade)
     )
-    with _open_source(pin, source, github_url, api_url, settings) as artifact_source:
+    with _open_source(pin, upstream, settings) as artifact_source:
         say("[2/7] resolve the release")
         try:
             new_tag = artifact_source.resolve(request, parse=parse_tag_version)
@@ -584,8 +594,8 @@ def repin(
             pin,
             release,
             sums,
-            pin_web=_pin_web(source, github_url, settings),
-            trusted_root=trusted_root or sigstore_root(settings),
+            pin_web=_pin_web(upstream, settings),
+            trusted_root=upstream.trusted_root or sigstore_root(settings),
             quiet=progress is None,
             bar=settings.progress_bar,
         )
@@ -595,7 +605,7 @@ def repin(
     new_pins, problems = read_pins(load_document_text(updated), base_dir=pins_path.parent)
     if problems:  # the rewrite must round-trip into a valid file, or nothing is written
         raise PinsError(f"the rewritten pins.toml is invalid: {problems[0]}")
-    notices = generate_notices(pins_path, pins=new_pins, distributions=distributions)
+    notices = generate_notices(pins_path, pins=new_pins, distributions=checkout.distributions)
     try:
         current_notices = notices_path.read_text(encoding="utf-8")
     except FileNotFoundError:

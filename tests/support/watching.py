@@ -70,6 +70,7 @@ def watch_start(lines: Lines) -> tuple[dict[str, Any], dict[str, Any]]:
     `server` event (the server as `mux server status --json` lists it)."""
     status = json.loads(lines.next() or "")
     assert status["service"] == "mux", status  # what plugins of the status-line contract check
+    assert (status["type"], status["schema"]) == ("status", 2), status
     assert "address" not in status and "status" not in status
     kind, entry = event(lines.next())
     assert kind == "server", kind

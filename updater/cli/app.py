@@ -13,25 +13,20 @@ from typing import Annotated, Literal
 
 import typer
 
+from updater.cli import helptext
 from updater.cli.completions import command_tree, script
-from updater.cli.render import notices_document, report_error, to_json_line
+from updater.cli.render import (
+    error_line,
+    notices_document,
+    report_click_error,
+    report_error,
+    to_json_line,
+)
 from updater.cli.server import server_app
 from updater.cli.update import UpdateFlags, route
 from updater.cli.version import print_version
 from updater.config.buildinfo import notices_file
 from updater.errors import EXIT_USAGE, MuxError
-
-EXIT_CODES_HELP = """\
-Exit codes: 0 up to date, or updated (also when a server will need a restart: it says so;
---exit-code makes that 20), or the release on offer is skipped, held, or failed to start
-here (--check --json says why in "withheld"); 10 update available; 11 this release was
-withdrawn (--check); 20 (--check, or --exit-code) a live server needs a restart;
-1 error; 2 usage error; 3 verification failed (a signed index or release did not verify,
-expired or went back; nothing was installed);
-4 the machine policy (/etc/mux/policy.toml) does not allow it.
-Limits: MUX_HTTP_DEADLINE (seconds per small document, default 30), MUX_HTTP_MIN_SPEED
-(bytes/s an archive download must keep up, default 1024) over MUX_HTTP_SPEED_WINDOW (s, 30).
-"""
 
 app = typer.Typer(
     name="mux",
@@ -40,6 +35,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=helptext.CONTEXT_SETTINGS,
+    epilog=helptext.MUX,
 )
 
 
@@ -70,10 +67,11 @@ def _mount_server_commands() -> None:
         server_app,
         name="server",
         help="Run, inspect and watch mux servers (a server outlives any number of updates).",
+        short_help="Run, inspect and watch mux servers.",
     )
 
 
-@app.command()
+@app.command(epilog=helptext.VERSION_HELP)
 def version(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     notices: Annotated[
@@ -90,7 +88,7 @@ def version(
     print_version(as_json=as_json)  # the same code answers the fast path
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command(epilog=helptext.UPDATE, short_help="Check for, verify and install the newest mux.")
 def update(
     check: Annotated[
         bool, typer.Option("--check", help="Only say whether an update is available.")
@@ -100,17 +98,24 @@ def update(
         str | None,
         typer.Option(
             "--source",
+            metavar=helptext.SOURCE,
             help="'github' (default), a feed URL or a feed directory. Env: MUX_UPDATE_SOURCE.",
         ),
     ] = None,
     pre: Annotated[bool, typer.Option("--pre", help="Consider pre-releases.")] = False,
     version: Annotated[
-        str | None, typer.Option("--version", help="Ask for this release (X.Y.Z).")
+        str | None,
+        typer.Option(
+            "--version",
+            metavar=helptext.VERSION,
+            help="Ask for this release: 1.2.3, v1.2.3 or a pre-release (1.2.3-rc1).",
+        ),
     ] = None,
     max_age: Annotated[
         str | None,
         typer.Option(
             "--max-age",
+            metavar=helptext.DURATION,
             help="With --check: answer from the last check if younger than this (e.g. 15m,"
             " 1h; a bare number is seconds).",
         ),
@@ -133,12 +138,17 @@ def update(
     ] = False,
     home: Annotated[
         Path | None,
-        typer.Option("--home", help="The install to update (default: MUX_HOME or this mux's)."),
+        typer.Option(
+            "--home",
+            metavar=helptext.DIR,
+            help="The install to update (default: MUX_HOME or this mux's).",
+        ),
     ] = None,
     trust_key: Annotated[
         list[str] | None,
         typer.Option(
             "--trust-key",
+            metavar=helptext.KEY,
             help="Also trust this minisign public key (a mirror's, or a development build's):"
             " its base64 line or the path of its .pub file.",
         ),
@@ -177,16 +187,21 @@ def update(
         str | None,
         typer.Option(
             "--skip",
+            metavar=helptext.VERSION,
             help="Never offer (or install on its own) this version; --unskip X undoes it.",
         ),
     ] = None,
     unskip: Annotated[
-        str | None, typer.Option("--unskip", help="Offer a version skipped with --skip again.")
+        str | None,
+        typer.Option(
+            "--unskip", metavar=helptext.VERSION, help="Offer a version skipped with --skip again."
+        ),
     ] = None,
     hold: Annotated[
         str | None,
         typer.Option(
             "--hold",
+            metavar=helptext.DURATION,
             help="No update offers and no automatic installs for this long, with a unit"
             " (e.g. 7d, 12h; a bare number is refused); --version X still installs X.",
         ),
@@ -245,9 +260,12 @@ def update(
     raise typer.Exit(code)
 
 
-@app.command()
+@app.command(epilog=helptext.COMPLETIONS, short_help="Print a completion script for mux.")
 def completions(
-    shell: Annotated[Literal["bash", "zsh", "fish"], typer.Argument(help="bash, zsh or fish.")],
+    shell: Annotated[
+        Literal["bash", "zsh", "fish"],
+        typer.Argument(metavar="bash|zsh|fish", help="bash, zsh or fish."),
+    ],
 ) -> None:
     """Print a completion script for mux (bash: eval "$(mux completions bash)")."""
     print(script(shell, "mux", command_tree(typer.main.get_command(app))), end="")
@@ -260,13 +278,16 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; every MuxError becomes one line on stderr."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        app(args=args, prog_name="mux")
-    except SystemExit as exc:  # typer's standalone mode: usage errors, --help, typer.Exit
+        # Not standalone: click's own errors (usage) come here, to be said in JSON too.
+        code = app(args=args, prog_name="mux", standalone_mode=False)
+    except SystemExit as exc:  # a command's sys.exit
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    except typer.TyperException as exc:  # click's usage errors (its ClickException)
+        return report_click_error(exc, as_json="--json" in args)
     except MuxError as exc:
         return report_error(exc, as_json="--json" in args)
-    except KeyboardInterrupt:
-        print("mux: interrupted", file=sys.stderr)
+    except (KeyboardInterrupt, typer.Abort):
+        print(error_line("interrupted"), file=sys.stderr)
         return 130
-    return 0
+    return code if isinstance(code, int) else 0

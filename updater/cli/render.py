@@ -1,7 +1,7 @@
 """Everything mux shows: check, update, version, server status, errors and progress.
 
 For people (plain lines) and programs (one JSON object with stable fields, docs/updating.md). The
-library returns typed results (:class:`~updater.core.plan.CheckReport`,
+library returns typed results (:class:`~updater.core.report.CheckReport`,
 :class:`~updater.commands.update.UpdateResult`, ...); only this module turns them into text.
 
 Much of what is shown came from the network or from a server (versions, tags, dates, URLs,
@@ -35,7 +35,12 @@ if TYPE_CHECKING:
     from updater.errors import MuxError
     from updater.net.progress import Progress
 
-REPORT_SCHEMA = 1
+# The schema of every JSON document mux prints (docs/contracts.md, "JSON documents"). 2: errors
+# as objects with a kind and a layer, `schema` in every document, one name per idea (the
+# names schema 1 used are kept beside the new ones for this schema version).
+REPORT_SCHEMA = 2
+ERROR_PREFIX = "mux: error: "
+WARNING_PREFIX = "mux: warning: "
 
 
 def to_json_line(doc: dict[str, Any]) -> str:
@@ -55,10 +60,67 @@ def report_error(exc: MuxError, *, as_json: bool) -> int:
 
     The line is escaped as a whole: a message may carry text from a server or a file."""
 
-    print(f"mux: {printable(str(exc))}", file=sys.stderr)
+    print(error_line(str(exc)), file=sys.stderr)
     if as_json:
-        print(to_json_line({"error": exc.message, "hint": exc.hint, "exit_code": exc.exit_code}))
+        print(to_json_line(error_document(exc)))
     return exc.exit_code
+
+
+def report_click_error(exc: Any, *, as_json: bool) -> int:
+    """A usage error click found (an unknown option, a missing value, a bad choice): its own
+    words and usage on stderr, as without ``--json``; with ``--json`` also the error document
+    (kind ``usage``) on stdout. ``exc`` is click's ClickException (typer's TyperException).
+    Returns its exit code (2 for a usage error)."""
+    exc.show()
+    if as_json:
+        ctx = getattr(exc, "ctx", None)
+        hint = f"see {ctx.command_path} --help" if ctx is not None else None
+        kind = "usage" if exc.exit_code == 2 else "error"
+        print(
+            to_json_line(
+                error_fields(
+                    kind=kind,
+                    layer=None,
+                    message=exc.format_message(),
+                    hint=hint,
+                    exit_code=exc.exit_code,
+                )
+            )
+        )
+    return int(exc.exit_code)
+
+
+def error_line(message: str) -> str:
+    """``mux: error: …``, escaped as a whole."""
+    return ERROR_PREFIX + printable(message)
+
+
+def warning_line(message: str) -> str:
+    """``mux: warning: …``, escaped as a whole."""
+    return WARNING_PREFIX + printable(message)
+
+
+def error_document(exc: MuxError) -> dict[str, Any]:
+    return error_fields(
+        kind=exc.error_kind,
+        layer=exc.layer,
+        message=exc.message,
+        hint=exc.hint,
+        exit_code=exc.exit_code,
+    )
+
+
+def error_fields(
+    *, kind: str, layer: str | None, message: str, hint: str | None, exit_code: int
+) -> dict[str, Any]:
+    """What ``--json`` prints on an error: ``error`` (``kind``, ``layer``, ``message``,
+    ``hint``) and the exit code; schema 1's top-level ``hint`` is kept for this schema."""
+    return {
+        "schema": REPORT_SCHEMA,
+        "error": {"kind": kind, "layer": layer, "message": message, "hint": hint},
+        "exit_code": exit_code,
+        "hint": hint,
+    }
 
 
 # -- mux version -----------------------------------------------------------------------------
@@ -78,7 +140,7 @@ def version_text(info: BuildInfo) -> str:
 
 
 def version_document(info: BuildInfo) -> dict[str, Any]:
-    return info.to_json()  # exactly the build info (docs/contracts.md)
+    return {"schema": REPORT_SCHEMA, **info.to_json()}  # the build info (docs/contracts.md)
 
 
 # -- servers ---------------------------------------------------------------------------------
@@ -92,10 +154,19 @@ def verdict_document(verdict: ServerVerdict) -> dict[str, Any]:
         "restart_needed": verdict.restart_needed,
         "restart_needed_after_update": verdict.restart_needed_after_update,
         "restart_command": verdict.restart_command,
-        "compatible": verdict.compatible,
+        # One meaning, as in the watch's update-installed: it speaks this mux's protocol.
+        "compatible": verdict.same_protocol,
+        # Another version at the same protocol: restart_command moves it when convenient
+        # (what schema 1's `compatible` said).
+        "move_when_convenient": verdict.compatible,
         "build_deleted": verdict.build_deleted,
         "build_known": verdict.build_known,
     }
+
+
+def servers_document(verdicts: Sequence[ServerVerdict]) -> dict[str, Any]:
+    """``mux server status --json``."""
+    return {"schema": REPORT_SCHEMA, "servers": [verdict_document(v) for v in verdicts]}
 
 
 def server_line(text: str) -> str:
@@ -202,6 +273,9 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         "notes": list(report.notes),
         "install_command": report.install_command,
         "managed_by": report.manager.to_json() if report.manager else None,
+        # A packager's announce delay (beside the user's own hold_until below); schema 1
+        # called it held_until, kept for schema 2.
+        "packager_delay_until": report.held_until,
         "held_until": report.held_until,
         # The user's own word (mux update --skip/--hold, config.toml) and what mux learnt
         # here (failed starts): why nothing is offered, when that is why.
@@ -326,7 +400,10 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
         "schema": REPORT_SCHEMA,
         "action": result.action.value,
         "exit_code": result.exit_code,
-        "from_version": result.from_version,
+        # The check's names: current (the version before), latest (the one moved to).
+        "current": {"version": result.from_version},
+        "latest": {"version": result.to_version, "protocol_version": result.protocol_version},
+        "from_version": result.from_version,  # schema 1's names, kept for schema 2
         "to_version": result.to_version,
         "protocol_version": result.protocol_version,
         "target": result.target,
@@ -350,7 +427,8 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
                 "release_url": plan.release_url,
                 "asset": plan.asset,
                 "asset_url": plan.asset_url,
-                "size": plan.size,
+                "size_bytes": plan.size,
+                "size": plan.size,  # schema 1's name, kept for schema 2
                 "sha256": plan.sha256,
                 "checks": list(plan.checks),
                 "version_dir": plan.version_dir,
@@ -370,7 +448,8 @@ def _transfer_document(result: UpdateResult) -> dict[str, Any] | None:
         "method": transfer.method,
         "delta_from": transfer.delta_from,
         "bytes": transfer.bytes,
-        "archive_size": transfer.archive_size,
+        "archive_size_bytes": transfer.archive_size,
+        "archive_size": transfer.archive_size,  # schema 1's name, kept for schema 2
         "fallback_reason": transfer.fallback,
     }
 
@@ -611,7 +690,7 @@ def make_progress(label: str, *, quiet: bool = False, bar: bool = True) -> Progr
 
 def notices_document(path: object) -> dict[str, Any]:
     """``mux version --notices --json``: where the third-party notices this mux ships are."""
-    return {"notices": str(path)}
+    return {"schema": REPORT_SCHEMA, "notices": str(path)}
 
 
 class ProgressGroup:
@@ -687,7 +766,7 @@ class ConsoleEvents:
         self._bar = progress_bar
 
     def warning(self, message: str) -> None:
-        print(f"WARNING: {safe_text(message)}", file=sys.stderr)
+        print(warning_line(message), file=sys.stderr)
 
     def progress(self, label: str) -> Progress:
         return make_progress(label, bar=self._bar)

@@ -18,11 +18,14 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from updater.cli import helptext
 from updater.cli.render import (
     describe_live,
+    error_line,
     report_error,
     server_line,
     server_status_lines,
+    servers_document,
     to_json_line,
     verdict_document,
 )
@@ -43,7 +46,14 @@ from updater.servers.addresses import (
 from updater.servers.control import AlreadyRunning, start, stop
 from updater.servers.runtime import DEFAULT_SOCKET_NAME, default_socket_path, runtime_dir
 from updater.servers.status import NO_SOCKET, query_all
-from updater.servers.watch import READ_TIMEOUT, StreamEnded, open_watch, server_event
+from updater.servers.watch import (
+    READ_TIMEOUT,
+    StreamEnded,
+    first_line,
+    open_watch,
+    server_event,
+)
+from updater.timestamps import rfc3339
 
 server_app = typer.Typer(
     name="server",
@@ -55,6 +65,8 @@ server_app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=helptext.CONTEXT_SETTINGS,
+    epilog=helptext.SERVER,
 )
 
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
@@ -62,12 +74,22 @@ T = TypeVar("T")
 
 NameOption = Annotated[
     str | None,
-    typer.Option("--name", help="The server runtime_dir/NAME.sock (default: 'default')."),
+    typer.Option(
+        "--name",
+        metavar=helptext.NAME,
+        help="The server runtime_dir/NAME.sock (default: 'default').",
+    ),
 ]
-SocketOption = Annotated[Path | None, typer.Option("--socket", help="The server's Unix socket.")]
+SocketOption = Annotated[
+    Path | None, typer.Option("--socket", metavar=helptext.SOCKET, help="The server's Unix socket.")
+]
 UrlOption = Annotated[
     str | None,
-    typer.Option("--url", help="unix:///path.sock or a loopback http://127.0.0.1:PORT."),
+    typer.Option(
+        "--url",
+        metavar=helptext.SERVER_URL,
+        help="unix:///path.sock or a loopback http://127.0.0.1:PORT.",
+    ),
 ]
 
 
@@ -118,7 +140,7 @@ def run_command(
     _run(lambda: serve(_server_address(name, socket, url), replacing=replacing))
 
 
-@server_app.command("start")
+@server_app.command("start", epilog=helptext.SERVER_START)
 def start_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
@@ -143,7 +165,7 @@ def _speaks_this_protocol(report: ServerReport) -> bool:
     return status is None or status.protocol_version == buildinfo.current().protocol_version
 
 
-@server_app.command("stop")
+@server_app.command("stop", epilog=helptext.SERVER_STOP)
 def stop_command(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
@@ -157,18 +179,11 @@ def stop_command(
         print(server_line(f"no mux server runs on {address}"))
 
 
-RESTART_EPILOG = """\
-Exit codes: 0 restarted (or started, when none ran there); 5 the new build did not come up (it exited, died, hung, or answered
-as another version or protocol) and the server runs the build it ran before again, on the
-same socket; 1 error (nothing answers there any more when the old build could not be started
-again either); 2 usage error. A version that failed to start is not offered again until a
-newer release or mux update --version X; after two failed starts of the active version the
-mux link goes back to the previous version. MUX_RESTART_TIMEOUT: seconds to wait for the new
-build (default 7).
-"""
-
-
-@server_app.command("restart", epilog=RESTART_EPILOG)
+@server_app.command(
+    "restart",
+    epilog=helptext.SERVER_RESTART,
+    short_help="Start this mux's server in place of a running one.",
+)
 def restart_command_(
     name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
 ) -> None:
@@ -223,7 +238,9 @@ def _known_builds(info: buildinfo.BuildInfo) -> frozenset[str]:
     return frozenset(known)
 
 
-@server_app.command("status")
+@server_app.command(
+    "status", epilog=helptext.SERVER_STATUS, short_help="Print every mux server this mux knows."
+)
 def status_command(
     name: NameOption = None,
     socket: SocketOption = None,
@@ -242,7 +259,7 @@ def status_command(
         reports = [r for r in reports if not (r.state == "stale" and r.detail == NO_SOCKET)]
     verdicts = _verdicts(reports)
     if as_json:
-        print(to_json_line({"servers": [verdict_document(v) for v in verdicts]}))
+        print(to_json_line(servers_document(verdicts)))
         return
     if not reports:
         print(
@@ -269,7 +286,11 @@ def _where(addresses: list[str], name: str | None, socket: Path | None, url: str
     return f"{where} and {SERVER_URL_ENV}={named}" if named else where
 
 
-@server_app.command("watch")
+@server_app.command(
+    "watch",
+    epilog=helptext.SERVER_WATCH,
+    short_help="Print a server's status line, then its events (JSON lines).",
+)
 def watch_command(
     name: NameOption = None,
     socket: SocketOption = None,
@@ -299,15 +320,15 @@ def watch_command(
     try:
         # The server's status line itself, as it sent it; then what this mux makes of the
         # server (its entry in `mux server status --json`) as an event readers may skip.
-        print(to_json_line(stream.status.to_json()), flush=True)
+        print(to_json_line(first_line(stream.status.to_json())), flush=True)
         [entry] = _verdicts([stream.report])
-        print(to_json_line(server_event(verdict_document(entry))), flush=True)
+        print(to_json_line(server_event(verdict_document(entry), rfc3339())), flush=True)
         for event in stream.events():
             print(to_json_line(event.to_json()), flush=True)
     except StreamEnded as ended:
         if ended.clean:
             return
-        print(server_line(f"mux: watching {stream.address}: {ended.reason}"), file=sys.stderr)
+        print(error_line(f"watching {stream.address}: {ended.reason}"), file=sys.stderr)
         raise typer.Exit(1) from None
     except BrokenPipeError:  # the reader went away: so do we, quietly
         sys.stderr.close()
@@ -316,7 +337,7 @@ def watch_command(
         raise typer.Exit(130) from None
     finally:
         stream.close()
-    print(server_line(f"mux: watching {stream.address}: the stream ended"), file=sys.stderr)
+    print(error_line(f"watching {stream.address}: the stream ended"), file=sys.stderr)
     raise typer.Exit(1)
 
 

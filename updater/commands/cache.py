@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-# 2: answers carry the typed decision (updater.core.plan.ReleaseOffer); 3: only verified answers
+# 2: answers carry the typed decision (updater.core.offer.ReleaseOffer); 3: only verified answers
 # (signed index and release metadata), with the index's expiry
 CACHE_SCHEMA = 3
 

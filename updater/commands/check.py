@@ -22,7 +22,7 @@ from updater.config import buildinfo
 from updater.config.settings import require_updates
 from updater.config.targets import release_target
 from updater.core.offer import CachedAnswer, ReleaseOffer, decide_offer
-from updater.core.report import CheckReport, Manager, Preferences, plan_check
+from updater.core.report import CheckedInstall, CheckReport, Manager, Preferences, plan_check
 from updater.core.request import ReleaseRequest
 from updater.core.retention import movable_versions, recorded_signed_at
 from updater.errors import MuxError
@@ -223,17 +223,19 @@ def _report(
         build,
         offer,
         reports,
-        target=target,
+        CheckedInstall(
+            target=target,
+            kept_versions=_kept_versions(settings, build, reports),
+            manager=current_manager(settings, build),
+            state=read_state(state_path(settings)),
+            preferences=preferences(settings),
+            notes=settings.overruled,
+            source_set_by=settings.source_set_by,
+            carried=(*pre, *settings.carried),
+            not_installable=_not_installable(settings, build),
+        ),
         cached=cached,
         checked_at=rfc3339(checked_at),
-        kept_versions=_kept_versions(settings, build, reports),
-        manager=current_manager(settings, build),
-        state=read_state(state_path(settings)),
-        preferences=preferences(settings),
-        notes=settings.overruled,
-        source_set_by=settings.source_set_by,
-        carried=(*pre, *settings.carried),
-        not_installable=_not_installable(settings, build),
     )
 
 

@@ -52,32 +52,39 @@ class Resolved(NamedTuple):
     lifecycle: LifecyclePlan  # what the signed lifecycle state made of the request
 
 
+class Installed(NamedTuple):
+    """What a release on offer is decided against: the installed version, its recorded
+    signed time, and the versions kept on disk (where a withdrawn one moves back to)."""
+
+    version: str | None
+    signed_at: int | None = None
+    kept: Sequence[str] = ()
+
+
 @contextmanager
 def resolve_offer(
     request: ReleaseRequest,
     settings: Settings,
     build: BuildInfo,
-    *,
-    installed: str | None,
-    installed_signed_at: int | None,
+    installed: Installed,
     log: VerificationLog,
+    *,
     known: ReleaseOffer | None = None,
     on_index: Callable[[VerifiedIndex], None] | None = None,
-    kept: Sequence[str] = (),
     now: float | None = None,
     offer_move: bool = False,
 ) -> Iterator[Resolved]:
     """Open the source, resolve ``request`` and verify what it offers; the source stays open
     while the caller holds the answer.
 
-    ``installed`` (and its recorded signed time) is what the release is decided against.
+    ``installed`` is what the release is decided against.
     ``known`` is an earlier verified answer: when the source still offers that tag from the
     same place, the release's documents are not fetched again (a release does not change
     under its tag); the index is verified all the same, since it decides which tag that is.
     ``on_index`` hears of a feed's verified index before the release is fetched (``mux
     update`` warns of an expired one at once). The signed lifecycle state
     (:func:`updater.commands.lifecycle.plan_lifecycle`) picks the tag on offer for this
-    machine; ``kept`` are the versions kept on disk (where a withdrawn one moves back to).
+    machine.
     ``offer_move`` (the check): on a withdrawn install, offer the release ``mux update``
     moves to, decided as that move is (by tag, downgrade allowed), so that the check
     describes what the update will install.
@@ -89,7 +96,13 @@ def resolve_offer(
         if index is not None and on_index is not None:
             on_index(index)
         planned = plan_lifecycle(
-            source, request, settings, tag=tag, installed=installed, kept=kept, now=now
+            source,
+            request,
+            settings,
+            tag=tag,
+            installed=installed.version,
+            kept=installed.kept,
+            now=now,
         )
         if offer_move and not request.exact and offering_move(planned) is not planned:
             planned = offering_move(planned)
@@ -107,9 +120,9 @@ def resolve_offer(
             planned, request, tag=tag, version=offered, released_at=released_at, now=now
         )
         decision = request.decide(
-            installed,
+            installed.version,
             offered,
-            current_signed_at=installed_signed_at,
+            current_signed_at=installed.signed_at,
             offered_signed_at=offered_signed_at,
         )
         yield Resolved(source, tag, index, policy, release, decision, planned)
@@ -131,11 +144,9 @@ def find_offer(
         request,
         settings,
         build,
-        installed=build.version,
-        installed_signed_at=installed_signed_at,
-        log=VerificationLog(),
+        Installed(build.version, installed_signed_at, kept),
+        VerificationLog(),
         known=known,
-        kept=kept,
         offer_move=True,
     ) as resolved:
         if resolved.release is None:

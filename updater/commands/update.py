@@ -20,7 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from updater.commands.release_notes import notes_since
-from updater.commands.resolve import Resolved, resolve_offer
+from updater.commands.resolve import Installed, Resolved, resolve_offer
 from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
 from updater.config.buildinfo import BuildInfo
@@ -227,11 +227,13 @@ def _run_update(
         request,
         settings,
         build,
-        installed=installed,
-        installed_signed_at=run.installed_signed_at,
-        log=run.log,
+        Installed(
+            installed,
+            run.installed_signed_at,
+            movable_versions(record, layout.installed_versions()),
+        ),
+        run.log,
         on_index=lambda index: _warn_if_expired(index, events),
-        kept=movable_versions(record, layout.installed_versions()),
     ) as resolved:
         step = plan_update(_facts(run, resolved))
         return _execute(step, run, resolved)

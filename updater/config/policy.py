@@ -57,7 +57,7 @@ from updater.timestamps import parse_duration
 from updater.urls import check_url_scheme, github_api_for, parse_download_host
 
 if TYPE_CHECKING:
-    from updater.config.settings_record import Settings
+    from updater.config.settings_record import Requested, Settings
 
 POLICY_ENV = "MUX_POLICY_FILE"
 UPDATES = ("enabled", "check-only", "disabled")
@@ -296,15 +296,6 @@ def _strings(value: object, limit: int) -> list[str] | None:
 
 
 # -- merging -----------------------------------------------------------------------------------
-
-
-class Requested(NamedTuple):
-    """What the user asked for on the command line (flags), which the policy judges."""
-
-    source: str | None = None
-    trust_keys: tuple[str, ...] = ()
-    skip_attestation: bool = False
-    allow_expired_feed: bool = False
 
 
 def apply_policy(

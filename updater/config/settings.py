@@ -46,6 +46,7 @@ from updater.config.settings_record import DEFAULT_SOURCE as DEFAULT_SOURCE
 from updater.config.settings_record import UPDATES_ENABLED as UPDATES_ENABLED
 from updater.config.settings_record import GitHubSettings as GitHubSettings
 from updater.config.settings_record import HttpSettings as HttpSettings
+from updater.config.settings_record import Requested as Requested
 from updater.config.settings_record import Settings as Settings
 from updater.config.trustkeys import trusted_key
 from updater.errors import PolicyError, UsageError, printable
@@ -53,7 +54,7 @@ from updater.timestamps import parse_duration
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Mapping
     from typing import Any
 
     from updater.config.buildinfo import BuildInfo
@@ -72,24 +73,20 @@ RESTART_TIMEOUT_ENV = "MUX_RESTART_TIMEOUT"
 SOURCE_ENV = "MUX_UPDATE_SOURCE"
 SOURCE_ENV_ALIAS = "MUX_DOWNLOAD_URL"  # install.sh's older name for it
 CONFIG_NAME = "config.toml"  # in <user config dir>/mux/
+NO_FLAGS = Requested()  # a command given none of the flags that change its settings
 
 
 def load(
     environ: Mapping[str, str] | None = None,
     *,
     build_repo: str = "",
-    source: str | None = None,
-    home: str | os.PathLike[str] | None = None,
-    trust_keys: Sequence[str] = (),
-    skip_attestation: bool = False,
-    allow_expired_feed: bool = False,
-    no_delta: bool = False,
+    flags: Requested = NO_FLAGS,
     policy_file: str | None = None,
     development: bool = False,
     config_file: str | None = None,
     remembered: bool = False,
 ) -> Settings:
-    """The settings for one command: ``environ`` (default: the process's) and its flags,
+    """The settings for one command: ``environ`` (default: the process's) and its ``flags``,
     under the machine policy at ``policy_file`` (the build's; None: no policy, as for
     mux-release). A ``development`` build takes ``MUX_POLICY_FILE`` instead when it is set.
     ``config_file``: the user's config.toml (None: none read, as for mux-release).
@@ -103,15 +100,8 @@ def load(
         from updater.config.userconfig import read_user_config
 
         settings = _with_user_config(settings, read_user_config(config_file))
-    settings = _with_flags(
-        settings,
-        source=source,
-        home=home,
-        trust_keys=tuple(trust_keys),
-        skip_attestation=skip_attestation,
-        allow_expired_feed=allow_expired_feed,
-        no_delta=no_delta,
-    )
+    flags = flags._replace(trust_keys=tuple(flags.trust_keys))
+    settings = _with_flags(settings, flags)
     if remembered and settings.source_set_by is None:
         settings = _with_remembered_source(settings, development=development)
     # The machine policy is merged here, last, so that it can overrule both.
@@ -122,17 +112,11 @@ def load(
         return settings
     # deferred (+77 ms, 53 modules, on the cached check): tomllib and the policy's rules,
     # for a machine that has a policy file
-    from updater.config.policy import Requested, apply_policy, read_policy
+    from updater.config.policy import apply_policy, read_policy
 
     policy = read_policy(policy_file, fixed=fixed)
     if policy is None:  # removed since we looked
         return settings
-    flags = Requested(
-        source=source,
-        trust_keys=tuple(trust_keys),
-        skip_attestation=skip_attestation,
-        allow_expired_feed=allow_expired_feed,
-    )
     settings = apply_policy(settings, policy, environ=environ, flags=flags, build_repo=build_repo)
     return settings._replace(source_set_by=policy.path) if policy.source else settings
 
@@ -157,7 +141,7 @@ def load_for(
         development=build.development,
         config_file=user_config_path() if user_config else None,
         remembered=True,
-        **flags,
+        flags=Requested(**flags),
     )
 
 
@@ -359,45 +343,31 @@ def _duration(value: str | None, default: float) -> float:
     return seconds if seconds >= 0 else default
 
 
-def _with_flags(
-    settings: Settings,
-    *,
-    source: str | None,
-    home: str | os.PathLike[str] | None,
-    trust_keys: tuple[str, ...],
-    skip_attestation: bool,
-    allow_expired_feed: bool,
-    no_delta: bool = False,
-) -> Settings:
+def _with_flags(settings: Settings, flags: Requested) -> Settings:
+    source, home = flags.source, flags.home
     return settings._replace(
-        no_delta=no_delta or settings.no_delta,
+        no_delta=flags.no_delta or settings.no_delta,
         source=source or settings.source,
         source_set_by="--source" if source else settings.source_set_by,
-        carried=_carried(source, home, trust_keys, skip_attestation, allow_expired_feed),
+        carried=_carried(flags),
         home=os.fspath(home) if home is not None else settings.home,
-        trust_keys=(*settings.trust_keys, *(trusted_key(key) for key in trust_keys)),
-        skip_attestation=skip_attestation or settings.skip_attestation,
-        allow_expired_feed=allow_expired_feed or settings.allow_expired_feed,
+        trust_keys=(*settings.trust_keys, *(trusted_key(key) for key in flags.trust_keys)),
+        skip_attestation=flags.skip_attestation or settings.skip_attestation,
+        allow_expired_feed=flags.allow_expired_feed or settings.allow_expired_feed,
     )
 
 
-def _carried(
-    source: str | None,
-    home: str | os.PathLike[str] | None,
-    trust_keys: tuple[str, ...],
-    skip_attestation: bool,
-    allow_expired_feed: bool,
-) -> tuple[str, ...]:
+def _carried(flags: Requested) -> tuple[str, ...]:
     """The flags a next step must repeat: a bare ``mux update`` would not find them again."""
     carried: list[str] = []
-    if source:
-        carried += ["--source", source]
-    if home is not None:
-        carried += ["--home", os.fspath(home)]
-    for key in trust_keys:
+    if flags.source:
+        carried += ["--source", flags.source]
+    if flags.home is not None:
+        carried += ["--home", os.fspath(flags.home)]
+    for key in flags.trust_keys:
         carried += ["--trust-key", key]
-    if allow_expired_feed:
+    if flags.allow_expired_feed:
         carried.append("--allow-expired-feed")
-    if skip_attestation:
+    if flags.skip_attestation:
         carried.append("--insecure-skip-attestation")
     return tuple(carried)

@@ -12,6 +12,7 @@ from updater._records import NamedTuple
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
+    import os
     from collections.abc import Sequence
     from pathlib import Path
 
@@ -52,6 +53,18 @@ class GitHubSettings(NamedTuple):
     # MUX_GITHUB_DOWNLOAD_HOSTS: exact hosts downloads may be redirected to (an Enterprise
     # server's storage host), as written; checked by the GitHub source. Never given the token.
     download_hosts: tuple[str, ...] = ()
+
+
+class Requested(NamedTuple):
+    """What the user asked for on the command line (flags): :func:`~updater.config.settings.load`
+    lays them over the environment, and the machine policy judges them."""
+
+    source: str | None = None
+    home: str | os.PathLike[str] | None = None
+    trust_keys: Sequence[str] = ()
+    skip_attestation: bool = False
+    allow_expired_feed: bool = False
+    no_delta: bool = False
 
 
 class Settings(NamedTuple):

@@ -198,7 +198,12 @@ class ReleaseOffer(NamedTuple):
                 "released_at": self.released_at,
                 "release_url": self.release_url,
                 "asset": (
-                    {"name": self.asset.name, "size": self.asset.size, "sha256": self.asset.sha256}
+                    {
+                        "name": self.asset.name,
+                        "size_bytes": self.asset.size,
+                        "size": self.asset.size,  # schema 1's name, kept for schema 2
+                        "sha256": self.asset.sha256,
+                    }
                     if self.asset
                     else None
                 ),

@@ -163,31 +163,39 @@ class CheckReport(NamedTuple):
         }[self.status]
 
 
+class CheckedInstall(NamedTuple):
+    """What the check knows of this install besides the offer and the servers."""
+
+    target: str
+    kept_versions: Sequence[KeptVersion] = ()
+    manager: Manager | None = None  # the packager that installed this mux, if one did
+    state: UserState | None = None  # the user's skips, holds and failed starts
+    preferences: Preferences | None = None
+    notes: Sequence[str] = ()  # said first (the settings')
+    source_set_by: str | None = None
+    carried: Sequence[str] = ()  # the options the next steps need (updater.core.nextstep)
+    not_installable: str | None = None  # why no mux update installs here
+
+
 def plan_check(
     build: BuildInfo,
     offer: ReleaseOffer,
     servers: Sequence[ServerReport],
+    install: CheckedInstall,
     *,
-    target: str,
     cached: bool,
     checked_at: str,
-    kept_versions: Sequence[KeptVersion] = (),
-    manager: Manager | None = None,
     now: float | None = None,
-    state: UserState | None = None,
-    preferences: Preferences | None = None,
-    notes: Sequence[str] = (),
-    source_set_by: str | None = None,
-    carried: Sequence[str] = (),
-    not_installable: str | None = None,
 ) -> CheckReport:
-    """The check's answer; a ``manager`` with an announce delay holds a newer release back
-    until that long after its release time (``now``: the current Unix time). The user's
-    ``state`` withholds a release that would be an update (skipped, held, or failed to start
-    here), unless it was asked for by version. ``notes`` are said first (the settings')."""
+    """The check's answer; a packager (``install.manager``) with an announce delay holds a
+    newer release back until that long after its release time (``now``: the current Unix
+    time). The user's ``install.state`` withholds a release that would be an update
+    (skipped, held, or failed to start here), unless it was asked for by version."""
+    target, manager, carried = install.target, install.manager, install.carried
+    not_installable = install.not_installable
     now = time.time() if now is None else now
-    state = state or UserState()
-    notes = [*notes, *offer.warnings]
+    state = install.state or UserState()
+    notes = [*install.notes, *offer.warnings]
     held_until = None
     critical = offer.lifecycle is not None and offer.lifecycle.critical
     if (
@@ -233,13 +241,13 @@ def plan_check(
         cached=cached,
         checked_at=checked_at,
         notes=tuple(notes),
-        kept_versions=tuple(kept_versions),
+        kept_versions=tuple(install.kept_versions),
         manager=manager,
         held_until=held_until,
         withheld=kept_back,
         state=state,
-        preferences=preferences or Preferences(),
-        source_set_by=source_set_by,
+        preferences=install.preferences or Preferences(),
+        source_set_by=install.source_set_by,
         carried=tuple(carried),
         not_installable=not_installable,
     )

@@ -73,6 +73,9 @@ class ServerVerdict(NamedTuple):
     the build it runs from was deleted under it (it may fail at its next code path).
     ``compatible``: it runs another version that speaks the same protocol; it keeps working
     and may be restarted when convenient (not a pending restart).
+    ``same_protocol``: it speaks the running (or installed) mux's protocol, whatever its
+    version (None: no status line); what ``--json`` calls ``compatible``, as the watch's
+    ``update-installed`` event does.
     """
 
     report: ServerReport
@@ -84,6 +87,7 @@ class ServerVerdict(NamedTuple):
     # Is the build it reports one mux knows by itself (a version of this install, or the
     # running build)? None: not asked. A restart never runs another: it starts this mux's own.
     build_known: bool | None = None
+    same_protocol: bool | None = None
 
     @property
     def live(self) -> bool:
@@ -136,6 +140,7 @@ def server_verdicts(
                 compatible=compatible,
                 build_deleted=deleted,
                 build_known=(None if known_builds is None else report.executable in known_builds),
+                same_protocol=not other_protocol,
             )
         )
     return tuple(verdicts)

@@ -42,7 +42,10 @@ from updater.servers.watch import (
     EVENT_SERVER_STOPPING,
     EVENT_WATCH_DROPPED,
     HEARTBEAT,
+    WATCH_SCHEMA,
+    first_line,
 )
+from updater.timestamps import rfc3339
 
 MAX_WATCHERS = 256  # more connections than that are refused (HTTP 503)
 QUEUE_LIMIT = 64  # lines waiting for one watcher; one more and it is dropped
@@ -56,6 +59,19 @@ def encode(doc: dict[str, Any]) -> bytes:
     """One line of the stream (ASCII JSON, so a terminal never gets a raw control byte; never
     NaN or Infinity, which a strict reader refuses: ``ValueError``)."""
     return json.dumps(doc, sort_keys=True, allow_nan=False).encode() + b"\n"
+
+
+def stamped(event: WatchEvent) -> WatchEvent:
+    """``event`` with the time it happened (now), unless it has one: an event in force keeps
+    the time it was published when later watchers are sent it."""
+    if event.at is None:
+        event.at = rfc3339()
+    return event
+
+
+def own_line(event_type: str, data: dict[str, Any]) -> bytes:
+    """A line the hub says itself (heartbeat, dropped, stopping), stamped now."""
+    return encode({"type": event_type, "data": data, "at": rfc3339()})
 
 
 class Watcher:
@@ -212,7 +228,7 @@ class WatchHub:
         """``events`` are now the whole truth about ``types``: what was in force of those
         types is withdrawn, then each event is sent (and in force, unless ``in_force`` is
         False). One step: a watcher that connects meanwhile sees the old set or the new one."""
-        lines = [(event, encode(event.to_json())) for event in events]
+        lines = [(event, encode(stamped(event).to_json())) for event in events]
         with self._changed:
             for event_type in types:
                 self._in_force.pop(event_type, None)
@@ -220,7 +236,7 @@ class WatchHub:
                 self._publish(event, in_force=in_force, line=line)
 
     def _publish(self, event: WatchEvent, *, in_force: bool, line: bytes | None = None) -> None:
-        line = encode(event.to_json()) if line is None else line
+        line = encode(stamped(event).to_json()) if line is None else line
         if self._stopping is not None:
             return
         if in_force:
@@ -231,14 +247,12 @@ class WatchHub:
                 continue
             if len(watcher.lines) >= self._queue_limit:
                 watcher.lines.clear()
-                watcher.final = encode(
+                watcher.final = own_line(
+                    EVENT_WATCH_DROPPED,
                     {
-                        "type": EVENT_WATCH_DROPPED,
-                        "data": {
-                            "reason": f"this watcher fell behind: {self._queue_limit} events "
-                            "were waiting for it; reconnect to get the events in force"
-                        },
-                    }
+                        "reason": f"this watcher fell behind: {self._queue_limit} events "
+                        "were waiting for it; reconnect to get the events in force"
+                    },
                 )
             else:
                 watcher.lines.append(line)
@@ -267,7 +281,7 @@ class WatchHub:
 
         Waits at most :data:`CLOSE_GRACE` for the streams to write it, never longer.
         """
-        final = encode({"type": EVENT_SERVER_STOPPING, "data": {"reason": reason}})
+        final = own_line(EVENT_SERVER_STOPPING, {"reason": reason})
         with self._changed:
             self._stopping = final
             for watcher in self._watchers:
@@ -300,11 +314,12 @@ class WatchHub:
 
     # -- one stream ----------------------------------------------------------------------
 
-    def admit(self, first_line: dict[str, Any]) -> Watcher | None:
-        """Take a place for a new watcher, its first lines queued (``first_line``, then the
-        events in force); None when there are too many watchers or the server is stopping.
-        The place is given back by :meth:`stream` (or :meth:`abandon`)."""
-        head = encode(first_line)
+    def admit(self, status: dict[str, Any]) -> Watcher | None:
+        """Take a place for a new watcher, its first lines queued (``status``, the server's
+        status line, typed ``status`` with the stream's schema; then the events in force);
+        None when there are too many watchers or the server is stopping. The place is given
+        back by :meth:`stream` (or :meth:`abandon`)."""
+        head = encode(first_line({**status, "schema": WATCH_SCHEMA}))
         with self._changed:
             if self._stopping is not None or len(self._watchers) >= self._max_watchers:
                 return None
@@ -382,7 +397,7 @@ class WatchHub:
             lines = list(watcher.lines)
             watcher.lines.clear()
             if not lines and watcher.final is None:
-                lines = [_HEARTBEAT_LINE]
+                lines = [own_line(EVENT_HEARTBEAT, {"interval": HEARTBEAT})]
             return lines, (watcher.final if not lines else None)
 
     def _stream(self, connection: socket.socket, watcher: Watcher) -> None:
@@ -395,6 +410,3 @@ class WatchHub:
             if final is not None:
                 connection.sendall(final)
                 return
-
-
-_HEARTBEAT_LINE = encode({"type": EVENT_HEARTBEAT, "data": {"interval": HEARTBEAT}})

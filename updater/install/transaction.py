@@ -5,7 +5,7 @@ install lock. The order makes ``kill -9`` harmless: a new version is unpacked, t
 fsynced under a ``versions/<version>.partial-`` name, renamed into ``versions/``, recorded in
 ``install.json``, and only then does one ``rename`` move the bin-dir link; older versions are
 renamed to ``.trash-`` before they are deleted. Whatever a killed run leaves is named so that
-the next run recognises it as garbage and removes it, and :func:`updater.core.plan.settle` makes a
+the next run recognises it as garbage and removes it, and :func:`updater.core.retention.settle` makes a
 record that a kill left behind agree with the link again.
 
 Settling never removes a version a running mux uses. Every mux process holds a shared lock on

@@ -35,6 +35,11 @@ EVENT_HEARTBEAT = "heartbeat"  # "still here": readers skip it like any type the
 # What `mux server watch` prints second, after the status line: the server as this mux sees
 # it (its `mux server status --json` entry). Not sent by servers: the client adds it.
 EVENT_SERVER = "server"
+# The first line's type: the server's status line, as the first line of the stream.
+EVENT_STATUS = "status"
+# The stream's schema, said by its first line. 2: the first line has `type` and `schema`,
+# every event an `at`; a first line without `schema` is schema 1's (an older server).
+WATCH_SCHEMA = 2
 HEARTBEAT = 15.0  # an idle stream sends a heartbeat line this often
 READ_TIMEOUT = 3 * HEARTBEAT  # a client that gets no line for this long gives up: hung
 
@@ -48,11 +53,23 @@ class StreamEnded(Exception):
         self.clean = clean
 
 
-def server_event(entry: dict[str, Any]) -> dict[str, Any]:
+def first_line(status: dict[str, Any]) -> dict[str, Any]:
+    """The stream's first line: ``status`` (a status line's fields) typed ``status``, with
+    the schema it says (schema 1 when it says none: an older server's)."""
+    schema = status.get("schema")
+    known = isinstance(schema, int) and not isinstance(schema, bool)
+    return {**status, "type": EVENT_STATUS, "schema": schema if known else 1}
+
+
+def server_event(entry: dict[str, Any], at: str) -> dict[str, Any]:
     """The ``server`` event ``mux server watch`` prints after the status line: ``entry`` (the
     server's ``mux server status --json`` entry) without the status line it nests, which
-    the first line already is."""
-    return {"type": EVENT_SERVER, "data": {k: v for k, v in entry.items() if k != "status"}}
+    the first line already is. ``at``: when it was made."""
+    return {
+        "type": EVENT_SERVER,
+        "data": {k: v for k, v in entry.items() if k != "status"},
+        "at": at,
+    }
 
 
 def _refuse_non_standard(line: bytes) -> None:

@@ -77,7 +77,7 @@ def preload() -> None:
 
 
 def print_warning(message: str) -> None:
-    print(f"warning: {safe_text(message)}", file=sys.stderr)
+    print(f"mux: warning: {safe_text(message)}", file=sys.stderr)  # as render.warning_line
 
 
 def verify_attestation(
