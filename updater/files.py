@@ -6,7 +6,9 @@ then renamed over its target: a reader sees the old bytes or the new ones, never
 a crash leaves at most a ``.<name>.XXXX.tmp`` file, which the next writer's owner tidies.
 
 A small file that others may put in mux's way (the machine policy, a packager's marker,
-state files) is read by :func:`read_small_file`: never blocking, regular files only, bounded.
+state files, a local source's files, a TUF root) is read by :func:`read_small_file`: never
+blocking, regular files only, bounded; a larger one is streamed from
+:func:`open_regular_file`, which opens it the same way.
 
 ``pathlib``, ``tempfile`` and ``hashlib`` are imported on first use: the cached check only
 reads, and imports this module for its reads.
@@ -21,7 +23,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-    from typing import TypeAlias
+    from typing import BinaryIO, TypeAlias
 
     StrPath: TypeAlias = str | os.PathLike[str]
 
@@ -204,6 +206,14 @@ class NotReadable(Exception):
     """A small file is there but cannot be taken for what it should be; ``str()`` says why."""
 
 
+class NotARegularFile(NotReadable):
+    """What is there is no regular file: a folder, a FIFO, a device, a socket."""
+
+
+class TooLarge(NotReadable):
+    """The file is longer than its reader takes."""
+
+
 STATE_FILE_LIMIT = 1 << 20  # a state file mux writes (a record, a cache, a counter) is far smaller
 
 
@@ -231,24 +241,10 @@ def read_small_file(
     ``follow_links=False``: a symbolic link at ``path`` itself is not followed (``O_NOFOLLOW``)
     and raises :class:`NotReadable`.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
-    if not follow_links:
-        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, flags)
+        fd, info = _open_regular(path, follow_links=follow_links)
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if not follow_links and _is_link(path):  # ELOOP, whose number differs by system
-            raise NotReadable("it is a symbolic link") from None
-        raise NotReadable(exc.strerror or str(exc)) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):  # judged before fdopen, which refuses a folder itself
-            raise NotReadable("it is not a regular file")
-    except BaseException:
-        os.close(fd)
-        raise
     with os.fdopen(fd, "rb") as handle:
         if inspect is not None:
             inspect(info)
@@ -257,8 +253,41 @@ def read_small_file(
         except OSError as exc:
             raise NotReadable(exc.strerror or str(exc)) from None
     if len(raw) > limit:
-        raise NotReadable(f"it is larger than {limit} bytes")
+        raise TooLarge(f"it is larger than {limit} bytes")
     return raw
+
+
+def open_regular_file(path: StrPath) -> BinaryIO:
+    """``path`` open for reading, opened as :func:`read_small_file` opens a file (without
+    blocking, judged by what was opened), for a reader that streams a large one.
+
+    ``FileNotFoundError`` when nothing is there; :class:`NotARegularFile` for anything but a
+    regular file; :class:`NotReadable` when it cannot be opened."""
+    fd, _ = _open_regular(os.fspath(path), follow_links=True)
+    return os.fdopen(fd, "rb")
+
+
+def _open_regular(path: str, *, follow_links: bool) -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file at ``path`` and its status (the caller closes it)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if not follow_links:
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if not follow_links and _is_link(path):  # ELOOP, whose number differs by system
+            raise NotReadable("it is a symbolic link") from None
+        raise NotReadable(exc.strerror or str(exc)) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # judged before fdopen, which refuses a folder itself
+            raise NotARegularFile("it is not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info
 
 
 def _is_link(path: str) -> bool:

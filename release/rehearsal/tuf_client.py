@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from updater.config.settings import HttpSettings
 from updater.errors import MuxError
+from updater.files import NotReadable, TooLarge, read_small_file
 from updater.net.client import HttpClient
 from updater.net.hosts import HostPolicy
 from updater.sources.tuf_fetcher import FolderFetcher, HttpFetcher
@@ -38,10 +39,14 @@ from updater.urls import url_origin
 
 def init(metadata_dir: str, trusted_root: str) -> None:
     """Trust ``trusted_root``: copied into the metadata folder, no request made."""
-    with open(trusted_root, "rb") as handle:
-        data = handle.read(ROOT_LIMIT + 1)
-    if len(data) > ROOT_LIMIT:
-        raise MuxError(f"{trusted_root} is larger than {ROOT_LIMIT} bytes")
+    try:  # a FIFO or a device in its place cannot hang it
+        data = read_small_file(trusted_root, ROOT_LIMIT)
+    except TooLarge:
+        raise MuxError(f"{trusted_root} is larger than {ROOT_LIMIT} bytes") from None
+    except NotReadable as exc:
+        raise MuxError(f"{trusted_root} cannot be read: {exc}") from None
+    if data is None:
+        raise MuxError(f"{trusted_root} does not exist")
     make_private_folder(metadata_dir)
     with open(os.path.join(metadata_dir, "root.json"), "wb") as out:
         out.write(data)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from updater.errors import InstallError, NetworkError, VerificationError
+from updater.files import NotReadable, open_regular_file
 from updater.net.progress import NoProgress, Progress
 
 if TYPE_CHECKING:
@@ -85,8 +86,10 @@ def download(
 def _copy_local(source: Path, out: BinaryIO, max_size: int, label: str) -> tuple[int, str]:
     digest = hashlib.sha256()
     done = 0
-    try:
-        handle = source.open("rb")
+    try:  # a FIFO or a device in the source's place cannot hang it (updater.files)
+        handle = open_regular_file(source)
+    except NotReadable as exc:
+        raise NetworkError(f"cannot read {source}: {exc}") from None
     except OSError as exc:
         raise NetworkError(f"cannot read {source}: {exc.strerror}") from None
     with handle:

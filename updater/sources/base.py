@@ -22,6 +22,7 @@ from updater.core.hints import not_found_hint
 from updater.errors import (
     NetworkError,
 )
+from updater.files import NotReadable, TooLarge, read_small_file
 from updater.formats import models
 from updater.net.client import HttpClient
 from updater.net.download import Downloaded, download
@@ -222,11 +223,14 @@ def check_signed(data: bytes, signed: SignedFile, name: str, tag: str, location:
 
 
 def read_local(path: Path, max_size: int) -> bytes:
+    """A local source's file, at most ``max_size`` bytes: read by
+    :func:`~updater.files.read_small_file`, so a FIFO or a device in its place cannot hang it."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(max_size + 1)
-    except OSError as exc:
-        raise NetworkError(f"cannot read {path}: {exc.strerror}") from None
-    if len(data) > max_size:
-        raise NetworkError(f"{path} is larger than {max_size} bytes; refusing it")
+        data = read_small_file(str(path), max_size)
+    except TooLarge:
+        raise NetworkError(f"{path} is larger than {max_size} bytes; refusing it") from None
+    except NotReadable as exc:
+        raise NetworkError(f"cannot read {path}: {exc}") from None
+    if data is None:
+        raise NetworkError(f"cannot read {path}: it does not exist")
     return data

@@ -20,7 +20,6 @@ imports once it knows the build trusts a TUF root).
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from urllib.parse import unquote, urlsplit
 from tuf.api import exceptions
 
 from updater.errors import NetworkError, VerificationError
+from updater.files import NotARegularFile, NotReadable, TooLarge, open_regular_file, read_small_file
 from updater.net.client import HttpClient
 from updater.net.progress import NoProgress
 from updater.trust.tuf_client import RememberingFetcher, TufClient, TufOptions
@@ -83,7 +83,7 @@ class FolderFetcher(RememberingFetcher):
         path = folder_path(url)
         with tempfile.TemporaryFile() as out:
             try:
-                with open(path, "rb") as source:
+                with open_regular_file(path) as source:
                     copied = 0
                     while block := source.read(1 << 20):
                         copied += len(block)
@@ -94,8 +94,10 @@ class FolderFetcher(RememberingFetcher):
                         out.write(block)
             except FileNotFoundError:
                 raise exceptions.DownloadHTTPError(f"{path} does not exist", 404) from None
-            except IsADirectoryError:
-                raise exceptions.DownloadHTTPError(f"{path} is a folder", 404) from None
+            except NotARegularFile:
+                raise exceptions.DownloadHTTPError(f"{path} is not a file", 404) from None
+            except NotReadable as exc:
+                raise exceptions.DownloadError(f"cannot read {path}: {exc}") from None
             except OSError as exc:
                 raise exceptions.DownloadError(f"cannot read {path}: {exc.strerror}") from None
             out.seek(0)
@@ -109,20 +111,21 @@ def folder_path(url: str) -> str:
 
 
 def _read_capped(path: str, max_length: int) -> bytes:
+    """A metadata file of the folder (:func:`~updater.files.read_small_file`: a FIFO or a
+    device in its place cannot hang the client), in python-tuf's words when it cannot be."""
     try:
-        with open(path, "rb") as handle:
-            if not os.path.isfile(path):
-                raise exceptions.DownloadHTTPError(f"{path} is not a file", 404)
-            data = handle.read(max_length + 1)
-    except FileNotFoundError:
+        data = read_small_file(path, max_length)
+    except NotARegularFile:
+        raise exceptions.DownloadHTTPError(f"{path} is not a file", 404) from None
+    except TooLarge:
+        raise exceptions.DownloadLengthMismatchError(
+            f"{path} is larger than {max_length} bytes"
+        ) from None
+    except NotReadable as exc:
+        raise exceptions.DownloadError(f"cannot read {path}: {exc}") from None
+    if data is None:
         # As a web server answers: python-tuf takes a missing next root as "no newer root".
-        raise exceptions.DownloadHTTPError(f"{path} does not exist", 404) from None
-    except IsADirectoryError:
-        raise exceptions.DownloadHTTPError(f"{path} is a folder", 404) from None
-    except OSError as exc:
-        raise exceptions.DownloadError(f"cannot read {path}: {exc.strerror}") from None
-    if len(data) > max_length:
-        raise exceptions.DownloadLengthMismatchError(f"{path} is larger than {max_length} bytes")
+        raise exceptions.DownloadHTTPError(f"{path} does not exist", 404)
     return data
 
 

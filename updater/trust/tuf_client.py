@@ -379,12 +379,3 @@ def _threshold(role: str, client: TufClient) -> str | None:
             f"(valid from {_short(res.signed)}; none from {_short(res.unsigned)})"
         )
     return "; ".join(lines) or None
-
-
-def read_root(path: str, limit: int = ROOT_LIMIT) -> bytes:
-    """A root.json file's bytes (bounded), for ``mux-release tuf-client init``."""
-    with open(path, "rb") as handle:
-        data = handle.read(limit + 1)
-    if len(data) > limit:
-        raise VerificationError(f"{path} is larger than {limit} bytes")
-    return data
