@@ -75,6 +75,7 @@ def test_the_tree_is_what_the_user_sees() -> None:
         "server restart",
         "server status",
         "server watch",
+        "status",
     }
 
 

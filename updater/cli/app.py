@@ -23,6 +23,7 @@ from updater.cli.render import (
     to_json_line,
 )
 from updater.cli.server import server_app
+from updater.cli.status import status_command
 from updater.cli.update import UpdateFlags, route
 from updater.cli.version import print_version
 from updater.config.buildinfo import notices_file
@@ -60,6 +61,11 @@ def _main(
     ] = False,
 ) -> None:
     """mux: terminal multiplexer distribution and protocol-version manager."""
+
+
+app.command(
+    "status", epilog=helptext.STATUS, short_help="Show this install: versions, source, settings."
+)(status_command)
 
 
 def _mount_server_commands() -> None:

@@ -241,3 +241,19 @@ SERVER_WATCH = epilog(
         ("130", "interrupted"),
     ],
 )
+
+STATUS = epilog(
+    examples=[
+        ("mux status", "the install at a glance"),
+        ("mux status --json", "the same as one JSON object (its schema in docs/contracts.md)"),
+    ],
+    exit_codes=[
+        ("0", "shown (a file that cannot be read is said in the view)"),
+        ("1", "error"),
+        ("2", "usage error (a malformed MUX_SERVER_URL included)"),
+    ],
+    environment=[
+        ("MUX_HOME", "the install to show (default: this mux's)"),
+        ("MUX_SERVER_URL", "a server listed besides the runtime dir's sockets"),
+    ],
+)

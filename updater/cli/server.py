@@ -213,8 +213,9 @@ def _restart_settings() -> Settings:
         return unpolicied._replace(updates="disabled")
 
 
-def _verdicts(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
-    """Servers judged against this mux (the installed one, when run through the link)."""
+def server_verdicts_of(reports: list[ServerReport]) -> tuple[ServerVerdict, ...]:
+    """Servers judged against this mux (the installed one, when run through the link), for
+    ``mux server status``, ``mux server watch`` and ``mux status``."""
 
     info = buildinfo.current()
     return server_verdicts(
@@ -257,7 +258,7 @@ def status_command(
     reports = _run(lambda: query_all(addresses, timeout=timeout), as_json=as_json)
     if len(addresses) == 1 and (name or socket or url):
         reports = [r for r in reports if not (r.state == "stale" and r.detail == NO_SOCKET)]
-    verdicts = _verdicts(reports)
+    verdicts = server_verdicts_of(reports)
     if as_json:
         print(to_json_line(servers_document(verdicts)))
         return
@@ -321,7 +322,7 @@ def watch_command(
         # The server's status line itself, as it sent it; then what this mux makes of the
         # server (its entry in `mux server status --json`) as an event readers may skip.
         print(to_json_line(first_line(stream.status.to_json())), flush=True)
-        [entry] = _verdicts([stream.report])
+        [entry] = server_verdicts_of([stream.report])
         print(to_json_line(server_event(verdict_document(entry), rfc3339())), flush=True)
         for event in stream.events():
             print(to_json_line(event.to_json()), flush=True)

@@ -108,6 +108,13 @@ class MachinePolicy(NamedTuple):
         """``name = <value>`` as the file says it, for messages."""
         return setting_text(name, getattr(self, name))
 
+    def apply(
+        self, settings: Settings, *, environ: Mapping[str, str], flags: Requested, build_repo: str
+    ) -> Settings:
+        """:func:`apply_policy` of this policy (what :func:`~updater.config.settings.load`
+        calls, without importing this module until a policy file exists)."""
+        return apply_policy(settings, self, environ=environ, flags=flags, build_repo=build_repo)
+
 
 # -- reading ---------------------------------------------------------------------------------
 

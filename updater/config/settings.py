@@ -94,31 +94,53 @@ def load(
     install's record remembers (:mod:`updater.config.remembered`)."""
     environ = os.environ if environ is None else environ
     settings = _from_environment(environ, build_repo)
-    if config_file is not None and os.path.lexists(config_file):
-        # deferred (+28 ms, 24 modules, on the cached check): tomllib and the shared rules,
-        # for a user who wrote a config file
-        from updater.config.userconfig import read_user_config
-
-        settings = _with_user_config(settings, read_user_config(config_file))
+    if config_file is not None:
+        settings = _with_user_config(settings, read_config_file(config_file))
     flags = flags._replace(trust_keys=tuple(flags.trust_keys))
     settings = _with_flags(settings, flags)
     if remembered and settings.source_set_by is None:
         settings = _with_remembered_source(settings, development=development)
     # The machine policy is merged here, last, so that it can overrule both.
-    fixed = True
-    if development and environ.get(POLICY_ENV):
-        policy_file, fixed = environ[POLICY_ENV], False
-    if policy_file is None or not os.path.lexists(policy_file):
+    policy_file, fixed = policy_to_read(policy_file, development=development, environ=environ)
+    policy = None if policy_file is None else read_policy_file(policy_file, fixed=fixed)
+    if policy is None:
         return settings
+    settings = policy.apply(settings, environ=environ, flags=flags, build_repo=build_repo)
+    return settings._replace(source_set_by=policy.path) if policy.source else settings
+
+
+def read_config_file(path: str) -> Any:
+    """The user's config file at ``path`` (a :class:`~updater.config.userconfig.UserConfig`),
+    or None when there is none. Raises :class:`ConfigError` for a file that cannot be used."""
+    if not os.path.lexists(path):
+        return None
+    # deferred (+28 ms, 24 modules, on the cached check): tomllib and the shared rules,
+    # for a user who wrote a config file
+    from updater.config.userconfig import read_user_config
+
+    return read_user_config(path)
+
+
+def policy_to_read(
+    policy_file: str | None, *, development: bool, environ: Mapping[str, str]
+) -> tuple[str | None, bool]:
+    """The machine policy a command reads (the build's ``policy_file``; a development
+    build's ``MUX_POLICY_FILE`` when set), and whether it is the build's own path."""
+    if development and environ.get(POLICY_ENV):
+        return environ[POLICY_ENV], False
+    return policy_file, True
+
+
+def read_policy_file(path: str, *, fixed: bool) -> Any:
+    """The machine policy at ``path`` (a :class:`~updater.config.policy.MachinePolicy`), or
+    None when there is none. Raises :class:`PolicyError` for one that cannot be trusted."""
+    if not os.path.lexists(path):
+        return None
     # deferred (+77 ms, 53 modules, on the cached check): tomllib and the policy's rules,
     # for a machine that has a policy file
-    from updater.config.policy import apply_policy, read_policy
+    from updater.config.policy import read_policy
 
-    policy = read_policy(policy_file, fixed=fixed)
-    if policy is None:  # removed since we looked
-        return settings
-    settings = apply_policy(settings, policy, environ=environ, flags=flags, build_repo=build_repo)
-    return settings._replace(source_set_by=policy.path) if policy.source else settings
+    return read_policy(path, fixed=fixed)
 
 
 def load_for(
