@@ -33,10 +33,13 @@ def test_a_name_that_no_longer_exists_is_found(tmp_path: Path) -> None:
         {
             "README.md": "`updater.core.plan.settle`, `updater.servers.hub` and `release.cli`;\n"
             "`updater.files.no_such_reader`; .github/workflows/release.yml and release.md;\n"
-            "`sources/base.py`, `updater/core/plan.py`.\n",
+            "`sources/base.py`, `updater/core/plan.py`.\n"
+            "`servers.retention_reports`, `core.request.ReleaseRequest`, `tuf.ngclient`, and\n"
+            "`lifecycle.withdrawn` (a JSON field).\n",
         },
     )
     assert names.stale_names(tmp_path) == [
+        "README.md: servers.retention_reports does not exist",
         "README.md: updater.core.plan.settle does not exist",
         "README.md: updater.files.no_such_reader does not exist",
         "README.md: updater.servers.hub does not exist",
