@@ -1,7 +1,8 @@
 """The machine policy (/etc/mux/policy.toml): each setting, loosening attempts, bad files.
 
-Real mux processes against loopback feeds. The development entry point reads the policy from
-``MUX_POLICY_FILE`` (a file the test owns, so these run as any user); a release build reads
+The development mux runs in this process (tests/support/inprocess.py) against loopback feeds;
+installed release builds run as real processes (their refusals keep a real exit code and
+line). The development entry point reads the policy from ``MUX_POLICY_FILE`` (a file the test owns, so these run as any user); a release build reads
 the path baked into its build info (here a "temporary root", ``<tmp>/root/etc/mux/``), which
 only root may own: those tests need root to make such a file, and show that a release build
 ignores ``MUX_POLICY_FILE``.
@@ -16,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.feeds import KEYS, trusting, write_feed, write_release
+from tests.support.inprocess import run_in_process
 from tests.support.installs import Install, bootstrap, snapshot
-from tests.support.processes import run_mux
 from tests.support.releases import Feed, make_feed, make_keypair, serve_directory
 from tests.support.servers import mux_runtime_dir  # noqa: F401 (a fixture)
 from updater.config import settings as mux_settings
@@ -81,10 +82,10 @@ def test_disabled_refuses_check_update_and_rollback_naming_file_and_setting(
         ["update", "--home", str(home), "--dry-run"],
         ["update", "--home", str(home), "--rollback"],
     ):
-        line = one_policy_line(run_mux(args, env))
+        line = one_policy_line(run_in_process(args, env))
         assert str(policy_path) in line and 'updates = "disabled"' in line, (args, line)
     assert not home.exists()
-    result = run_mux(["update", "--check", "--json", "--source", str(check_feed)], env)
+    result = run_in_process(["update", "--check", "--json", "--source", str(check_feed)], env)
     assert result.returncode == EXIT_POLICY
     assert json.loads(result.stdout)["exit_code"] == EXIT_POLICY
 
@@ -95,12 +96,12 @@ def test_disabled_also_refuses_a_cached_answer(
     """The fast path (a cached --max-age answer) obeys the policy like the full one."""
     args = ["update", "--check", "--max-age", "1h", "--json", "--source", str(check_feed)]
     args += trusting()
-    first = run_mux(args, sandbox_env)
+    first = run_in_process(args, sandbox_env)
     assert first.returncode == 10 and json.loads(first.stdout)["cached"] is False
-    cached = run_mux(args, sandbox_env)
+    cached = run_in_process(args, sandbox_env)
     assert cached.returncode == 10 and json.loads(cached.stdout)["cached"] is True
     write_policy(policy_path, 'updates = "disabled"\n')
-    one_policy_line(run_mux(args, env))
+    one_policy_line(run_in_process(args, env))
 
 
 def test_check_only_allows_the_check_without_an_install_command(
@@ -108,7 +109,7 @@ def test_check_only_allows_the_check_without_an_install_command(
 ) -> None:
     write_policy(policy_path, 'updates = "check-only"\n')
     check = ["update", "--check", "--source", str(check_feed), *trusting()]
-    result = run_mux([*check, "--json"], env)
+    result = run_in_process([*check, "--json"], env)
     assert result.returncode == 10, result.stderr
     doc = json.loads(result.stdout)
     assert doc["update_available"] is True and doc["latest"]["version"] == "9.0.0"
@@ -120,7 +121,7 @@ def test_check_only_allows_the_check_without_an_install_command(
         "origin": str(policy_path),
         "announce_delay_seconds": 0.0,
     }
-    text = run_mux(check, env)
+    text = run_in_process(check, env)
     assert text.returncode == 10
     assert "install it with" not in text.stdout
     assert f"the machine policy ({policy_path}) lets only its administrator install it" in (
@@ -150,10 +151,10 @@ def test_check_only_refuses_every_change_and_leaves_the_install(
     key = feed.keypair.public_key
     for extra in (["--trust-key", key], ["--dry-run"], ["--rollback"], ["--version", "0.2.0"]):
         args = ["update", "--home", str(installed.home), *extra]
-        line = one_policy_line(run_mux(args, run))
+        line = one_policy_line(run_in_process(args, run))
         assert 'updates = "check-only"' in line and "mux update --check still works" in line
     assert snapshot(installed.home, installed.bin_dir) == before
-    check = run_mux(["update", "--check", "--json", "--trust-key", key], run)
+    check = run_in_process(["update", "--check", "--json", "--trust-key", key], run)
     assert check.returncode == 10, check.stderr  # the check itself is allowed
     assert json.loads(check.stdout)["latest"]["version"] == "0.2.0"
 
@@ -164,7 +165,7 @@ def test_enabled_changes_nothing(
     write_policy(policy_path, '# the default, said out loud\nupdates = "enabled"\n')
     run = {**installed.env, "MUX_POLICY_FILE": env["MUX_POLICY_FILE"]}
     args = ["update", "--home", str(installed.home), "--trust-key", feed.keypair.public_key]
-    result = run_mux(args, run)
+    result = run_in_process(args, run)
     assert result.returncode == 0, result.stderr
     assert installed.active() == "0.2.0"
 
@@ -180,12 +181,12 @@ def test_the_policy_source_is_used_and_cannot_be_changed(
     write_feed(other, [("v7.0.0", False)])
     # The feed is signed with KEYS: the policy that names the source names its key too.
     write_policy(policy_path, f'source = "{check_feed}"\ntrusted_keys = ["{KEYS.public_key}"]\n')
-    result = run_mux(["update", "--check", "--json"], env)
+    result = run_in_process(["update", "--check", "--json"], env)
     assert result.returncode == 10, result.stderr
     doc = json.loads(result.stdout)
     assert doc["latest"]["version"] == "9.0.0"
     assert doc["source"]["location"] == str(check_feed)
-    same = run_mux(["update", "--check", "--json", "--source", str(check_feed)], env)
+    same = run_in_process(["update", "--check", "--json", "--source", str(check_feed)], env)
     assert same.returncode == 10, same.stderr  # repeating the policy's choice is fine
     attempts = {
         "--source": (["--source", str(other)], {}),
@@ -197,7 +198,7 @@ def test_the_policy_source_is_used_and_cannot_be_changed(
     }
     for name, (flags, extra_env) in attempts.items():
         for command in (["update", "--check"], ["update", "--home", str(tmp_path / "h")]):
-            line = one_policy_line(run_mux([*command, *flags], {**env, **extra_env}))
+            line = one_policy_line(run_in_process([*command, *flags], {**env, **extra_env}))
             assert f"sets source = {json.dumps(str(check_feed))}" in line, line
             assert name in line, line
 
@@ -213,7 +214,7 @@ def test_a_github_source_pins_the_enterprise_urls(env: dict[str, str], policy_pa
         ("MUX_GITHUB_API_URL", "https://api.github.com", "github_api_url"),
         ("MUX_UPDATE_SOURCE", "https://mirror.example.com", "source"),
     ):
-        line = one_policy_line(run_mux(["update", "--check"], {**env, variable: value}))
+        line = one_policy_line(run_in_process(["update", "--check"], {**env, variable: value}))
         assert setting in line and variable in line, line
     settings = mux_settings.load(
         {"MUX_POLICY_FILE": str(policy_path), "MUX_GITHUB_URL": "https://ghe.example.com/"},
@@ -258,13 +259,15 @@ def test_the_policy_names_the_enterprise_repository(
             f'source = "github"\ngithub_url = "{ghe.web_url}"\n'
             f'github_api_url = "{ghe.api_url}"\nrepo = "corp/mux-mirror"\n',
         )
-        result = run_mux(["update", "--check", "--json"], env)
+        result = run_in_process(["update", "--check", "--json"], env)
         assert result.returncode == 10, result.stderr
         assert json.loads(result.stdout)["latest"]["version"] == "9.0.0"
         assert any(r.path == "/corp/mux-mirror/releases/latest" for r in ghe.requests_to("web"))
-        again = run_mux(["update", "--check"], {**env, "MUX_REPO": "corp/mux-mirror"})
+        again = run_in_process(["update", "--check"], {**env, "MUX_REPO": "corp/mux-mirror"})
         assert again.returncode == 10, again.stderr
-        line = one_policy_line(run_mux(["update", "--check"], {**env, "MUX_REPO": "acme/mux"}))
+        line = one_policy_line(
+            run_in_process(["update", "--check"], {**env, "MUX_REPO": "acme/mux"})
+        )
     assert 'sets repo = "corp/mux-mirror"; MUX_REPO=acme/mux cannot change it' in line
     # A release build's own repository gives way to the policy's too.
     settings = mux_settings.load(
@@ -296,14 +299,14 @@ def test_trusted_keys_let_a_mirror_signed_with_another_key_in(
         "MUX_INSTALL_DIR": str(tmp_path / "bin"),
     }
     write_policy(policy_path, f'source = "{mirror.path}"\n')
-    refused = run_mux(["update", "--home", str(home), "--version", "0.1.0"], env)
+    refused = run_in_process(["update", "--home", str(home), "--version", "0.1.0"], env)
     assert refused.returncode == 3, refused.stderr
     assert "no trusted minisign key to check the release list" in refused.stderr
     write_policy(
         policy_path,
         f'source = "{mirror.path}"\ntrusted_keys = ["{mirror.keypair.public_key}"]\n',
     )
-    installed = run_mux(["update", "--home", str(home), "--version", "0.1.0", "--json"], env)
+    installed = run_in_process(["update", "--home", str(home), "--version", "0.1.0", "--json"], env)
     assert installed.returncode == 0, installed.stderr
     assert json.loads(installed.stdout)["to_version"] == "0.1.0"
 
@@ -389,7 +392,7 @@ def test_a_bad_policy_is_refused_never_ignored(
     policy_path.parent.mkdir(parents=True, exist_ok=True)
     policy_path.write_bytes(content if isinstance(content, bytes) else content.encode())
     policy_path.chmod(0o644)
-    line = one_policy_line(run_mux(["update", "--check", "--source", str(check_feed)], env))
+    line = one_policy_line(run_in_process(["update", "--check", "--source", str(check_feed)], env))
     assert f"the machine policy {policy_path} cannot be used" in line
     assert expected in line, line
     assert "updates are off until it is fixed" in line
@@ -417,7 +420,9 @@ def test_a_policy_others_can_change_is_refused(
     target = policy_path if where == "file" else policy_path.parent
     target.chmod(mode)
     try:
-        line = one_policy_line(run_mux(["update", "--check", "--source", str(check_feed)], env))
+        line = one_policy_line(
+            run_in_process(["update", "--check", "--source", str(check_feed)], env)
+        )
     finally:
         target.chmod(0o755 if where == "folder" else 0o644)
     who = "other users" if mode & 0o002 else "its group"
@@ -440,7 +445,7 @@ def test_a_link_to_nothing_is_refused(
 ) -> None:
     policy_path.parent.mkdir(parents=True)
     policy_path.symlink_to(tmp_path / "gone.toml")
-    line = one_policy_line(run_mux(["update", "--check", "--source", str(check_feed)], env))
+    line = one_policy_line(run_in_process(["update", "--check", "--source", str(check_feed)], env))
     assert "a symbolic link to nothing" in line
 
 
@@ -460,7 +465,7 @@ def test_a_link_is_judged_by_where_it_leads(policy_path: Path, tmp_path: Path) -
 
 def test_no_policy_file_means_no_policy(env: dict[str, str], check_feed: Path) -> None:
     args = ["update", "--check", "--json", "--source", str(check_feed), *trusting()]
-    result = run_mux(args, env)
+    result = run_in_process(args, env)
     assert result.returncode == 10, result.stderr
     assert json.loads(result.stdout)["managed_by"] is None
 
@@ -545,7 +550,7 @@ def test_at_the_baked_path_only_root_may_own_the_policy(
 
 
 def test_help_names_the_policy_and_exit_4(sandbox_env: dict[str, str]) -> None:
-    result = run_mux(["update", "--help"], sandbox_env)
+    result = run_in_process(["update", "--help"], sandbox_env)
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
     assert "4 the machine policy (/etc/mux/policy.toml) does not allow it" in text
