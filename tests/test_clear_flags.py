@@ -7,7 +7,8 @@
   usage error (exit 2); a release signed by another key names both keys and says
   "misconfigured key or tampering".
 
-Real processes for what the command answers; the rules in-process.
+The command run in this process (tests/support/inprocess.py) for what it answers, installed
+builds as real processes; the rules in-process.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.support.processes import run_mux
+from tests.support.inprocess import run_in_process
 from tests.support.releases import Feed, make_keypair, make_release
 from updater.cli.app import app
 from updater.core.permissions import unwritable
@@ -61,7 +62,7 @@ def test_a_unit_is_required_where_asked(text: str, required: bool, seconds: floa
 
 
 def test_a_bare_hold_is_refused_and_nothing_is_held(sandbox_env: dict[str, str]) -> None:
-    result = run_mux(["update", "--hold", "7"], sandbox_env)
+    result = run_in_process(["update", "--hold", "7"], sandbox_env)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
         "mux: error: --hold: '7' has no unit: give one, e.g. 7d or 12h"
@@ -101,7 +102,7 @@ def test_the_advice_tells_mode_from_owner(yours: bool, mode: int, message: str, 
 def test_trust_key_takes_a_pub_file_or_its_line(feed: Feed, sandbox_env: dict[str, str]) -> None:
     args = ["update", "--check", "--json", "--source", str(feed.path), "--trust-key"]
     for key in (str(feed.keypair.public_key_path), feed.keypair.public_key):
-        result = run_mux([*args, key], sandbox_env)
+        result = run_in_process([*args, key], sandbox_env)
         assert result.returncode == 10, result.stderr
         assert json.loads(result.stdout)["latest"]["version"] == "9.0.0"
 
@@ -113,7 +114,7 @@ def test_a_bad_trust_key_is_a_usage_error(
     key: str, feed: Feed, sandbox_env: dict[str, str]
 ) -> None:
     key = key.format(feed=feed.path)
-    result = run_mux(
+    result = run_in_process(
         ["update", "--check", "--source", str(feed.path), "--trust-key", key], sandbox_env
     )
     assert result.returncode == 2, result.stderr
@@ -126,7 +127,7 @@ def test_a_wrong_key_names_both_keys(
 ) -> None:
     other = make_keypair(tmp_path / "other", name="other")
     args = ["update", "--check", "--source", str(feed.path), "--trust-key"]
-    result = run_mux([*args, str(other.public_key_path)], sandbox_env)
+    result = run_in_process([*args, str(other.public_key_path)], sandbox_env)
     assert result.returncode == 3, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert feed.keypair.key_id in line and other.key_id in line, line

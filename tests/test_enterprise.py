@@ -22,8 +22,8 @@ from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serving, url_of
 from tests.support.attestations import REPO, attest
 from tests.support.github import FakeGitHub, github_env, serve_github
+from tests.support.inprocess import run_in_process
 from tests.support.installs import Install, bootstrap, snapshot
-from tests.support.processes import run_mux
 from tests.support.releases import KeyPair, make_keypair, make_release
 
 TOKEN = "ghe-token-4f1b"
@@ -171,11 +171,11 @@ def test_the_policy_names_the_storage_host_for_every_mux(
     policy.chmod(0o644)
     env = {**installed.env, "MUX_POLICY_FILE": str(policy)}
     args = ["update", "--home", str(installed.home), "--trust-key", keypair.public_key]
-    result = run_mux([*args, "--json"], env)
+    result = run_in_process([*args, "--json"], env)
     assert result.returncode == 0, result.stderr
     assert installed.active() == "0.2.0"
     assert _authorized(storage.requests) == []
-    refused = run_mux(args, {**env, "MUX_GITHUB_DOWNLOAD_HOSTS": "other.example"})
+    refused = run_in_process(args, {**env, "MUX_GITHUB_DOWNLOAD_HOSTS": "other.example"})
     assert refused.returncode == 4 and "download_hosts" in refused.stderr
 
 
@@ -232,10 +232,10 @@ def test_a_portless_enterprise_url_gives_the_token_to_its_port_only(
             "MUX_INSTALL_DIR": str(tmp_path / "bin"),
         }
         trust = ["--trust-key", keypair.public_key]
-        check = run_mux(["update", "--check", *trust], env)
+        check = run_in_process(["update", "--check", *trust], env)
         assert check.returncode == 10, check.stdout + check.stderr
         home = tmp_path / "mux-home"
-        update = run_mux(["update", "--home", str(home), "--version", "0.2.0", *trust], env)
+        update = run_in_process(["update", "--home", str(home), "--version", "0.2.0", *trust], env)
         assert update.returncode == 0, update.stdout + update.stderr
     assert Install(home, tmp_path / "bin", env).active() == "0.2.0"
     downloaded = {urlsplit(path).path.rsplit("/", 1)[-1] for path, _ in storage.requests}
@@ -315,7 +315,7 @@ def test_without_an_api_url_the_enterprise_servers_own_api_gets_the_token(sandbo
     with Recorder() as ghe:
         env = {**sandbox_env, "MUX_GITHUB_URL": ghe.url, "MUX_REPO": REPO}
         env["MUX_GITHUB_TOKEN"] = TOKEN
-        result = run_mux(["update", "--check", "--pre"], env)
+        result = run_in_process(["update", "--check", "--pre"], env)
     assert result.returncode == 1, result.stderr  # an empty release list: nothing to offer
     assert "api.github.com" not in result.stderr
     asked = [(urlsplit(path).path, headers) for path, headers in ghe.requests]

@@ -3,7 +3,7 @@
 Every response here was recorded from GitHub by another project (PyGithub, octokit/fixtures,
 github3.py; sources and licences in the corpus README) and is served byte for byte from a
 loopback server (tests/support/replay.py) to the real client: the GitHub source in this
-process, or a whole ``mux update --check`` process.
+process, or a whole ``mux update --check`` (run in this process too).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import run_mux
+from tests.support.inprocess import run_in_process
 from tests.support.replay import Exchange, Replay, recorded, serve_replay
 from updater.errors import NetworkError
 from updater.sources.github import GitHubSource
@@ -114,7 +114,7 @@ def test_a_secondary_rate_limit_says_when_and_is_not_asked_again_sooner(
     reported with when to retry, and no mux process asks again before then."""
     replay.routes["/repos/PyGithub/PyGithub/releases"] = recorded("secondary-rate-limit")[0]
     started = time.time()
-    line = one_line(run_mux(["update", "--check", "--pre"], env))
+    line = one_line(run_in_process(["update", "--check", "--pre"], env))
     assert "GitHub's secondary rate limit stopped" in line
     retry = re.search(r"retry at (\d\d:\d\d:\d\d) UTC \(in (\d+) s\)", line)
     assert retry is not None and 55 <= int(retry.group(2)) <= 60, line
@@ -123,13 +123,15 @@ def test_a_secondary_rate_limit_says_when_and_is_not_asked_again_sooner(
     assert time.time() - started < 30  # it did not wait the minute out either
     assert len(replay.seen) == 1
 
-    again = run_mux(["update", "--check", "--pre", "--json"], env)
+    again = run_in_process(["update", "--check", "--pre", "--json"], env)
     line = one_line(again)
     assert "not asking before then" in line
     assert json.loads(again.stdout)["exit_code"] == 1
     assert len(replay.seen) == 1  # nothing reached the server
 
-    with_token = run_mux(["update", "--check", "--pre"], {**env, "MUX_GITHUB_TOKEN": "t0ken"})
+    with_token = run_in_process(
+        ["update", "--check", "--pre"], {**env, "MUX_GITHUB_TOKEN": "t0ken"}
+    )
     one_line(with_token)  # another credential has its own limit: it may ask
     assert len(replay.seen) == 2
     assert replay.seen[1].headers.get("Authorization") == "Bearer t0ken"
@@ -137,28 +139,28 @@ def test_a_secondary_rate_limit_says_when_and_is_not_asked_again_sooner(
 
 def test_a_spent_primary_limit_names_the_token(replay: Replay, env: dict[str, str]) -> None:
     replay.routes["/repos/PyGithub/PyGithub/releases"] = recorded("primary-rate-limit")[0]
-    line = one_line(run_mux(["update", "--check", "--pre"], env))
+    line = one_line(run_in_process(["update", "--check", "--pre"], env))
     assert "GitHub's API rate limit is used up (60 requests an hour)" in line
     assert "(GitHub: API Rate Limit Exceeded for 92.104.200.119)" in line
     assert "set MUX_GITHUB_TOKEN (or GITHUB_TOKEN) to a token to raise the limit" in line
-    one_line(run_mux(["update", "--check", "--pre"], env))
+    one_line(run_in_process(["update", "--check", "--pre"], env))
     assert len(replay.seen) == 1
 
 
 def test_a_forbidden_answer_is_not_a_rate_limit(replay: Replay, env: dict[str, str]) -> None:
     replay.routes["/repos/PyGithub/PyGithub/releases"] = recorded("forbidden")[0]
-    line = one_line(run_mux(["update", "--check", "--pre"], env))
+    line = one_line(run_in_process(["update", "--check", "--pre"], env))
     assert "refused access (HTTP 403: Must have push access to view collaborator permission.)" in (
         line
     )
     assert "rate limit" not in line and "MUX_GITHUB_TOKEN" in line
-    one_line(run_mux(["update", "--check", "--pre"], env))
+    one_line(run_in_process(["update", "--check", "--pre"], env))
     assert len(replay.seen) == 2  # no rate limit: the next run asks again
 
 
 def test_a_422_shows_githubs_message(replay: Replay, env: dict[str, str]) -> None:
     replay.routes["/repos/PyGithub/PyGithub/releases"] = recorded("validation-failed")[0]
-    line = one_line(run_mux(["update", "--check", "--pre"], env))
+    line = one_line(run_in_process(["update", "--check", "--pre"], env))
     assert line.endswith("answered HTTP 422: Validation Failed (ReleaseAsset name already_exists)")
 
 
@@ -166,7 +168,7 @@ def test_githubs_message_is_escaped_and_bounded(replay: Replay, env: dict[str, s
     forbidden = recorded("forbidden")[0]
     hostile = json.dumps({"message": "\x1b]0;owned\x07\x1b[2J" + "x" * 5000}).encode()
     replay.routes["/repos/PyGithub/PyGithub/releases"] = replace(forbidden, body=hostile)
-    line = one_line(run_mux(["update", "--check", "--pre"], env))
+    line = one_line(run_in_process(["update", "--check", "--pre"], env))
     assert "\x1b" not in line and "\x07" not in line
     assert "\\x1b]0;owned\\x07\\x1b[2J" in line
     assert len(line) < 1000

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import run_mux
+from tests.support.inprocess import run_in_process
 from updater.config import settings as mux_settings
 from updater.errors import UsageError
 
@@ -22,7 +22,7 @@ def test_a_path_variable_whose_home_cannot_be_expanded_is_one_usage_error(
     with pytest.raises(UsageError, match=f"{variable}=~no-such-user-of-mux/bin"):
         mux_settings.load(env)
     for args in (["update", "--check", "--max-age", "1h"], ["update"]):
-        result = run_mux(args, env)
+        result = run_in_process(args, env)
         assert result.returncode == 2, (args, result.stderr)
         assert result.stderr.count("\n") == 1 and variable in result.stderr, result.stderr
     assert not (Path.cwd() / "~no-such-user-of-mux").exists()

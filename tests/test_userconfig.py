@@ -1,5 +1,6 @@
 """The user's config.toml: read by the machine policy's strict rules, one parser of the keys
-both may set, and the policy's word over it. Real mux processes, files the tests own.
+both may set, and the policy's word over it. The development mux run in this process
+(tests/support/inprocess.py), files the tests own.
 
 The same cases as the policy's bad files (tests/test_policy.py): each is one line naming the
 file and what is wrong, for every command that reads it, never ignored.
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.feeds import trusting, write_feed, write_release
-from tests.support.processes import run_mux
+from tests.support.inprocess import run_in_process
 from updater.config import settings as mux_settings
 from updater.config.policy import parse_policy
 from updater.config.userconfig import read_user_config
@@ -50,7 +51,7 @@ def one_error_line(result) -> str:
 
 
 def check(env: dict[str, str], feed: Path, *extra: str):
-    return run_mux(["update", "--check", "--source", str(feed), *trusting(), *extra], env)
+    return run_in_process(["update", "--check", "--source", str(feed), *trusting(), *extra], env)
 
 
 BAD_FILES = {
@@ -74,9 +75,9 @@ def test_a_bad_config_file_is_one_error_for_every_command_never_ignored(
     for result in (
         check(sandbox_env, check_feed),
         check(sandbox_env, check_feed, "--max-age", "1h"),  # the fast path reads it too
-        run_mux(["update", "--home", str(tmp_path / "home"), "--dry-run"], sandbox_env),
-        run_mux(["update", "--hold", "1d"], sandbox_env),
-        run_mux(["server", "restart", "--name", "nothing-here"], sandbox_env),
+        run_in_process(["update", "--home", str(tmp_path / "home"), "--dry-run"], sandbox_env),
+        run_in_process(["update", "--hold", "1d"], sandbox_env),
+        run_in_process(["server", "restart", "--name", "nothing-here"], sandbox_env),
     ):
         line = one_error_line(result)
         assert f"the config file {config} cannot be used: " in line, line

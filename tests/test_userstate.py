@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.feeds import trusting, write_feed, write_release
+from tests.support.inprocess import run_in_process
 from tests.support.installs import bootstrap
-from tests.support.processes import run_mux
 from tests.support.releases import make_feed
 from tests.support.watching import event, spawn, watch_start
 from updater.commands import userstate as state_file
@@ -222,7 +222,7 @@ def feed(tmp_path: Path) -> Path:
 
 
 def check_doc(env: dict[str, str], feed: Path, *extra: str) -> tuple[int, dict]:
-    result = run_mux(
+    result = run_in_process(
         ["update", "--check", "--json", "--source", str(feed), *trusting(), *extra], env
     )
     return result.returncode, json.loads(result.stdout)
@@ -233,7 +233,7 @@ def test_skip_and_hold_are_kept_shown_by_the_check_and_undone(
 ) -> None:
     code, doc = check_doc(sandbox_env, feed)
     assert (code, doc["update_available"], doc["withheld"]) == (10, True, None)
-    skipped = run_mux(["update", "--skip", "9.0.0"], sandbox_env)
+    skipped = run_in_process(["update", "--skip", "9.0.0"], sandbox_env)
     assert skipped.returncode == 0, skipped.stderr
     assert skipped.stdout.strip() == (
         "mux 9.0.0 will not be offered or installed automatically (mux update --unskip 9.0.0 "
@@ -249,18 +249,19 @@ def test_skip_and_hold_are_kept_shown_by_the_check_and_undone(
     # Asked for by version, it is still there for the asking.
     code, doc = check_doc(sandbox_env, feed, "--version", "9.0.0")
     assert (code, doc["withheld"]) == (10, None)
-    held = run_mux(["update", "--hold", "7d", "--json"], sandbox_env)
+    held = run_in_process(["update", "--hold", "7d", "--json"], sandbox_env)
     assert held.returncode == 0 and json.loads(held.stdout)["action"] == "hold"
-    assert run_mux(["update", "--unskip", "9.0.0"], sandbox_env).returncode == 0
+    assert run_in_process(["update", "--unskip", "9.0.0"], sandbox_env).returncode == 0
     code, doc = check_doc(sandbox_env, feed)
     assert (code, doc["withheld"]["reason"]) == (0, "held")
     until = doc["hold_until"]
     assert until is not None and doc["withheld"]["until"] == until
-    text = run_mux(["update", "--check", "--source", str(feed), *trusting()], sandbox_env)
+    text = run_in_process(["update", "--check", "--source", str(feed), *trusting()], sandbox_env)
     assert "mux 9.0.0 is not offered (held)" in text.stdout
     assert "note: updates are held until" in text.stdout
     assert (
-        run_mux(["update", "--unhold"], sandbox_env).stdout.strip() == "updates are offered again"
+        run_in_process(["update", "--unhold"], sandbox_env).stdout.strip()
+        == "updates are offered again"
     )
     code, doc = check_doc(sandbox_env, feed)
     assert (code, doc["withheld"], doc["hold_until"]) == (10, None, None)
@@ -279,7 +280,7 @@ def test_skip_and_hold_are_kept_shown_by_the_check_and_undone(
 def test_bad_skip_and_hold_flags_are_usage_errors(
     sandbox_env: dict[str, str], args: list[str], words: str
 ) -> None:
-    result = run_mux(["update", *args], sandbox_env)
+    result = run_in_process(["update", *args], sandbox_env)
     assert result.returncode == 2, result.stderr
     assert words in result.stderr
 
