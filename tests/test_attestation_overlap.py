@@ -211,7 +211,7 @@ def test_mux_update_fetches_the_bundle_while_the_archive_downloads(feed: Path, i
     bundle = models.attestation_name("0.2.0")
     with holding_server(feed, gate, open_on_request=bundle) as url:
         install: Install = installed(url)
-        result = install.run("update")
+        result = install.run("update", "-v")  # -v: every layer's line
     assert result.returncode == 0, (result.stdout, result.stderr)
     # The bundle was asked for before the archive's second half left the server (usually
     # while it was held; the worker may even be first).

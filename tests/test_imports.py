@@ -328,7 +328,7 @@ def every_path(
             assert result.returncode == code, (args, result.stdout, result.stderr)
         # The update with every layer, its progress bar drawn on a terminal.
         terminal = {k: v for k, v in env.items() if k != "NO_COLOR"} | {"TERM": "xterm"}
-        updated = on_a_terminal([*mux, "update", "--exit-code", *trust], terminal)
+        updated = on_a_terminal([*mux, "update", "--exit-code", "-v", *trust], terminal)
         assert updated.returncode == 20, (
             updated.stdout,
             updated.stderr,

@@ -471,7 +471,9 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
             return result.stdout
 
         # The real build installs itself: every layer, its own smoke test.
-        installed = mux(folder / "mux", "update", "--home", str(home), "--version", "0.4.0", code=0)
+        installed = mux(
+            folder / "mux", "update", "-v", "--home", str(home), "--version", "0.4.0", code=0
+        )
         assert "attestation: ok" in installed and "smoke-test: ok" in installed
         installed_mux = bin_dir / "mux"
         mux(installed_mux, "update", "--check", "--json", code=10)
@@ -482,7 +484,7 @@ def test_real_build_ships_only_what_it_uses_and_runs_every_path(
         mux(installed_mux, "server", "status", "--json", code=0)
         # With its progress bar on a terminal (rich), to 0.5.0: the server needs a restart.
         terminal = {k: v for k, v in env.items() if k != "NO_COLOR"} | {"TERM": "xterm"}
-        updated = on_a_terminal([str(installed_mux), "update", "--exit-code"], terminal)
+        updated = on_a_terminal([str(installed_mux), "update", "--exit-code", "-v"], terminal)
         assert updated.returncode == 20, (updated.stdout, updated.stderr)  # asked: --exit-code
         assert b"attestation: ok" in updated.stdout and b"smoke-test: ok" in updated.stdout
         assert b"Traceback" not in updated.stderr, updated.stderr

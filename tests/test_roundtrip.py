@@ -113,7 +113,7 @@ def installed(tmp_path: Path, sandbox_env, feed, sigstore: FakeSigstore):
 
 
 def test_a_release_signed_by_real_minisign_installs_with_every_layer(installed: Install) -> None:
-    result = installed.run("update")
+    result = installed.run("update", "-v")  # -v: every layer's line
     assert result.returncode == 0, result.stderr
     for layer in (
         "signature: ok",

@@ -210,7 +210,7 @@ def test_missing_attestation_fails_closed_unless_skipped_loudly(
     assert planned.returncode == 3, planned.stdout + planned.stderr
     assert "verification failed (attestation): no attestation" in planned.stderr
     assert_unchanged(installed, before)
-    skipped = installed.run("update", "--insecure-skip-attestation")
+    skipped = installed.run("update", "--insecure-skip-attestation", "-v")
     assert skipped.returncode == 0, skipped.stderr
     assert "mux: warning: --insecure-skip-attestation" in skipped.stderr
     assert "attestation: SKIPPED" in skipped.stdout

@@ -447,7 +447,8 @@ def _check(run: _Run) -> list[str]:
 
 def _update(run: _Run) -> list[str]:
     r = run.r
-    result = r.run_mux("update", expect=0)  # it did what was asked: the restart is printed
+    # It did what was asked: the restart is printed; -v: the layers and the download too.
+    result = r.run_mux("update", "-v", expect=0)
     lines = result.stdout.strip().splitlines()
     commands = [ln.strip() for ln in lines if ln.strip().startswith("mux server restart")]
     if len(commands) != 1:

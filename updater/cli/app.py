@@ -229,6 +229,20 @@ def update(
             " restart, as --check does.",
         ),
     ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="Print nothing but errors and warnings (the exit code tells)."
+        ),
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Also print each verification layer, the download and the link.",
+        ),
+    ] = False,
 ) -> None:
     """Check for, verify and install the newest mux; never stops a server.
 
@@ -261,6 +275,8 @@ def update(
             unhold=unhold,
             no_delta=no_delta,
             exit_code=exit_code,
+            quiet=quiet,
+            verbose=verbose,
         )
     )
     raise typer.Exit(code)

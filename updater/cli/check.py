@@ -37,6 +37,10 @@ CHECK_FLAGS = {
     "--version": VALUE,
     "--home": VALUE,
     "--trust-key": LIST,
+    "--quiet": BARE,
+    "-q": BARE,
+    "--verbose": BARE,
+    "-v": BARE,
 }
 # The flags of `mux update` that are not part of a check (what it does instead of checking),
 # from the one table of which flags go with which.
@@ -59,6 +63,8 @@ class CheckFlags(NamedTuple):
     version: str | None = None
     home: str | None = None
     trust_keys: tuple[str, ...] = ()
+    quiet: bool = False  # -q: nothing on stdout (the exit code answers); errors still said
+    verbose: bool = False  # -v: the check says all it has by default
 
 
 _FIELDS = {
@@ -73,6 +79,10 @@ _FIELDS = {
     "--version": "version",
     "--home": "home",
     "--trust-key": "trust_keys",
+    "-q": "quiet",
+    "--quiet": "quiet",
+    "-v": "verbose",
+    "--verbose": "verbose",
 }
 
 _FLAG_OF = {"as_json": "--json", **{field: flag for flag, field in _FIELDS.items()}}
@@ -139,5 +149,8 @@ def answer_check(flags: CheckFlags) -> int:
         return report_error(exc, as_json=flags.as_json)
     except KeyboardInterrupt:
         return 130
-    print(to_json_line(check_document(report)) if flags.as_json else check_text(report))
+    if flags.as_json:
+        print(to_json_line(check_document(report)))
+    elif not flags.quiet:
+        print(check_text(report))
     return report.exit_code

@@ -16,6 +16,7 @@ progress bar imports it when it is drawn).
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from updater.errors import printable
@@ -24,7 +25,7 @@ from updater.text import safe_text
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: mux version's fast path
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any
+    from typing import Any, TextIO
 
     from updater.commands.update import UpdateResult
     from updater.config.buildinfo import BuildInfo
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
 # as objects with a kind and a layer, `schema` in every document, one name per idea (the
 # names schema 1 used are kept beside the new ones for this schema version).
 REPORT_SCHEMA = 2
-ERROR_PREFIX = "mux: error: "
-WARNING_PREFIX = "mux: warning: "
 
 
 def to_json_line(doc: dict[str, Any]) -> str:
@@ -90,14 +89,31 @@ def report_click_error(exc: Any, *, as_json: bool) -> int:
     return int(exc.exit_code)
 
 
-def error_line(message: str) -> str:
-    """``mux: error: …``, escaped as a whole."""
-    return ERROR_PREFIX + printable(message)
+def error_line(message: str, stream: TextIO | None = None) -> str:
+    """``mux: error: …`` for ``stream`` (stderr), escaped as a whole; ``error:`` in red on a
+    terminal (:func:`painted`)."""
+    return "mux: " + painted("error:", _RED, stream) + " " + printable(message)
 
 
-def warning_line(message: str) -> str:
-    """``mux: warning: …``, escaped as a whole."""
-    return WARNING_PREFIX + printable(message)
+def warning_line(message: str, stream: TextIO | None = None) -> str:
+    """``mux: warning: …`` for ``stream`` (stderr), escaped as a whole; ``warning:`` in
+    yellow on a terminal (:func:`painted`)."""
+    return "mux: " + painted("warning:", _YELLOW, stream) + " " + printable(message)
+
+
+_RED, _YELLOW = "1;31", "33"  # SGR parameters
+
+
+def painted(text: str, sgr: str, stream: TextIO | None = None) -> str:
+    """``text`` in colour when ``stream`` (default stderr) is a terminal, unless NO_COLOR is
+    set (https://no-color.org) or TERM is dumb; as it is in a pipe or a file. ``text`` is
+    mux's own words: never anything from outside, which is escaped before it gets here."""
+    shown_on = sys.stderr if stream is None else stream
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return text
+    if not shown_on.isatty():
+        return text
+    return f"\x1b[{sgr}m{text}\x1b[0m"
 
 
 def error_document(exc: MuxError) -> dict[str, Any]:
@@ -299,8 +315,21 @@ def kept_document(kept: KeptVersion) -> dict[str, Any]:
     }
 
 
+def human_size(size: int) -> str:
+    """The one way mux shows a size to a person: IEC units, one decimal above bytes
+    (``812 B``, ``3.4 KiB``, ``12.0 MiB``, ``1.5 GiB``); ``--json`` gives exact bytes."""
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB"):
+        value /= 1024
+        if value < 1024 or unit == "GiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
 def _size(size: int | None) -> str:
-    return "unknown size" if size is None else f"{size / 1048576:.1f} MiB"
+    return "unknown size" if size is None else human_size(size)
 
 
 def _kept_lines(kept_versions: Sequence[KeptVersion], *, indent: str = "  ") -> list[str]:
@@ -461,14 +490,21 @@ def _transfer_line(result: UpdateResult) -> str | None:
     share = f"{100 * transfer.bytes / transfer.archive_size:.1f}%" if transfer.archive_size else ""
     if transfer.method == "delta":
         return (
-            f"  download: a delta from {transfer.delta_from}, {transfer.bytes} bytes "
-            f"({share} of the {transfer.archive_size}-byte archive)"
+            f"  download: a delta from {transfer.delta_from}, {human_size(transfer.bytes)} "
+            f"({share} of the {human_size(transfer.archive_size)} archive)"
         )
     why = f" (no delta: {safe_text(transfer.fallback)})" if transfer.fallback else ""
-    return f"  download: the full archive, {transfer.bytes} bytes{why}"
+    return f"  download: the full archive, {human_size(transfer.bytes)}{why}"
 
 
-def update_text(result: UpdateResult, carried: Sequence[str] = ()) -> str:
+# How much `mux update` says: QUIET (-q) nothing but errors, DEFAULT about three lines (what
+# changed, what was kept, what to restart), VERBOSE (-v) every layer, the download, the link.
+QUIET, DEFAULT, VERBOSE = -1, 0, 1
+
+
+def update_text(
+    result: UpdateResult, carried: Sequence[str] = (), *, verbosity: int = DEFAULT
+) -> str:
     """``carried``: the user's options (Settings.carried) each printed command repeats."""
     # deferred (+0.5 ms, 2 modules): mux version renders through this module and imports
     # nothing of the core (tests/test_imports.py); an update's output needs the next steps
@@ -476,61 +512,48 @@ def update_text(result: UpdateResult, carried: Sequence[str] = ()) -> str:
 
     # result.action is an UpdateAction (a StrEnum), compared by value: its module imports
     # the update machinery, which mux version and the cached check, rendered here, do without.
-    lines = []
+    if verbosity <= QUIET:
+        return ""
     if result.action == "dry-run" and result.plan is not None:
-        plan = result.plan
-        lines += [
-            f"would update mux {result.from_version or '(not installed)'} → {result.to_version} "
-            f"({result.target})",
-            f"  release: {plan.release_url}",
-            f"  asset:   {plan.asset_url} ({plan.size} bytes, sha256 {plan.sha256})",
-            f"  checks:  {', '.join(plan.checks)}",
-            *(
-                f"  checked now: {layer.layer}: {'ok' if layer.status == 'ok' else 'SKIPPED'}:"
-                f" {layer.detail}"
-                for layer in result.verification
-            ),
-            f"  into:    {plan.version_dir}",
-            f"  link:    {plan.link}",
-        ]
-        after = [v for v in result.servers if v.restart_needed]
-        if after:
-            lines.append(
-                f"after it, {len(after)} live server(s) will need a restart "
-                f"(mux {result.to_version} speaks protocol {result.protocol_version}):"
-            )
-            lines += [f"  {v.restart_command}" for v in after]
-        lines.append("nothing was changed (--dry-run)")
-        return safe_lines(lines)
+        return safe_lines(_dry_run_lines(result))
     if result.action == "pruned":
         return safe_lines(_prune_lines(result))
     if result.action == "withheld" and result.withheld is not None:
-        kept_back = result.withheld
-        lines.append(f"mux {result.from_version} stays: {kept_back.detail}")
-        lines.append(f"  to have it offered again: {kept_back.undo}")
-        if kept_back.reason != "failed":
-            anyway = mux_update("--version", kept_back.version, carried=carried)
-            lines.append(f"  to install it anyway: {anyway}")
-        return safe_lines(lines)
+        anyway = mux_update("--version", result.withheld.version, carried=carried)
+        return safe_lines(_withheld_lines(result, anyway))
+    lines = [_headline(result), *(f"  note: {note}" for note in result.notes)]
+    if verbosity >= VERBOSE:
+        lines += _detail_lines(result)
+    rollback = mux_update("--rollback", carried=for_install_only(carried))
+    lines += _kept_after_update(result, rollback, verbose=verbosity >= VERBOSE)
+    lines += _servers_after_update(result, verbose=verbosity >= VERBOSE)
+    lines += release_notes_lines(result.release_notes)
+    return safe_lines(lines)
+
+
+def _headline(result: UpdateResult) -> str:
+    """What changed, in one line."""
     if result.action == "up-to-date":
-        lines.append(f"mux {result.to_version} is already installed in {result.layout.home}")
-    elif result.action == "rolled-back":
+        return f"mux {result.to_version} is already installed in {result.layout.home}"
+    if result.action == "rolled-back":
         # The version active before, older or newer: said so, not as "back" to an older one.
-        lines.append(
+        return (
             f"switched back to mux {result.to_version}, the version active before "
             f"{result.from_version}"
         )
-    elif result.action == "dry-run":
-        lines.append(f"would move mux {result.from_version} → {result.to_version}")
-    else:
-        lines.append(
-            f"updated mux {result.from_version or '(none)'} → {result.to_version} ({result.target})"
-        )
-    for note in result.notes:
-        lines.append(f"  note: {note}")
-    for layer in result.verification:
-        mark = "ok" if layer.status == "ok" else "SKIPPED"
-        lines.append(f"  {layer.layer}: {mark}: {layer.detail}")
+    if result.action == "dry-run":
+        return f"would move mux {result.from_version} → {result.to_version}"
+    if not result.from_version:
+        return f"installed mux {result.to_version} ({result.target})"
+    return f"updated mux {result.from_version} → {result.to_version} ({result.target})"
+
+
+def _detail_lines(result: UpdateResult) -> list[str]:
+    """``-v``: each verification layer, how the files came, where the link points."""
+    lines = [
+        f"  {layer.layer}: {'ok' if layer.status == 'ok' else 'SKIPPED'}: {layer.detail}"
+        for layer in result.verification
+    ]
     transfer_line = _transfer_line(result)
     if transfer_line is not None:
         lines.append(transfer_line)
@@ -538,12 +561,29 @@ def update_text(result: UpdateResult, carried: Sequence[str] = ()) -> str:
         lines.append(
             f"  {result.layout.link} → {result.layout.version_dir(str(result.to_version))}"
         )
-        if result.action == "updated" and result.from_version:
-            back = mux_update("--rollback", carried=for_install_only(carried))
-            lines.append(f"  previous version {result.from_version} kept: {back}")
+    return lines
+
+
+def _kept_after_update(result: UpdateResult, rollback: str, *, verbose: bool) -> list[str]:
+    """What was kept (the previous version, for ``rollback``, the command that goes back to
+    it; those a running mux uses) and removed: one line for the removed ones, one each with
+    ``-v``."""
+    lines = []
+    if result.action == "updated" and result.from_version:
+        lines.append(f"  previous version {result.from_version} kept: {rollback}")
     lines += _kept_lines(result.kept_versions)
-    for version in result.removed_versions:
-        lines.append(f"  removed {version}: {_REMOVED_REASON}")
+    removed = result.removed_versions
+    if verbose:
+        lines += [f"  removed {version}: {_REMOVED_REASON}" for version in removed]
+    elif removed:
+        lines.append(f"  removed {', '.join(removed)} (no running mux found using them)")
+    return lines
+
+
+def _servers_after_update(result: UpdateResult, *, verbose: bool) -> list[str]:
+    """What to restart: each live server that needs it, or may move when convenient (a
+    server with nothing to do is said with ``-v`` only)."""
+    lines = []
     live = [v for v in result.servers if v.report.state == "live" and v.report.status]
     for verdict in live:
         status = verdict.report.status
@@ -565,14 +605,53 @@ def update_text(result: UpdateResult, carried: Sequence[str] = ()) -> str:
                 "convenient (this ends the programs in it):"
             )
             lines.append(f"  {verdict.restart_command}")
-    for verdict in live:
-        if not (verdict.restart_needed or verdict.compatible):
+        elif verbose:
             lines.append(
                 f"server {verdict.report.address} speaks protocol {result.protocol_version}: "
                 "nothing to do, it keeps running"
             )
-    lines += release_notes_lines(result.release_notes)
-    return safe_lines(lines)
+    return lines
+
+
+def _dry_run_lines(result: UpdateResult) -> list[str]:
+    plan = result.plan
+    assert plan is not None
+    lines = [
+        f"would update mux {result.from_version or '(not installed)'} → {result.to_version} "
+        f"({result.target})",
+        f"  release: {plan.release_url}",
+        f"  asset:   {plan.asset_url} ({human_size(plan.size)}, sha256 {plan.sha256})",
+        f"  checks:  {', '.join(plan.checks)}",
+        *(
+            f"  checked now: {layer.layer}: {'ok' if layer.status == 'ok' else 'SKIPPED'}:"
+            f" {layer.detail}"
+            for layer in result.verification
+        ),
+        f"  into:    {plan.version_dir}",
+        f"  link:    {plan.link}",
+    ]
+    after = [v for v in result.servers if v.restart_needed]
+    if after:
+        lines.append(
+            f"after it, {len(after)} live server(s) will need a restart "
+            f"(mux {result.to_version} speaks protocol {result.protocol_version}):"
+        )
+        lines += [f"  {v.restart_command}" for v in after]
+    lines.append("nothing was changed (--dry-run)")
+    return lines
+
+
+def _withheld_lines(result: UpdateResult, anyway: str) -> list[str]:
+    """``anyway``: the command that installs the withheld release all the same."""
+    kept_back = result.withheld
+    assert kept_back is not None
+    lines = [
+        f"mux {result.from_version} stays: {kept_back.detail}",
+        f"  to have it offered again: {kept_back.undo}",
+    ]
+    if kept_back.reason != "failed":
+        lines.append(f"  to install it anyway: {anyway}")
+    return lines
 
 
 # What `mux update` shows of the notes of the releases it moved past: about five lines.
@@ -630,7 +709,7 @@ class PlainProgress:
         self.write = write
 
     def start(self, total: int | None) -> None:
-        size = f" ({total / 1048576:.1f} MiB)" if total is not None else ""
+        size = f" ({human_size(total)})" if total is not None else ""
         self.write(safe_text(f"downloading {self.label}{size}"))
 
     def advance(self, done: int) -> None:
@@ -762,11 +841,12 @@ class _GroupTask:
 class ConsoleEvents:
     """What ``mux update`` shows on stderr while it runs (:class:`updater.commands.update.UpdateEvents`)."""
 
-    def __init__(self, *, progress_bar: bool) -> None:
+    def __init__(self, *, progress_bar: bool, quiet: bool = False) -> None:
         self._bar = progress_bar
+        self._quiet = quiet  # -q: no progress (warnings still say what went wrong)
 
     def warning(self, message: str) -> None:
         print(warning_line(message), file=sys.stderr)
 
     def progress(self, label: str) -> Progress:
-        return make_progress(label, bar=self._bar)
+        return make_progress(label, quiet=self._quiet, bar=self._bar)

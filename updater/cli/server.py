@@ -91,6 +91,15 @@ UrlOption = Annotated[
         help="unix:///path.sock or a loopback http://127.0.0.1:PORT.",
     ),
 ]
+QuietOption = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Print nothing but errors (the exit code tells).")
+]
+
+
+def _say(line: str, *, quiet: bool) -> None:
+    """One line of a verb's report (it quotes what a server said), unless ``-q``."""
+    if not quiet:
+        print(server_line(line))
 
 
 def _run(action: Callable[[], T], *, as_json: bool = False) -> T:
@@ -142,7 +151,10 @@ def run_command(
 
 @server_app.command("start", epilog=helptext.SERVER_START)
 def start_command(
-    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+    name: NameOption = None,
+    socket: SocketOption = None,
+    url: UrlOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Start a server in the background and wait until it answers."""
 
@@ -151,13 +163,13 @@ def start_command(
         report = start(address)
     except AlreadyRunning as running:  # what was asked is true already: exit 0, as stop does
         live = running.report
-        print(server_line(f"a mux server already runs on {live.address}: {describe_live(live)}"))
+        _say(f"a mux server already runs on {live.address}: {describe_live(live)}", quiet=quiet)
         if not _speaks_this_protocol(live):
-            print(server_line(f"it speaks another protocol than this mux; {running.hint}"))
+            _say(f"it speaks another protocol than this mux; {running.hint}", quiet=quiet)
         return
     except MuxError as exc:
         raise typer.Exit(report_error(exc, as_json=False)) from None
-    print(server_line(f"started a mux server on {report.address}: {describe_live(report)}"))
+    _say(f"started a mux server on {report.address}: {describe_live(report)}", quiet=quiet)
 
 
 def _speaks_this_protocol(report: ServerReport) -> bool:
@@ -167,16 +179,19 @@ def _speaks_this_protocol(report: ServerReport) -> bool:
 
 @server_app.command("stop", epilog=helptext.SERVER_STOP)
 def stop_command(
-    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+    name: NameOption = None,
+    socket: SocketOption = None,
+    url: UrlOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Ask a server to shut down (works whatever protocol it speaks)."""
 
     address = _run(lambda: _server_address(name, socket, url))
     result = _run(lambda: stop(address))
     if result == "stopped":
-        print(server_line(f"stopped the mux server on {address}"))
+        _say(f"stopped the mux server on {address}", quiet=quiet)
     else:
-        print(server_line(f"no mux server runs on {address}"))
+        _say(f"no mux server runs on {address}", quiet=quiet)
 
 
 @server_app.command(
@@ -185,7 +200,10 @@ def stop_command(
     short_help="Start this mux's server in place of a running one.",
 )
 def restart_command_(
-    name: NameOption = None, socket: SocketOption = None, url: UrlOption = None
+    name: NameOption = None,
+    socket: SocketOption = None,
+    url: UrlOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """Stop a server (whatever its protocol) and start this mux's server in its place; if the
     new build does not answer with its version and protocol, start the old build again."""
@@ -198,7 +216,7 @@ def restart_command_(
         said = f"no mux server ran on {report.address}; started one"
     else:
         said = f"restarted the mux server on {report.address}"
-    print(server_line(f"{said}: {describe_live(report)}"))
+    _say(f"{said}: {describe_live(report)}", quiet=quiet)
 
 
 def _restart_settings() -> Settings:

@@ -52,6 +52,12 @@ class UpdateFlags(NamedTuple):
     unhold: bool = False
     no_delta: bool = False
     exit_code: bool = False
+    quiet: bool = False  # -q: nothing but errors and warnings (wins over -v)
+    verbose: bool = False  # -v: every layer, the download, the link
+
+    @property
+    def verbosity(self) -> int:
+        return render.QUIET if self.quiet else render.VERBOSE if self.verbose else render.DEFAULT
 
     def given(self) -> list[str]:
         """The flags given, by their long names (``--json`` included)."""
@@ -100,7 +106,10 @@ def _change_state(flags: UpdateFlags) -> int:
         done = userstate.hold(settings, flags.hold)
     else:
         done = userstate.unhold(settings)
-    print(to_json_line(done.to_json()) if flags.as_json else render.safe_text(done.message))
+    if flags.as_json:
+        print(to_json_line(done.to_json()))
+    elif not flags.quiet:
+        print(render.safe_text(done.message))
     return 0
 
 
@@ -118,6 +127,8 @@ def _check_flags(flags: UpdateFlags) -> CheckFlags:
         version=flags.version,
         home=None if flags.home is None else str(flags.home),
         trust_keys=flags.trust_key,
+        quiet=flags.quiet,
+        verbose=flags.verbose,
     )
 
 
@@ -146,15 +157,15 @@ def _update(flags: UpdateFlags, settings: Settings, build: BuildInfo) -> UpdateR
         settings,
         build=build,
         dry_run=flags.dry_run,
-        events=render.ConsoleEvents(progress_bar=settings.progress_bar),
+        events=render.ConsoleEvents(progress_bar=settings.progress_bar, quiet=flags.quiet),
     )
 
 
 def _print_result(flags: UpdateFlags, settings: Settings, result: UpdateResult) -> int:
     if flags.as_json:
         print(to_json_line(render.update_document(result)))
-    else:
-        print(render.update_text(result, settings.carried))
+    elif not flags.quiet:
+        print(render.update_text(result, settings.carried, verbosity=flags.verbosity))
     return result.exit_code
 
 

@@ -2,8 +2,8 @@
 
 ``mux update`` does one thing per call: a check (``--check``), a plan (``--dry-run``), a
 rollback, a prune, a change of the user's state (``--skip``, ``--unskip``, ``--hold``,
-``--unhold``), or else an update. Each takes the flags in :data:`TAKES` (``--json`` goes with
-every one); anything else on the line would be ignored, so it is refused instead, with one
+``--unhold``), or else an update. Each takes the flags in :data:`TAKES` (those of
+:data:`EVERY_MODE`, ``--json``, ``--quiet`` and ``--verbose``, go with every one); anything else on the line would be ignored, so it is refused instead, with one
 line naming both flags (exit 2), before anything is read or changed. Both entry points (the
 check's fast path and the typer command) call :func:`refusal`.
 
@@ -54,6 +54,8 @@ TAKES: dict[str, frozenset[str]] = {
     "--hold": frozenset(),
     "--unhold": frozenset(),
 }
+# What goes with every mode: the form of the answer.
+EVERY_MODE = frozenset({"--json", "--quiet", "--verbose"})
 # A flag that means something only beside another.
 NEEDS = {"--allow-downgrade": "--version", "--allow-withdrawn": "--version"}
 # Two flags a mode takes that contradict each other.
@@ -77,14 +79,14 @@ _WHY_NEEDED = {
 
 def refusal(given: Collection[str]) -> UsageError | None:
     """The error for a combination of flags ``mux update`` will not honour (each flag once,
-    by its long name, ``--json`` aside); None when it honours every one of them."""
+    by its long name, :data:`EVERY_MODE`'s aside); None when it honours every one of them."""
     modes = [mode for mode in MODES if mode in given]
     if len(modes) > 1:
         first, second = modes[:2]
         return UsageError(f"{first} and {second} do not go together", hint=_WHAT[first])
     mode = modes[0] if modes else ""
     takes = TAKES[mode]
-    for flag in sorted(set(given) - {mode, "--json"}):
+    for flag in sorted(set(given) - {mode, *EVERY_MODE}):
         if flag not in takes:
             return UsageError(
                 f"{flag} does not go with {mode}" if mode else f"{flag} goes with --check",
