@@ -8,17 +8,24 @@ and tested as tables; one real mux process each shows a rule where a user meets 
 
 from __future__ import annotations
 
+import io
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.processes import run_mux
 from tests.support.releases import make_feed, serve_directory
 from updater.cli.app import run
+from updater.config.settings import HttpSettings
 from updater.core.hints import did_you_mean, error_words, listed_versions, not_found_hint
 from updater.core.request import ReleaseRequest, release_version
-from updater.errors import EXIT_USAGE, UsageError
+from updater.errors import EXIT_USAGE, NetworkError, UsageError
+from updater.net.client import HttpClient
+
+QUICK = HttpSettings(retries=0, backoff=0.0)
 
 # -- no Python error text ------------------------------------------------------------------
 
@@ -198,3 +205,55 @@ def test_version_and_skip_refuse_the_same_versions(
         said = capsys.readouterr().err
         assert f"--skip '{typed}' is not a release version" in said
     assert not (tmp_path / "state").exists()  # nothing was written
+
+
+class _Reset(httpx.SyncByteStream):
+    """A body that breaks after its first block, as a reset connection does."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield b"x" * 100
+        raise httpx.ReadError("[Errno 104] Connection reset by peer")
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [
+        (httpx.ConnectError("[Errno 111] Connection refused"), "nothing listens on that port"),
+        (
+            httpx.ConnectError("[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)"),
+            "it does not speak TLS on that port",
+        ),
+    ],
+)
+def test_the_client_says_transport_errors_in_words(error: Exception, words: str) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise error
+
+    http = HttpClient(transport=httpx.MockTransport(handler), settings=QUICK)
+    with http, pytest.raises(NetworkError) as caught:
+        http.get("https://releases.example/releases.json")
+    assert words in caught.value.message, caught.value.message
+    assert "Errno" not in caught.value.message and "_ssl.c" not in caught.value.message
+
+
+def test_a_broken_download_of_unknown_size_is_said_in_words() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=_Reset())
+
+    http = HttpClient(transport=httpx.MockTransport(handler), settings=QUICK)
+    with http, pytest.raises(NetworkError) as caught:
+        http.download_into(
+            "https://releases.example/a.tar.gz",
+            io.BytesIO(),
+            size=None,
+            max_size=1000,
+            label="a.tar.gz",
+            progress=_Silent(),
+        )
+    message = caught.value.message
+    assert message.endswith("failed after 100 bytes: the server closed the connection"), message
+
+
+class _Silent:
+    def advance(self, done: int) -> None:
+        pass

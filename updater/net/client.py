@@ -445,7 +445,7 @@ class HttpClient:
                 if size is None:  # no length to resume towards: never a partial file
                     raise NetworkError(
                         f"download of {shown_url(url)} failed after {done} bytes: "
-                        f"{exc or exc.__class__.__name__}",
+                        f"{error_words(str(exc)) or exc.__class__.__name__}",
                         hint="check the network, then retry",
                     ) from None
                 failures += 1
