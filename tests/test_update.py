@@ -776,7 +776,9 @@ def test_unpacked_files_are_flushed_as_they_are_written_and_the_tree_beside_the_
     monkeypatch.setattr(files.Flush, "_flush_tree", flush_tree)
     monkeypatch.setattr(verify, "smoke_test", smoke_test)
     loaded = settings.load(
-        installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
+        installed.env,
+        flags=settings.Requested(home=installed.home, trust_keys=[feed.keypair.public_key]),
+        development=True,
     )
     result = run_update(ReleaseRequest.latest(), loaded)
     assert result.to_version == "0.2.0" and installed.active() == "0.2.0"
@@ -799,7 +801,9 @@ def _run_update_in_process(installed: Install, feed: Feed):
     from updater.core.request import ReleaseRequest
 
     loaded = settings.load(
-        installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
+        installed.env,
+        flags=settings.Requested(home=installed.home, trust_keys=[feed.keypair.public_key]),
+        development=True,
     )
     return run_update(ReleaseRequest.latest(), loaded)
 
@@ -878,7 +882,9 @@ def test_an_update_that_is_not_needed_stops_the_prestarted_verifier(
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     monkeypatch.setenv("MUX_REPO", "acme/mux")  # a child starts early only for a known repository
     loaded = settings.load(
-        installed.env, home=installed.home, trust_keys=[feed.keypair.public_key], development=True
+        installed.env,
+        flags=settings.Requested(home=installed.home, trust_keys=[feed.keypair.public_key]),
+        development=True,
     )
     assert run_update(ReleaseRequest.latest(), loaded).action is UpdateAction.UPDATED
     attestation_start.prestart([])
