@@ -251,6 +251,7 @@ def test_skip_and_hold_are_kept_shown_by_the_check_and_undone(
     assert (code, doc["withheld"]) == (10, None)
     held = run_in_process(["update", "--hold", "7d", "--json"], sandbox_env)
     assert held.returncode == 0 and json.loads(held.stdout)["action"] == "hold"
+    assert json.loads(held.stdout)["schema"] == 2  # every document mux prints says its schema
     assert run_in_process(["update", "--unskip", "9.0.0"], sandbox_env).returncode == 0
     code, doc = check_doc(sandbox_env, feed)
     assert (code, doc["withheld"]["reason"]) == (0, "held")

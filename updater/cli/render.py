@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
     from updater.commands.update import UpdateResult
+    from updater.commands.userstate import StateChange
     from updater.config.buildinfo import BuildInfo
     from updater.core.release_notes import ReleaseNotes
     from updater.core.report import CheckReport
@@ -304,6 +305,11 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         "rollout_bucket": lifecycle.rollout_bucket if lifecycle is not None else None,
         "lifecycle": lifecycle.to_json() if lifecycle is not None else None,
     }
+
+
+def state_change_document(done: StateChange) -> dict[str, Any]:
+    """``mux update --skip X | --unskip X | --hold D | --unhold --json``."""
+    return {"schema": REPORT_SCHEMA, **done.to_json()}
 
 
 def kept_document(kept: KeptVersion) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from updater.cli.render import safe_text, to_json_line, verdict_document
+from updater.cli.render import human_size, safe_text, to_json_line, verdict_document
 from updater.cli.server import server_verdicts_of
 from updater.commands.status import gather_status
 from updater.config import buildinfo
@@ -25,8 +25,8 @@ from updater.servers.addresses import SERVER_URL_ENV, every_server_address
 from updater.servers.status import query_all
 
 
-def _mib(size: int | None) -> str:
-    return "size unknown" if size is None else f"{size / 1048576:.1f} MiB"
+def _size(size: int | None) -> str:
+    return "size unknown" if size is None else human_size(size)  # the one size format
 
 
 def _file_line(label: str, entry: dict[str, Any]) -> str:
@@ -49,11 +49,11 @@ def _install_lines(doc: dict[str, Any]) -> list[str]:
     lines = [f"mux link: {link['path']} -> {target}{version if link['target'] else ''}"]
     lines.append(f"MUX_HOME: {home['path']}")
     versions = doc["versions"]
-    lines.append(f"versions: {len(versions)}, {_mib(doc['disk_bytes'])}")
+    lines.append(f"versions: {len(versions)}, {_size(doc['disk_bytes'])}")
     width = max((len(v["version"]) for v in versions), default=0)
     for entry in versions:
         name = entry["version"].ljust(width)
-        lines.append(f"  {name}  {_mib(entry['size_bytes']):>9}  {entry['reason']}")
+        lines.append(f"  {name}  {_size(entry['size_bytes']):>9}  {entry['reason']}")
     return lines
 
 

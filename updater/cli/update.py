@@ -107,7 +107,7 @@ def _change_state(flags: UpdateFlags) -> int:
     else:
         done = userstate.unhold(settings)
     if flags.as_json:
-        print(to_json_line(done.to_json()))
+        print(to_json_line(render.state_change_document(done)))
     elif not flags.quiet:
         print(render.safe_text(done.message))
     return 0
