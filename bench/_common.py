@@ -111,7 +111,7 @@ def real_build(
         str(protocol_version),
         "--repo",
         repo,
-        *(arg for key in keys for arg in ("--key", key)),
+        *(arg for key in keys for arg in ("--public-key", key)),
         *extra,
     ]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)

@@ -265,7 +265,7 @@ def run_build(setup: Setup, *extra: str) -> subprocess.CompletedProcess[str]:
             "--standin",
             "--out",
             str(setup.out),
-            "--key",
+            "--public-key",
             setup.keypair.public_key,
             "--pins",
             str(setup.pins_path),

@@ -256,11 +256,18 @@ def test_the_command_signs_refreshes_and_fails_in_one_line(tmp_path: Path) -> No
     password = {"MINISIGN_PASSWORD": TEST_PASSWORD}
     key = str(keypair.secret_key_path)
 
-    first = run_release("feed", str(feed), "--key-file", key, "--new-feed", env=password)
+    first = run_release("feed", str(feed), "--private-key-file", key, "--new-feed", env=password)
     assert first.returncode == 0, first.stderr
     assert "seq 1 (a new feed), expires" in first.stdout and keypair.key_id in first.stdout
     again = run_release(
-        "feed", str(feed), "--key-file", key, "--refresh", "--expires-in", "1h", env=password
+        "feed",
+        str(feed),
+        "--private-key-file",
+        key,
+        "--refresh",
+        "--expires-in",
+        "1h",
+        env=password,
     )
     assert again.returncode == 0, again.stderr
     comment = read_index_signature(feed, public(keypair))
@@ -273,7 +280,7 @@ def test_the_command_signs_refreshes_and_fails_in_one_line(tmp_path: Path) -> No
         ([], {"MINISIGN_PASSWORD": "wrong"}, 1, "wrong password"),
         (["--seq", "-1"], password, 2, "--seq"),
     ):
-        failed = run_release("feed", str(feed), "--key-file", key, *args, env=env)
+        failed = run_release("feed", str(feed), "--private-key-file", key, *args, env=env)
         assert failed.returncode == code, failed.stderr
         [line] = failed.stderr.strip().splitlines()
         assert line.startswith("mux-release: error:") and text in line, line
@@ -302,7 +309,7 @@ def test_a_published_feed_without_its_signed_index_is_refused_not_forgotten(
     change_lifecycle(feed.path, feed.keypair.secret_key(), "v0.2.0", withdraw("bad", None))
     index, signature = feed.path / "releases.json", feed.path / FEED_SIGNATURE_NAME
     saved = {path: path.read_bytes() for path in (index, signature)}
-    key = ("--key-file", str(feed.keypair.secret_key_path))
+    key = ("--private-key-file", str(feed.keypair.secret_key_path))
     password = {"MINISIGN_PASSWORD": TEST_PASSWORD}
 
     def refused(*args: str, words: str) -> None:

@@ -33,7 +33,13 @@ def render(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_keys_and_repo_are_written_in(tmp_path: Path) -> None:
     current, following = make_keypair(tmp_path, name="a"), make_keypair(tmp_path, name="b")
     result = render(
-        tmp_path, "--key", current.public_key, "--key", following.public_key, "--repo", "acme/mux"
+        tmp_path,
+        "--public-key",
+        current.public_key,
+        "--public-key",
+        following.public_key,
+        "--repo",
+        "acme/mux",
     )
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "install.sh").read_text()
@@ -48,9 +54,9 @@ def test_bad_keys_and_repos_are_refused(tmp_path: Path) -> None:
     key = make_keypair(tmp_path).public_key
     for args in (
         [],
-        ["--key", "not-a-key"],
-        ["--key", key, "--key", key, "--key", key],
-        ["--key", key, "--repo", "acme/mux'; rm -rf ~; '"],
+        ["--public-key", "not-a-key"],
+        ["--public-key", key, "--public-key", key, "--public-key", key],
+        ["--public-key", key, "--repo", "acme/mux'; rm -rf ~; '"],
     ):
         result = render(tmp_path, *args)
         assert result.returncode == 2, (args, result.stderr)

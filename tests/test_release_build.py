@@ -318,7 +318,11 @@ def test_real_standalone_build_reports_its_build_info(
     package_release([folder], tmp_path / "rel", released_at="2024-01-01T00:00:00Z")
     sign_release(tmp_path / "rel", current.secret_key())
     verified = mux_release(
-        "verify", str(tmp_path / "rel"), "--key", current.public_key, "--insecure-skip-attestation"
+        "verify",
+        str(tmp_path / "rel"),
+        "--public-key",
+        current.public_key,
+        "--insecure-skip-attestation",
     )
     assert verified.returncode == 0, verified.stderr
     assert "sbom: ok" in verified.stdout and "smoke-test: ok" in verified.stdout

@@ -375,7 +375,16 @@ def test_check_build_does_not_depend_on_the_checkers_source_date_epoch(
     base = {k: v for k, v in os.environ.items() if k != "SOURCE_DATE_EPOCH"}
     out = tmp_path / "out"
     built = mux_release(
-        *("build", "--standin", "--out", str(out), "--repo", "o/r", "--key", keypair.public_key),
+        *(
+            "build",
+            "--standin",
+            "--out",
+            str(out),
+            "--repo",
+            "o/r",
+            "--public-key",
+            keypair.public_key,
+        ),
         env={**base, "SOURCE_DATE_EPOCH": "1700000000"},
     )
     assert built.returncode == 0, built.stderr
@@ -436,7 +445,7 @@ def test_builds_from_two_runner_images_that_differ_are_not_comparable(
 
 def verify(folder: Path, keypair: KeyPair) -> subprocess.CompletedProcess[str]:
     return mux_release(
-        "verify", str(folder), "--key", keypair.public_key, "--insecure-skip-attestation"
+        "verify", str(folder), "--public-key", keypair.public_key, "--insecure-skip-attestation"
     )
 
 

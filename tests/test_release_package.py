@@ -410,7 +410,7 @@ def test_cli_builds_packages_and_signs_with_a_key_from_the_environment(
 ) -> None:
     built = mux_release(
         "build", "--standin", "--out", tmp_path / "b", "--version", "1.2.3",
-        "--protocol-version", "7", "--key", keypair.public_key, "--target", HOST,
+        "--protocol-version", "7", "--public-key", keypair.public_key, "--target", HOST,
     )  # fmt: skip
     assert built.returncode == 0, built.stderr
     build_dir = Path(built.stdout.strip())
@@ -429,7 +429,7 @@ def test_cli_builds_packages_and_signs_with_a_key_from_the_environment(
     signed = mux_release(
         "sign",
         tmp_path / "rel",
-        "--key-env",
+        "--private-key-env",
         "RELEASE_KEY",
         "--password-env",
         "MY_PASSWORD",
@@ -451,14 +451,14 @@ def test_cli_sign_errors_are_one_line_and_write_nothing(tmp_path: Path, keypair:
     before = listing(release)
     cases: list[tuple[list[str | Path], dict[str, str], str, int]] = [
         (
-            ["--key-file", keypair.secret_key_path],
+            ["--private-key-file", keypair.secret_key_path],
             {"MINISIGN_PASSWORD": "wrong"},
             "wrong password",
             1,
         ),
-        (["--key-file", keypair.secret_key_path], {"MINISIGN_PASSWORD": ""}, "no password", 1),
-        (["--key-file", tmp_path / "missing.key"], {}, "cannot read", EXIT_USAGE),
-        (["--key-env", "NOT_SET_ANYWHERE"], {}, "is not set", EXIT_USAGE),
+        (["--private-key-file", keypair.secret_key_path], {"MINISIGN_PASSWORD": ""}, "no password", 1),
+        (["--private-key-file", tmp_path / "missing.key"], {}, "cannot read", EXIT_USAGE),
+        (["--private-key-env", "NOT_SET_ANYWHERE"], {}, "is not set", EXIT_USAGE),
         ([], {}, "exactly one of", EXIT_USAGE),
     ]
     for args, env, message, code in cases:
@@ -468,7 +468,7 @@ def test_cli_sign_errors_are_one_line_and_write_nothing(tmp_path: Path, keypair:
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert "Traceback" not in result.stderr
         assert listing(release) == before
-    not_release = mux_release("sign", tmp_path, "--key-file", keypair.secret_key_path,
+    not_release = mux_release("sign", tmp_path, "--private-key-file", keypair.secret_key_path,
                               env={**os.environ, "MINISIGN_PASSWORD": keypair.password or ""})  # fmt: skip
     assert not_release.returncode == EXIT_USAGE
     assert "not a packaged release" in not_release.stderr
@@ -485,22 +485,22 @@ def test_cli_package_errors_are_one_line(tmp_path: Path, builds: list[Path]) -> 
 
 def test_cli_keygen_without_password_then_sign(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
-    made = mux_release("keygen", "--out-dir", keys, "--no-password")
+    made = mux_release("keygen", "--out", keys, "--no-password")
     assert made.returncode == 0, made.stderr
     public_line = (keys / "minisign.pub").read_text().splitlines()[1]
-    assert f"mux-release build --key {public_line}" in made.stdout
+    assert f"mux-release build --public-key {public_line}" in made.stdout
     assert "install.sh" in made.stdout
     assert (keys / "minisign.key").stat().st_mode & 0o777 == 0o600
 
-    again = mux_release("keygen", "--out-dir", keys, "--no-password")
+    again = mux_release("keygen", "--out", keys, "--no-password")
     assert again.returncode == EXIT_USAGE
     assert "already exists" in again.stderr
 
-    built = mux_release("build", "--standin", "--out", tmp_path / "b", "--key", public_line)
+    built = mux_release("build", "--standin", "--out", tmp_path / "b", "--public-key", public_line)
     assert built.returncode == 0, built.stderr
     assert mux_release("package", built.stdout.strip(), "--out", tmp_path / "rel").returncode == 0
     assert (
-        mux_release("sign", tmp_path / "rel", "--key-file", keys / "minisign.key").returncode == 0
+        mux_release("sign", tmp_path / "rel", "--private-key-file", keys / "minisign.key").returncode == 0
     )
     check = subprocess.run(
         ["minisign", "-Vm", tmp_path / "rel" / "SHA256SUMS", "-p", keys / "minisign.pub"]
@@ -510,7 +510,7 @@ def test_cli_keygen_without_password_then_sign(tmp_path: Path) -> None:
 
 def test_cli_keygen_needs_a_password_or_an_explicit_no(tmp_path: Path) -> None:
     env = {**os.environ, "MINISIGN_PASSWORD": ""}
-    result = mux_release("keygen", "--out-dir", tmp_path / "keys", env=env)
+    result = mux_release("keygen", "--out", tmp_path / "keys", env=env)
     assert result.returncode == EXIT_USAGE
     assert "--no-password" in result.stderr
     assert not (tmp_path / "keys").exists()
@@ -521,7 +521,7 @@ def test_cli_keygen_with_password_makes_a_key_minisign_can_use(tmp_path: Path) -
     keys = tmp_path / "keys"
     made = mux_release(
         "keygen",
-        "--out-dir",
+        "--out",
         keys,
         "--password-env",
         "RELEASE_PW",
@@ -565,7 +565,7 @@ def test_real_tools_refuse_a_flipped_byte(tmp_path: Path, keypair: KeyPair, vict
 def test_cli_filesystem_errors_are_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "keys"
     blocker.write_text("a file where the key folder should be")
-    result = mux_release("keygen", "--out-dir", blocker, "--no-password")
+    result = mux_release("keygen", "--out", blocker, "--no-password")
     assert result.returncode == 1
     assert result.stderr.startswith("mux-release: error: ")
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr

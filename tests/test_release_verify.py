@@ -24,7 +24,7 @@ def test_verify_reports_every_layer_and_catches_one_flipped_byte(tmp_path: Path)
     feed = make_feed(tmp_path, versions=["0.3.0"])
     release = feed.releases["0.3.0"]
     key = feed.keypair.public_key
-    ok = verify(release, "--key", key, "--insecure-skip-attestation")
+    ok = verify(release, "--public-key", key, "--insecure-skip-attestation")
     assert ok.returncode == 0, ok.stderr
     for layer in (
         "signature: ok",
@@ -38,16 +38,19 @@ def test_verify_reports_every_layer_and_catches_one_flipped_byte(tmp_path: Path)
 
     # Without a key or an attestation, verification fails closed.
     assert verify(release, "--insecure-skip-attestation").returncode == 3
-    assert verify(release, "--key", key).returncode == 3
+    assert verify(release, "--public-key", key).returncode == 3
 
     other = make_keypair(tmp_path / "other")
-    assert verify(release, "--key", other.public_key, "--insecure-skip-attestation").returncode == 3
+    assert (
+        verify(release, "--public-key", other.public_key, "--insecure-skip-attestation").returncode
+        == 3
+    )
 
     archive = next(release.glob("*.tar.gz"))
     data = bytearray(archive.read_bytes())
     data[100] ^= 0x40
     archive.write_bytes(bytes(data))
-    flipped = verify(release, "--key", key, "--insecure-skip-attestation")
+    flipped = verify(release, "--public-key", key, "--insecure-skip-attestation")
     assert flipped.returncode == 3
     assert "verification failed (digest)" in flipped.stderr
     lines = flipped.stderr.strip().splitlines()
@@ -65,7 +68,7 @@ def test_verify_catches_a_consistently_republished_bad_archive(tmp_path: Path) -
         info = tarfile.TarInfo("../escape")
         archive.addfile(info, io.BytesIO(b""))
     republish(release, feed.keypair.secret_key(), archive=buffer.getvalue())
-    result = verify(release, "--key", feed.keypair.public_key, "--insecure-skip-attestation")
+    result = verify(release, "--public-key", feed.keypair.public_key, "--insecure-skip-attestation")
     assert result.returncode == 3 and "verification failed (archive)" in result.stderr
 
 

@@ -384,7 +384,7 @@ def test_notices_check_exits_non_zero_with_a_diff_when_stale(tmp_path: Path) -> 
     pins.parent.mkdir()
     pins.write_text("schema = 1\n")
     output = tmp_path / "THIRD_PARTY_NOTICES.md"
-    options = ["--pins", str(pins), "--output", str(output)]
+    options = ["--pins", str(pins), "--out", str(output)]
     runner = CliRunner()
     written = runner.invoke(app, ["notices", *options])
     assert written.exit_code == 0, written.output

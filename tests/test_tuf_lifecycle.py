@@ -324,7 +324,7 @@ def test_a_tuf_repository_that_records_no_seq_gives_the_records_and_needs_the_se
     assert tuf_repo.signed_state(feed.path).index is None
     _lose_the_index(feed)
     before = snapshot(feed.path)
-    for args in ((), ("--tuf-release-key", k.uri("release"))):
+    for args in ((), ("--tuf-release-private-key", k.uri("release"))):
         done = feed_verb(feed, "feed", *args, tuf_keys=())
         assert done.returncode == 1, done.stdout + done.stderr
         [line] = done.stderr.strip().splitlines()

@@ -1,4 +1,4 @@
-"""``mux-release tuf …``, ``mux-release feed --tuf-online-key`` and ``mux-release verify
+"""``mux-release tuf …``, ``mux-release feed --tuf-online-private-key`` and ``mux-release verify
 --tuf-root``: the release side of the TUF repository, run as the release engineer runs it."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def ok(*args: str, env: dict[str, str] | None = None) -> str:
 def test_a_repository_made_signed_and_rotated_by_keyholders(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     names = ["root-1", "root-2", "root-3", "targets-1", "targets-2", "targets-3"]
-    ok("tuf", "keygen", *names, "release", "online", "--out-dir", str(keys))
+    ok("tuf", "keygen", *names, "release", "online", "--out", str(keys))
     assert (keys / "root-1.pem").stat().st_mode & 0o077 == 0
     feed = make_feed(tmp_path, ["0.1.0"])
     pub = {n: str(keys / f"{n}.pub.json") for n in [*names, "release", "online"]}
@@ -39,21 +39,21 @@ def test_a_repository_made_signed_and_rotated_by_keyholders(tmp_path: Path) -> N
     # One keyholder alone: root v1 waits for a second signature, nothing is published.
     args = [
         *("tuf", "init", str(feed.path)),
-        *[x for n in names[:3] for x in ("--root-key", pub[n])],
-        *[x for n in names[3:] for x in ("--targets-key", pub[n])],
-        *("--online-key", pub["online"], "--release-key", pub["release"]),
-        *("--sign", sign["root-1"], "--sign", sign["targets-1"]),
-        *("--sign", sign["release"], "--sign", sign["online"]),
+        *[x for n in names[:3] for x in ("--root-public-key", pub[n])],
+        *[x for n in names[3:] for x in ("--targets-public-key", pub[n])],
+        *("--online-public-key", pub["online"], "--release-public-key", pub["release"]),
+        *("--private-key", sign["root-1"], "--private-key", sign["targets-1"]),
+        *("--private-key", sign["release"], "--private-key", sign["online"]),
     ]
     assert "root v1 staged" in ok(*args)
     assert not (feed.path / "metadata" / "1.root.json").exists()
     assert "root v1 published" in ok(
-        "tuf", "sign", str(feed.path), "root", "--sign", sign["root-2"]
+        "tuf", "sign", str(feed.path), "root", "--private-key", sign["root-2"]
     )
     assert "targets v1 published" in ok(
-        "tuf", "sign", str(feed.path), "targets", "--sign", sign["targets-2"]
+        "tuf", "sign", str(feed.path), "targets", "--private-key", sign["targets-2"]
     )
-    ok("tuf", "sign", str(feed.path), "release-workflow", "--sign", sign["release"])
+    ok("tuf", "sign", str(feed.path), "release-workflow", "--private-key", sign["release"])
 
     # The feed command lists the release and re-signs the timestamp (keys from the environment).
     env = {
@@ -63,8 +63,13 @@ def test_a_repository_made_signed_and_rotated_by_keyholders(tmp_path: Path) -> N
         "MINISIGN_PASSWORD": "correct horse battery staple",
     }
     out = ok(
-        *("feed", str(feed.path), "--key-file", str(feed.keypair.secret_key_path)),
-        *("--tuf-release-key", "env:TUF_RELEASE_KEY", "--tuf-online-key", "env:TUF_ONLINE_KEY"),
+        *("feed", str(feed.path), "--private-key-file", str(feed.keypair.secret_key_path)),
+        *(
+            "--tuf-release-private-key",
+            "env:TUF_RELEASE_KEY",
+            "--tuf-online-private-key",
+            "env:TUF_ONLINE_KEY",
+        ),
         env=env,
     )
     assert "v0.1.0 listed" in out and "timestamp v" in out
@@ -75,20 +80,28 @@ def test_a_repository_made_signed_and_rotated_by_keyholders(tmp_path: Path) -> N
 
     # The timestamp's schedule; more than a day is refused.
     refused = mux_release(
-        "tuf", "timestamp", str(feed.path), "--online-key", sign["online"], "--expires-in", "25h"
+        "tuf",
+        "timestamp",
+        str(feed.path),
+        "--online-private-key",
+        sign["online"],
+        "--expires-in",
+        "25h",
     )
     assert refused.returncode != 0 and "24 hours" in refused.stderr
-    assert "timestamp v" in ok("tuf", "timestamp", str(feed.path), "--online-key", sign["online"])
+    assert "timestamp v" in ok(
+        "tuf", "timestamp", str(feed.path), "--online-private-key", sign["online"]
+    )
 
     # Revoking root-3 needs two keyholders; one stages it, the second publishes it.
     revoked = json.loads(Path(pub["root-3"]).read_text())["keyid"]
     staged = ok(
-        *("tuf", "rotate", str(feed.path), "--role", "root", "--remove", revoked[:12]),
-        *("--sign", sign["root-1"]),
+        *("tuf", "rotate", str(feed.path), "--role", "root", "--remove-key-id", revoked[:12]),
+        *("--private-key", sign["root-1"]),
     )
     assert "root v2 staged" in staged
     assert "root v2 published" in ok(
-        "tuf", "sign", str(feed.path), "root", "--sign", sign["root-2"]
+        "tuf", "sign", str(feed.path), "root", "--private-key", sign["root-2"]
     )
     v2 = Metadata.from_bytes((feed.path / "metadata" / "2.root.json").read_bytes()).signed
     assert revoked not in v2.roles["root"].keyids and len(v2.roles["root"].keyids) == 2
@@ -99,7 +112,14 @@ def test_verify_reads_a_release_through_its_tuf_repository(tmp_path: Path) -> No
     root = tmp_path / "root.json"
     root.write_bytes(feed.root_v1)
     release = feed.releases["0.2.0"]
-    args = ["verify", str(release), "--key", feed.keypair.public_key, "--tuf-root", str(root)]
+    args = [
+        "verify",
+        str(release),
+        "--public-key",
+        feed.keypair.public_key,
+        "--tuf-root",
+        str(root),
+    ]
     out = ok(*args, "--insecure-skip-attestation")
     assert "tuf: ok: v0.2.0 listed by the TUF repository" in out
     # A release re-signed with the minisign key alone (another archive) is refused.
@@ -122,7 +142,14 @@ def test_a_build_refuses_a_root_that_is_not_signed_to_its_threshold(
     root = tmp_path / "root.json"
     root.write_bytes(md.to_bytes())
     result = mux_release(
-        *("build", "--standin", "--out", str(tmp_path / "out"), "--key", feed.keypair.public_key),
+        *(
+            "build",
+            "--standin",
+            "--out",
+            str(tmp_path / "out"),
+            "--public-key",
+            feed.keypair.public_key,
+        ),
         *(flag, str(root), "--tuf-metadata-url", "https://mux.example/metadata"),
     )
     assert result.returncode == 2, result.stdout + result.stderr

@@ -54,10 +54,18 @@ CHECKOUT_ACTION = "actions/checkout"
 # release/cli.py does not exist; once it does, its typer app is the truth.
 EXPECTED_MUX_RELEASE_OPTIONS: dict[str, frozenset[str]] = {
     "build": frozenset(
-        {"--out", "--version", "--protocol-version", "--repo", "--key", "--target", "--standin"}
+        {
+            "--out",
+            "--version",
+            "--protocol-version",
+            "--repo",
+            "--public-key",
+            "--target",
+            "--standin",
+        }
     ),
     "package": frozenset({"--out", "--released-at"}),
-    "sign": frozenset({"--key-file", "--key-env", "--password-env"}),
+    "sign": frozenset({"--private-key-file", "--private-key-env", "--password-env"}),
     "keygen": frozenset(),
     "verify": frozenset(),
     "protocol": frozenset(),
@@ -896,7 +904,7 @@ def test_the_release_tooling_works_without_the_project_installed(tmp_path: Path)
     assert built.returncode == 2  # usage: no key given (the CLI itself runs)
     built = run(
         *("-m", "release", "build", "--standin", "--out", str(out), "--repo", "a/b"),
-        *("--key", key),
+        *("--public-key", key),
     )
     assert built.returncode == 0, built.stderr
     (folder,) = out.iterdir()
@@ -1030,7 +1038,7 @@ def test_the_feed_index_is_signed_after_each_release_and_re_signed_weekly(
     assert sign.count('"${tuf[@]}"') == 3, sign  # the verbs, a new feed, a release
     assert '"${online[@]}"' in sign  # a refresh: the online key only
     assert (
-        "tuf=(--tuf-release-key env:MUX_TUF_RELEASE_KEY --tuf-online-key env:MUX_TUF_ONLINE_KEY)"
+        "tuf=(--tuf-release-private-key env:MUX_TUF_RELEASE_KEY --tuf-online-private-key env:MUX_TUF_ONLINE_KEY)"
         in sign
     )
     # checked as mux reads it, mux run from the checkout like the tooling

@@ -9,7 +9,7 @@ Every command's start, ``mux-release --help`` included, pays for what is importe
 library import them when they run, each saying which (on top of ``import release.cli``): the
 builds and the bill bring :mod:`importlib.metadata` (+115 M); ``repin``, ``verify`` and
 ``fetch-artifacts`` the updater's HTTP stack, httpx (+750 M); ``rehearse`` that and
-cryptography's X.509 (+1 G); ``tuf``, ``tuf-client`` and ``feed --tuf-online-key`` python-tuf
+cryptography's X.509 (+1 G); ``tuf``, ``tuf-client`` and ``feed --tuf-online-private-key`` python-tuf
 and securesystemslib. Everything else is imported below. tomlkit, the ``release`` extra,
 is imported by :mod:`release.pins.pinfile` when it reads a file, so without it ``mux-release``
 still starts and :func:`main` says how to get it.
@@ -30,6 +30,7 @@ from typing import Annotated, Literal
 import typer
 
 from release.cli import build, lifecycle, publish, rehearse, tuf, upkeep
+from release.cli.options import CONTEXT_SETTINGS, Group, exit_codes
 from updater.cli.completions import command_tree
 from updater.cli.completions import script as completion_script
 from updater.errors import EXIT_ERROR, MuxError
@@ -41,6 +42,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    cls=Group,
+    context_settings=CONTEXT_SETTINGS,
 )
 for job in (build, publish, lifecycle, upkeep, rehearse, tuf):
     app.add_typer(job.app)
@@ -52,11 +55,16 @@ app.add_typer(shell)
 RELEASE_EXTRA_MODULES = frozenset({"tomlkit"})
 
 
-@shell.command("completions")
+@shell.command("completions", epilog=exit_codes((0, "printed")))
 def completions_command(
-    shell: Annotated[Literal["bash", "zsh", "fish"], typer.Argument(help="bash, zsh or fish.")],
+    shell: Annotated[
+        Literal["bash", "zsh", "fish"],
+        typer.Argument(metavar="<bash|zsh|fish>", help="bash, zsh or fish."),
+    ],
 ) -> None:
-    """Print a completion script for mux-release (bash: eval "$(mux-release completions bash)")."""
+    """Print a completion script for mux-release.
+
+    bash: eval "$(mux-release completions bash)"."""
     tree = command_tree(typer.main.get_command(app))
     print(completion_script(shell, "mux-release", tree), end="")
 

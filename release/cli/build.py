@@ -16,6 +16,8 @@ from release.build.glibc import GLIBC_FLOOR, check_glibc_floor
 from release.build.reproduce import compare_builds, read_environment
 from release.cli.options import (
     PinsOption,
+    PublicKeysOption,
+    exit_codes,
     pins_path,
     read_small,
 )
@@ -35,27 +37,43 @@ app = typer.Typer()
 # --- build -------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(
+    epilog=exit_codes(
+        (0, "built (the folder is printed)"),
+        (3, "a pinned artifact does not match its pin (nothing written)"),
+    )
+)
 def build(
-    out: Annotated[Path, typer.Option("--out", help="Folder to write mux-<target>/ into.")] = Path(
-        "dist"
-    ),
+    out: Annotated[
+        Path, typer.Option("--out", metavar="<DIR>", help="Folder to write mux-<target>/ into.")
+    ] = Path("dist"),
     version: Annotated[
-        str | None, typer.Option("--version", help="Release version (default: the project's).")
+        str | None,
+        typer.Option(
+            "--version", metavar="<X.Y.Z>", help="Release version (default: the project's)."
+        ),
     ] = None,
     protocol_version: Annotated[
         int | None,
-        typer.Option("--protocol-version", help="Default: updater.protocol.PROTOCOL_VERSION."),
+        typer.Option(
+            "--protocol-version",
+            metavar="<N>",
+            help="Default: updater.protocol.PROTOCOL_VERSION.",
+        ),
     ] = None,
     repo: Annotated[
-        str, typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to update from.")
+        str,
+        typer.Option(
+            "--repo",
+            metavar="<OWNER/NAME>",
+            envvar="GITHUB_REPOSITORY",
+            help="owner/name to update from. Env: GITHUB_REPOSITORY.",
+        ),
     ] = "",
-    keys: Annotated[
-        list[str] | None,
-        typer.Option("--key", help="Trusted minisign public key (base64 line); at most two."),
-    ] = None,
+    keys: PublicKeysOption = None,
     target: Annotated[
-        str | None, typer.Option("--target", help="Default: this machine's target.")
+        str | None,
+        typer.Option("--target", metavar="<TARGET>", help="Default: this machine's target."),
     ] = None,
     standin: Annotated[
         bool, typer.Option("--standin", help="Fast sh + Python stand-in (tests, rehearsal).")
@@ -63,13 +81,16 @@ def build(
     pins: Annotated[
         Path | None,
         typer.Option(
-            "--pins", help="pins.toml of the artifacts to ship (default: release/pins.toml)."
+            "--pins",
+            metavar="<FILE>",
+            help="pins.toml of the artifacts to ship (default: release/pins.toml).",
         ),
     ] = None,
     artifacts: Annotated[
         Path | None,
         typer.Option(
             "--artifacts",
+            metavar="<DIR>",
             help="Folder holding each pinned asset under its asset name (never downloaded); "
             "each is checked against its pin and shipped as vendor/<name>/<asset>.",
         ),
@@ -78,6 +99,7 @@ def build(
         str,
         typer.Option(
             "--policy-file",
+            metavar="<PATH>",
             help="Where the build reads the machine policy (absolute path; default "
             "/etc/mux/policy.toml).",
         ),
@@ -86,6 +108,7 @@ def build(
         Path | None,
         typer.Option(
             "--tuf-root",
+            metavar="<ROOT_JSON>",
             help="The root.json of the project's TUF repository this build trusts first "
             "(its version 1, or the newest: a build follows every rotation after it).",
         ),
@@ -94,15 +117,15 @@ def build(
         str,
         typer.Option(
             "--tuf-metadata-url",
+            metavar="<URL>",
             help="Where that repository's metadata is published (the feed's metadata/ on "
             "GitHub Pages); the GitHub source reads it.",
         ),
     ] = "",
 ) -> None:
-    """Build mux for this machine with its build info (version, protocol, keys, TUF root)
-    baked in.
+    """Build mux for this machine, its build info baked in.
 
-    Every artifact pinned in pins.toml ships inside the build, after its size and sha256 were
+    The build info is its version, protocol, trusted keys and TUF root. Every artifact pinned in pins.toml ships inside the build, after its size and sha256 were
     checked against the pin (exit 3 on a mismatch, nothing written).
     """
     # deferred: importlib.metadata (release.cli)
@@ -110,7 +133,7 @@ def build(
     from release.build.standin import build_standin
 
     if not keys:
-        raise UsageError("give at least one trusted minisign public key with --key")
+        raise UsageError("give at least one trusted minisign public key with --public-key")
     if version is None:
         version = updater.__version__  # the source tree's: release jobs do not install the project
     if protocol_version is None:
@@ -135,23 +158,32 @@ def build(
 # --- package -----------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(epilog=exit_codes((0, "packaged (each archive and its sha256 printed)")))
 def package(
-    build_dirs: Annotated[list[Path], typer.Argument(help="Built mux-<target>/ folders.")],
-    out: Annotated[Path, typer.Option("--out", help="Empty folder for the release files.")],
+    build_dirs: Annotated[
+        list[Path],
+        typer.Argument(metavar="<BUILD_DIR>...", help="Built mux-<target>/ folders."),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", metavar="<DIR>", help="Empty folder for the release files.")
+    ],
     released_at: Annotated[
-        str | None, typer.Option("--released-at", help="RFC 3339 time (default: now).")
+        str | None,
+        typer.Option("--released-at", metavar="<TIME>", help="RFC 3339 time (default: now)."),
     ] = None,
     notes: Annotated[
         Path | None,
         typer.Option(
             "--notes",
+            metavar="<FILE>",
             help="The release notes (Markdown, at most 64 KiB): signed in manifest.json, "
             "shown by mux update.",
         ),
     ] = None,
 ) -> None:
-    """Write mux-<target>.tar.gz, manifest.json and SHA256SUMS from built folders."""
+    """Package built folders into a release folder.
+
+    It holds mux-<target>.tar.gz, manifest.json and SHA256SUMS."""
     release_notes = "" if notes is None else read_release_notes(notes)
     manifest = package_release(
         build_dirs, out, released_at=released_at, release_notes=release_notes
@@ -164,21 +196,24 @@ def package(
 # --- delta -------------------------------------------------------------------------------
 
 
-@app.command("delta")
+@app.command("delta", epilog=exit_codes((0, "written (deltas refused for size included)")))
 def delta_command(
-    release_dir: Annotated[Path, typer.Argument(help="A packaged release folder.")],
+    release_dir: Annotated[
+        Path, typer.Argument(metavar="<RELEASE_DIR>", help="A packaged release folder.")
+    ],
     previous: Annotated[
         list[Path] | None,
         typer.Option(
             "--previous",
+            metavar="<RELEASE_DIR>",
             help="An earlier release folder (its archives and manifest.json); repeat it. "
             "Deltas are made from the newest three below this release.",
         ),
     ] = None,
 ) -> None:
-    """Write each target's signed file list and its deltas from earlier releases.
+    """Write file lists and deltas from earlier releases.
 
-    Run after package and before attest and sign: SHA256SUMS is rewritten over the new files
+    Each target gets its signed file list, and its deltas from earlier releases. Run after package and before attest and sign: SHA256SUMS is rewritten over the new files
     (its signature removed). A delta of half the full archive or more is not published."""
     report = write_deltas(release_dir, previous or (), say=print)
     published = [d for d in report.deltas if d.published]
@@ -191,28 +226,45 @@ def delta_command(
 # --- packager-marker ---------------------------------------------------------------------
 
 
-@app.command("packager-marker")
+@app.command("packager-marker", epilog=exit_codes((0, "written (its path printed)")))
 def packager_marker_command(
     folder: Annotated[
-        Path, typer.Argument(help="The unpacked build folder: the one holding the mux executable.")
+        Path,
+        typer.Argument(
+            metavar="<BUILD_DIR>",
+            help="The unpacked build folder: the one holding the mux executable.",
+        ),
     ],
     manager: Annotated[
-        str, typer.Option("--manager", help="Who manages this install, e.g. Homebrew, Nix, Debian.")
+        str,
+        typer.Option(
+            "--manager",
+            metavar="<NAME>",
+            help="Who manages this install, e.g. Homebrew, Nix, Debian.",
+        ),
     ],
     update_command: Annotated[
-        str, typer.Option("--update-command", help="What updates it, e.g. 'brew upgrade mux'.")
+        str,
+        typer.Option(
+            "--update-command",
+            metavar="<COMMAND>",
+            help="What updates it, e.g. 'brew upgrade mux'.",
+        ),
     ],
     announce_delay: Annotated[
         str,
         typer.Option(
             "--announce-delay",
+            metavar="<DURATION>",
             help="How long after a release `mux update --check` waits before announcing it "
             "(e.g. 24h: the time the package needs to catch up).",
         ),
     ] = "0",
 ) -> None:
-    """Write the packager marker (mux-packager.json) next to a packaged build's executable:
-    `mux update` then refuses with --update-command, and `mux update --check` names it."""
+    """Mark a build as managed by a package manager.
+
+    The marker, mux-packager.json, goes next to the build's executable: `mux update` then
+    refuses with --update-command, and `mux update --check` names it."""
     if not (folder / "mux").is_file():
         raise UsageError(f"{folder} holds no mux executable; give the unpacked build folder")
     try:
@@ -228,14 +280,23 @@ def packager_marker_command(
 # --- fetch-artifacts, glibc, compare-builds ---------------------------------------------
 
 
-@app.command("fetch-artifacts")
+@app.command(
+    "fetch-artifacts",
+    epilog=exit_codes((3, "a download does not match its pin (it is not kept)")),
+)
 def fetch_artifacts_command(
-    target: Annotated[str, typer.Option("--target", help="The target whose build needs them.")],
-    out: Annotated[Path, typer.Option("--out", help="Folder to download them into.")],
+    target: Annotated[
+        str,
+        typer.Option("--target", metavar="<TARGET>", help="The target whose build needs them."),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", metavar="<DIR>", help="Folder to download them into.")
+    ],
     pins: PinsOption = None,
 ) -> None:
-    """Download the pinned artifacts a build for TARGET ships (and nothing else), checked
-    against their pins; then `mux-release build --artifacts DIR` ships them."""
+    """Download the pinned artifacts a build ships.
+
+    Only those a build for TARGET ships, each checked against its pin; then `mux-release build --artifacts DIR` ships them."""
     from release.pins.fetch import fetch_artifacts  # deferred: httpx (release.cli)
 
     fetched = fetch_artifacts(
@@ -248,36 +309,60 @@ def fetch_artifacts_command(
         print(f"no pinned artifact ships in a {target} build")
 
 
-@app.command("glibc")
+@app.command(
+    "glibc",
+    epilog=exit_codes(
+        (0, "no file needs more than --max"), (1, "a file needs more (each named), or an error")
+    ),
+)
 def glibc_command(
-    folder: Annotated[Path, typer.Argument(help="A built mux-<target>/ folder (Linux, gnu).")],
+    folder: Annotated[
+        Path,
+        typer.Argument(metavar="<BUILD_DIR>", help="A built mux-<target>/ folder (Linux, gnu)."),
+    ],
     maximum: Annotated[
         str | None,
-        typer.Option("--max", help="The newest glibc the build may need (default: the floor)."),
+        typer.Option(
+            "--max",
+            metavar="<X.Y>",
+            help="The newest glibc the build may need (default: the floor).",
+        ),
     ] = None,
 ) -> None:
-    """Print the newest glibc a build needs (objdump -T); exit 1 naming every file that needs
-    more than --max (default: the release's floor, release/build/glibc.py)."""
+    """Print the newest glibc a build needs.
+
+    Read with objdump -T; exit 1 naming every file that needs more than --max (default: the release's floor, release/build/glibc.py)."""
     floor = maximum or GLIBC_FLOOR
     requirement = check_glibc_floor(folder, floor)
     print(f"{folder} {requirement.describe()}; the floor is glibc {floor}")
 
 
-@app.command("compare-builds")
+@app.command(
+    "compare-builds",
+    epilog=exit_codes(
+        (0, "identical archives, or different machines (not comparable)"),
+        (1, "the archives differ (the files named), or an error"),
+    ),
+)
 def compare_builds_command(
-    first: Annotated[Path, typer.Argument(help="A build folder.")],
-    second: Annotated[Path, typer.Argument(help="Another build of the same version and target.")],
+    first: Annotated[Path, typer.Argument(metavar="<BUILD_DIR>", help="A build folder.")],
+    second: Annotated[
+        Path,
+        typer.Argument(metavar="<BUILD_DIR>", help="Another build of the same version and target."),
+    ],
     environments: Annotated[
         tuple[Path, Path] | None,
         typer.Option(
             "--environments",
+            metavar="<FIRST_JSON> <SECOND_JSON>",
             help="The machines the two builds ran on (the build jobs' JSON files): a "
             "difference between builds from different machines is reported, not failed.",
         ),
     ] = None,
 ) -> None:
-    """Fail (exit 1, naming the files) unless two builds package to identical archives; with
-    --environments, builds from different machines that differ are "not comparable" (exit 0)."""
+    """Check that two builds package to identical archives.
+
+    Fails (exit 1, naming the files) unless they do; with --environments, builds from different machines that differ are "not comparable" (exit 0)."""
     recorded = None
     if environments is not None:
         recorded = (read_environment(environments[0]), read_environment(environments[1]))

@@ -22,7 +22,9 @@ from release.cli.options import (
     TagOption,
     TufOnlineKeyOption,
     TufReleaseKeyOption,
+    exit_codes,
     read_secret_key,
+    release_tag,
     signers,
 )
 from release.publish.feed import parse_duration as parse_expiry
@@ -47,6 +49,11 @@ app = typer.Typer()
 
 # What a lifecycle verb signs: the record of a release, changed.
 Change = Callable[[Lifecycle], Lifecycle]
+LIFECYCLE_EXIT_CODES = exit_codes(
+    (0, "signed"),
+    (1, "error (the feed's signed index or its TUF repository cannot be read or signed)"),
+    (2, "usage error (bad options, a release the feed does not list), nothing signed"),
+)
 
 
 def _sign_change(
@@ -63,6 +70,7 @@ def _sign_change(
     """Sign ``change`` to the lifecycle record of ``tag`` into the feed's index (and its TUF
     repository, given its keys). Its other parameters are the options every lifecycle verb
     takes, declared here once (:func:`lifecycle_verb`)."""
+    tag = release_tag(tag)
     key = read_secret_key(key_file, key_env, password_env)
     tuf = None
     if tuf_release_key or tuf_online_key:
@@ -97,7 +105,7 @@ def lifecycle_verb(name: str) -> Callable[[Callable[..., Change]], Callable[...,
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {param.name: param.annotation for param in params}
         command.__doc__ = verb.__doc__
-        app.command(name)(command)
+        app.command(name, epilog=LIFECYCLE_EXIT_CODES)(command)
         return verb
 
     return register
@@ -110,6 +118,7 @@ def rollout_command(
         str | None,
         typer.Option(
             "--stages",
+            metavar="<STAGES>",
             help="Percentages and when each starts: 5,25@1d,100@3d (offsets from now) or "
             "5@2026-12-01T12:00:00Z.",
         ),
@@ -118,13 +127,16 @@ def rollout_command(
         str | None,
         typer.Option(
             "--interval",
-            help="Sparkle's phased rollout: one more of seven groups every INTERVAL (1d).",
+            metavar="<DURATION>",
+            help="Sparkle's phased rollout: one more of seven groups every DURATION (1d).",
         ),
     ] = None,
     full: Annotated[bool, typer.Option("--full", help="Offer it to everyone now.")] = False,
     notes: NotesOption = None,
 ) -> Change:
-    """Stage a release (or finish its rollout with --full) in the feed's signed index."""
+    """Stage a release's rollout, or finish it (--full).
+
+    The stages are signed into the feed's index, as every lifecycle change is."""
     if sum(x is not None and x is not False for x in (stages, interval, full or None)) != 1:
         raise UsageError("give one of --stages, --interval or --full")
     now = clock()
@@ -140,7 +152,9 @@ def rollout_command(
 
 @lifecycle_verb("halt")
 def halt_command(feed_dir: Path) -> Change:
-    """Stop a release's rollout: offered to nobody who has not installed it."""
+    """Stop a release's rollout.
+
+    A halted release is offered to nobody who has not installed it."""
     return halt
 
 
@@ -154,14 +168,27 @@ def resume_command(feed_dir: Path) -> Change:
 def withdraw_command(
     feed_dir: Path,
     reason: Annotated[
-        str, typer.Option("--reason", help="Why (300 characters), shown to every machine on it.")
+        str,
+        typer.Option(
+            "--reason",
+            metavar="<TEXT>",
+            help="Why (300 characters), shown to every machine on it.",
+        ),
     ],
     replacement: Annotated[
         str | None,
-        typer.Option("--replacement", help="The release (vX.Y.Z) machines on it move to."),
+        typer.Option(
+            "--replacement",
+            metavar="<X.Y.Z>",
+            help="The release machines on it move to (1.2.0 or v1.2.0).",
+        ),
     ] = None,
 ) -> Change:
-    """Withdraw a release: never installed again, and machines on it move off it."""
+    """Withdraw a release.
+
+    It is never installed again, and machines on it move off it."""
+    if replacement is not None:
+        replacement = release_tag(replacement, "--replacement")
     if replacement is not None and not (feed_dir / replacement / "manifest.json").is_file():
         raise UsageError(f"--replacement {replacement}: the feed has no such release")
     return withdraw(reason, replacement)
@@ -173,10 +200,16 @@ def critical_command(
     minimum_version: Annotated[
         str | None,
         typer.Option(
-            "--minimum-version", help="Every older install needs this update (status, watch)."
+            "--minimum-version",
+            metavar="<X.Y.Z>",
+            help="Every older install needs this update (status, watch).",
         ),
     ] = None,
     notes: NotesOption = None,
 ) -> Change:
-    """Mark a release critical: offered at once, skipping stages and delays (not a pin)."""
+    """Mark a release critical.
+
+    A critical release is offered at once, skipping stages and delays (it is not a pin)."""
+    if minimum_version is not None:
+        minimum_version = release_tag(minimum_version, "--minimum-version").removeprefix("v")
     return critical(minimum_version, notes)

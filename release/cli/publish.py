@@ -13,14 +13,18 @@ import typer
 
 from release.cli.options import (
     DEFAULT_PASSWORD_ENV,
+    FeedDirArgument,
     KeyEnvOption,
     KeyFileOption,
     PasswordEnvOption,
+    PublicKeysFromEnvOption,
     TufOnlineKeyOption,
     TufReleaseKeyOption,
+    exit_codes,
     password_from_env,
     read_secret_key,
     read_small,
+    release_tag,
     say,
     signers,
 )
@@ -44,14 +48,18 @@ PUBLIC_KEY_NAME = "minisign.pub"
 # --- sign --------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(epilog=exit_codes((0, "signed (the signature's path printed)")))
 def sign(
-    release_dir: Annotated[Path, typer.Argument(help="A packaged release folder.")],
+    release_dir: Annotated[
+        Path, typer.Argument(metavar="<RELEASE_DIR>", help="A packaged release folder.")
+    ],
     key_file: KeyFileOption = None,
     key_env: KeyEnvOption = None,
     password_env: PasswordEnvOption = DEFAULT_PASSWORD_ENV,
 ) -> None:
-    """Sign SHA256SUMS into SHA256SUMS.minisig with a minisign secret key."""
+    """Sign a release's SHA256SUMS with minisign.
+
+    The signature goes into SHA256SUMS.minisig, made with the minisign private key."""
     key = read_secret_key(key_file, key_env, password_env)
     path = sign_release(release_dir, key)
     print(f"{path} signed with minisign key {key.key_id}")
@@ -60,14 +68,25 @@ def sign(
 # --- feed --------------------------------------------------------------------------------
 
 
-@app.command("feed")
+@app.command(
+    "feed",
+    epilog=exit_codes(
+        (0, "written and signed"),
+        (1, "error (a published feed with no signed index is refused without --new-feed)"),
+    ),
+)
 def feed_command(
-    feed_dir: Annotated[Path, typer.Argument(help="The feed folder (releases.json, v*/).")],
+    feed_dir: FeedDirArgument,
     key_file: KeyFileOption = None,
     key_env: KeyEnvOption = None,
     password_env: PasswordEnvOption = DEFAULT_PASSWORD_ENV,
     expires_in: Annotated[
-        str, typer.Option("--expires-in", help="How long the signature holds (14d, 12h, 3600s).")
+        str,
+        typer.Option(
+            "--expires-in",
+            metavar="<DURATION>",
+            help="How long the signature holds (14d, 12h, 3600s).",
+        ),
     ] = "14d",
     refresh: Annotated[
         bool,
@@ -75,7 +94,9 @@ def feed_command(
     ] = False,
     seq: Annotated[
         int | None,
-        typer.Option("--seq", help="Sequence number to sign (default: the previous one + 1)."),
+        typer.Option(
+            "--seq", metavar="<N>", help="Sequence number to sign (default: the previous one + 1)."
+        ),
     ] = None,
     new_feed: Annotated[
         bool,
@@ -88,9 +109,9 @@ def feed_command(
     tuf_release_key: TufReleaseKeyOption = None,
     tuf_online_key: TufOnlineKeyOption = None,
 ) -> None:
-    """Write releases.json from the v*/ folders and sign it (releases.json.minisig).
+    """Write the feed's index, releases.json, and sign it.
 
-    The trusted comment carries seq (previous + 1) and expires; clients refuse an expired
+    The index lists the v*/ folders; its signature is releases.json.minisig. The trusted comment carries seq (previous + 1) and expires; clients refuse an expired
     index and a lower seq than they have seen. Re-sign before it expires (--refresh). A feed
     with releases but no signed index continues from its TUF repository (metadata/), or is
     refused unless --new-feed (docs/release.md, "A feed that lost its index").
@@ -128,17 +149,23 @@ def feed_command(
 # --- keygen ------------------------------------------------------------------------------
 
 
-@app.command()
+@app.command(
+    epilog=exit_codes(
+        (2, "usage error (also: a key file is already there; nothing is overwritten)")
+    )
+)
 def keygen(
-    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where to write the key pair.")],
-    password_env: Annotated[
-        str, typer.Option("--password-env", help="Environment variable holding the password.")
-    ] = DEFAULT_PASSWORD_ENV,
+    out_dir: Annotated[
+        Path, typer.Option("--out", metavar="<DIR>", help="Where to write the key pair.")
+    ],
+    password_env: PasswordEnvOption = DEFAULT_PASSWORD_ENV,
     no_password: Annotated[
-        bool, typer.Option("--no-password", help="Store the secret key unencrypted.")
+        bool, typer.Option("--no-password", help="Store the private key unencrypted.")
     ] = False,
 ) -> None:
-    """Make a minisign key pair (minisign.key, minisign.pub) for signing releases."""
+    """Make a minisign key pair for signing releases.
+
+    minisign.key is the private key (0600), minisign.pub the public key."""
     password = None if no_password else password_from_env(password_env)
     if password is None and not no_password:
         raise UsageError(f"set {password_env} to the key's password, or pass --no-password")
@@ -154,7 +181,7 @@ def keygen(
         stream.write(secret)
     public_path.write_text(public_text, encoding="utf-8")
     key = PublicKey.parse(public_text)
-    print(f"secret key: {secret_path} (keep it secret; `mux-release sign --key-file`)")
+    print(f"private key: {secret_path} (keep it secret; `mux-release sign --private-key-file`)")
     print(f"public key: {public_path} (id {key.key_id})")
     print(key.to_base64())
     print("Put the public key line in:")
@@ -163,36 +190,39 @@ def keygen(
     print("    then trust both; swap them once every user has a build that trusts the new one)")
     print("  - the secret MUX_MINISIGN_SECRET_KEY (the secret key file's text) and")
     print("    MUX_MINISIGN_PASSWORD in the repository's `release` environment")
-    print(f"  - locally: mux-release build --key {key.to_base64()}")
+    print(f"  - locally: mux-release build --public-key {key.to_base64()}")
 
 
 # --- install-sh --------------------------------------------------------------------------
 
 
-@app.command("install-sh")
+@app.command("install-sh", epilog=exit_codes((0, "written")))
 def install_sh_command(
-    out: Annotated[Path, typer.Option("--out", help="Where to write the published copy.")],
-    keys: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--key",
-            envvar="MUX_MINISIGN_PUBLIC_KEY",
-            help="Trusted minisign public key (base64 line); one or two.",
-        ),
-    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", metavar="<FILE>", help="Where to write the published copy.")
+    ],
+    keys: PublicKeysFromEnvOption = None,
     repo: Annotated[
         str | None,
-        typer.Option("--repo", envvar="GITHUB_REPOSITORY", help="owner/name to install from."),
+        typer.Option(
+            "--repo",
+            metavar="<OWNER/NAME>",
+            envvar="GITHUB_REPOSITORY",
+            help="owner/name to install from. Env: GITHUB_REPOSITORY.",
+        ),
     ] = None,
     policy_file: Annotated[
         str | None,
         typer.Option(
             "--policy-file",
+            metavar="<PATH>",
             help="Where it reads the machine policy (default /etc/mux/policy.toml).",
         ),
     ] = None,
 ) -> None:
-    """Write the install.sh a release publishes: this one with the repo and keys filled in."""
+    """Write the install.sh a release publishes.
+
+    It is this repository's install.sh with the repo and keys filled in."""
     try:
         written = write_install_script(out, keys=keys or [], repo=repo, policy_file=policy_file)
     except MuxError as exc:
@@ -201,19 +231,29 @@ def install_sh_command(
     print(f"wrote {written} (repo {repo or 'unchanged'}, {len(keys or [])} trusted key(s))")
 
 
-@app.command("publish-flags")
+@app.command(
+    "publish-flags",
+    epilog=exit_codes((1, "error (an empty or unreadable list of releases: a failed gh)")),
+)
 def publish_flags_command(
-    tag: Annotated[str, typer.Option("--tag", help="The tag being published (vX.Y.Z).")],
+    tag: Annotated[
+        str,
+        typer.Option(
+            "--tag", metavar="<X.Y.Z>", help="The release being published (1.1.0 or v1.1.0)."
+        ),
+    ],
     published: Annotated[
         Path,
         typer.Option(
             "--published",
+            metavar="<FILE>",
             help="The published releases: `gh release list --json tagName` output ('-': stdin).",
         ),
     ],
 ) -> None:
-    """Print the gh release flags for TAG: --latest=true only for the highest stable version
-    among the published releases. An empty or unreadable list fails (a failed gh)."""
+    """Print the gh release flags for a release.
+
+    --latest=true only for the highest stable version among the published releases. An empty or unreadable list fails (a failed gh)."""
     try:
         if str(published) == "-":
             raw = sys.stdin.buffer.read(MAX_RELEASE_LIST_BYTES + 1)
@@ -222,33 +262,45 @@ def publish_flags_command(
                 raw = stream.read(MAX_RELEASE_LIST_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"cannot read {published}: {exc.strerror}") from None
-    plan = plan_publish(tag, parse_release_list(raw, what=str(published)))
+    plan = plan_publish(release_tag(tag), parse_release_list(raw, what=str(published)))
     print(" ".join(plan.gh_flags()))
 
 
 # --- verify ------------------------------------------------------------------------------
 
 
-@app.command("verify")
+@app.command(
+    "verify",
+    epilog=exit_codes(
+        (0, "verified (each layer's result printed)"),
+        (3, "verification failed (the layer and why on stderr)"),
+    ),
+)
 def verify_command(
-    location: Annotated[str, typer.Argument(help="A release folder, or a tag (vX.Y.Z) on GitHub.")],
-    keys: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--key",
-            envvar="MUX_MINISIGN_PUBLIC_KEY",
-            help="Trusted minisign public key (base64 line).",
+    location: Annotated[
+        str,
+        typer.Argument(
+            metavar="<RELEASE_DIR|X.Y.Z>",
+            help="A release folder, or a release on GitHub (1.1.0 or v1.1.0).",
         ),
-    ] = None,
+    ],
+    keys: PublicKeysFromEnvOption = None,
     repo: Annotated[
         str,
         typer.Option(
             "--repo",
+            metavar="<OWNER/NAME>",
             envvar=["MUX_REPO", "GITHUB_REPOSITORY"],
-            help="owner/name whose release workflow must have built it.",
+            help="owner/name whose release workflow must have built it. Env: MUX_REPO, "
+            "GITHUB_REPOSITORY.",
         ),
     ] = "",
-    tag: Annotated[str | None, typer.Option("--tag", help="The tag of a release folder.")] = None,
+    tag: Annotated[
+        str | None,
+        typer.Option(
+            "--tag", metavar="<X.Y.Z>", help="The release of a release folder (1.1.0 or v1.1.0)."
+        ),
+    ] = None,
     insecure_skip_attestation: Annotated[
         bool, typer.Option("--insecure-skip-attestation", help="INSECURE: skip layer 3.")
     ] = False,
@@ -256,23 +308,31 @@ def verify_command(
         Path | None,
         typer.Option(
             "--tuf-root",
+            metavar="<ROOT_JSON>",
             help="Also read the release through the TUF repository this root.json starts "
             "(the feed's metadata/ beside a release folder, or --tuf-metadata).",
         ),
     ] = None,
     tuf_metadata: Annotated[
-        str | None, typer.Option("--tuf-metadata", help="The TUF repository's URL or folder.")
+        str | None,
+        typer.Option(
+            "--tuf-metadata", metavar="<URL|DIR>", help="The TUF repository's URL or folder."
+        ),
     ] = None,
 ) -> None:
-    """Run exactly the verification `mux update` runs, and print each layer's result."""
+    """Verify a release as `mux update` does.
+
+    Runs exactly the verification `mux update` runs, and prints each layer's result."""
     from release.publish.verify import verify_release  # deferred: httpx (release.cli)
 
+    if location[:1].isdigit() and not Path(location).is_dir():
+        location = "v" + location  # a release named as mux update --version takes it
     try:
         result = verify_release(
             location,
             keys=keys or [],
             repo=repo,
-            tag=tag,
+            tag=None if tag is None else release_tag(tag),
             skip_attestation=insecure_skip_attestation,
             settings=settings.load(os.environ),
             tuf_root=read_small(tuf_root, "--tuf-root") if tuf_root is not None else None,

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from release.cli.options import exit_codes
 from updater.errors import MuxError
 
 app = typer.Typer()
@@ -16,7 +17,13 @@ app = typer.Typer()
 # --- rehearse ----------------------------------------------------------------------------
 
 
-@app.command("rehearse")
+@app.command(
+    "rehearse",
+    epilog=exit_codes(
+        (0, "every step passed"),
+        (1, "a step failed (it is named; its own exit code when it has one, e.g. 3)"),
+    ),
+)
 def rehearse_command(
     standin: Annotated[
         bool,
@@ -27,11 +34,14 @@ def rehearse_command(
         Path | None,
         typer.Option(
             "--build",
+            metavar="<BUILD_DIR>",
             help="Rehearse with this standalone build (mux-release build) instead of making one.",
         ),
     ] = None,
 ) -> None:
-    """Rehearse a whole release offline: build, sign, attest, serve, install, update, restart."""
+    """Rehearse a whole release, offline.
+
+    Build, sign, attest, serve, install, update and restart, as a real release does."""
     from release.rehearsal.rehearse import rehearse  # deferred: httpx, cryptography (release.cli)
 
     try:

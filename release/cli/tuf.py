@@ -10,8 +10,10 @@ from typing import Annotated
 import typer
 
 from release.cli.options import (
+    Group,
     RepoArgument,
     SignOption,
+    exit_codes,
     say,
     signers,
 )
@@ -26,17 +28,30 @@ app = typer.Typer()
 tuf_app = typer.Typer(
     help="The feed's TUF repository: make it, add releases, sign, rotate keys, re-sign the "
     'timestamp (docs/release.md, "The key ceremony").',
+    short_help="The feed's TUF repository: keys, releases, signatures.",
     no_args_is_help=True,
+    cls=Group,
+)
+TUF_EXIT_CODES = exit_codes(
+    (0, "done: signed and published, or staged until enough keys sign (each printed)"),
+    (1, "error (e.g. a key that cannot sign)"),
 )
 app.add_typer(tuf_app, name="tuf")
 
 
-@tuf_app.command("keygen")
+@tuf_app.command("keygen", epilog=TUF_EXIT_CODES)
 def tuf_keygen_command(
-    names: Annotated[list[str], typer.Argument(help="Key names (NAME.pem, NAME.pub.json).")],
-    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where to write the keys.")],
+    names: Annotated[
+        list[str],
+        typer.Argument(metavar="<NAME>...", help="Key names (NAME.pem, NAME.pub.json)."),
+    ],
+    out_dir: Annotated[
+        Path, typer.Option("--out", metavar="<DIR>", help="Where to write the keys.")
+    ],
 ) -> None:
-    """Make Ed25519 keys: NAME.pem (private, 0600: keep it offline) and NAME.pub.json."""
+    """Make Ed25519 keys for the TUF repository.
+
+    NAME.pem is the private key (0600: keep it offline), NAME.pub.json the public key."""
     from release.publish import tuf_keys  # deferred: securesystemslib (release.cli)
 
     for name in names:
@@ -44,25 +59,43 @@ def tuf_keygen_command(
         print(f"{name}: {private} (private), {public} (key id {key.keyid})")
 
 
-@tuf_app.command("init")
+@tuf_app.command("init", epilog=TUF_EXIT_CODES)
 def tuf_init_command(
     folder: RepoArgument,
-    root_keys: Annotated[list[Path], typer.Option("--root-key", help="A root key's .pub.json.")],
+    root_keys: Annotated[
+        list[Path],
+        typer.Option("--root-public-key", metavar="<PUB_JSON>", help="A root key's .pub.json."),
+    ],
     targets_keys: Annotated[
-        list[Path], typer.Option("--targets-key", help="A targets key's .pub.json.")
+        list[Path],
+        typer.Option(
+            "--targets-public-key", metavar="<PUB_JSON>", help="A targets key's .pub.json."
+        ),
     ],
     online_key: Annotated[
-        Path, typer.Option("--online-key", help="The snapshot and timestamp key's .pub.json.")
+        Path,
+        typer.Option(
+            "--online-public-key",
+            metavar="<PUB_JSON>",
+            help="The snapshot and timestamp key's .pub.json.",
+        ),
     ],
     release_keys: Annotated[
-        list[Path], typer.Option("--release-key", help="The release workflow's key .pub.json.")
+        list[Path],
+        typer.Option(
+            "--release-public-key",
+            metavar="<PUB_JSON>",
+            help="The release workflow's key .pub.json.",
+        ),
     ],
-    root_threshold: Annotated[int, typer.Option("--root-threshold")] = 2,
-    targets_threshold: Annotated[int, typer.Option("--targets-threshold")] = 2,
+    root_threshold: Annotated[int, typer.Option("--root-threshold", metavar="<N>")] = 2,
+    targets_threshold: Annotated[int, typer.Option("--targets-threshold", metavar="<N>")] = 2,
     sign_with: SignOption = None,
 ) -> None:
-    """Make the repository: root v1, targets v1 (delegating v*/* to the release workflow),
-    snapshot and timestamp. Roles the --sign keys cannot sign yet wait in staged/."""
+    """Make the TUF repository.
+
+    Root v1, targets v1 (delegating v*/* to the release workflow), snapshot and timestamp.
+    Roles the --private-key keys cannot sign yet wait in staged/."""
     from release.publish import tuf_keys, tuf_repo  # deferred: python-tuf (release.cli)
 
     keys = tuf_repo.Keys(
@@ -76,15 +109,37 @@ def tuf_init_command(
     say(tuf_repo.create(folder, keys, signers(None, sign_with)))
 
 
-@tuf_app.command("add-release")
+_OnlinePrivateKeyOption = Annotated[
+    list[str],
+    typer.Option(
+        "--online-private-key",
+        metavar="<KEY_URI>",
+        help="The snapshot and timestamp private key (file2:PATH, env:NAME, KEYID=URI).",
+    ),
+]
+
+
+@tuf_app.command("add-release", epilog=TUF_EXIT_CODES)
 def tuf_add_release_command(
     folder: RepoArgument,
-    release_dir: Annotated[Path, typer.Argument(help="A packaged, signed release folder.")],
-    release_key: Annotated[list[str], typer.Option("--release-key", help="Its private key.")],
-    online_key: Annotated[list[str], typer.Option("--online-key", help="Its private key.")],
+    release_dir: Annotated[
+        Path,
+        typer.Argument(metavar="<RELEASE_DIR>", help="A packaged, signed release folder."),
+    ],
+    release_key: Annotated[
+        list[str],
+        typer.Option(
+            "--release-private-key",
+            metavar="<KEY_URI>",
+            help="The release workflow's private key (file2:PATH, env:NAME, KEYID=URI).",
+        ),
+    ],
+    online_key: _OnlinePrivateKeyOption,
 ) -> None:
-    """List every file of a release as a target (length, sha256, custom version, protocol,
-    target), then a new snapshot and timestamp."""
+    """List a release's files in the TUF repository.
+
+    Each file is a target (length, sha256, custom version, protocol, target), then a new
+    snapshot and timestamp are signed."""
     from release.publish import tuf_repo  # deferred: python-tuf (release.cli)
 
     say(
@@ -94,35 +149,55 @@ def tuf_add_release_command(
     )
 
 
-@tuf_app.command("timestamp")
+@tuf_app.command("timestamp", epilog=TUF_EXIT_CODES)
 def tuf_timestamp_command(
     folder: RepoArgument,
-    online_key: Annotated[list[str], typer.Option("--online-key", help="Its private key.")],
+    online_key: _OnlinePrivateKeyOption,
     expires_in: Annotated[
-        str, typer.Option("--expires-in", help="At most 24h (a freeze is caught within it).")
+        str,
+        typer.Option(
+            "--expires-in",
+            metavar="<DURATION>",
+            help="At most 24h (a freeze is caught within it).",
+        ),
     ] = "24h",
 ) -> None:
-    """Re-sign the timestamp (and the snapshot when it is due): the feed workflow's schedule."""
+    """Re-sign the TUF timestamp (the feed workflow's schedule).
+
+    The snapshot is re-signed too when it is due."""
     from release.publish import tuf_repo  # deferred: python-tuf (release.cli)
 
     say(tuf_repo.refresh(folder, signers(folder, online_key), expires_in=parse_expiry(expires_in)))
 
 
-@tuf_app.command("rotate")
+@tuf_app.command("rotate", epilog=TUF_EXIT_CODES)
 def tuf_rotate_command(
     folder: RepoArgument,
     role: Annotated[
-        str, typer.Option("--role", help="root, targets, snapshot, timestamp or release-workflow.")
+        str,
+        typer.Option(
+            "--role",
+            metavar="<ROLE>",
+            help="root, targets, snapshot, timestamp or release-workflow.",
+        ),
     ],
-    add: Annotated[list[Path] | None, typer.Option("--add", help="A key's .pub.json.")] = None,
-    remove: Annotated[
-        list[str] | None, typer.Option("--remove", help="A key id (8+ hex digits) to revoke.")
+    add: Annotated[
+        list[Path] | None,
+        typer.Option("--add-public-key", metavar="<PUB_JSON>", help="A key's .pub.json to add."),
     ] = None,
-    threshold: Annotated[int | None, typer.Option("--threshold")] = None,
+    remove: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--remove-key-id", metavar="<KEY_ID>", help="A key id (8+ hex digits) to revoke."
+        ),
+    ] = None,
+    threshold: Annotated[int | None, typer.Option("--threshold", metavar="<N>")] = None,
     sign_with: SignOption = None,
 ) -> None:
-    """A new root (or targets, for the release workflow's keys) with keys added, replaced or
-    revoked; published once a threshold of the old and the new keys signed it."""
+    """Add, replace or revoke a TUF role's keys.
+
+    A new root (or targets, for the release workflow's keys), published once a threshold of
+    the old and the new keys signed it."""
     from release.publish import tuf_keys, tuf_repo  # deferred: python-tuf (release.cli)
 
     change = tuf_repo.KeyChange(
@@ -134,14 +209,17 @@ def tuf_rotate_command(
     say(tuf_repo.rotate(folder, [change], signers(folder, sign_with)))
 
 
-@tuf_app.command("sign")
+@tuf_app.command("sign", epilog=TUF_EXIT_CODES)
 def tuf_sign_command(
     folder: RepoArgument,
-    role: Annotated[str, typer.Argument(help="root, targets or release-workflow.")],
+    role: Annotated[
+        str, typer.Argument(metavar="<ROLE>", help="root, targets or release-workflow.")
+    ],
     sign_with: SignOption = None,
 ) -> None:
-    """Add a keyholder's signature to the staged version of a role; published once it meets
-    its threshold."""
+    """Sign the staged version of a TUF role.
+
+    It is published once it meets its threshold."""
     from release.publish import tuf_repo  # deferred: python-tuf (release.cli)
 
     say(tuf_repo.sign(folder, role, signers(folder, sign_with)))
@@ -150,31 +228,48 @@ def tuf_sign_command(
 # --- tuf-client ----------------------------------------------------------------------------
 
 
-@app.command("tuf-client")
+# Hidden: tuf-conformance's client-under-test, not a release engineer's command.
+@app.command("tuf-client", hidden=True, epilog=exit_codes((1, "the suite's failure")))
 def tuf_client_command(
-    action: Annotated[str, typer.Argument(help="init, refresh or download.")],
+    action: Annotated[
+        str, typer.Argument(metavar="<init|refresh|download>", help="init, refresh or download.")
+    ],
     trusted_root: Annotated[
-        str | None, typer.Argument(help="init: the root.json to trust.", show_default=False)
+        str | None,
+        typer.Argument(
+            metavar="<ROOT_JSON>", help="init: the root.json to trust.", show_default=False
+        ),
     ] = None,
     metadata_dir: Annotated[
-        str, typer.Option("--metadata-dir", help="Where the trusted metadata is kept.")
+        str,
+        typer.Option("--metadata-dir", metavar="<DIR>", help="Where the trusted metadata is kept."),
     ] = "",
     metadata_url: Annotated[
-        str | None, typer.Option("--metadata-url", help="The repository's metadata URL.")
+        str | None,
+        typer.Option("--metadata-url", metavar="<URL>", help="The repository's metadata URL."),
     ] = None,
     target_names: Annotated[
         list[str] | None,
-        typer.Option("--target-name", help="A target to download (repeatable, in order)."),
+        typer.Option(
+            "--target-name",
+            metavar="<NAME>",
+            help="A target to download (repeatable, in order).",
+        ),
     ] = None,
     target_base_url: Annotated[
-        str | None, typer.Option("--target-base-url", help="Where targets are downloaded from.")
+        str | None,
+        typer.Option(
+            "--target-base-url", metavar="<URL>", help="Where targets are downloaded from."
+        ),
     ] = None,
     target_dir: Annotated[
-        str | None, typer.Option("--target-dir", help="Where downloaded targets go.")
+        str | None,
+        typer.Option("--target-dir", metavar="<DIR>", help="Where downloaded targets go."),
     ] = None,
 ) -> None:
-    """mux's TUF client as tuf-conformance's client-under-test (its CLIENT-CLI.md): exit 0
-    or 1."""
+    """mux's TUF client, as tuf-conformance drives it.
+
+    The suite's client-under-test (its CLIENT-CLI.md): exit 0 or 1."""
     from release.rehearsal.tuf_client import run  # deferred: python-tuf and httpx (release.cli)
 
     if not metadata_dir:

@@ -12,6 +12,7 @@ import typer
 from release.checkout import REPO_ROOT, write_text_atomically
 from release.cli.options import (
     PinsOption,
+    exit_codes,
     notices_path,
     pins_path,
 )
@@ -23,10 +24,27 @@ from updater.errors import UsageError
 app = typer.Typer()
 
 
-@app.command("repin")
+_NotesFileOption = Annotated[
+    Path | None,
+    typer.Option("--notices", metavar="<FILE>", help="Notices file (default: the repository's)."),
+]
+
+
+@app.command(
+    "repin",
+    epilog=exit_codes(
+        (0, "pinned (or, with --dry-run, verified and printed)"),
+        (3, "the asset did not verify (nothing written)"),
+    ),
+)
 def repin_command(
-    name: Annotated[str, typer.Argument(help="The artifact's name in pins.toml.")],
-    tag: Annotated[str | None, typer.Option("--tag", help="Pin this release tag.")] = None,
+    name: Annotated[
+        str, typer.Argument(metavar="<NAME>", help="The artifact's name in pins.toml.")
+    ],
+    tag: Annotated[
+        str | None,
+        typer.Option("--tag", metavar="<TAG>", help="Pin this release tag (the project's own)."),
+    ] = None,
     latest: Annotated[bool, typer.Option("--latest", help="Pin the newest release.")] = False,
     allow_downgrade: Annotated[
         bool, typer.Option("--allow-downgrade", help="Allow a tag older than the pinned one.")
@@ -36,20 +54,24 @@ def repin_command(
     ] = False,
     source: Annotated[
         str | None,
-        typer.Option("--source", help="A mirror (feed URL or folder) instead of GitHub."),
+        typer.Option(
+            "--source", metavar="<URL|DIR>", help="A mirror (feed URL or folder) instead of GitHub."
+        ),
     ] = None,
     trusted_root: Annotated[
         Path | None,
         typer.Option(
-            "--trusted-root", help="Sigstore trusted_root.json (default: Sigstore's own)."
+            "--trusted-root",
+            metavar="<FILE>",
+            help="Sigstore trusted_root.json (default: Sigstore's own).",
         ),
     ] = None,
     pins: PinsOption = None,
-    notices: Annotated[
-        Path | None, typer.Option("--notices", help="Notices file (default: the repository's).")
-    ] = None,
+    notices: _NotesFileOption = None,
 ) -> None:
-    """Move a pin to a verified release asset, and regenerate the notices."""
+    """Move a pin to a verified release asset.
+
+    The notices are regenerated for it."""
     from release.upkeep.repin import Checkout, Upstream  # deferred: httpx (release.cli)
     from release.upkeep.repin import repin as run_repin  # deferred: httpx (release.cli)
 
@@ -68,17 +90,19 @@ def repin_command(
         print(line)
 
 
-@app.command("pins")
+@app.command(
+    "pins", epilog=exit_codes((1, "--check found a problem (each on stderr), or an error"))
+)
 def pins_command(
     check: Annotated[
         bool, typer.Option("--check", help="Check every pin and the notices; exit 1 on a problem.")
     ] = False,
     pins: PinsOption = None,
-    notices: Annotated[
-        Path | None, typer.Option("--notices", help="Notices file (default: the repository's).")
-    ] = None,
+    notices: _NotesFileOption = None,
 ) -> None:
-    """List the pinned artifacts, or (--check) check them offline for CI."""
+    """List the pinned artifacts, or check them (--check).
+
+    --check reads nothing from the network: it is CI's check."""
     path = pins_path(pins)
     if check:
         problems = check_pins(path, notices_path=notices_path(notices))
@@ -97,26 +121,40 @@ def pins_command(
         print(f"{path}: no artifact is pinned")
 
 
-@app.command("notices")
+@app.command(
+    "notices",
+    epilog=exit_codes(
+        (
+            1,
+            "--check: the file is stale (the diff printed); --check-build: a file maps to "
+            "nothing; or an error",
+        ),
+    ),
+)
 def notices_command(
     check: Annotated[
         bool, typer.Option("--check", help="Exit 1 with a diff when the file is stale.")
     ] = False,
     output: Annotated[
         Path | None,
-        typer.Option("--output", help="Notices file (default: THIRD_PARTY_NOTICES.md)."),
+        typer.Option(
+            "--out", metavar="<FILE>", help="Notices file (default: THIRD_PARTY_NOTICES.md)."
+        ),
     ] = None,
     check_build: Annotated[
         Path | None,
         typer.Option(
             "--check-build",
+            metavar="<BUILD_DIR>",
             help="Map every file of this build folder to a notice entry (exit 1 naming any "
             "that maps to nothing) and check its THIRD_PARTY_NOTICES.md and SBOM.",
         ),
     ] = None,
     pins: PinsOption = None,
 ) -> None:
-    """Write THIRD_PARTY_NOTICES.md, or (--check) fail when it is stale."""
+    """Write THIRD_PARTY_NOTICES.md, or check it (--check).
+
+    --check fails when the file is stale."""
     from release.bill.bill import check_build as run_check_build  # deferred: importlib.metadata
     from release.bill.third_party_notices import (  # deferred: importlib.metadata
         check_notices,
@@ -146,16 +184,22 @@ def notices_command(
     print(f"wrote {path}")
 
 
-@app.command("protocol")
+@app.command(
+    "protocol",
+    epilog=exit_codes((1, "protocol code changed without a version bump, or an error")),
+)
 def protocol_command(
     record: Annotated[
         bool, typer.Option("--record", help="Record the fingerprint after a protocol bump.")
     ] = False,
     root: Annotated[
-        Path | None, typer.Option("--root", help="Repository root (default: this checkout).")
+        Path | None,
+        typer.Option("--root", metavar="<DIR>", help="Repository root (default: this checkout)."),
     ] = None,
 ) -> None:
-    """Show the protocol version; fail when protocol code changed without a bump."""
+    """Show the protocol version, or record it (--record).
+
+    Fails when protocol code changed without a version bump."""
     if record:
         state = record_protocol(root or REPO_ROOT)
         print(

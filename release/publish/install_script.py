@@ -43,7 +43,7 @@ def render_install_script(
     try:
         normalised = [PublicKey.parse(key).to_base64() for key in keys]
     except ParseError as exc:
-        raise UsageError(f"--key: {exc.message}") from None
+        raise UsageError(f"--public-key: {exc.message}") from None
     text = source.read_text(encoding="utf-8")
     text, count = _RECORD_SCHEMA_LINE.subn(f"MUX_RECORD_SCHEMA='{RECORD_SCHEMA}'", text)
     if count != 1:

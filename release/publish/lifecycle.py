@@ -107,7 +107,7 @@ def change_lifecycle(
             raise UsageError(
                 f"{feed_dir} has a TUF repository ({TUF_METADATA_DIR}/): a build that trusts it "
                 "reads the lifecycle only there",
-                hint="give --tuf-release-key and --tuf-online-key too",
+                hint="give --tuf-release-private-key and --tuf-online-private-key too",
             )
         # deferred (+120 ms, python-tuf): only a feed with a TUF repository needs it
         from release.publish import tuf_repo

@@ -425,7 +425,9 @@ def _snapshot_and_timestamp(
         )
         snapshot_md = Metadata(snapshot)
         if not _sign(snapshot_md, signers, root.roles[Snapshot.type].keyids):
-            raise TufRepoError("no online key of the snapshot role was given (--online-key)")
+            raise TufRepoError(
+                "no online key of the snapshot role was given (--online-private-key)"
+            )
         repo.publish(Snapshot.type, snapshot_md)
         lines.append(f"snapshot v{version} published (expires {snapshot.expires:%Y-%m-%d %H:%M}Z)")
     else:
@@ -447,7 +449,7 @@ def _snapshot_and_timestamp(
         }
     timestamp_md = Metadata(timestamp)
     if not _sign(timestamp_md, signers, root.roles[Timestamp.type].keyids):
-        raise TufRepoError("no online key of the timestamp role was given (--online-key)")
+        raise TufRepoError("no online key of the timestamp role was given (--online-private-key)")
     repo.publish(Timestamp.type, timestamp_md)
     lines.append(
         f"timestamp v{timestamp.version} published (snapshot v{snapshot_md.signed.version}, "
@@ -570,7 +572,8 @@ def _require_online(repo: Repository, signers: Sequence[Signer]) -> None:
     for role in (Snapshot.type, Timestamp.type):
         if not given & set(root.roles[role].keyids):
             raise TufRepoError(
-                f"no online key of the {role} role was given", hint="--online-key, --tuf-online-key"
+                f"no online key of the {role} role was given",
+                hint="--online-private-key, --tuf-online-private-key",
             )
 
 
@@ -587,7 +590,7 @@ def _publish_release_role(
     if not top.get_verification_result(RELEASE_ROLE, md.signed_bytes, md.signatures).verified:
         raise TufRepoError(
             f"the release key given cannot sign {RELEASE_ROLE} ({_missing(md, top, RELEASE_ROLE)})",
-            hint="give the release workflow's key (--release-key, --tuf-release-key)",
+            hint="give the release workflow's key (--release-private-key, --tuf-release-private-key)",
         )
     repo.publish(RELEASE_ROLE, md)
 
@@ -716,7 +719,7 @@ def set_lifecycle(
     if manifest is None:
         raise TufRepoError(
             f"the TUF repository of {folder} does not list {tag}",
-            hint="publish it first (mux-release feed --tuf-online-key …)",
+            hint="publish it first (mux-release feed --tuf-online-private-key …)",
         )
     custom = manifest.unrecognized_fields.setdefault("custom", {})
     facts = custom.setdefault("mux", {})

@@ -63,13 +63,13 @@ def mux_release(
     )
 
 
-_TUF_KEY_OPTIONS = {"release": "--tuf-release-key", "online": "--tuf-online-key"}
+_TUF_KEY_OPTIONS = {"release": "--tuf-release-private-key", "online": "--tuf-online-private-key"}
 
 
 def feed_verb(
     feed: Feed, verb: str, *rest: str, tuf_keys: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
-    """``mux-release VERB <feed> --key-file K …`` as the feed workflow runs it; ``tuf_keys``
+    """``mux-release VERB <feed> --private-key-file K …`` as the feed workflow runs it; ``tuf_keys``
     names the TUF keys of a :class:`~tests.support.tuf.TufFeed` it is given too
     (``"release"``, ``"online"``)."""
     tuf: list[str] = []
@@ -78,7 +78,7 @@ def feed_verb(
     return mux_release(
         verb,
         feed.path,
-        "--key-file",
+        "--private-key-file",
         feed.keypair.secret_key_path,
         *tuf,
         *rest,

@@ -91,7 +91,7 @@ def start_if_needed(config: pytest.Config, items: list[pytest.Item]) -> None:
         command = [
             *(sys.executable, "-m", "release", "build", "--out", str(shared / "dist")),
             *("--version", VERSION, "--protocol-version", str(PROTOCOL), "--repo", REPO),
-            *("--key", current.public_key, "--key", following.public_key),
+            *("--public-key", current.public_key, "--public-key", following.public_key),
         ]
         # The child takes the locked open file with it: the lock is held until it exits.
         builder = (
