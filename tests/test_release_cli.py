@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from release.cli import app
 from release.cli.options import RENAMED_OPTIONS, release_tag, renamed
-from updater.errors import UsageError
+from tests.support.releases import TEST_PASSWORD, Feed, make_feed
+from updater.errors import MuxError, UsageError
 
 WIDTH = 80
 
@@ -172,3 +173,75 @@ def test_publish_flags_takes_the_tag_in_both_spellings(tmp_path: Path) -> None:
     assert code == 0 and "--latest=true" in out
     code, _out, err = run("publish-flags", "--tag", "1.2", "--published", str(published))
     assert code == 2 and "give X.Y.Z or vX.Y.Z" in err
+
+
+# --- lifecycle verbs: what they print, --dry-run, resume ---------------------------------------
+
+
+@pytest.fixture
+def feed(tmp_path: Path) -> Feed:
+    return make_feed(tmp_path / "f", versions=["0.1.0", "0.2.0"])
+
+
+def verb(feed: Feed, *args: str) -> tuple[int, str, str]:
+    name, *rest = args
+    key = ("--private-key-file", str(feed.keypair.secret_key_path))
+    result = CliRunner().invoke(
+        app,
+        [name, str(feed.path), *key, *rest],
+        env={"MINISIGN_PASSWORD": TEST_PASSWORD},
+        prog_name="mux-release",
+    )
+    if isinstance(result.exception, MuxError):
+        return result.exception.exit_code, result.stdout, str(result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result
+    return result.exit_code, result.stdout, result.stderr
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_verb_prints_what_changed_what_it_signed_and_what_to_publish(feed: Feed) -> None:
+    code, out, err = verb(feed, "halt", "--tag", "0.2.0")
+    assert code == 0, err
+    assert out.splitlines() == [
+        "changed: v0.2.0: halted",
+        "  was: fully rolled out",
+        f"signed: {feed.path / 'releases.json'} with minisign key {feed.keypair.key_id}, seq 3, "
+        + out.split(", seq 3, ")[1].splitlines()[0],
+        f"publish: {feed.path} (the feed workflow) for clients to see it",
+    ]
+    assert re.search(r", seq 3, expires \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n", out)
+
+
+def test_a_dry_run_prints_the_change_and_signs_and_writes_nothing(feed: Feed) -> None:
+    before = files(feed.path)
+    code, out, err = verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad", "--dry-run")
+    assert code == 0, err
+    assert out.splitlines() == [
+        "changed: v0.2.0: withdrawn",
+        "  was: fully rolled out",
+        f"would sign: {feed.path / 'releases.json'} with minisign key {feed.keypair.key_id}, seq 3",
+        "dry run: nothing was signed or written",
+    ]
+    assert files(feed.path) == before
+    # The real run signs what the dry run said.
+    code, out, err = verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad")
+    assert code == 0 and out.startswith("changed: v0.2.0: withdrawn\n") and ", seq 3, " in out
+
+
+def test_resume_on_a_release_that_is_not_halted_is_refused_and_signs_nothing(feed: Feed) -> None:
+    before = files(feed.path)
+    for dry_run in ((), ("--dry-run",)):
+        code, out, err = verb(feed, "resume", "--tag", "v0.2.0", *dry_run)
+        assert code == 2 and out == ""
+        assert err.startswith("v0.2.0: is not halted: nothing to resume (")
+        assert "\n" not in err
+    assert files(feed.path) == before  # no new seq
+    assert verb(feed, "halt", "--tag", "v0.2.0")[0] == 0
+    code, out, err = verb(feed, "resume", "--tag", "1.0.0")
+    assert code == 2 and "has no release v1.0.0" in err
+    code, out, err = verb(feed, "resume", "--tag", "0.2.0")
+    assert code == 0, err
+    assert out.splitlines()[:2] == ["changed: v0.2.0: fully rolled out", "  was: halted"]

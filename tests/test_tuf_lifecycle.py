@@ -56,7 +56,10 @@ def test_a_withdrawal_signed_in_tuf_moves_a_tuf_build_back_whatever_the_index_sa
     assert installed.run("update").returncode == 0 and installed.active() == "0.2.0"
     index = {n: (feed.path / n).read_bytes() for n in (FEED_INDEX_NAME, FEED_SIGNATURE_NAME)}
     out = verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "corrupts \x1b[2J scrollback")
-    assert "v0.2.0: withdrawn. Signed" in out and "the TUF repository (release-workflow v" in out
+    lines = out.splitlines()
+    assert lines[0] == "changed: v0.2.0: withdrawn" and lines[1].startswith("  was: ")
+    assert any(line.startswith("signed: the TUF repository: release-workflow v") for line in lines)
+    assert lines[-1].startswith("publish: ")
     assert signed_record(feed, "v0.2.0")["withdrawn"] == {"reason": "corrupts \x1b[2J scrollback"}
     # The index a TUF build never reads goes back to before the withdrawal: only TUF decides.
     for name, data in index.items():

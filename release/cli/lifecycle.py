@@ -13,6 +13,7 @@ import typer
 
 from release.cli.options import (
     DEFAULT_PASSWORD_ENV,
+    DryRunOption,
     ExpiresOption,
     FeedDirArgument,
     KeyEnvOption,
@@ -25,6 +26,7 @@ from release.cli.options import (
     exit_codes,
     read_secret_key,
     release_tag,
+    say,
     signers,
 )
 from release.publish.feed import parse_duration as parse_expiry
@@ -34,8 +36,10 @@ from release.publish.lifecycle import (
     clock,
     critical,
     describe,
+    describe_plan,
     halt,
     parse_stages,
+    plan_lifecycle,
     resume,
     rollout,
     withdraw,
@@ -50,9 +54,13 @@ app = typer.Typer()
 # What a lifecycle verb signs: the record of a release, changed.
 Change = Callable[[Lifecycle], Lifecycle]
 LIFECYCLE_EXIT_CODES = exit_codes(
-    (0, "signed"),
+    (0, "signed (or, with --dry-run, checked and printed)"),
     (1, "error (the feed's signed index or its TUF repository cannot be read or signed)"),
-    (2, "usage error (bad options, a release the feed does not list), nothing signed"),
+    (
+        2,
+        "usage error (bad options, a release the feed does not list, resume on a release "
+        "that is not halted), nothing signed",
+    ),
 )
 
 
@@ -66,6 +74,7 @@ def _sign_change(
     tuf_release_key: TufReleaseKeyOption = None,
     tuf_online_key: TufOnlineKeyOption = None,
     expires_in: ExpiresOption = "14d",
+    dry_run: DryRunOption = False,
 ) -> None:
     """Sign ``change`` to the lifecycle record of ``tag`` into the feed's index (and its TUF
     repository, given its keys). Its other parameters are the options every lifecycle verb
@@ -75,10 +84,12 @@ def _sign_change(
     tuf = None
     if tuf_release_key or tuf_online_key:
         tuf = TufSigners(signers(feed_dir, tuf_release_key), signers(feed_dir, tuf_online_key))
-    changed = change_lifecycle(
-        feed_dir, key, tag, change, expires_in=parse_expiry(expires_in), tuf=tuf
-    )
-    print(describe(changed))
+    seconds = parse_expiry(expires_in)
+    if dry_run:
+        lines = describe_plan(plan_lifecycle(feed_dir, key, tag, change, tuf=tuf))
+    else:
+        lines = describe(change_lifecycle(feed_dir, key, tag, change, expires_in=seconds, tuf=tuf))
+    say(lines)
 
 
 def lifecycle_verb(name: str) -> Callable[[Callable[..., Change]], Callable[..., Change]]:
@@ -160,7 +171,9 @@ def halt_command(feed_dir: Path) -> Change:
 
 @lifecycle_verb("resume")
 def resume_command(feed_dir: Path) -> Change:
-    """Resume a halted rollout where its stages stand."""
+    """Resume a halted rollout where its stages stand.
+
+    A release that is not halted is refused (exit 2): there is nothing to resume."""
     return resume
 
 

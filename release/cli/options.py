@@ -216,7 +216,7 @@ def release_tag(value: str, flag: str = "--tag") -> str:
         parse_tag(tag)
     except ParseError:
         raise UsageError(
-            f"{flag} {value[:60]!r} is not a release version (give X.Y.Z or vX.Y.Z, e.g. 1.1.0)"
+            f"{flag} {value[:60]!r} is not a release tag (give X.Y.Z or vX.Y.Z, e.g. 1.1.0)"
         ) from None
     return tag
 

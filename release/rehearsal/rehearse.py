@@ -487,7 +487,7 @@ def _withdraw_release(run: _Run) -> list[str]:
         withdraw("rehearsal: a release that turned out bad", None),
         tuf=TufSigners(run.tuf.signers(run.tuf.RELEASE), run.tuf.signers(run.tuf.ONLINE)),
     )
-    return [describe(changed)]
+    return describe(changed)
 
 
 def _check_withdrawn(run: _Run) -> list[str]:
