@@ -126,7 +126,12 @@ def test_a_feed_that_lost_its_index_keeps_its_withdrawal_for_a_fresh_install(
     release. Now the index continues from the feed's TUF repository: the withdrawal holds."""
     feed = make_tuf_feed(tmp_path / "t", ["0.1.0", "0.2.0"])
     k = feed.keys
-    tuf = ("--tuf-release-private-key", k.uri(k.RELEASE), "--tuf-online-private-key", k.uri(k.ONLINE))
+    tuf = (
+        "--tuf-release-private-key",
+        k.uri(k.RELEASE),
+        "--tuf-online-private-key",
+        k.uri(k.ONLINE),
+    )
     withdrawn = feed_verb(feed, "withdraw", "--tag", "v0.2.0", "--reason", "bad", *tuf)
     assert withdrawn.returncode == 0, withdrawn.stderr
     for name in (FEED_INDEX_NAME, FEED_SIGNATURE_NAME):

@@ -456,7 +456,12 @@ def test_cli_sign_errors_are_one_line_and_write_nothing(tmp_path: Path, keypair:
             "wrong password",
             1,
         ),
-        (["--private-key-file", keypair.secret_key_path], {"MINISIGN_PASSWORD": ""}, "no password", 1),
+        (
+            ["--private-key-file", keypair.secret_key_path],
+            {"MINISIGN_PASSWORD": ""},
+            "no password",
+            1,
+        ),
         (["--private-key-file", tmp_path / "missing.key"], {}, "cannot read", EXIT_USAGE),
         (["--private-key-env", "NOT_SET_ANYWHERE"], {}, "is not set", EXIT_USAGE),
         ([], {}, "exactly one of", EXIT_USAGE),
@@ -500,7 +505,10 @@ def test_cli_keygen_without_password_then_sign(tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr
     assert mux_release("package", built.stdout.strip(), "--out", tmp_path / "rel").returncode == 0
     assert (
-        mux_release("sign", tmp_path / "rel", "--private-key-file", keys / "minisign.key").returncode == 0
+        mux_release(
+            "sign", tmp_path / "rel", "--private-key-file", keys / "minisign.key"
+        ).returncode
+        == 0
     )
     check = subprocess.run(
         ["minisign", "-Vm", tmp_path / "rel" / "SHA256SUMS", "-p", keys / "minisign.pub"]
