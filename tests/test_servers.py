@@ -696,7 +696,7 @@ def test_cli_status_with_no_server(mux_runtime_dir):
         f"no mux server found (looked in {mux_runtime_dir})\n",
     )
     as_json = runner.invoke(server_app, ["status", "--json"])
-    assert json.loads(as_json.stdout) == {"servers": []}
+    assert json.loads(as_json.stdout) == {"schema": 2, "servers": []}
 
 
 def test_cli_start_on_a_running_server_says_so_and_exits_0(mux_runtime_dir):
@@ -752,7 +752,7 @@ def test_cli_status_of_a_named_server_that_does_not_run(mux_runtime_dir):
         f"no mux server found (looked in {mux_runtime_dir / 'nothing.sock'})\n",
     )
     as_json = runner.invoke(server_app, ["status", "--json", "--name", "nothing"])
-    assert json.loads(as_json.stdout) == {"servers": []}
+    assert json.loads(as_json.stdout) == {"schema": 2, "servers": []}
 
 
 def test_cli_status_refuses_two_server_options(mux_runtime_dir):

@@ -16,7 +16,13 @@ from typing import Annotated, Any
 
 import typer
 
-from updater.cli.render import human_size, safe_text, to_json_line, verdict_document
+from updater.cli.render import (
+    REPORT_SCHEMA,
+    human_size,
+    safe_text,
+    to_json_line,
+    verdict_document,
+)
 from updater.cli.server import server_verdicts_of
 from updater.commands.status import gather_status
 from updater.config import buildinfo
@@ -99,7 +105,8 @@ def status_command(
     build = buildinfo.current()
     reports = query_all(every_server_address(os.environ.get(SERVER_URL_ENV)))
     servers = [verdict_document(v) for v in server_verdicts_of(reports)]
-    doc = install_status(gather_status(build, reports, servers, now=time.time()))
+    facts = gather_status(build, reports, servers, now=time.time())
+    doc = {"schema": REPORT_SCHEMA, **install_status(facts)}
     if as_json:
         print(to_json_line(doc))
         return

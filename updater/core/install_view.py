@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import Any
 
-# The schema of `mux status --json`; a new field is no new schema, a renamed or removed one is.
-STATUS_SCHEMA = 1
-
 # Why an installed version that nothing keeps is still there, and what removes it.
 REMOVABLE = ("removable", "nothing needs it: mux update --prune removes it")
 
@@ -83,11 +80,11 @@ def _file(facts: FileFacts) -> dict[str, Any]:
 
 
 def install_status(facts: InstallFacts) -> dict[str, Any]:
-    """The document of ``mux status --json`` (docs/contracts.md, "mux status")."""
+    """The document of ``mux status --json`` (docs/contracts.md, "mux status"), without
+    the ``schema`` every JSON document mux prints carries (the CLI adds it)."""
     sizes = [v.size_bytes for v in facts.versions]
     held = facts.hold_until is not None and facts.now < facts.hold_until
     return {
-        "schema": STATUS_SCHEMA,
         "link": {"path": facts.link, "target": facts.link_target, "version": facts.active},
         "home": {"path": facts.home, "problem": facts.home_problem},
         "versions": [
