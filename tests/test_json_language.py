@@ -99,13 +99,21 @@ def test_a_usage_error_click_finds_is_json_too_under_json(
     assert doc["schema"] == 2 and doc["exit_code"] == 2
     assert doc["error"]["kind"] == "usage" and doc["error"]["layer"] is None
     assert doc["error"]["message"] == message
-    assert message in err  # the person still reads click's own words and usage
+    # The person reads click's own words, in one line as every error.
+    assert err.startswith("mux: error: ") and message in err and err.count("\n") == 1, err
 
 
 def test_a_usage_error_without_json_prints_no_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_app.run(["update", "--no-such-flag"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and "No such option: --no-such-flag" in err
+    assert out == ""
+    assert err == "mux: error: No such option: --no-such-flag (see mux update --help)\n"
+
+
+def test_a_bare_command_still_shows_its_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_app.run(["server"]) == 2
+    out, err = capsys.readouterr()
+    assert "Usage: mux server" in out + err and "mux: error" not in out + err
 
 
 # -- check and update ------------------------------------------------------------------------

@@ -67,26 +67,25 @@ def report_error(exc: MuxError, *, as_json: bool) -> int:
 
 
 def report_click_error(exc: Any, *, as_json: bool) -> int:
-    """A usage error click found (an unknown option, a missing value, a bad choice): its own
-    words and usage on stderr, as without ``--json``; with ``--json`` also the error document
-    (kind ``usage``) on stdout. ``exc`` is click's ClickException (typer's TyperException).
-    Returns its exit code (2 for a usage error)."""
-    exc.show()
+    """A usage error click found (an unknown option, a missing value, a bad choice): one
+    line on stderr as every error (``mux: error: <click's words> (see <command> --help)``);
+    with ``--json`` also the error document (kind ``usage``) on stdout. ``exc`` is click's
+    ClickException (typer's TyperException). Returns its exit code (2 for a usage error)."""
+    # A bare `mux` or `mux server` (click's NoArgsIsHelpError, by name: typer keeps its click
+    # private): the help is the answer, as before.
+    if type(exc).__name__ == "NoArgsIsHelpError" and not as_json:
+        exc.show()
+        return int(exc.exit_code)
+    ctx = getattr(exc, "ctx", None)
+    hint = f"see {ctx.command_path} --help" if ctx is not None else None
+    message = exc.format_message()
+    print(error_line(f"{message} ({hint})" if hint else message), file=sys.stderr)
     if as_json:
-        ctx = getattr(exc, "ctx", None)
-        hint = f"see {ctx.command_path} --help" if ctx is not None else None
         kind = "usage" if exc.exit_code == 2 else "error"
-        print(
-            to_json_line(
-                error_fields(
-                    kind=kind,
-                    layer=None,
-                    message=exc.format_message(),
-                    hint=hint,
-                    exit_code=exc.exit_code,
-                )
-            )
+        document = error_fields(
+            kind=kind, layer=None, message=message, hint=hint, exit_code=exc.exit_code
         )
+        print(to_json_line(document))
     return int(exc.exit_code)
 
 
