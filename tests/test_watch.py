@@ -99,15 +99,21 @@ def test_watchers_see_each_event_once_and_in_order(tmp_path, sandbox_env, feed):
             assert entry["executable"] == first["executable"] and "status" not in entry
 
         update(mux, "1.1.0", 0)
+        times = set()
         for _process, lines in watchers:
-            kind, data = event(lines.next())
+            line = lines.next()
+            kind, data = event(line)
             assert kind == "update-installed"
+            times.add(json.loads(line or "{}").get("at"))
             assert (data["version"], data["protocol_version"], data["compatible"]) == (
                 "1.1.0",
                 2,
                 True,
             )
             assert data["restart_command"] == f"mux server restart --socket {address}"
+        # One event, one time (when the server published it), the same for every watcher.
+        [at] = times
+        assert at is not None and RFC3339.fullmatch(at), times
         update(mux, "1.2.0", 20)
         # A watcher that connects now gets what is in force: the link's version, the restart.
         late, late_lines = spawn(mux, "server", "watch")
