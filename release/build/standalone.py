@@ -30,6 +30,7 @@ from release.build.steps import (
     check_pinned_artifacts,
     fresh_output_folder,
     make_build_info,
+    unknown_options,
     vendor_pinned_artifacts,
     write_bill,
     write_build_info,
@@ -82,6 +83,7 @@ def build_standalone(
     ``vendor/`` (module docstring), which are checked before PyInstaller runs. ``python_options``: for
     diagnostic builds only (:func:`pyinstaller_settings`).
     """
+    unknown_options(options)
     host = detect_target()
     target = options.get("target") or host
     pins_path = options.get("pins_path")

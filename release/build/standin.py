@@ -26,6 +26,7 @@ from release.build.steps import (
     fresh_output_folder,
     make_build_info,
     resolve_target,
+    unknown_options,
     vendor_pinned_artifacts,
     write_bill,
     write_build_info,
@@ -133,6 +134,7 @@ def build_standin(
     version/target, to test that consumers catch a lying build. ``options``: the target, the
     trust settings and the pinned artifacts to ship under ``vendor/`` (module docstring).
     """
+    unknown_options(options)
     target = resolve_target(options.get("target"))
     pins_path = options.get("pins_path")
     declared = make_build_info(

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TypedDict
@@ -72,6 +72,14 @@ class BuildOptions(TypedDict, total=False):
     policy_file: str
     tuf_root: bytes | None
     tuf_metadata_url: str
+
+
+def unknown_options(options: Mapping[str, object]) -> None:
+    """A builder's ``**options`` hold only :class:`BuildOptions`: a misspelt one is an error,
+    as an unknown keyword argument is, never silently ignored."""
+    unknown = sorted(set(options) - BuildOptions.__optional_keys__)
+    if unknown:
+        raise TypeError(f"unexpected build options: {', '.join(unknown)}")
 
 
 class BuildError(MuxError):

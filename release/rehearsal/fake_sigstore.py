@@ -468,6 +468,9 @@ class FakeSigstore:
         the source commit the certificate records, defaults to a stand-in derived from
         ``repository`` and ``ref``.
         """
+        unknown = sorted(set(how) - Minting.__optional_keys__)
+        if unknown:  # misspelt: an error, as an unknown keyword argument is
+            raise TypeError(f"attest() got unexpected keyword arguments: {', '.join(unknown)}")
         minted = _GENUINE | how
         signer_workflow, signed_at = minted["signer_workflow"], minted.get("signed_at")
         predicate_type, payload_type = minted["predicate_type"], minted["payload_type"]
