@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.feeds import trusting, write_feed, write_release
+from tests.support.inprocess import run_in_process
 from updater.cli import app as cli_app
 from updater.cli.check import parse_check
 from updater.cli.render import (
@@ -194,3 +196,19 @@ def test_server_verbs_take_q(tmp_path: Path) -> None:
     assert (said.exit_code, said.stdout) == (0, f"no mux server runs on {socket}\n")
     quiet = CliRunner().invoke(server_app, ["stop", "-q", "--socket", socket])
     assert (quiet.exit_code, quiet.stdout) == (0, "")
+
+
+def test_q_answers_a_check_by_its_exit_code_alone(
+    tmp_path: Path, sandbox_env: dict[str, str]
+) -> None:
+    root = tmp_path / "feed"
+    for version in ("1.0.0", "9.0.0"):
+        write_release(root, version)
+    write_feed(root, [("v1.0.0", False), ("v9.0.0", False)])
+    args = ["update", "--check", "--source", str(root), *trusting()]
+    said = run_in_process(args, sandbox_env)
+    assert said.returncode == 10 and "9.0.0" in said.stdout, said.stderr
+    quiet = run_in_process([*args, "-q"], sandbox_env)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (10, "", "")
+    verbose = run_in_process([*args, "--verbose"], sandbox_env)
+    assert (verbose.returncode, verbose.stdout) == (10, said.stdout)
