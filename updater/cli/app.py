@@ -243,6 +243,17 @@ def update(
             help="Also print each verification layer, the download and the link.",
         ),
     ] = False,
+    stage: Annotated[
+        bool,
+        typer.Option(
+            "--stage",
+            help="Download and verify the release into this install without switching to it;"
+            " the next mux update applies it at once (its files re-checked).",
+        ),
+    ] = False,
+    unstage: Annotated[
+        bool, typer.Option("--unstage", help="Remove the staged release (see --stage).")
+    ] = False,
 ) -> None:
     """Check for, verify and install the newest mux; never stops a server.
 
@@ -277,6 +288,8 @@ def update(
             exit_code=exit_code,
             quiet=quiet,
             verbose=verbose,
+            stage=stage,
+            unstage=unstage,
         )
     )
     raise typer.Exit(code)

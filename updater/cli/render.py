@@ -453,6 +453,7 @@ def update_document(result: UpdateResult) -> dict[str, Any]:
         "removed_versions": list(result.removed_versions),
         "kept_versions": [kept_document(k) for k in result.kept_versions],
         "withheld": result.withheld.to_json() if result.withheld else None,
+        "staged": result.staged.to_json() if result.staged else None,
         "transfer": _transfer_document(result),
         "whats_new": [notes.to_json() for notes in result.release_notes],
         "plan": (
@@ -486,6 +487,23 @@ def _transfer_document(result: UpdateResult) -> dict[str, Any] | None:
         "archive_size": transfer.archive_size,  # schema 1's name, kept for schema 2
         "fallback_reason": transfer.fallback,
     }
+
+
+def _staged_lines(result: UpdateResult, apply_command: str) -> list[str]:
+    """``--stage`` and ``--unstage``: what is staged now, and what applies it."""
+    copy = result.staged
+    if result.action == "unstaged":
+        if copy is None:
+            return [f"nothing was staged in {result.layout.home}"]
+        return [f"removed the staged mux {copy.version} ({_size(copy.size_bytes)})"]
+    assert copy is not None
+    lines = [
+        f"staged mux {copy.version} beside mux {result.from_version or '(none)'} "
+        f"({_size(copy.size_bytes)}, verified {copy.staged_at_text}); nothing switched",
+        f"  to switch to it: {apply_command}",
+    ]
+    transfer_line = _transfer_line(result)
+    return lines + ([transfer_line] if transfer_line else [])
 
 
 def _transfer_line(result: UpdateResult) -> str | None:
@@ -523,6 +541,8 @@ def update_text(
         return safe_lines(_dry_run_lines(result))
     if result.action == "pruned":
         return safe_lines(_prune_lines(result))
+    if result.action in ("staged", "unstaged"):
+        return safe_lines(_staged_lines(result, mux_update(carried=carried)))
     if result.action == "withheld" and result.withheld is not None:
         anyway = mux_update("--version", result.withheld.version, carried=carried)
         return safe_lines(_withheld_lines(result, anyway))

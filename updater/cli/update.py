@@ -54,6 +54,8 @@ class UpdateFlags(NamedTuple):
     exit_code: bool = False
     quiet: bool = False  # -q: nothing but errors and warnings (wins over -v)
     verbose: bool = False  # -v: every layer, the download, the link
+    stage: bool = False
+    unstage: bool = False
 
     @property
     def verbosity(self) -> int:
@@ -82,6 +84,8 @@ def route(flags: UpdateFlags) -> int:
         return answer_check(_check_flags(flags))
     build = buildinfo.current()
     settings = _settings(flags, build)
+    if flags.unstage:
+        return _print_result(flags, settings, _update_commands().run_unstage(settings, build=build))
     if flags.prune:
         return _print_result(flags, settings, _update_commands().run_prune(settings, build=build))
     if flags.rollback:
@@ -158,6 +162,7 @@ def _update(flags: UpdateFlags, settings: Settings, build: BuildInfo) -> UpdateR
         build=build,
         dry_run=flags.dry_run,
         events=render.ConsoleEvents(progress_bar=settings.progress_bar, quiet=flags.quiet),
+        stage=flags.stage,
     )
 
 

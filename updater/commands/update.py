@@ -28,7 +28,12 @@ from updater.config.settings import Settings, require_updates
 from updater.config.targets import release_target
 from updater.core.release_notes import ReleaseNotes
 from updater.core.request import ReleaseRequest
-from updater.core.retention import KeptVersion, movable_versions, recorded_signed_at
+from updater.core.retention import (
+    KeptVersion,
+    StagedCopy,
+    movable_versions,
+    recorded_signed_at,
+)
 from updater.core.update_step import (
     Automatic,
     StepKind,
@@ -39,11 +44,7 @@ from updater.core.update_step import (
 )
 from updater.core.userstate import Withheld, without_failure
 from updater.core.verdicts import ServerVerdict, server_verdicts
-from updater.errors import (
-    EXIT_OK,
-    EXIT_RESTART_NEEDED,
-    MuxError,
-)
+from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, MuxError, VerificationError
 from updater.install import transaction as install
 from updater.install.layout import Layout, kept_builds, read_record, resolve_layout
 from updater.net.progress import NoProgress, Progress
@@ -52,7 +53,7 @@ from updater.servers.status import query_reusing
 from updater.sources.feed_index import remember
 from updater.trust.attestation_worker import early
 from updater.trust.attested import verify_release_attestation
-from updater.trust.layers import LayerResult, VerificationLog
+from updater.trust.layers import LayerResult, VerificationLog, VerifiedFiles
 from updater.trust.pipeline import FilesRequest, verify_release_files
 from updater.trust.smoke import run_kept_build
 from updater.trust.sums import signed_digest
@@ -70,6 +71,8 @@ class UpdateAction(StrEnum):
     DRY_RUN = "dry-run"
     PRUNED = "pruned"
     WITHHELD = "withheld"  # the user skipped or held it, or it failed to start here
+    STAGED = "staged"  # verified and placed beside the active version, not active (--stage)
+    UNSTAGED = "unstaged"  # the staged version was dropped (--unstage)
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,9 @@ class UpdateResult:
     # What changed since the version it replaced, newest release first (updated only; an
     # automatic install reads none: a server shows no text).
     release_notes: tuple[ReleaseNotes, ...] = ()
+    # The staged copy this result is about: the one --stage made, or the one mux update
+    # applied (when it was staged, how long that took).
+    staged: StagedCopy | None = None
     # --exit-code: a server that will need a restart makes the exit code 20; without it, an
     # update that did what was asked exits 0 (as uv, rustup and gh do), and says so.
     restart_exit_code: bool = False
@@ -145,8 +151,13 @@ def run_update(
     dry_run: bool = False,
     events: UpdateEvents | None = None,
     automatic: Automatic | None = None,
+    stage: bool = False,
 ) -> UpdateResult:
     """Install the release ``request`` names into the install ``settings`` point at.
+
+    ``stage``: verify it and place it beside the active version, recorded as staged, without
+    switching to it (``mux update --stage``); a later update applies the staged copy (its
+    files re-hashed, its build run once) instead of downloading it again.
 
     A feed's verified index ``seq`` is recorded once the install stands (installed, or
     already there), never by a dry run or a failure, as install.sh does. A newer release the
@@ -157,7 +168,7 @@ def run_update(
     require_updates(settings, action="update")
     worker = _early_attestation_worker(settings, dry_run)
     try:
-        return _run_update(request, settings, build, dry_run, events, worker, automatic)
+        return _run_update(request, settings, build, dry_run, events, worker, automatic, stage)
     finally:
         if worker is not None:
             worker.close()
@@ -193,6 +204,7 @@ class _Run:
     automatic: Automatic | None
     dry_run: bool
     log: VerificationLog
+    stage: bool = False
 
 
 def _run_update(
@@ -203,6 +215,7 @@ def _run_update(
     events: UpdateEvents | None,
     worker: AttestationWorker | None,
     automatic: Automatic | None = None,
+    stage: bool = False,
 ) -> UpdateResult:
     build = build or buildinfo.current()
     events = events or _Silent()
@@ -222,6 +235,7 @@ def _run_update(
         automatic=automatic,
         dry_run=dry_run,
         log=VerificationLog(),
+        stage=stage,
     )
     with resolve_offer(
         request,
@@ -270,6 +284,8 @@ def _facts(run: _Run, resolved: Resolved) -> UpdateFacts:
 def _execute(step: UpdateStep, run: _Run, resolved: Resolved) -> UpdateResult:
     """Do what ``step`` says (the only place an update acts on its plan)."""
     kind = step.kind
+    if kind in _DROPS_STAGED and not run.dry_run:
+        _drop_staged(run)
     if kind is StepKind.REFUSE:
         assert step.error is not None
         raise step.error
@@ -293,7 +309,74 @@ def _execute(step: UpdateStep, run: _Run, resolved: Resolved) -> UpdateResult:
         return replace(outcome, action=UpdateAction.WITHHELD, withheld=step.withheld)
     if kind is StepKind.DRY_RUN:
         return _dry_run(run, resolved, outcome)
+    copy = StagedCopy.of(read_record(run.layout))
+    if copy is not None and copy.version == outcome.to_version:
+        if run.stage:
+            return replace(outcome, action=UpdateAction.STAGED, staged=copy)  # already there
+        applied = _apply_staged(run, resolved, outcome, copy)
+        if applied is not None:
+            return applied
     return _install(run, resolved, outcome)
+
+
+# What makes a staged copy stale: the release on offer is not one to install (a halt or a
+# withdrawal since it was staged, or the install moved on). A refusal of an automatic install
+# (another protocol) says nothing of the staged copy a person may still apply.
+_DROPS_STAGED = (StepKind.UP_TO_DATE, StepKind.HELD, StepKind.MOVE_BACK, StepKind.MOVE_TO)
+
+
+def _drop_staged(run: _Run) -> None:
+    """Remove a staged copy the signed lifecycle no longer offers (said as a warning)."""
+    if StagedCopy.of(read_record(run.layout)) is None:
+        return
+    dropped = install.unstage(run.layout, _install_settings(run.settings))
+    if dropped is not None:
+        run.events.warning(f"the staged mux {dropped} is no longer on offer here: removed")
+
+
+def _apply_staged(
+    run: _Run, resolved: Resolved, outcome: UpdateResult, copy: StagedCopy
+) -> UpdateResult | None:
+    """Switch to the staged ``copy`` of the release on offer: its files against the digests
+    recorded when it was verified, its build run once. A copy that fails that is removed and
+    the release downloaded again (None)."""
+    try:
+        done = install.apply_staged(
+            run.layout,
+            _install_settings(run.settings),
+            copy.version,
+            run_build=partial(run_kept_build, timeout=run.settings.smoke_test_timeout),
+        )
+    except VerificationError as exc:
+        run.events.warning(
+            f"the staged mux {copy.version} failed its check ({exc.message}): downloading it again"
+        )
+        install.unstage(run.layout, _install_settings(run.settings))
+        return None
+    run.log.ok("files", f"every file of {copy.version} matches its digest recorded when staged")
+    _remember(resolved.feed_index, run.events)
+    release = resolved.release
+    assert release is not None
+    automatic = run.automatic is not None
+    notes = (
+        () if automatic else notes_since(resolved.source, resolved.policy, release, run.installed)
+    )
+    if run.request.exact and not automatic:
+        _forget_failures(run.settings, copy.version, run.events)
+    applied = replace(
+        outcome,
+        action=UpdateAction.UPDATED,
+        notes=(
+            *outcome.notes,
+            f"applied the copy staged {copy.staged_at_text} (staging took {copy.took:.1f} s); "
+            "its files and build were checked again now",
+        ),
+        verification=tuple(run.log.layers),
+        staged=copy,
+        release_notes=notes,
+        protocol_version=done.protocol_version,
+    )
+    return _with_verdicts(_with_settled(applied, done.settled), run.settings, done.settled)
 
 
 def _bare_result(
@@ -380,6 +463,7 @@ def _install(run: _Run, resolved: Resolved, outcome: UpdateResult) -> UpdateResu
     assert asset is not None  # plan_update refuses a release with no build for the target
     if settings.skip_attestation:
         run.events.warning("--insecure-skip-attestation: not checking who built this release")
+    started = time.time()
     with install.Transaction(run.layout, _install_settings(settings)) as transaction:
         if transaction.active == manifest.version:
             _remember(resolved.feed_index, run.events)
@@ -403,15 +487,16 @@ def _install(run: _Run, resolved: Resolved, outcome: UpdateResult) -> UpdateResu
                 events=run.events,
             ),
         )
-        settled = transaction.switch_to(
-            verified.folder,
-            manifest.version,
+        placed = install.Placed(
             archive_sha256=verified.archive_sha256,
             target=run.target,
             source=source.location,
             signed_at=release.signed_at,
             unpacked=verified.unpacked,
         )
+        if run.stage:
+            return _staged(run, transaction, verified, placed, outcome, started)
+        settled = transaction.switch_to(verified.folder, manifest.version, placed)
     _remember(resolved.feed_index, run.events)
     automatic = run.automatic is not None
     read_notes = () if automatic else notes_since(source, resolved.policy, release, run.installed)
@@ -425,6 +510,32 @@ def _install(run: _Run, resolved: Resolved, outcome: UpdateResult) -> UpdateResu
         release_notes=read_notes,
     )
     return _with_verdicts(_with_settled(updated, settled), settings, settled)
+
+
+def _staged(
+    run: _Run,
+    transaction: install.Transaction,
+    verified: VerifiedFiles,
+    placed: install.Placed,
+    outcome: UpdateResult,
+    started: float,
+) -> UpdateResult:
+    """Keep the verified folder as the staged version (``--stage``): nothing switches."""
+    version = str(outcome.to_version)
+    now = time.time()
+    settled = transaction.keep_staged(
+        verified.folder, version, placed, staged_at=now, took=now - started
+    )
+    copy = StagedCopy.of(read_record(run.layout))
+    staged = replace(
+        outcome,
+        action=UpdateAction.STAGED,
+        verification=tuple(run.log.layers),
+        transfer=verified.transfer,
+        staged=copy,
+        protocol_version=None,  # nothing switched: no server is judged against it yet
+    )
+    return _with_settled(staged, settled)
 
 
 def _forget_failures(settings: Settings, version: str, events: UpdateEvents) -> None:
@@ -512,6 +623,26 @@ def run_prune(settings: Settings, *, build: BuildInfo | None = None) -> UpdateRe
         protocol_version=None,
     )
     return _with_settled(result, settled)
+
+
+def run_unstage(settings: Settings, *, build: BuildInfo | None = None) -> UpdateResult:
+    """Remove the staged version (``mux update --unstage``)."""
+    require_updates(settings, action="update")
+    build = build or buildinfo.current()
+    layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    copy = StagedCopy.of(read_record(layout))
+    dropped = install.unstage(layout, _install_settings(settings))
+    active = layout.active_version()
+    return UpdateResult(
+        action=UpdateAction.UNSTAGED,
+        layout=layout,
+        from_version=active,
+        to_version=active,
+        target=release_target(settings.target, build, recorded=read_record(layout).get("target")),
+        protocol_version=None,
+        staged=copy if dropped is not None else None,
+        notes=() if dropped is not None else ("nothing was staged",),
+    )
 
 
 def _install_settings(settings: Settings) -> install.InstallSettings:

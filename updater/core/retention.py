@@ -11,6 +11,7 @@ fields or hold garbage: the rules below read it defensively and keep unknown fie
 from __future__ import annotations
 
 from updater._records import NamedTuple
+from updater.timestamps import rfc3339, utc_text
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing on the fast path
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ class KeptVersion(NamedTuple):
     """A version that settling keeps, and why (the first reason that applies)."""
 
     version: str
-    kind: str  # "active" | "previous" | "running" | "server" | "in-use"
+    kind: str  # "active" | "previous" | "running" | "server" | "in-use" | "staged"
     reason: str
     size_bytes: int | None = None  # filled in by whoever looks at the disk
 
@@ -122,11 +123,16 @@ def settle(
     for version in sorted({hold.version for hold in holds}):
         held = _hold_reason(version, holds)
         keep(version, held.kind, held.reason)
+    staged = staged_version(record)
+    if staged is not None and staged != active and staged in installed:
+        keep(staged, "staged", "staged: verified and ready (mux update applies it)")
+    else:
+        staged = None  # applied, or gone: the record forgets it
     remove = tuple(v for v in installed if v not in reasons) if prune else ()
     entries = set(reasons) if prune else {*reasons, *installed}
     versions = record.get("versions")
     settled = {
-        **record,
+        **{k: v for k, v in record.items() if k != STAGED or staged is not None},
         "active": active,
         "previous": previous,
         "versions": {
@@ -140,6 +146,33 @@ def settle(
         None if settled == dict(record) else settled,
         tuple(reasons.values()),
     )
+
+
+# install.json's key for the one staged version: {"version", "staged_at", "bytes", "took"}.
+STAGED = "staged"
+
+
+def staged_version(record: Mapping[str, Any]) -> str | None:
+    """The version the record says is staged (verified, placed, not active), if any."""
+    entry = record.get(STAGED)
+    version = entry.get("version") if isinstance(entry, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def record_staged(
+    record: Mapping[str, Any], version: str, *, staged_at: float, took: float, size: int
+) -> dict[str, Any]:
+    """The record with ``version`` as the one staged version (its entry is recorded by
+    :func:`record_install`); a version staged before it is no longer kept."""
+    return {
+        **record,
+        STAGED: {"version": version, "staged_at": staged_at, "took": took, "bytes": size},
+    }
+
+
+def without_staged(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record with no staged version (``--unstage``, a prune, a refused apply)."""
+    return {k: v for k, v in record.items() if k != STAGED}
 
 
 def record_install(
@@ -196,7 +229,8 @@ def rollback_choice(
     other installed one; None when there is none (or it is gone)."""
     previous = record.get("previous")
     if not isinstance(previous, str) or previous == active:
-        others = [v for v in installed if v != active]
+        # A staged version is ahead of the active one, never what a rollback goes back to.
+        others = [v for v in installed if v not in (active, staged_version(record))]
         previous = others[-1] if len(others) == 1 else None
     return previous if previous in installed else None
 
@@ -215,4 +249,44 @@ def movable_versions(record: Mapping[str, Any], installed: Collection[str]) -> l
 
 
 def record_rollback(record: Mapping[str, Any], *, to: str, from_: str | None) -> dict[str, Any]:
-    return {**record, "active": to, "previous": from_}
+    """The record after the link moved to the kept version ``to`` (a rollback, a withdrawn
+    release moving back, or the staged version applied: it is staged no more)."""
+    kept = without_staged(record) if staged_version(record) == to else record
+    return {**kept, "active": to, "previous": from_}
+
+
+class StagedCopy(NamedTuple):
+    """The staged version as the record keeps it: when it was staged, how long that took
+    (seconds), and its size on disk (bytes)."""
+
+    version: str
+    staged_at: float
+    took: float
+    size_bytes: int
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> StagedCopy | None:
+        entry = record.get(STAGED)
+        if not isinstance(entry, dict) or staged_version(record) is None:
+            return None
+        keys = ("staged_at", "took", "bytes")
+        if not all(_number(entry.get(key)) for key in keys):
+            return None
+        staged_at, took, size = (entry[key] for key in keys)
+        return cls(str(entry["version"]), float(staged_at), float(took), int(size))
+
+    @property
+    def staged_at_text(self) -> str:
+        return utc_text(int(self.staged_at))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "staged_at": rfc3339(self.staged_at),
+            "took_seconds": round(self.took, 3),
+            "size_bytes": self.size_bytes,
+        }
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

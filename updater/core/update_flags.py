@@ -28,6 +28,8 @@ MODES = (
     "--unskip",
     "--hold",
     "--unhold",
+    "--stage",
+    "--unstage",
 )
 _RELEASE = frozenset(
     {
@@ -53,6 +55,8 @@ TAKES: dict[str, frozenset[str]] = {
     "--unskip": frozenset(),
     "--hold": frozenset(),
     "--unhold": frozenset(),
+    "--stage": _RELEASE | {"--no-delta"},
+    "--unstage": frozenset({"--home"}),
 }
 # What goes with every mode: the form of the answer.
 EVERY_MODE = frozenset({"--json", "--quiet", "--verbose"})
@@ -70,6 +74,8 @@ _WHAT = {
     "--unskip": "--unskip X goes alone",
     "--hold": "--hold DURATION goes alone",
     "--unhold": "--unhold goes alone",
+    "--stage": "--stage downloads and verifies a release for a later mux update to apply",
+    "--unstage": "--unstage removes the staged release",
 }
 _WHY_NEEDED = {
     "--allow-downgrade": "it lets --version X install an older release",

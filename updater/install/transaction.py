@@ -40,8 +40,11 @@ from updater.core.retention import (
     ServerHold,
     record_install,
     record_rollback,
+    record_staged,
     rollback_choice,
     settle,
+    staged_version,
+    without_staged,
 )
 from updater.errors import InstallError, MuxError, VerificationError
 from updater.files import (
@@ -66,6 +69,7 @@ from updater.install.layout import (
     files_list,
     read_record,
     running_version,
+    tree_size,
     verify_files,
     version_holds,
     with_sizes,
@@ -437,17 +441,7 @@ class Transaction:
         if flush is not None:
             flush.join()
 
-    def switch_to(
-        self,
-        staged: Path,
-        version: str,
-        *,
-        archive_sha256: str,
-        target: str,
-        source: str,
-        signed_at: int | None = None,
-        unpacked: UnpackedFiles | None = None,
-    ) -> Settled:
+    def switch_to(self, staged: Path, version: str, placed: Placed) -> Settled:
         """Make the verified, unpacked ``staged`` folder the active ``version``.
 
         Writes its ``.mux-files`` (after the smoke test, as install.sh does), fsyncs it,
@@ -455,11 +449,45 @@ class Transaction:
         removed and what was kept (the active, the previous, and every version a live
         server runs from).
         """
+        # An install makes any staged copy obsolete (the same version: it is this one now).
+        self._place_and_record(staged, version, placed, without_staged)
+        try:
+            _switch_link(self.layout, version)
+        except OSError as exc:
+            raise _write_error(self.layout.home, exc) from None
+        return self._settle_after(version, "installed and active")
+
+    def keep_staged(
+        self, staged: Path, version: str, placed: Placed, *, staged_at: float, took: float
+    ) -> Settled:
+        """Place the verified ``staged`` folder as ``versions/<version>`` and record it as the
+        one staged version, without moving the link (``mux update`` applies it later); a
+        version staged before it is removed by the settling."""
+        size = tree_size(staged)
+        self._place_and_record(
+            staged,
+            version,
+            placed,
+            lambda record: record_staged(
+                record, version, staged_at=staged_at, took=took, size=size
+            ),
+        )
+        return self._settle_after(version, "staged")
+
+    def _place_and_record(
+        self,
+        staged: Path,
+        version: str,
+        placed: Placed,
+        also: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> Path:
+        """Write and flush ``.mux-files``, rename the folder into ``versions/`` and record it
+        (``also`` changes the record in the same write)."""
         layout = self.layout
         try:
             if self._flush is None or self._flushing != staged:
                 self.flush_unpacked(staged)  # a caller that unpacked without starting it
-            listing = files_list(staged, unpacked)
+            listing = files_list(staged, placed.unpacked)
             # Left set on a failure above, the flush is joined by __exit__ before the folder goes.
             self._join_flush()
             _write_private(staged / FILES_LIST_NAME, listing)
@@ -473,25 +501,38 @@ class Transaction:
             record = record_install(
                 read_record(layout),
                 version,
-                archive_sha256=archive_sha256,
+                archive_sha256=placed.archive_sha256,
                 files_sha256=sha256_file(final / FILES_LIST_NAME),
-                target=target,
-                source=source,
+                target=placed.target,
+                source=placed.source,
                 bin_dir=str(layout.bin_dir),
-                signed_at=signed_at,
+                signed_at=placed.signed_at,
             )
-            write_record(layout, record)
-            _switch_link(layout, version)
+            write_record(layout, also(record))
         except OSError as exc:
             raise _write_error(layout.home, exc) from None
+        return final
+
+    def _settle_after(self, version: str, what: str) -> Settled:
         try:
-            return _settle(layout, self._settings)
+            return _settle(self.layout, self._settings)
         except OSError as exc:
             raise InstallError(
-                f"mux {version} is installed and active, but tidying {layout.home} "
+                f"mux {version} is {what}, but tidying {self.layout.home} "
                 f"failed: {exc.strerror or exc}",
                 hint="run mux update again to finish",
             ) from None
+
+
+@dataclass(frozen=True)
+class Placed:
+    """What the record keeps of a verified version: how it came and what vouched for it."""
+
+    archive_sha256: str
+    target: str
+    source: str
+    signed_at: int | None = None
+    unpacked: UnpackedFiles | None = None
 
 
 def tidy(layout: Layout, settings: InstallSettings) -> Settled | None:
@@ -511,7 +552,8 @@ def prune(layout: Layout, settings: InstallSettings) -> Settled:
     """``mux update --prune``: remove every version nothing needs any more, now.
 
     Kept: the active and previous versions, the running mux's, and every version a running
-    mux uses (a server, hung or not, above all). Waits for the lock like an update.
+    mux uses (a server, hung or not, above all); a staged version goes too (``--stage``
+    downloads it again). Waits for the lock like an update.
     """
     _require_install(layout)
     for directory in (layout.home, layout.versions):
@@ -519,6 +561,9 @@ def prune(layout: Layout, settings: InstallSettings) -> Settled:
     with install_lock(layout, wait=settings.lock_timeout):
         remove_leftovers(layout)
         try:
+            record = read_record(layout)
+            if staged_version(record) is not None:
+                write_record(layout, without_staged(record))
             return _settle(layout, settings)
         except OSError as exc:
             raise _write_error(layout.versions, exc) from None
@@ -585,12 +630,44 @@ def kept_executable(
     return os.path.join(layout.version_dir(version), "mux")
 
 
+def unstage(layout: Layout, settings: InstallSettings) -> str | None:
+    """Drop the staged version (its folder, unless something runs from it, and its record
+    entry); returns its version (None: nothing was staged)."""
+    _require_install(layout)
+    ensure_writable(layout.home)
+    with install_lock(layout, wait=settings.lock_timeout):
+        record = read_record(layout)
+        version = staged_version(record)
+        if version is None:
+            return None
+        try:
+            write_record(layout, without_staged(record))
+            _settle(layout, settings)
+        except OSError as exc:
+            raise _write_error(layout.home, exc) from None
+    return version
+
+
+def apply_staged(
+    layout: Layout,
+    settings: InstallSettings,
+    version: str,
+    *,
+    run_build: Callable[[Path, str, str], int],
+) -> RolledBack:
+    """Make the staged ``version`` active, checked as a rollback checks a kept version: every
+    file against the digests recorded when it was verified (the disk is not trusted in
+    between), then the build run once. Raises :class:`VerificationError` when it fails."""
+    return rollback(layout, settings, run_build=run_build, to=version, step="apply")
+
+
 def rollback(
     layout: Layout,
     settings: InstallSettings,
     *,
     run_build: Callable[[Path, str, str], int],
     to: str | None = None,
+    step: str = "rollback",
 ) -> RolledBack:
     """Switch back to the previous version (or the kept version ``to``: a withdrawn release
     moving back) after checking its files against the record.
@@ -619,7 +696,7 @@ def rollback(
                 f"no previous version to roll back to in {layout.home}",
                 hint="install a specific one with: mux update --version X.Y.Z --allow-downgrade",
             )
-        protocol_version, target = _checked_kept(layout, record, previous, run_build, "rollback")
+        protocol_version, target = _checked_kept(layout, record, previous, run_build, step)
         try:
             _switch_link(layout, previous)
         except OSError as exc:

@@ -1,0 +1,135 @@
+"""``mux update --stage`` and the update that applies it, through a loopback feed and the
+installed mux (real processes: the install's files, its lock and its link are the point)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.installs import Install, bootstrap, leftovers
+from tests.support.processes import feed_verb
+from tests.support.releases import Feed, make_feed, serve_directory_recording
+
+
+@pytest.fixture
+def feed(tmp_path: Path) -> Feed:
+    return make_feed(tmp_path / "f", versions=["0.1.0", "0.2.0"])
+
+
+@pytest.fixture
+def served(feed: Feed):
+    with serve_directory_recording(feed.path) as (url, paths):
+        yield url, paths
+
+
+@pytest.fixture
+def installed(tmp_path: Path, sandbox_env, feed: Feed, served) -> Install:
+    url, paths = served
+    install = bootstrap(
+        tmp_path, sandbox_env, source=url, version="0.1.0", public_key=feed.keypair.public_key
+    )
+    paths.clear()
+    return install
+
+
+def _json(install: Install, *args: str, code: int = 0) -> dict[str, Any]:
+    result = install.run("update", "--json", *args)
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    return json.loads(result.stdout)
+
+
+def _record(install: Install) -> dict[str, Any]:
+    return json.loads((install.home / "install.json").read_text())
+
+
+def _stage(install: Install) -> dict[str, Any]:
+    doc = _json(install, "--stage")
+    assert doc["action"] == "staged", doc
+    assert install.active() == "0.1.0"  # nothing switched
+    assert (install.home / "versions" / "0.2.0" / "mux").exists()
+    return doc
+
+
+def test_a_staged_release_is_applied_without_a_download(installed: Install, served) -> None:
+    _, paths = served
+    staged = _stage(installed)
+    assert staged["staged"]["version"] == "0.2.0" and staged["staged"]["size_bytes"] > 0
+    assert any(p.endswith(".tar.gz") for p in paths)  # staging downloaded the archive
+    kinds = {k["version"]: k["kind"] for k in staged["kept_versions"]}
+    assert kinds == {"0.1.0": "active", "0.2.0": "staged"}
+    assert _record(installed)["staged"]["version"] == "0.2.0"
+    again = _json(installed, "--stage")  # staging what is staged fetches no archive again
+    assert again["action"] == "staged"
+    paths.clear()
+    applied = _json(installed)
+    assert applied["action"] == "updated" and installed.active() == "0.2.0"
+    assert applied["staged"]["version"] == "0.2.0"
+    assert any("applied the copy staged" in note for note in applied["notes"])
+    assert not any(p.endswith((".tar.gz", ".delta")) for p in paths), paths
+    assert "staged" not in _record(installed)
+    assert _record(installed)["previous"] == "0.1.0"
+    assert installed.reported_version()["version"] == "0.2.0"
+    assert not leftovers(installed)
+
+
+def test_a_staged_tree_changed_on_disk_is_refused_and_downloaded_again(
+    installed: Install, served
+) -> None:
+    _, paths = served
+    _stage(installed)
+    server = next((installed.home / "versions" / "0.2.0").rglob("server.py"))
+    server.write_text(server.read_text() + "\n# changed after staging\n")
+    paths.clear()
+    result = installed.run("update", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    doc = json.loads(result.stdout)
+    assert "failed its check" in result.stderr and "downloading it again" in result.stderr
+    assert doc["action"] == "updated" and doc["staged"] is None
+    assert any(p.endswith(".tar.gz") for p in paths)  # the release came again
+    assert installed.active() == "0.2.0"
+    assert "changed after staging" not in server.read_text()
+    assert not leftovers(installed)
+
+
+def test_a_release_halted_after_it_was_staged_is_refused_and_removed(
+    installed: Install, feed: Feed
+) -> None:
+    _stage(installed)
+    done = feed_verb(feed, "halt", "--tag", "v0.2.0")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = installed.run("update", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no longer on offer" in result.stderr
+    assert installed.active() == "0.1.0"
+    assert not (installed.home / "versions" / "0.2.0").exists()
+    assert "staged" not in _record(installed)
+
+
+def test_unstage_and_prune_drop_the_staged_copy(installed: Install) -> None:
+    _stage(installed)
+    dropped = _json(installed, "--unstage")
+    assert dropped["action"] == "unstaged" and dropped["staged"]["version"] == "0.2.0"
+    assert not (installed.home / "versions" / "0.2.0").exists()
+    assert _json(installed, "--unstage")["notes"] == ["nothing was staged"]
+    _stage(installed)
+    pruned = _json(installed, "--prune")
+    assert "0.2.0" in pruned["removed_versions"]
+    assert sorted(os.listdir(installed.home / "versions")) == ["0.1.0"]
+
+
+def test_rollback_never_goes_to_the_staged_version(installed: Install) -> None:
+    _stage(installed)
+    result = installed.run("update", "--rollback")
+    assert result.returncode == 1 and "no previous version" in result.stderr
+    assert installed.active() == "0.1.0"
+
+
+def test_stage_refuses_what_it_does_not_take(installed: Install) -> None:
+    result = installed.run("update", "--stage", "--rollback")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "--stage" in result.stderr and "--rollback" in result.stderr
