@@ -106,8 +106,9 @@ def test_the_rehearsal_withdraws_the_new_release_and_moves_the_machine_back() ->
     assert "rehearsal passed: 17 steps" in out, out
     for expected in (
         "withdraw mux 1.1.0 (mux-release withdraw: the index and TUF)",
-        "v1.1.0: withdrawn. Signed",
-        "and the TUF repository (release-workflow v",
+        "changed: v1.1.0: withdrawn",  # the lifecycle verbs' report, a line per fact
+        "/feed/releases.json with minisign key",
+        "signed: the TUF repository: release-workflow v",
         "mux 1.1.0 was withdrawn by its publisher",
         "moved back to the kept mux 1.0.0",
         "moved back to 1.0.0 in",
