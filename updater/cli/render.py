@@ -569,13 +569,15 @@ def _headline(result: UpdateResult) -> str:
     if result.action == "dry-run":
         return f"would move mux {result.from_version} → {result.to_version}"
     if not result.from_version:
-        return f"installed mux {result.to_version} ({result.target})"
-    return f"updated mux {result.from_version} → {result.to_version} ({result.target})"
+        return f"installed mux {result.to_version}"
+    return f"updated mux {result.from_version} → {result.to_version}"
 
 
 def _detail_lines(result: UpdateResult) -> list[str]:
-    """``-v``: each verification layer, how the files came, where the link points."""
-    lines = [
+    """``-v``: the build's target, each verification layer, how the files came, where the
+    link points."""
+    lines = [f"  target: {result.target}"] if result.action == "updated" else []
+    lines += [
         f"  {layer.layer}: {'ok' if layer.status == 'ok' else 'SKIPPED'}: {layer.detail}"
         for layer in result.verification
     ]
