@@ -15,7 +15,9 @@ from typer._click.core import Command, Context
 from typer.testing import CliRunner
 
 from release.cli import app
+from release.cli.examples import EXAMPLES, shown
 from release.cli.options import RENAMED_OPTIONS, release_tag, renamed
+from tests.support import docs
 from tests.support.releases import TEST_PASSWORD, Feed, make_feed
 from updater.errors import MuxError, UsageError
 
@@ -72,12 +74,39 @@ def test_the_listing_fits_each_line_and_cuts_no_summary() -> None:
     assert "..." not in help_text("tuf").split("Commands:")[1]
 
 
+def block(text: str, title: str) -> list[str]:
+    """The lines of the help's ``title:`` block (up to the next blank line)."""
+    lines = text.splitlines()
+    start = lines.index(f"  {title}:")
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start + 1 : end]
+
+
 @pytest.mark.parametrize("words", [words for words, _ in commands()])
-def test_every_command_says_its_exit_codes_and_takes_h(words: str) -> None:
+def test_every_command_says_its_exit_codes_and_examples_and_takes_h(words: str) -> None:
     text = help_text(words)
     assert help_text(words, "-h") == text
-    assert re.search(r" Exit codes: 0 .*; 1 .*; 2 ", " ".join(text.split())), text
+    codes = [
+        m.group(1) for line in block(text, "Exit codes") if (m := re.match(r"\s+(\d+) ", line))
+    ]
+    assert codes[:3] == ["0", "1", "2"] and len(codes) == len(set(codes)), codes
+    examples = [line.strip() for line in block(text, "Examples") if re.match(r"    \S", line)]
+    assert 2 <= len(examples) <= 3, examples
     assert all(len(line) <= WIDTH for line in text.splitlines()), text
+
+
+@pytest.mark.parametrize("words", list(EXAMPLES))
+def test_every_example_runs_this_command_with_options_it_has(words: str) -> None:
+    roots = docs.commands()
+    for example, _what in EXAMPLES[words]:
+        shown_lines = shown(example)
+        assert shown_lines.replace(" \\\n    ", " ") == example  # wrapping loses nothing
+        inner = re.fullmatch(r'eval "\$\((.*)\)"', example)
+        runs = [w for w in docs.invocations(inner[1] if inner else example) if w[0] != "gh"]
+        assert len(runs) == 1, example
+        assert runs[0][1 : 1 + len(words.split())] == words.split(), example
+        assert docs.check_invocation(runs[0], roots) is None, example
+    assert set(EXAMPLES) == {words for words, _ in commands()}
 
 
 @pytest.mark.parametrize("words", [words for words, _ in commands()])

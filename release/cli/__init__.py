@@ -30,7 +30,7 @@ from typing import Annotated, Literal
 import typer
 
 from release.cli import build, lifecycle, publish, rehearse, tuf, upkeep
-from release.cli.options import CONTEXT_SETTINGS, Group, exit_codes
+from release.cli.options import CONTEXT_SETTINGS, Group, command_help
 from updater.cli.completions import command_tree
 from updater.cli.completions import script as completion_script
 from updater.errors import EXIT_ERROR, MuxError
@@ -55,7 +55,7 @@ app.add_typer(shell)
 RELEASE_EXTRA_MODULES = frozenset({"tomlkit"})
 
 
-@shell.command("completions", epilog=exit_codes((0, "printed")))
+@shell.command("completions", epilog=command_help("completions", (0, "printed")))
 def completions_command(
     shell: Annotated[
         Literal["bash", "zsh", "fish"],

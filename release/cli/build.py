@@ -17,7 +17,7 @@ from release.build.reproduce import compare_builds, read_environment
 from release.cli.options import (
     PinsOption,
     PublicKeysOption,
-    exit_codes,
+    command_help,
     pins_path,
     read_small,
 )
@@ -38,7 +38,8 @@ app = typer.Typer()
 
 
 @app.command(
-    epilog=exit_codes(
+    epilog=command_help(
+        "build",
         (0, "built (the folder is printed)"),
         (3, "a pinned artifact does not match its pin (nothing written)"),
     )
@@ -158,7 +159,7 @@ def build(
 # --- package -----------------------------------------------------------------------------
 
 
-@app.command(epilog=exit_codes((0, "packaged (each archive and its sha256 printed)")))
+@app.command(epilog=command_help("package", (0, "packaged (each archive and its sha256 printed)")))
 def package(
     build_dirs: Annotated[
         list[Path],
@@ -196,7 +197,9 @@ def package(
 # --- delta -------------------------------------------------------------------------------
 
 
-@app.command("delta", epilog=exit_codes((0, "written (deltas refused for size included)")))
+@app.command(
+    "delta", epilog=command_help("delta", (0, "written (deltas refused for size included)"))
+)
 def delta_command(
     release_dir: Annotated[
         Path, typer.Argument(metavar="<RELEASE_DIR>", help="A packaged release folder.")
@@ -226,7 +229,9 @@ def delta_command(
 # --- packager-marker ---------------------------------------------------------------------
 
 
-@app.command("packager-marker", epilog=exit_codes((0, "written (its path printed)")))
+@app.command(
+    "packager-marker", epilog=command_help("packager-marker", (0, "written (its path printed)"))
+)
 def packager_marker_command(
     folder: Annotated[
         Path,
@@ -282,7 +287,9 @@ def packager_marker_command(
 
 @app.command(
     "fetch-artifacts",
-    epilog=exit_codes((3, "a download does not match its pin (it is not kept)")),
+    epilog=command_help(
+        "fetch-artifacts", (3, "a download does not match its pin (it is not kept)")
+    ),
 )
 def fetch_artifacts_command(
     target: Annotated[
@@ -311,8 +318,10 @@ def fetch_artifacts_command(
 
 @app.command(
     "glibc",
-    epilog=exit_codes(
-        (0, "no file needs more than --max"), (1, "a file needs more (each named), or an error")
+    epilog=command_help(
+        "glibc",
+        (0, "no file needs more than --max"),
+        (1, "a file needs more (each named), or an error"),
     ),
 )
 def glibc_command(
@@ -339,7 +348,8 @@ def glibc_command(
 
 @app.command(
     "compare-builds",
-    epilog=exit_codes(
+    epilog=command_help(
+        "compare-builds",
         (0, "identical archives, or different machines (not comparable)"),
         (1, "the archives differ (the files named), or an error"),
     ),

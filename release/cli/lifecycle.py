@@ -23,7 +23,7 @@ from release.cli.options import (
     TagOption,
     TufOnlineKeyOption,
     TufReleaseKeyOption,
-    exit_codes,
+    command_help,
     read_secret_key,
     release_tag,
     say,
@@ -53,15 +53,20 @@ app = typer.Typer()
 
 # What a lifecycle verb signs: the record of a release, changed.
 Change = Callable[[Lifecycle], Lifecycle]
-LIFECYCLE_EXIT_CODES = exit_codes(
-    (0, "signed (or, with --dry-run, checked and printed)"),
-    (1, "error (the feed's signed index or its TUF repository cannot be read or signed)"),
-    (
-        2,
-        "usage error (bad options, a release the feed does not list, resume on a release "
-        "that is not halted), nothing signed",
-    ),
-)
+
+
+def _help(name: str) -> str:
+    """A lifecycle verb's examples and exit codes (every verb's are the same)."""
+    return command_help(
+        name,
+        (0, "signed (or, with --dry-run, checked and printed)"),
+        (1, "error (the feed's signed index or its TUF repository cannot be read or signed)"),
+        (
+            2,
+            "usage error (bad options, a release the feed does not list, resume on a "
+            "release that is not halted), nothing signed",
+        ),
+    )
 
 
 def _sign_change(
@@ -116,7 +121,7 @@ def lifecycle_verb(name: str) -> Callable[[Callable[..., Change]], Callable[...,
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {param.name: param.annotation for param in params}
         command.__doc__ = verb.__doc__
-        app.command(name, epilog=LIFECYCLE_EXIT_CODES)(command)
+        app.command(name, epilog=_help(name))(command)
         return verb
 
     return register

@@ -24,8 +24,10 @@ from typer._click.core import Command as ClickCommand
 from typer._click.core import Context
 from typer.core import TyperCommand, TyperGroup
 
+from release.cli.examples import EXAMPLES, shown
 from release.pins.pinfile import DEFAULT_NOTICES_PATH, DEFAULT_PINS_PATH
 from release.publish.signing import SecretKey
+from updater.cli import helptext
 from updater.errors import ParseError, UsageError
 from updater.files import NotReadable, read_small_file
 from updater.formats.models import parse_tag
@@ -221,13 +223,17 @@ def release_tag(value: str, flag: str = "--tag") -> str:
     return tag
 
 
-def exit_codes(*codes: tuple[int, str]) -> str:
-    """A command's help epilog: its exit codes, the shared ones (0 done, 1 error, 2 usage
-    error) unless ``codes`` says them its own way."""
+def command_help(command: str, *codes: tuple[int, str]) -> str:
+    """The end of ``mux-release COMMAND --help``, laid out as mux's own: its examples
+    (:data:`release.cli.examples.EXAMPLES`) and its exit codes, the shared ones (0 done,
+    1 error, 2 usage error) unless ``codes`` says them its own way."""
     said = {code for code, _ in codes}
     shared = [(0, "done"), (1, "error"), (2, "usage error (bad options, nothing done)")]
     every = sorted([*codes, *(pair for pair in shared if pair[0] not in said)])
-    return "Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in every) + "."
+    return helptext.epilog(
+        examples=[(shown(example), what) for example, what in EXAMPLES[command]],
+        exit_codes=[(str(code), meaning) for code, meaning in every],
+    )
 
 
 # --- renamed options -------------------------------------------------------------------------
@@ -337,5 +343,5 @@ def _command_words(ctx: Context) -> list[str]:
     return words[::-1]
 
 
-# Every command and group takes -h as --help.
-CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"]}
+# Every command and group takes -h as --help, as mux's do.
+CONTEXT_SETTINGS = helptext.CONTEXT_SETTINGS

@@ -20,7 +20,7 @@ from release.cli.options import (
     PublicKeysFromEnvOption,
     TufOnlineKeyOption,
     TufReleaseKeyOption,
-    exit_codes,
+    command_help,
     password_from_env,
     read_secret_key,
     read_small,
@@ -48,7 +48,7 @@ PUBLIC_KEY_NAME = "minisign.pub"
 # --- sign --------------------------------------------------------------------------------
 
 
-@app.command(epilog=exit_codes((0, "signed (the signature's path printed)")))
+@app.command(epilog=command_help("sign", (0, "signed (the signature's path printed)")))
 def sign(
     release_dir: Annotated[
         Path, typer.Argument(metavar="<RELEASE_DIR>", help="A packaged release folder.")
@@ -70,7 +70,8 @@ def sign(
 
 @app.command(
     "feed",
-    epilog=exit_codes(
+    epilog=command_help(
+        "feed",
         (0, "written and signed"),
         (1, "error (a published feed with no signed index is refused without --new-feed)"),
     ),
@@ -150,8 +151,8 @@ def feed_command(
 
 
 @app.command(
-    epilog=exit_codes(
-        (2, "usage error (also: a key file is already there; nothing is overwritten)")
+    epilog=command_help(
+        "keygen", (2, "usage error (also: a key file is already there; nothing is overwritten)")
     )
 )
 def keygen(
@@ -196,7 +197,7 @@ def keygen(
 # --- install-sh --------------------------------------------------------------------------
 
 
-@app.command("install-sh", epilog=exit_codes((0, "written")))
+@app.command("install-sh", epilog=command_help("install-sh", (0, "written")))
 def install_sh_command(
     out: Annotated[
         Path, typer.Option("--out", metavar="<FILE>", help="Where to write the published copy.")
@@ -233,7 +234,9 @@ def install_sh_command(
 
 @app.command(
     "publish-flags",
-    epilog=exit_codes((1, "error (an empty or unreadable list of releases: a failed gh)")),
+    epilog=command_help(
+        "publish-flags", (1, "error (an empty or unreadable list of releases: a failed gh)")
+    ),
 )
 def publish_flags_command(
     tag: Annotated[
@@ -271,7 +274,8 @@ def publish_flags_command(
 
 @app.command(
     "verify",
-    epilog=exit_codes(
+    epilog=command_help(
+        "verify",
         (0, "verified (each layer's result printed)"),
         (3, "verification failed (the layer and why on stderr)"),
     ),

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from release.cli.options import exit_codes
+from release.cli.options import command_help
 from updater.errors import MuxError
 
 app = typer.Typer()
@@ -19,7 +19,8 @@ app = typer.Typer()
 
 @app.command(
     "rehearse",
-    epilog=exit_codes(
+    epilog=command_help(
+        "rehearse",
         (0, "every step passed"),
         (1, "a step failed (it is named; its own exit code when it has one, e.g. 3)"),
     ),

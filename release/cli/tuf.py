@@ -13,7 +13,7 @@ from release.cli.options import (
     Group,
     RepoArgument,
     SignOption,
-    exit_codes,
+    command_help,
     say,
     signers,
 )
@@ -32,14 +32,21 @@ tuf_app = typer.Typer(
     no_args_is_help=True,
     cls=Group,
 )
-TUF_EXIT_CODES = exit_codes(
-    (0, "done: signed and published, or staged until enough keys sign (each printed)"),
-    (1, "error (e.g. a key that cannot sign)"),
-)
+
+
+def _help(name: str) -> str:
+    """``tuf NAME``'s examples and exit codes (every tuf command's are the same)."""
+    return command_help(
+        f"tuf {name}",
+        (0, "done: signed and published, or staged until enough keys sign (each printed)"),
+        (1, "error (e.g. a key that cannot sign)"),
+    )
+
+
 app.add_typer(tuf_app, name="tuf")
 
 
-@tuf_app.command("keygen", epilog=TUF_EXIT_CODES)
+@tuf_app.command("keygen", epilog=_help("keygen"))
 def tuf_keygen_command(
     names: Annotated[
         list[str],
@@ -59,7 +66,7 @@ def tuf_keygen_command(
         print(f"{name}: {private} (private), {public} (key id {key.keyid})")
 
 
-@tuf_app.command("init", epilog=TUF_EXIT_CODES)
+@tuf_app.command("init", epilog=_help("init"))
 def tuf_init_command(
     folder: RepoArgument,
     root_keys: Annotated[
@@ -119,7 +126,7 @@ _OnlinePrivateKeyOption = Annotated[
 ]
 
 
-@tuf_app.command("add-release", epilog=TUF_EXIT_CODES)
+@tuf_app.command("add-release", epilog=_help("add-release"))
 def tuf_add_release_command(
     folder: RepoArgument,
     release_dir: Annotated[
@@ -149,7 +156,7 @@ def tuf_add_release_command(
     )
 
 
-@tuf_app.command("timestamp", epilog=TUF_EXIT_CODES)
+@tuf_app.command("timestamp", epilog=_help("timestamp"))
 def tuf_timestamp_command(
     folder: RepoArgument,
     online_key: _OnlinePrivateKeyOption,
@@ -170,7 +177,7 @@ def tuf_timestamp_command(
     say(tuf_repo.refresh(folder, signers(folder, online_key), expires_in=parse_expiry(expires_in)))
 
 
-@tuf_app.command("rotate", epilog=TUF_EXIT_CODES)
+@tuf_app.command("rotate", epilog=_help("rotate"))
 def tuf_rotate_command(
     folder: RepoArgument,
     role: Annotated[
@@ -209,7 +216,7 @@ def tuf_rotate_command(
     say(tuf_repo.rotate(folder, [change], signers(folder, sign_with)))
 
 
-@tuf_app.command("sign", epilog=TUF_EXIT_CODES)
+@tuf_app.command("sign", epilog=_help("sign"))
 def tuf_sign_command(
     folder: RepoArgument,
     role: Annotated[
@@ -229,7 +236,9 @@ def tuf_sign_command(
 
 
 # Hidden: tuf-conformance's client-under-test, not a release engineer's command.
-@app.command("tuf-client", hidden=True, epilog=exit_codes((1, "the suite's failure")))
+@app.command(
+    "tuf-client", hidden=True, epilog=command_help("tuf-client", (1, "the suite's failure"))
+)
 def tuf_client_command(
     action: Annotated[
         str, typer.Argument(metavar="<init|refresh|download>", help="init, refresh or download.")

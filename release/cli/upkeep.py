@@ -12,7 +12,7 @@ import typer
 from release.checkout import REPO_ROOT, write_text_atomically
 from release.cli.options import (
     PinsOption,
-    exit_codes,
+    command_help,
     notices_path,
     pins_path,
 )
@@ -32,7 +32,8 @@ _NotesFileOption = Annotated[
 
 @app.command(
     "repin",
-    epilog=exit_codes(
+    epilog=command_help(
+        "repin",
         (0, "pinned (or, with --dry-run, verified and printed)"),
         (3, "the asset did not verify (nothing written)"),
     ),
@@ -91,7 +92,8 @@ def repin_command(
 
 
 @app.command(
-    "pins", epilog=exit_codes((1, "--check found a problem (each on stderr), or an error"))
+    "pins",
+    epilog=command_help("pins", (1, "--check found a problem (each on stderr), or an error")),
 )
 def pins_command(
     check: Annotated[
@@ -123,7 +125,8 @@ def pins_command(
 
 @app.command(
     "notices",
-    epilog=exit_codes(
+    epilog=command_help(
+        "notices",
         (
             1,
             "--check: the file is stale (the diff printed); --check-build: a file maps to "
@@ -186,7 +189,9 @@ def notices_command(
 
 @app.command(
     "protocol",
-    epilog=exit_codes((1, "protocol code changed without a version bump, or an error")),
+    epilog=command_help(
+        "protocol", (1, "protocol code changed without a version bump, or an error")
+    ),
 )
 def protocol_command(
     record: Annotated[
