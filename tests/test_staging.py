@@ -133,3 +133,36 @@ def test_stage_refuses_what_it_does_not_take(installed: Install) -> None:
     result = installed.run("update", "--stage", "--rollback")
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "--stage" in result.stderr and "--rollback" in result.stderr
+
+
+def test_a_recent_signed_answer_applies_the_staged_release_without_the_network(
+    installed: Install, served
+) -> None:
+    _, paths = served
+    # An answer counts while it is younger than the check interval (the tests' default: 0).
+    installed = Install(
+        installed.home, installed.bin_dir, {**installed.env, "MUX_UPDATE_CHECK_INTERVAL": "1h"}
+    )
+    _stage(installed)
+    checked = installed.run("update", "--check", "--json")
+    assert checked.returncode == 10, checked.stdout + checked.stderr  # the answer is cached
+    paths.clear()
+    applied = _json(installed)
+    assert paths == []  # not one request: the lifecycle's answer came from the check cache
+    assert applied["action"] == "updated" and installed.active() == "0.2.0"
+    assert any("signed answer that offers it is" in note for note in applied["notes"])
+    assert installed.reported_version()["version"] == "0.2.0"
+
+
+def test_an_answer_older_than_the_check_interval_is_read_again(installed: Install, served) -> None:
+    _, paths = served
+    _stage(installed)
+    assert installed.run("update", "--check").returncode == 10
+    paths.clear()
+    # The tests' check interval is 0: no answer is recent enough.
+    assert installed.env.get("MUX_UPDATE_CHECK_INTERVAL", "0") in ("0", "0s")
+    result = installed.run("update", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert paths, "the lifecycle was read from the feed"
+    assert not any(p.endswith(".tar.gz") for p in paths)  # the staged copy was applied
+    assert installed.active() == "0.2.0"

@@ -15,21 +15,24 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from updater.commands.release_notes import notes_since
 from updater.commands.resolve import Installed, Resolved, resolve_offer
+from updater.commands.update_result import (
+    UpdateAction,
+    UpdateEvents,
+    UpdatePlan,
+    UpdateResult,
+)
 from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings, require_updates
 from updater.config.targets import release_target
-from updater.core.release_notes import ReleaseNotes
 from updater.core.request import ReleaseRequest
 from updater.core.retention import (
-    KeptVersion,
     StagedCopy,
     movable_versions,
     recorded_signed_at,
@@ -42,9 +45,9 @@ from updater.core.update_step import (
     consults_user_state,
     plan_update,
 )
-from updater.core.userstate import Withheld, without_failure
-from updater.core.verdicts import ServerVerdict, server_verdicts
-from updater.errors import EXIT_OK, EXIT_RESTART_NEEDED, MuxError, VerificationError
+from updater.core.userstate import without_failure
+from updater.core.verdicts import server_verdicts
+from updater.errors import MuxError, VerificationError
 from updater.install import transaction as install
 from updater.install.layout import Layout, kept_builds, read_record, resolve_layout
 from updater.net.progress import NoProgress, Progress
@@ -53,86 +56,14 @@ from updater.servers.status import query_reusing
 from updater.sources.feed_index import remember
 from updater.trust.attestation_worker import early
 from updater.trust.attested import verify_release_attestation
-from updater.trust.layers import LayerResult, VerificationLog, VerifiedFiles
+from updater.trust.layers import VerificationLog, VerifiedFiles
 from updater.trust.pipeline import FilesRequest, verify_release_files
 from updater.trust.smoke import run_kept_build
 from updater.trust.sums import signed_digest
 
 if TYPE_CHECKING:
-    from updater.core.transfer import Transfer
     from updater.sources.feed_index import VerifiedIndex
     from updater.trust.attestation_worker import AttestationWorker
-
-
-class UpdateAction(StrEnum):
-    UPDATED = "updated"
-    UP_TO_DATE = "up-to-date"
-    ROLLED_BACK = "rolled-back"
-    DRY_RUN = "dry-run"
-    PRUNED = "pruned"
-    WITHHELD = "withheld"  # the user skipped or held it, or it failed to start here
-    STAGED = "staged"  # verified and placed beside the active version, not active (--stage)
-    UNSTAGED = "unstaged"  # the staged version was dropped (--unstage)
-
-
-@dataclass(frozen=True)
-class UpdatePlan:
-    """What ``--dry-run`` would do."""
-
-    tag: str
-    release_url: str
-    asset: str
-    asset_url: str
-    size: int
-    sha256: str
-    checks: tuple[str, ...]
-    version_dir: str
-    link: str
-
-
-@dataclass(frozen=True)
-class UpdateResult:
-    action: UpdateAction
-    layout: Layout
-    from_version: str | None
-    to_version: str | None
-    target: str
-    protocol_version: int | None  # of to_version
-    verification: tuple[LayerResult, ...] = ()
-    servers: tuple[ServerVerdict, ...] = ()
-    plan: UpdatePlan | None = None
-    removed_versions: tuple[str, ...] = ()
-    kept_versions: tuple[KeptVersion, ...] = ()
-    withheld: Withheld | None = None
-    notes: tuple[str, ...] = ()  # why (a withdrawn release moved off; a release held back)
-    # How the new version's files came (a delta or the full archive) and how many bytes of
-    # release files were downloaded for them; None when nothing was installed.
-    transfer: Transfer | None = None
-    # What changed since the version it replaced, newest release first (updated only; an
-    # automatic install reads none: a server shows no text).
-    release_notes: tuple[ReleaseNotes, ...] = ()
-    # The staged copy this result is about: the one --stage made, or the one mux update
-    # applied (when it was staged, how long that took).
-    staged: StagedCopy | None = None
-    # --exit-code: a server that will need a restart makes the exit code 20; without it, an
-    # update that did what was asked exits 0 (as uv, rustup and gh do), and says so.
-    restart_exit_code: bool = False
-
-    @property
-    def restart_needed(self) -> bool:
-        return any(v.restart_needed for v in self.servers)
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_RESTART_NEEDED if self.restart_exit_code and self.restart_needed else EXIT_OK
-
-
-class UpdateEvents(Protocol):
-    """What the caller shows while an update runs (the CLI: lines and a bar on stderr)."""
-
-    def warning(self, message: str) -> None: ...
-
-    def progress(self, label: str) -> Progress: ...
 
 
 class _Silent:
