@@ -1,10 +1,12 @@
 """mux against a hostile mirror, network or server (issue 13), one test per attack class: what
 mux decides on is signed, fresh and bounded, or refused.
 
-Each test serves real files (or a misbehaving real server) on 127.0.0.1 and runs mux as real
-processes: the development mux for ``mux update --check`` (trusting the release key with
-``--trust-key``, as a mirror's user would) and an installed mux (bootstrapped from the genuine
-feed; its build trusts the release key and the next one) for ``mux update``. Each asserts the
+Each test serves real files (or a misbehaving real server) on 127.0.0.1 and runs mux: the
+development mux in this process (tests/support/inprocess.py) for ``mux update --check`` and
+the server commands (trusting the release key with ``--trust-key``, as a mirror's user
+would), and an installed mux as a real process (bootstrapped from the genuine feed; its build
+trusts the release key and the next one) for ``mux update``; memory is measured on real
+processes. Each asserts the
 refusal, its exit code and message, and that nothing changed on disk: the install (but its
 empty lock file) and the feed-seq state (a check's cache may record the failed answer).
 The shared feed has 0.1.0, 0.2.0 and 0.3.0, signed an hour apart in that order, and 0.4.0rc1,
@@ -34,6 +36,7 @@ from release.rehearsal.fake_sigstore import FakeSigstore
 from release.rehearsal.serve import serve_handler
 from tests.support.attacks import key_id, lock_is_free, max_rss, mirror, seq_file
 from tests.support.github import FakeGitHub, github_env, serve_github
+from tests.support.inprocess import run_in_process
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.installsh import Site, make_toolbox, render_install_sh, run_install, serve_site
 from tests.support.processes import run_mux
@@ -117,7 +120,7 @@ def check(
 ) -> subprocess.CompletedProcess[str]:
     """The development mux's ``update --check --json`` against ``source``."""
     command = ["update", "--check", "--json", "--source", source, "--trust-key", keypair.public_key]
-    return run_mux([*command, *args], env, timeout=120)
+    return run_in_process([*command, *args], env)
 
 
 def update(install: Install, source: str, *args: str, env: dict[str, str] | None = None):
@@ -319,7 +322,7 @@ def test_the_machine_policy_decides_the_expiry_and_the_keys_of_a_feed(
     refused(check(policed, served.url, keypair=feed.keypair), 3, "expired at")
 
     def policed_check() -> subprocess.CompletedProcess[str]:
-        return run_mux(["update", "--check", "--json"], policed, timeout=120)
+        return run_in_process(["update", "--check", "--json"], policed)
 
     other = make_keypair(tmp_path / "other")
     policy.write_text(
@@ -528,14 +531,14 @@ def test_github_latest_that_is_a_pre_release_by_its_version_is_refused(
     its version (0.4.0rc1 here) is not offered without --version."""
     with serve_github(FakeGitHub(root=feed.path, repo="acme/mux")) as github:
         github_env_ = {**env, **github_env(github)}
-        result = run_mux(["update", "--check", "--json"], github_env_)
+        result = run_in_process(["update", "--check", "--json"], github_env_)
         error = refused(
             result,
             3,
             "GitHub's latest release of acme/mux is v0.4.0rc1, a pre-release by its version",
         )
         assert "--version 0.4.0rc1" in error
-        chosen = run_mux(["update", "--check", "--json", "--version", STABLE], github_env_)
+        chosen = run_in_process(["update", "--check", "--json", "--version", STABLE], github_env_)
     assert chosen.returncode == 10, chosen.stderr
 
 
@@ -581,11 +584,11 @@ def test_an_invented_release_is_never_reported(
     _invent(github_root)
     with serve_github(FakeGitHub(root=github_root, repo="acme/mux")) as github:
         github_env_ = {**env, **github_env(github)}
-        missing = run_mux(["update", "--check", "--json"], github_env_)
+        missing = run_in_process(["update", "--check", "--json"], github_env_)
         refused(missing, 1, "/v9.9.9/SHA256SUMS was not found (HTTP 404)")
         assert "9.9.9" not in missing.stdout.replace("v9.9.9/SHA256SUMS", "")
         shutil.copy(github_root / f"v{STABLE}" / "SHA256SUMS", github_root / "v9.9.9")
-        other = run_mux(["update", "--check"], github_env_)
+        other = run_in_process(["update", "--check"], github_env_)
         refused(other, 3, "verification failed (manifest): manifest.json has sha256")
         assert "is available" not in other.stdout
 
@@ -786,7 +789,7 @@ def test_no_escape_byte_from_a_mirror_reaches_the_terminal(
     served.root.mkdir()
     served.redirects["/releases.json"] = f"http://evil.invalid/{C1}"
     for args in ([], ["--json"]):
-        result = run_mux(
+        result = run_in_process(
             [
                 "update",
                 "--check",
@@ -810,7 +813,7 @@ def test_no_escape_byte_from_a_mirror_reaches_the_terminal(
     republish(release, feed.keypair.secret_key())
     with serve_github(FakeGitHub(root=github_root, repo="acme/mux")) as github:
         for args in ([], ["--json"]):
-            result = run_mux(["update", "--check", *args], {**env, **github_env(github)})
+            result = run_in_process(["update", "--check", *args], {**env, **github_env(github)})
             refused(result, 3, "released_at", "is not an RFC 3339 time", "\\x1b[2K")
             _no_controls(result)
         manifest.update(released_at="2026-01-01T00:00:00Z")
@@ -818,7 +821,7 @@ def test_no_escape_byte_from_a_mirror_reaches_the_terminal(
             asset["target"] = f"evil{PAYLOAD}"
         (release / "manifest.json").write_text(json.dumps(manifest))
         republish(release, feed.keypair.secret_key())
-        result = run_mux(
+        result = run_in_process(
             ["update", "--home", str(tmp_path / "home"), "--version", "9.0.0"],
             {**env, **github_env(github), "MUX_INSTALL_DIR": str(tmp_path / "bin")},
         )
@@ -849,11 +852,11 @@ def test_no_escape_byte_from_a_server_reaches_the_terminal(
     sign_index(genuine, feed.keypair, seq=10)
     try:
         with serve_directory(genuine) as url:
-            checked = run_mux(
+            checked = run_in_process(
                 ["update", "--check", "--source", url, "--trust-key", feed.keypair.public_key], env
             )
-        listed = run_mux(["server", "status"], env)
-        as_json = run_mux(["server", "status", "--json"], env)
+        listed = run_in_process(["server", "status"], env)
+        as_json = run_in_process(["server", "status", "--json"], env)
     finally:
         evil.close()
     assert checked.returncode == 10, checked.stderr  # 0.3.0 is newer than this checkout
@@ -906,7 +909,7 @@ def test_a_server_s_nan_or_infinity_is_refused_and_never_written(
     sign_index(genuine, feed.keypair, seq=10)
     try:
         with serve_directory(genuine) as url:
-            checked = run_mux(
+            checked = run_in_process(
                 [
                     "update",
                     "--check",
@@ -918,8 +921,8 @@ def test_a_server_s_nan_or_infinity_is_refused_and_never_written(
                 ],
                 {**env, "MUX_SERVER_URL": f"unix://{runtime / 'nan.sock'}"},
             )
-        listed = run_mux(["server", "status", "--json"], env)
-        first = run_mux(["server", "watch", "--name", "first"], env)
+        listed = run_in_process(["server", "status", "--json"], env)
+        first = run_in_process(["server", "watch", "--name", "first"], env)
         for fake in fakes:
             fake.close()
         fakes = [
@@ -927,7 +930,7 @@ def test_a_server_s_nan_or_infinity_is_refused_and_never_written(
                 "raw", runtime / "event.sock", payload=stream + good + b"}\n" + event + b"\n"
             )
         ]
-        streamed = run_mux(["server", "watch", "--name", "event"], env)
+        streamed = run_in_process(["server", "watch", "--name", "event"], env)
     finally:
         for fake in fakes:
             fake.close()
@@ -1115,9 +1118,9 @@ def test_a_token_http_cannot_carry_is_one_error_naming_its_variable_never_its_va
         github_env_ = {**env, **github_env(github), variable: token}
         pinned = ["--version", STABLE]
         results = [
-            run_mux(["update", "--check", *pinned], github_env_),
-            run_mux(["update", "--check", "--json", *pinned], github_env_),
-            run_mux(
+            run_in_process(["update", "--check", *pinned], github_env_),
+            run_in_process(["update", "--check", "--json", *pinned], github_env_),
+            run_in_process(
                 ["update", *pinned, "--home", str(tmp_path / "home")],
                 {**github_env_, "MUX_INSTALL_DIR": str(tmp_path / "bin")},
             ),
@@ -1125,7 +1128,7 @@ def test_a_token_http_cannot_carry_is_one_error_naming_its_variable_never_its_va
         for result in results:
             line = refused(result, 2, f"{variable} is not a token HTTP can carry")
             assert SECRET not in result.stdout + result.stderr, line
-        child = run_mux(["server", "check-updates"], github_env_)  # what a server logs
+        child = run_in_process(["server", "check-updates"], github_env_)  # what a server logs
         assert json.loads(child.stdout)["ok"] is False, child.stdout
         assert variable in child.stdout and SECRET not in child.stdout + child.stderr
         assert not [r for r in github.requests if "Authorization" in r.headers]
@@ -1133,7 +1136,7 @@ def test_a_token_http_cannot_carry_is_one_error_naming_its_variable_never_its_va
         assert not (tmp_path / "home" / "versions").exists()
 
         without = {k: v for k, v in github_env_.items() if k != variable}
-        fresh = run_mux(["update", "--check", "--json", "--max-age", "1h", *pinned], without)
+        fresh = run_in_process(["update", "--check", "--json", "--max-age", "1h", *pinned], without)
     assert fresh.returncode == 10, fresh.stdout + fresh.stderr
     assert json.loads(fresh.stdout)["cached"] is False
 
@@ -1188,10 +1191,12 @@ def test_a_pre_signed_url_is_shown_and_cached_without_its_query(
         }
         pinned = ["--version", STABLE]
         results = [
-            run_mux(["update", "--check", *pinned], github_env_),
-            run_mux(["update", "--check", "--json", *pinned], github_env_),
-            run_mux(["update", "--check", "--max-age", "1h", *pinned], github_env_),  # cached
-            run_mux(
+            run_in_process(["update", "--check", *pinned], github_env_),
+            run_in_process(["update", "--check", "--json", *pinned], github_env_),
+            run_in_process(
+                ["update", "--check", "--max-age", "1h", *pinned], github_env_
+            ),  # cached
+            run_in_process(
                 ["update", *pinned, "--home", str(tmp_path / "home")],
                 {**github_env_, "MUX_INSTALL_DIR": str(tmp_path / "bin")},
             ),
