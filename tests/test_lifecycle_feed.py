@@ -14,8 +14,9 @@ import pytest
 from release.publish.lifecycle import change_lifecycle
 from tests.support.feeds import write_release
 from tests.support.github import FakeGitHub, github_env, serve_github
+from tests.support.inprocess import run_in_process
 from tests.support.installs import Install, bootstrap, check
-from tests.support.processes import feed_verb, run_mux
+from tests.support.processes import feed_verb
 from tests.support.releases import (
     Feed,
     make_feed,
@@ -323,7 +324,7 @@ def test_the_policy_pin_ring_and_cooldown_bind_mux(
     trust = ("--trust-key", feed.keypair.public_key)
 
     def dev(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return run_mux(list(args), {**env, **extra})
+        return run_in_process(list(args), {**env, **extra})
 
     result = dev("update", "--check", "--json", *trust)
     doc = json.loads(result.stdout)
@@ -358,7 +359,7 @@ def test_github_has_no_signed_lifecycle_and_says_so(tmp_path: Path, sandbox_env)
     with serve_github(FakeGitHub(root=root)) as github:
         write_release(github.root, "9.0.0")
         env = {**sandbox_env, **github_env(github)}
-        result = run_mux(["update", "--check", "--json"], env)
+        result = run_in_process(["update", "--check", "--json"], env)
         doc = json.loads(result.stdout)
         assert result.returncode == 10, result.stdout + result.stderr
         assert doc["lifecycle"]["available"] is False
@@ -366,6 +367,8 @@ def test_github_has_no_signed_lifecycle_and_says_so(tmp_path: Path, sandbox_env)
         assert doc["lifecycle"]["withdrawn"] is None and doc["lifecycle"]["held_back"] == []
         # The pin still holds, by the signed manifest.
         policy = write_policy(tmp_path / "own" / "policy.toml", 'pin = "8"\n')
-        held = run_mux(["update", "--check", "--json"], {**env, "MUX_POLICY_FILE": str(policy)})
+        held = run_in_process(
+            ["update", "--check", "--json"], {**env, "MUX_POLICY_FILE": str(policy)}
+        )
         assert held.returncode == 0, held.stdout + held.stderr
         assert json.loads(held.stdout)["lifecycle"]["held_back"][0]["why"] == "pin"

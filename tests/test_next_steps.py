@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.inprocess import run_in_process
 from tests.support.installs import Install, bootstrap
 from tests.support.processes import run_mux
 from tests.support.releases import Feed, signed_pair
@@ -70,7 +71,7 @@ def test_a_development_checkout_is_told_no_mux_update(
     feed: Feed, sandbox_env: dict[str, str]
 ) -> None:
     args = ["update", "--check", "--json", "--source", str(feed.path)]
-    checked = run_mux([*args, "--trust-key", feed.keypair.public_key], sandbox_env)
+    checked = run_in_process([*args, "--trust-key", feed.keypair.public_key], sandbox_env)
     assert checked.returncode == 10, checked.stderr
     doc = json.loads(checked.stdout)
     assert doc["install_command"] is None

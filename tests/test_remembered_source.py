@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.attacks import mirror
+from tests.support.inprocess import run_in_process
 from tests.support.installsh import Site, make_toolbox, render_install_sh, run_install, serve_site
 from tests.support.processes import run_mux
 from tests.support.releases import Feed, sign_index, signed_pair
@@ -80,14 +81,14 @@ def test_the_older_name_works_and_two_names_for_two_sources_are_refused(
 ) -> None:
     """mux reads MUX_DOWNLOAD_URL as MUX_UPDATE_SOURCE; both, naming different sources: exit 2."""
     both = {**sandbox_env, "MUX_UPDATE_SOURCE": str(feed.path), "MUX_DOWNLOAD_URL": "/elsewhere"}
-    refused = run_mux(["update", "--check"], both)
+    refused = run_in_process(["update", "--check"], both)
     assert refused.returncode == 2, refused.stderr
     assert refused.stderr.strip().splitlines() == [
         "mux: error: MUX_UPDATE_SOURCE and MUX_DOWNLOAD_URL name different sources"
         " (set MUX_UPDATE_SOURCE alone; MUX_DOWNLOAD_URL is its older name)"
     ]
     old_name = {**sandbox_env, "MUX_DOWNLOAD_URL": str(feed.path)}
-    checked = run_mux(
+    checked = run_in_process(
         ["update", "--check", "--json", "--trust-key", feed.keypair.public_key], old_name
     )
     doc = json.loads(checked.stdout)

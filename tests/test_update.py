@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.inprocess import run_in_process
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.processes import run_mux
 from tests.support.releases import Feed, make_feed, make_keypair, make_release, serve_directory
@@ -337,9 +338,7 @@ def test_plain_http_mirror_is_refused(installed: Install) -> None:
 
 def test_feed_without_trusted_key_fails_closed(tmp_path: Path, sandbox_env, served: str) -> None:
     env = {**sandbox_env, "MUX_INSTALL_DIR": str(tmp_path / "bin"), "MUX_UPDATE_SOURCE": served}
-    from tests.support.processes import run_mux
-
-    result = run_mux(["update", "--home", str(tmp_path / "h")], env)
+    result = run_in_process(["update", "--home", str(tmp_path / "h")], env)
     assert result.returncode == 3
     assert "no trusted minisign key" in result.stderr and "--trust-key" in result.stderr
     assert not (tmp_path / "bin" / "mux").exists()
