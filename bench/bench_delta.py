@@ -141,7 +141,7 @@ def _timed_update(mux: Path, env: dict[str, str], *args: str) -> tuple[float, fl
 
     started = time.perf_counter()
     result = subprocess.run(
-        ["/usr/bin/time", "-f", "%U %S %M", str(mux), "update", *args],
+        ["/usr/bin/time", "-f", "%U %S %M", str(mux), "update", "-v", *args],
         env=env,
         capture_output=True,
         text=True,

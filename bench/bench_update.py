@@ -154,7 +154,7 @@ def checked_update(mux: Path, env: dict[str, str]) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     result = subprocess.run(
-        [str(mux), "update"], env=env, capture_output=True, text=True, check=False
+        [str(mux), "update", "-v"], env=env, capture_output=True, text=True, check=False
     )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
