@@ -212,3 +212,38 @@ def test_the_command_prints_one_line_and_exits_1(tree: Path) -> None:
     assert failing.returncode == 1
     assert failing.stderr.count("\n") == 1 and BUMP_HINT in failing.stderr
     assert "Traceback" not in failing.stderr
+
+
+ADDITIVE = (
+    '        return {"type": self.type, "data": self.data',
+    '        return {"type": self.type, "note": None, "data": self.data',
+)
+
+
+def test_a_change_recorded_as_compatible_passes_and_the_next_one_does_not(tree: Path) -> None:
+    edit(tree, *ADDITIVE)
+    with pytest.raises(ProtocolError, match="PROTOCOL_VERSION is still"):
+        check_protocol(tree)
+    state = record_protocol(tree, compatible="an optional field old readers ignore")
+    assert state.protocol_version == CURRENT
+    lock = json.loads((tree / LOCK_PATH).read_text())
+    assert [c["reason"] for c in lock["compatible"]] == ["an optional field old readers ignore"]
+    assert check_protocol(tree).current.fingerprint == lock["fingerprint"]
+    edit(tree, *CHANGE)  # another change is judged on its own
+    with pytest.raises(ProtocolError, match="PROTOCOL_VERSION is still"):
+        check_protocol(tree)
+
+
+def test_a_compatible_change_passes_the_last_release_tag_through_the_lock(tree: Path) -> None:
+    git(tree, "init", "-q", "-b", "main")
+    git(tree, "add", ".")
+    git(tree, "commit", "-q", "-m", "release")
+    git(tree, "tag", "v0.1.0")
+    edit(tree, *ADDITIVE)
+    with pytest.raises(ProtocolError, match="since release v0.1.0"):
+        record_protocol(tree)
+    record_protocol(tree, compatible="an optional field old readers ignore")
+    assert check_protocol(tree).summary().endswith("unchanged since v0.1.0)")
+    bump(tree)  # a bump is still a bump
+    with pytest.raises(ProtocolError, match="--compatible is for a change without a bump"):
+        record_protocol(tree, compatible="no")

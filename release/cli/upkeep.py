@@ -197,6 +197,15 @@ def protocol_command(
     record: Annotated[
         bool, typer.Option("--record", help="Record the fingerprint after a protocol bump.")
     ] = False,
+    compatible: Annotated[
+        str | None,
+        typer.Option(
+            "--compatible",
+            metavar="<WHY>",
+            help="With --record: record a change without a bump, because old clients and"
+            " servers still understand it (an optional field they ignore); the lock keeps why.",
+        ),
+    ] = None,
     root: Annotated[
         Path | None,
         typer.Option("--root", metavar="<DIR>", help="Repository root (default: this checkout)."),
@@ -205,8 +214,10 @@ def protocol_command(
     """Show the protocol version, or record it (--record).
 
     Fails when protocol code changed without a version bump."""
+    if compatible is not None and not record:
+        raise typer.BadParameter("--compatible goes with --record")
     if record:
-        state = record_protocol(root or REPO_ROOT)
+        state = record_protocol(root or REPO_ROOT, compatible=compatible)
         print(
             f"recorded protocol version {state.protocol_version} "
             f"(fingerprint {state.fingerprint[:12]}) in {LOCK_PATH}"

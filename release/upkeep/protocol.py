@@ -19,7 +19,7 @@ import hashlib
 import json
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +41,33 @@ class ProtocolError(MuxError):
 
 
 @dataclass(frozen=True)
+class CompatibleChange:
+    """A change of the protocol-bearing code recorded under the same version on purpose:
+    what old clients and servers still understand (an optional field they ignore), with why."""
+
+    before: str  # the fingerprint it changed from
+    after: str  # the fingerprint it changed to
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"from": self.before, "to": self.after, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class ProtocolState:
     """The protocol version and fingerprints of one tree (the checkout, a tag, the lock)."""
 
     protocol_version: int
     fingerprint: str
     files: Mapping[str, str]  # path -> fingerprint of that file
+    # Only a lock has these: the changes recorded as compatible (--compatible).
+    compatible: tuple[CompatibleChange, ...] = ()
+
+    def same_code(self, other: ProtocolState) -> bool:
+        return (self.protocol_version, self.fingerprint) == (
+            other.protocol_version,
+            other.fingerprint,
+        )
 
     def changed_files(self, other: ProtocolState) -> list[str]:
         return sorted(
@@ -61,6 +82,7 @@ class ProtocolState:
             "protocol_version": self.protocol_version,
             "fingerprint": self.fingerprint,
             "files": dict(sorted(self.files.items())),
+            **({"compatible": [c.to_json() for c in self.compatible]} if self.compatible else {}),
         }
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
@@ -185,14 +207,35 @@ def parse_lock(text: str, *, path: str = LOCK_PATH) -> ProtocolState:
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items())
     ):
         raise ProtocolError(f"{path} is malformed", hint=f"run {RECORD_COMMAND}")
-    return ProtocolState(protocol_version=version, fingerprint=fingerprint, files=files)
+    return ProtocolState(
+        protocol_version=version,
+        fingerprint=fingerprint,
+        files=files,
+        compatible=_compatible_changes(doc.get("compatible", []), path),
+    )
+
+
+def _compatible_changes(entries: object, path: str) -> tuple[CompatibleChange, ...]:
+    keys = ("from", "to", "reason")
+    if not isinstance(entries, list) or not all(
+        isinstance(e, dict) and all(isinstance(e.get(k), str) for k in keys) for e in entries
+    ):
+        raise ProtocolError(f"{path}: compatible is malformed", hint=f"run {RECORD_COMMAND}")
+    return tuple(CompatibleChange(e["from"], e["to"], e["reason"]) for e in entries)
 
 
 # --- comparisons (pure) -----------------------------------------------------------------
 
 
-def compare(current: ProtocolState, reference: ProtocolState, *, what: str) -> str | None:
-    """Why ``current`` is not an acceptable successor of ``reference`` (None if it is)."""
+def compare(
+    current: ProtocolState,
+    reference: ProtocolState,
+    *,
+    what: str,
+    compatible: tuple[CompatibleChange, ...] = (),
+) -> str | None:
+    """Why ``current`` is not an acceptable successor of ``reference`` (None if it is): a
+    change under the same version passes only through changes recorded as ``compatible``."""
     if current.protocol_version < reference.protocol_version:
         return (
             f"{VERSION_NAME} went back from {reference.protocol_version} to "
@@ -201,6 +244,7 @@ def compare(current: ProtocolState, reference: ProtocolState, *, what: str) -> s
     if (
         current.fingerprint != reference.fingerprint
         and current.protocol_version == reference.protocol_version
+        and not _recorded_path(reference.fingerprint, current.fingerprint, compatible)
     ):
         changed = ", ".join(current.changed_files(reference)) or "protocol-bearing code"
         return (
@@ -208,6 +252,18 @@ def compare(current: ProtocolState, reference: ProtocolState, *, what: str) -> s
             f"{current.protocol_version}: bump {VERSION_NAME} and run {RECORD_COMMAND}"
         )
     return None
+
+
+def _recorded_path(start: str, end: str, changes: tuple[CompatibleChange, ...]) -> bool:
+    """``end`` follows from ``start`` through changes recorded as compatible."""
+    reached, frontier = {start}, [start]
+    while frontier:
+        here = frontier.pop()
+        for change in changes:
+            if change.before == here and change.after not in reached:
+                reached.add(change.after)
+                frontier.append(change.after)
+    return end in reached
 
 
 # --- I/O --------------------------------------------------------------------------------
@@ -287,18 +343,19 @@ def _read_lock(lock_path: Path) -> ProtocolState | None:
 def check_protocol(root: Path = REPO_ROOT, *, git: GitRunner | None = None) -> ProtocolReport:
     """``mux-release protocol``: raise :class:`ProtocolError` on any forgotten bump."""
     current = protocol_state(read_sources(root))
+    recorded = _read_lock(root / LOCK_PATH)
+    compatible = recorded.compatible if recorded is not None else ()
     release = last_release_state(root, git)
     if release is not None:
-        problem = compare(current, release[1], what=f"release {release[0]}")
+        problem = compare(current, release[1], what=f"release {release[0]}", compatible=compatible)
         if problem:
             raise ProtocolError(problem)
-    recorded = _read_lock(root / LOCK_PATH)
     if recorded is None:
         raise ProtocolError(f"{LOCK_PATH} does not exist", hint=f"run {RECORD_COMMAND}")
     problem = compare(current, recorded, what=f"{LOCK_PATH} was recorded")
     if problem:
         raise ProtocolError(problem)
-    if current != recorded:
+    if not current.same_code(recorded):
         raise ProtocolError(
             f"{VERSION_NAME} is {current.protocol_version} but {LOCK_PATH} records "
             f"{recorded.protocol_version}: run {RECORD_COMMAND}"
@@ -308,18 +365,36 @@ def check_protocol(root: Path = REPO_ROOT, *, git: GitRunner | None = None) -> P
     )
 
 
-def record_protocol(root: Path = REPO_ROOT, *, git: GitRunner | None = None) -> ProtocolState:
-    """``--record``: write the lock for the current state, unless that would hide a change."""
+def record_protocol(
+    root: Path = REPO_ROOT, *, git: GitRunner | None = None, compatible: str | None = None
+) -> ProtocolState:
+    """``--record``: write the lock for the current state, unless that would hide a change.
+
+    ``compatible`` (why): record a change under the same version on purpose, for what old
+    clients and servers still understand; the lock keeps it, and the check lets it through."""
     current = protocol_state(read_sources(root))
-    release = last_release_state(root, git)
-    if release is not None:
-        problem = compare(current, release[1], what=f"release {release[0]}")
-        if problem:
-            raise ProtocolError(f"refusing to record: {problem}")
     lock_path = root / LOCK_PATH
     recorded = _read_lock(lock_path)
     if recorded is not None:
-        problem = compare(current, recorded, what=f"{LOCK_PATH} was recorded")
+        current = replace(current, compatible=recorded.compatible)
+        if compatible is not None and not current.same_code(recorded):
+            if current.protocol_version != recorded.protocol_version:
+                raise ProtocolError(
+                    "refusing to record: --compatible is for a change without a bump"
+                )
+            change = CompatibleChange(recorded.fingerprint, current.fingerprint, compatible)
+            current = replace(current, compatible=(*recorded.compatible, change))
+    release = last_release_state(root, git)
+    if release is not None:
+        problem = compare(
+            current, release[1], what=f"release {release[0]}", compatible=current.compatible
+        )
+        if problem:
+            raise ProtocolError(f"refusing to record: {problem}")
+    if recorded is not None:
+        problem = compare(
+            current, recorded, what=f"{LOCK_PATH} was recorded", compatible=current.compatible
+        )
         if problem:
             raise ProtocolError(f"refusing to record: {problem}")
     if recorded != current:
