@@ -54,6 +54,7 @@ from updater.net.progress import NoProgress, Progress
 from updater.servers.addresses import server_addresses
 from updater.servers.status import query_reusing
 from updater.sources.feed_index import remember
+from updater.trust.attestation_start import has_staged_release
 from updater.trust.attestation_worker import early
 from updater.trust.attested import verify_release_attestation
 from updater.trust.layers import VerificationLog, VerifiedFiles
@@ -97,7 +98,11 @@ def run_update(
     install never passes them.
     """
     require_updates(settings, action="update")
-    worker = _early_attestation_worker(settings, dry_run)
+    build = build or buildinfo.current()
+    staged = not stage and has_staged_release(settings, build)
+    # A staged release is applied without its archive: no child to start for it (a copy that
+    # fails its check is downloaded again, and the layer starts its own child then).
+    worker = None if staged else _early_attestation_worker(settings, dry_run)
     try:
         return _run_update(request, settings, build, dry_run, events, worker, automatic, stage)
     finally:

@@ -16,15 +16,17 @@ import os
 import subprocess
 
 from updater.config import buildinfo
-from updater.config.settings import load_for
+from updater.config.settings import Settings, load_for
+from updater.core.retention import StagedCopy
 from updater.errors import MuxError
+from updater.install.layout import read_record, resolve_layout
 
 WORKER_ARG = "__verify-attestation"  # argv[1] of the child; not a command users type
 
 # Flags of `mux update` with which no attestation is verified: nothing to start early for
 # (a --dry-run verifies the release's attestation for its signed digest, as the run would).
 _NO_ARCHIVE_FLAGS = frozenset(
-    {"--check", "--rollback", "--prune", "--insecure-skip-attestation", "--help"}
+    {"--check", "--rollback", "--prune", "--unstage", "--insecure-skip-attestation", "--help"}
 )
 _prestarted: list[subprocess.Popen[bytes]] = []  # at most one: the child prestart() started
 
@@ -62,8 +64,12 @@ def prestart(update_args: list[str]) -> None:
     if _prestarted or not spare_core():
         return
     try:
-        if not load_for(buildinfo.current()).github.repo:
+        build = buildinfo.current()
+        settings = load_for(build)
+        if not settings.github.repo:
             return
+        if "--stage" not in update_args and has_staged_release(settings, build):
+            return  # it is applied without its archive; a failed apply starts the layer's own
     except MuxError:
         return  # the CLI says what is wrong with the settings; nothing to start early
     process = spawn()
@@ -71,6 +77,15 @@ def prestart(update_args: list[str]) -> None:
         return  # the layer starts its own when it gets there, and reports why that fails
     _prestarted.append(process)
     atexit.register(_stop_unasked, process)
+
+
+def has_staged_release(settings: Settings, build: buildinfo.BuildInfo) -> bool:
+    """The install holds a staged release (``mux update --stage``), which an update applies
+    without verifying an attestation again."""
+    if build.development and settings.home is None:
+        return False
+    layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    return StagedCopy.of(read_record(layout)) is not None
 
 
 def take_prestarted() -> subprocess.Popen[bytes] | None:
