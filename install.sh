@@ -2539,8 +2539,8 @@ read_policy() {
             # that holds them is read, and checked, as mux reads it.
             auto_install:s)
                 case $rp_value in
-                    off | compatible | all) ;;
-                    *) policy_unusable "auto_install = \"$rp_value\" is not \"off\" or \"compatible\" or \"all\"" ;;
+                    off | download | compatible | all) ;;
+                    *) policy_unusable "auto_install = \"$rp_value\" is not \"off\" or \"download\" or \"compatible\" or \"all\"" ;;
                 esac
                 ;;
             download_on_metered:b) ;;

@@ -388,7 +388,7 @@ def test_a_broken_config_file_is_one_error_for_the_background_check_too(
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         f'mux: error: the config file {path} cannot be used: auto_install = "sometimes" is not "off" or '
-        '"compatible" or "all" (fix it or remove it (README: Keeping mux up to date))'
+        '"download" or "compatible" or "all" (fix it or remove it (README: Keeping mux up to date))'
     ]
     write_config(mux.env, 'auto_install = "compatible"\n')
     publish(feed.path, "1.1.0", 2, keypair)
@@ -436,3 +436,59 @@ def test_another_user_on_the_port_mux_server_url_names_decides_no_automatic_inst
     finally:
         squatter.kill()
         squatter.wait()
+
+
+def test_download_stages_a_new_release_within_one_check_and_watchers_hear_update_staged(
+    tmp_path: Path, sandbox_env: dict[str, str], feed: Feed, keypair: KeyPair
+) -> None:
+    write_config(sandbox_env, 'auto_install = "download"\n')
+    mux = installed(tmp_path, sandbox_env, feed, keypair)
+    socket, pid, watcher, lines = serve_and_watch(mux)
+    publish(feed.path, "1.1.0", 3, keypair)  # another protocol: staging restarts nothing
+
+    kind, data = next_event(lines)  # announced: the user installs it
+    assert (kind, data["version"]) == ("update-available", "1.1.0"), (kind, data)
+    kind, staged = next_event(lines)
+    assert kind == "update-staged", (kind, staged)
+    assert (staged["version"], staged["install_command"]) == ("1.1.0", "mux update")
+    assert staged["size_bytes"] > 0 and staged["staged_at"].endswith("Z")
+    assert mux.active() == "1.0.0"  # nothing installed
+    log = log_of(socket)
+    seen = log.index("latest v1.1.0")  # at the first check that saw it
+    assert "staging mux 1.1.0 on its own" in log[seen : log.index("\n", seen) + 200], log
+    wait_for_log(socket, "not staging mux 1.1.0 on its own: mux 1.1.0 is staged")  # once
+    check = mux.run("update", "--check", "--json")
+    assert check.returncode == 10, check.stderr
+    doc = json.loads(check.stdout)
+    assert doc["staged"]["version"] == "1.1.0"
+    assert doc["staged"]["size_bytes"] == staged["size_bytes"]
+    assert "ready to install: mux update applies it" in mux.run("update", "--check").stdout
+    status = query_server(str(socket)).status
+    assert status is not None and status.pid == pid
+    watcher.terminate()
+    watcher.wait(10)
+
+
+def test_under_ci_no_background_check_stages_or_installs_anything(
+    tmp_path: Path, sandbox_env: dict[str, str], feed: Feed, keypair: KeyPair
+) -> None:
+    write_config(sandbox_env, 'auto_install = "all"\n')
+    mux = installed(tmp_path, {**sandbox_env, "CI": "true"}, feed, keypair)
+    publish(feed.path, "1.1.0", 2, keypair)  # on offer before the server's first check
+    socket, _pid, watcher, _lines = serve_and_watch(mux)
+    wait_for_log(socket, "background check skipped: the CI environment variable is set")
+    assert "latest v1.1.0" not in log_of(socket)
+    # The install child, run by hand under CI, refuses too.
+    child = [
+        str(mux.home / "versions" / "1.0.0" / "mux"),
+        *("server", "auto-install", "--version", "1.1.0", "--protocol", "2"),
+    ]
+    done = subprocess.run(child, env=mux.env, capture_output=True, text=True, check=False)
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (answer["action"], answer["reason"]) == (
+        "skipped",
+        "the CI environment variable is set: nothing runs in the background",
+    )
+    assert mux.active() == "1.0.0" and not (mux.home / "versions" / "1.1.0").exists()
+    watcher.terminate()
+    watcher.wait(10)

@@ -78,13 +78,14 @@ def test_without_a_policy_nothing_changes(script: Path, env: dict[str, str]) -> 
 
 
 @needs_root
+@pytest.mark.parametrize("mode", ["off", "download"])
 def test_the_settings_a_user_config_may_make_are_read_and_change_nothing_for_it(
-    script: Path, env: dict[str, str], policy_path: Path
+    mode: str, script: Path, env: dict[str, str], policy_path: Path
 ) -> None:
     """A policy that fixes auto_install and download_on_metered: install.sh installs by hand,
     so they change nothing for it, but it reads and checks them (an unknown setting would
     stop it)."""
-    write_policy(policy_path, 'auto_install = "off"\ndownload_on_metered = false\n')
+    write_policy(policy_path, f'auto_install = "{mode}"\ndownload_on_metered = false\n')
     result = run_install(script, env=env)
     assert result.returncode == 0, result.stderr
     assert installed_version(env) == "0.2.0"

@@ -172,7 +172,7 @@ def test_one_parser_reads_the_shared_settings_for_both_files(tmp_path: Path) -> 
     for text, words in (
         (
             'auto_install = "sometimes"\n',
-            'auto_install = "sometimes" is not "off" or "compatible" or "all"',
+            'auto_install = "sometimes" is not "off" or "download" or "compatible" or "all"',
         ),
         ("download_on_metered = 1\n", "download_on_metered = 1 is not true or false"),
     ):

@@ -296,6 +296,8 @@ def check_document(report: CheckReport) -> dict[str, Any]:
         # The user's own word (mux update --skip/--hold, config.toml) and what mux learnt
         # here (failed starts): why nothing is offered, when that is why.
         "withheld": report.withheld.to_json() if report.withheld else None,
+        # The staged copy of the release on offer (mux update applies it without a download).
+        "staged": report.staged.to_json() if report.staged else None,
         "skipped": list(report.state.skipped),
         "hold_until": report.state.hold_until_text,
         "failed_versions": [f.to_json() for f in report.state.failed],
@@ -364,6 +366,12 @@ def check_text(report: CheckReport) -> str:
         lines.append(f"{current} → {offer.version} {verb}{released}")
         lines.append(f"  release: {offer.release_url}")
         manager = report.manager
+        if report.staged is not None:
+            copy = report.staged
+            lines.append(
+                f"  staged {copy.staged_at_text} ({_size(copy.size_bytes)}): "
+                f"ready to install: {report.update_command()} applies it"
+            )
         if report.install_command is not None:
             managed = f" ({manager.name} manages this mux)" if manager else ""
             lines.append(f"  install it with: {report.install_command}{managed}")

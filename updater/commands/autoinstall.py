@@ -1,21 +1,27 @@
-"""Automatic installs (``auto_install``): whether a server's background check installs the
-release it found, and the install itself.
+"""Background staging and automatic installs (``auto_install``): whether a server's
+background check stages or installs the release it found, and the work itself.
 
 :func:`eligibility` runs in the check child (``<server's build> server check-updates``): the
 rule is :func:`updater.core.autoinstall.decide_auto_install`, fed with the settings (the
 user's config.toml under the machine policy, read afresh at every check), the user's state
 (skips, holds, failed starts), who manages the install (a packager), every live server's
-protocol, and last, only when everything else says yes, whether the system reports the
-connection as metered (:mod:`updater.net.metered`).
+protocol, whether ``CI`` is set, and last, only when everything else says yes, whether the
+system reports the connection as metered (:mod:`updater.net.metered`).
 
 :func:`run_auto_install` is the install child (``<server's build> server auto-install``): it
 asks the same questions again (minutes may have passed) and then runs ``mux update``'s own
 :func:`~updater.commands.update.run_update` for exactly that release, as an
 :class:`~updater.commands.update.Automatic` install: every verification layer, the install
 lock, retention, kill -9 safety; for ``"compatible"`` only a release of the protocol every
-live server speaks. It never stops, signals or restarts a server; the servers' link watches
-tell their watchers (``update-installed``, and ``restart-needed`` for each server of another
-protocol under ``"all"``).
+live server speaks. It stages the release first (``mux update --stage``'s step: every
+layer, the copy beside the active version) and, unless ``auto_install = "download"``, then
+applies the staged copy (the normal update, which finds it). A staging that a verification
+layer refuses is cleaned away by the install's transaction and remembered for that version in the user's
+state (:func:`updater.core.userstate.with_failed_staging`): no background work tries it
+again, a newer release is tried. It never stops, signals or restarts a server; the servers'
+link watches tell their watchers (``update-installed``, and ``restart-needed`` for each
+server of another protocol under ``"all"``); the server tells of a staged copy
+(``update-staged``).
 """
 
 from __future__ import annotations
@@ -25,12 +31,13 @@ from collections.abc import Callable
 from typing import Any
 
 from updater.commands.check import current_manager
-from updater.commands.userstate import read_state, state_path
+from updater.commands.userstate import change_state, read_state, state_path
 from updater.config.buildinfo import BuildInfo
 from updater.config.settings import Settings
 from updater.core.autoinstall import (
-    ALL,
+    BACKGROUND_MODES,
     COMPATIBLE,
+    DOWNLOAD,
     AutoInstall,
     LiveServer,
     allowed_on,
@@ -38,14 +45,27 @@ from updater.core.autoinstall import (
 )
 from updater.core.offer import ReleaseOffer
 from updater.core.request import Decision, ReleaseRequest
-from updater.core.userstate import withheld
-from updater.errors import MuxError
+from updater.core.retention import staged_version
+from updater.core.userstate import staging_failed, with_failed_staging, withheld
+from updater.errors import MuxError, VerificationError
+from updater.install.layout import read_record, resolve_layout
 from updater.net.metered import is_metered
 from updater.net.progress import NoProgress, Progress
 from updater.servers.addresses import every_server_address
 from updater.servers.status import query_all
 
 Metered = Callable[[], bool | None]
+APPLY = "mux update applies it"
+
+
+def _staged_here(settings: Settings, build: BuildInfo) -> str | None:
+    """The version staged in the install ``settings`` point at, if any (None where there is
+    no install: a development checkout; the install child then says why it stages nothing)."""
+    try:
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    except MuxError:
+        return None
+    return staged_version(read_record(layout))
 
 
 def live_servers(settings: Settings) -> list[LiveServer]:
@@ -103,26 +123,28 @@ def _decide(
             "is_update": is_update,
             "withheld": None,
             "servers": (),
+            "ci": settings.ci,
         }
         return decide_auto_install(**{**base, **facts})
 
-    if settings.auto_install not in (COMPATIBLE, ALL) or not is_update:
+    if settings.auto_install not in BACKGROUND_MODES or settings.ci or not is_update:
         return decide()  # (says why, without asking anything more)
     try:
         manager = current_manager(settings, build)
-        kept_back = withheld(
-            read_state(state_path(settings)), version, time.time() if now is None else now
-        )
+        state = read_state(state_path(settings))
     except MuxError as exc:
         return AutoInstall(False, exc.message, version, protocol)
+    kept_back = withheld(state, version, time.time() if now is None else now)
     managed_by = manager.name if manager is not None and manager.kind == "packager" else None
-    held = kept_back.detail if kept_back is not None else None
+    held = kept_back.detail if kept_back is not None else staging_failed(state, version)
     decided = decide(managed_by=managed_by, withheld=held, servers=live_servers(settings))
     if not decided.install:
         return decided
+    if decided.stage_only and _staged_here(settings, build) == version:
+        return decided._replace(install=False, reason=f"mux {version} is staged: {APPLY}")
     costly = allowed_on(metered(), download_on_metered=settings.download_on_metered)
     if costly is not None:
-        return AutoInstall(False, costly, version, protocol, decided.restart_needed)
+        return decided._replace(install=False, reason=costly)
     return decided
 
 
@@ -148,26 +170,30 @@ def run_auto_install(
     *,
     metered: Metered = is_metered,
 ) -> dict[str, Any]:
-    """``mux server auto-install``: install ``version`` (of ``protocol``) if it is still due;
-    one JSON-ready answer (``action``: ``updated``, ``up-to-date``, ``withheld``,
-    ``skipped`` with its ``reason``; or ``ok: false`` with the ``error``)."""
+    """``mux server auto-install``: stage ``version`` (of ``protocol``) if that is still due,
+    then (unless ``auto_install = "download"``) install it; one JSON-ready answer
+    (``action``: ``staged``, ``updated``, ``up-to-date``, ``withheld``, ``skipped`` with its
+    ``reason``; or ``ok: false`` with the ``error``)."""
     # deferred (+541 ms, 354 modules): the update machinery and the HTTP stack, for the
     # install child only; the check child and the server import this module without them
-    from updater.commands.update import Automatic, run_update
+    from updater.commands.update import Automatic, UpdateAction, run_update
 
     try:
         due = _decide(settings, build, version, protocol, is_update=True, now=None, metered=metered)
         if not due.install:
             return {"ok": True, "action": "skipped", "reason": due.reason, "version": version}
-        only = protocol if settings.auto_install == COMPATIBLE else None
+        request = ReleaseRequest.exactly(version)
+        only = Automatic(protocol_version=protocol if settings.auto_install == COMPATIBLE else None)
         events = _Collected()
-        result = run_update(
-            ReleaseRequest.exactly(version),
-            settings,
-            build=build,
-            events=events,
-            automatic=Automatic(protocol_version=only),
-        )
+        try:
+            result = run_update(
+                request, settings, build=build, events=events, automatic=only, stage=True
+            )
+        except VerificationError as exc:  # (a network failure or a busy lock is tried again)
+            _remember_failed_staging(settings, version, exc.message, events)
+            raise
+        if settings.auto_install != DOWNLOAD and result.action is UpdateAction.STAGED:
+            result = run_update(request, settings, build=build, events=events, automatic=only)
     except MuxError as exc:
         return {"ok": False, "error": exc.message, "version": version}
     return {
@@ -179,5 +205,19 @@ def run_auto_install(
         "restart_needed": [v.report.address for v in result.servers if v.restart_needed],
         "removed_versions": list(result.removed_versions),
         "withheld": result.withheld.to_json() if result.withheld else None,
+        "staged": result.staged.to_json() if result.staged else None,
         "warnings": events.warnings,
     }
+
+
+def _remember_failed_staging(
+    settings: Settings, version: str, reason: str, events: _Collected
+) -> None:
+    """A layer refused ``version``: no background work stages it again."""
+    try:
+        change_state(
+            state_path(settings),
+            lambda state: with_failed_staging(state, version, time.time(), reason),
+        )
+    except MuxError as exc:
+        events.warning(f"{exc.message} (the failed staging of {version} is not on record)")

@@ -24,7 +24,7 @@ from updater.config.targets import release_target
 from updater.core.offer import CachedAnswer, ReleaseOffer, decide_offer
 from updater.core.report import CheckedInstall, CheckReport, Manager, Preferences, plan_check
 from updater.core.request import ReleaseRequest
-from updater.core.retention import movable_versions, recorded_signed_at
+from updater.core.retention import StagedCopy, movable_versions, recorded_signed_at
 from updater.errors import MuxError
 from updater.install.layout import kept_versions, read_record, resolve_layout
 from updater.servers.addresses import server_addresses
@@ -233,6 +233,7 @@ def _report(
             source_set_by=settings.source_set_by,
             carried=(*pre, *settings.carried),
             not_installable=_not_installable(settings, build),
+            staged=_staged_copy(settings, build),
         ),
         cached=cached,
         checked_at=rfc3339(checked_at),
@@ -247,6 +248,17 @@ def _not_installable(settings: Settings, build: BuildInfo) -> str | None:
             "(--home DIR or MUX_HOME), not into a checkout"
         )
     return None
+
+
+def _staged_copy(settings: Settings, build: BuildInfo) -> StagedCopy | None:
+    """The install's staged copy, if it has one (read only; none in a checkout)."""
+    if settings.home is None and build.development:
+        return None
+    try:
+        layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
+    except MuxError:
+        return None
+    return StagedCopy.of(read_record(layout))
 
 
 def preferences(settings: Settings) -> Preferences:

@@ -14,8 +14,8 @@ settings (docs/contracts.md, "Machine policy"):
   ``false`` refuses ``--allow-expired-feed``;
 * ``download_hosts``: the extra hosts GitHub downloads may be redirected to (never given
   the token);
-* ``auto_install`` (``"off"`` forbids automatic installs, ``"compatible"`` or ``"all"``
-  forces them) and ``download_on_metered``: what a user's ``config.toml`` may set, fixed
+* ``auto_install`` (``"off"`` forbids background staging and automatic installs,
+  ``"download"``, ``"compatible"`` or ``"all"`` forces them) and ``download_on_metered``: what a user's ``config.toml`` may set, fixed
   for everyone (:mod:`updater.config.strict` parses both files' values, once).
 * ``pin`` (``"1.4"``: stay on 1.4.x), ``minimum_release_age`` (``"72h"``: a cooldown) and
   ``ring`` (``early``, ``default``, ``late``): where the machine stands in a release's

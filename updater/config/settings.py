@@ -70,6 +70,7 @@ TUF_METADATA_URL_ENV = "MUX_TUF_METADATA_URL"  # the GitHub source's TUF metadat
 # metadata expire sooner, never later, so it cannot lift a freeze).
 TUF_CLOCK_AHEAD_ENV = "MUX_TUF_CLOCK_AHEAD"
 RESTART_TIMEOUT_ENV = "MUX_RESTART_TIMEOUT"
+CI_ENV = "CI"  # set (not empty) by CI runners: no background work (Settings.ci)
 SOURCE_ENV = "MUX_UPDATE_SOURCE"
 SOURCE_ENV_ALIAS = "MUX_DOWNLOAD_URL"  # install.sh's older name for it
 CONFIG_NAME = "config.toml"  # in <user config dir>/mux/
@@ -302,6 +303,8 @@ def _from_environment(environ: Mapping[str, str], build_repo: str) -> Settings:
         update_check_interval=_duration(text(CHECK_INTERVAL_ENV), defaults.update_check_interval),
         restart_timeout=positive(RESTART_TIMEOUT_ENV, defaults.restart_timeout),
         link_poll_interval=max(0.01, positive("MUX_LINK_POLL", defaults.link_poll_interval)),
+        ci=bool(environ.get(CI_ENV)),
+        ci_set_by=CI_ENV if environ.get(CI_ENV) else None,
         ring=_ring(text(RING_ENV)),
         tuf_root_file=text(TUF_ROOT_ENV),
         tuf_metadata_url=text(TUF_METADATA_URL_ENV),

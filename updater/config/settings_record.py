@@ -106,11 +106,17 @@ class Settings(NamedTuple):
     policy_file: str | None = None
     # MUX_RESTART_TIMEOUT: seconds `mux server restart` waits for the new build to answer
     restart_timeout: float = DEFAULT_RESTART_TIMEOUT
-    # The user's config.toml (and the policy, which may fix them): automatic installs by a
-    # server's background check ("off" | "compatible" | "all") and whether one may download
-    # on a metered connection; *_set_by names the file that set each (None: the default).
+    # The user's config.toml (and the policy, which may fix them): what a server's background
+    # check does with a release on offer ("off" | "download": stage it | "compatible" | "all":
+    # install it) and whether it may download on a metered connection; *_set_by names the
+    # file that set each (None: the default).
     auto_install: str = AUTO_INSTALL_OFF
     auto_install_set_by: str | None = None
+    # CI (any value but empty, as CI runners set it): nothing runs in the background, neither
+    # a server's checks nor its staging or automatic installs (as rustup does since 1.28);
+    # ci_set_by names the variable ("CI") when it is set.
+    ci: bool = False
+    ci_set_by: str | None = None
     download_on_metered: bool = False
     download_on_metered_set_by: str | None = None
     config_file: str | None = None  # the user's config.toml, when there is one

@@ -31,9 +31,9 @@ from updater.errors import MuxError, printable
 from updater.files import NotReadable, read_small_file
 
 MAX_BYTES = 64 * 1024
-AUTO_INSTALL = ("off", "compatible", "all")
+AUTO_INSTALL = ("off", "download", "compatible", "all")
 # What a user's config.toml may set, and what the machine policy may fix in its place:
-# auto_install (automatic installs, off by default) and download_on_metered (whether a
+# auto_install (background staging or automatic installs, off by default) and download_on_metered (whether a
 # background install may download on a connection the system reports as metered).
 SHARED_SETTINGS = ("auto_install", "download_on_metered")
 

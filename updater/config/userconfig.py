@@ -2,8 +2,8 @@
 
 It holds the settings a machine policy may also fix (:data:`updater.config.strict.SHARED_SETTINGS`)::
 
-    auto_install = "compatible"     # "off" (default) | "compatible" | "all"
-    download_on_metered = false     # true: a background install may use a metered connection
+    auto_install = "compatible"     # "off" (default) | "download" | "compatible" | "all"
+    download_on_metered = false     # true: a background download may use a metered connection
 
 and is read by the policy's rules (:mod:`updater.config.strict`): a regular file, UTF-8 TOML,
 no unknown setting, every value of the right kind, owned by the user (or root) and writable

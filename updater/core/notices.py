@@ -28,6 +28,8 @@ EVENT_UPDATE_INSTALLED = "update-installed"
 EVENT_RESTART_NEEDED = "restart-needed"
 EVENT_RELEASE_WITHDRAWN = "release-withdrawn"
 EVENT_UPDATE_REQUIRED = "update-required"
+# The background check staged a release (auto_install = "download"): mux update applies it.
+EVENT_UPDATE_STAGED = "update-staged"
 # update-available no longer holds (the policy disabled updates, or it is no longer offered here):
 # watchers that were told of it are told this once; later watchers get neither.
 EVENT_UPDATE_RETRACTED = "update-retracted"

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from updater.config.buildinfo import BuildInfo
-    from updater.core.retention import KeptVersion
+    from updater.core.retention import KeptVersion, StagedCopy
 
 
 class Manager(NamedTuple):
@@ -92,6 +92,9 @@ class CheckReport(NamedTuple):
     # Why no `mux update` installs anything here (a development checkout without an
     # install): then install_command is None, and a note says this.
     not_installable: str | None = None
+    # The staged copy of the release on offer (verified, placed, not active): mux update
+    # applies it without a download. None when nothing, or another version, is staged.
+    staged: StagedCopy | None = None
 
     @property
     def update_available(self) -> bool:
@@ -175,6 +178,7 @@ class CheckedInstall(NamedTuple):
     source_set_by: str | None = None
     carried: Sequence[str] = ()  # the options the next steps need (updater.core.nextstep)
     not_installable: str | None = None  # why no mux update installs here
+    staged: StagedCopy | None = None  # the install's staged copy, of whatever version
 
 
 def plan_check(
@@ -250,6 +254,9 @@ def plan_check(
         source_set_by=install.source_set_by,
         carried=tuple(carried),
         not_installable=not_installable,
+        staged=install.staged
+        if install.staged is not None and announced and install.staged.version == offer.version
+        else None,
     )
 
 

@@ -10,6 +10,9 @@ The state file (``<user state dir>/mux/update-state.json``, read and written by
   (``mux server restart`` fell back): how often, when last, why, and whether the mux link
   went back because of it. Such a version is not offered again until a newer release, or
   until ``mux update --version X`` asks for it (which forgets the failures);
+* ``failed_stagings``: versions whose background staging failed here (a layer refused it):
+  not staged on its own again, so that no loop downloads a broken release again and again;
+  a newer release is tried;
 * ``notices``: when each surface (a server's watch stream) last told of each version, so
   that none tells of the same version more than once a day.
 
@@ -36,6 +39,7 @@ ROLLBACK_AFTER = 2
 MAX_SKIPPED = 64
 MAX_SURFACES = 64
 MAX_REASON = 300
+MAX_FAILED_STAGINGS = 16  # the most recent; an older failure is of a release long passed
 
 
 class FailedStart(NamedTuple):
@@ -57,12 +61,21 @@ class FailedStart(NamedTuple):
         }
 
 
+class FailedStaging(NamedTuple):
+    """A version whose background staging failed here: when, and why."""
+
+    version: str
+    at: float
+    reason: str
+
+
 class UserState(NamedTuple):
     skipped: tuple[str, ...] = ()
     hold_until: float | None = None
     failed: tuple[FailedStart, ...] = ()
     # surface -> version -> when that surface last told of that version
     notices: tuple[tuple[str, tuple[tuple[str, float], ...]], ...] = ()
+    failed_stagings: tuple[FailedStaging, ...] = ()  # oldest first
 
     def failure(self, version: str) -> FailedStart | None:
         return next((f for f in self.failed if f.version == version), None)
@@ -141,7 +154,19 @@ def parse_state(doc: object) -> UserState | None:
         hold_until=float(hold) if isinstance(hold, int | float) and _is_number(hold) else None,
         failed=tuple(sorted(failed)),
         notices=tuple(sorted(notices)),
+        failed_stagings=_failed_stagings(doc.get("failed_stagings")),
     )
+
+
+def _failed_stagings(value: object) -> tuple[FailedStaging, ...]:
+    kept = []
+    for version, entry in _dict(value).items():
+        at = entry.get("at") if isinstance(entry, dict) else None
+        if version and isinstance(at, int | float) and _is_number(at):
+            reason = entry.get("reason")
+            text = reason[:MAX_REASON] if isinstance(reason, str) else ""
+            kept.append(FailedStaging(version, float(at), text))
+    return tuple(sorted(kept, key=lambda f: f.at)[-MAX_FAILED_STAGINGS:])
 
 
 def state_document(state: UserState) -> dict[str, Any]:
@@ -159,6 +184,9 @@ def state_document(state: UserState) -> dict[str, Any]:
             for f in state.failed
         },
         "notices": {surface: dict(said) for surface, said in state.notices},
+        "failed_stagings": {
+            f.version: {"at": f.at, "reason": f.reason} for f in state.failed_stagings
+        },
     }
 
 
@@ -236,6 +264,30 @@ def rollback_due(state: UserState, version: str, *, active: str | None) -> bool:
         and known.starts >= ROLLBACK_AFTER
         and version == active
         and known.rolled_back_to is None
+    )
+
+
+# -- failed stagings ---------------------------------------------------------------------------
+
+
+def with_failed_staging(state: UserState, version: str, now: float, reason: str) -> UserState:
+    """The background staging of ``version`` failed at ``now`` (the most recent
+    :data:`MAX_FAILED_STAGINGS` are kept)."""
+    others = tuple(f for f in state.failed_stagings if f.version != version)
+    entry = FailedStaging(version, now, reason[:MAX_REASON])
+    return state._replace(failed_stagings=(*others, entry)[-MAX_FAILED_STAGINGS:])
+
+
+def staging_failed(state: UserState, version: str) -> str | None:
+    """Why ``version`` is not staged in the background again (one sentence); None when it
+    may be. ``mux update`` and ``mux update --stage`` never ask: the user runs them."""
+    failure = next((f for f in state.failed_stagings if f.version == version), None)
+    if failure is None:
+        return None
+    why = f": {failure.reason}" if failure.reason else ""
+    return (
+        f"staging mux {version} failed here at {utc_text(int(failure.at))}{why}; it is not "
+        "staged on its own again (a newer release is; mux update installs this one)"
     )
 
 

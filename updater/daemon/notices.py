@@ -14,7 +14,12 @@ withdrawn within a second of ``mux update --skip``: the state file is polled lik
 and this server's stream (its surface) tells of one version at most once a day, whichever
 process of it does (a server restarted on the same socket does not tell it again). When the
 check says the release is to be installed on its own (``auto_install``), the server runs the
-install child instead of announcing it; the link's move then tells every watcher.
+install child instead of announcing it; the link's move then tells every watcher. Under
+``auto_install = "download"`` the release is announced and the same child stages it; a
+staged copy is told as ``update-staged`` (once, to the watchers connected then).
+
+Under ``CI`` (:attr:`~updater.config.settings.Settings.ci`) no check child runs at all (the
+server's log says why, once): nothing runs in the background on a CI runner.
 
 The machine policy may change while a server runs: it is read again before each background
 check and before each new watcher is served (:meth:`ServerNotices.refresh_policy`; one
@@ -36,10 +41,11 @@ from updater.commands.check import current_manager
 from updater.commands.userstate import change_state, read_state, state_path
 from updater.config import buildinfo
 from updater.config.settings import Settings
-from updater.core.autoinstall import REASON_OFF, AutoInstall
+from updater.core.autoinstall import REASON_CI, REASON_OFF, AutoInstall
 from updater.core.notices import (
     EVENT_UPDATE_AVAILABLE,
     EVENT_UPDATE_RETRACTED,
+    EVENT_UPDATE_STAGED,
     LIFECYCLE_EVENTS,
     LINK_EVENTS,
     InstalledBuild,
@@ -234,6 +240,9 @@ class ServerNotices:
                 "policy-skip",
                 "background check skipped: the machine policy disables updates",
             )
+        elif self._settings.ci:
+            self._log_noisy("ci-skip", f"background check skipped: {REASON_CI}")
+            return False
         return allowed
 
     def _log_noisy(self, kind: str, message: str) -> None:
@@ -282,9 +291,9 @@ class ServerNotices:
             f"by mux {checked_by.get('version')} at {checked_by.get('executable')}"
         )
         automatic = AutoInstall.from_json(answer.get("auto_install"))
-        installing = (
-            automatic is not None and automatic.install and automatic.version == offer.version
-        )
+        due = automatic is not None and automatic.install and automatic.version == offer.version
+        # a release being staged is still announced: the user installs it (mux update)
+        installing = due and automatic is not None and not automatic.stage_only
         with self._lock:
             self._offer = offer
             self._automatic = automatic
@@ -294,16 +303,18 @@ class ServerNotices:
             restate, self._restate = self._restate, False
             self._refresh_offer(installing=installing, restate=restate)
             self._publish_lifecycle_events(offer, self._baseline())
-        if automatic is not None and installing:
+        if automatic is not None and due:
             self._said_why_not = None
-            self._log(f"installing mux {offer.version} on its own ({automatic.reason})")
+            doing = "staging" if automatic.stage_only else "installing"
+            self._log(f"{doing} mux {offer.version} on its own ({automatic.reason})")
             version = offer.version
             return FollowUp(
                 self.install_command(automatic),
                 lambda answer: self._install_answered(version, answer),
             )
         if automatic is not None and automatic.reason != REASON_OFF:
-            why_not = f"not installing mux {offer.version} on its own: {automatic.reason}"
+            doing = "staging" if automatic.stage_only else "installing"
+            why_not = f"not {doing} mux {offer.version} on its own: {automatic.reason}"
             if why_not != self._said_why_not:  # said once, not at every check
                 self._said_why_not = why_not
                 self._log(why_not)
@@ -314,6 +325,12 @@ class ServerNotices:
         action = answer.get("action")
         if answer.get("ok") is True and action == "updated":
             self._log(f"installed mux {answer.get('to')} on its own (from {answer.get('from')})")
+            return
+        staged = answer.get("staged")
+        if answer.get("ok") is True and action == "staged" and isinstance(staged, dict):
+            self._log(f"staged mux {staged.get('version')} on its own: mux update applies it")
+            data = {**staged, "install_command": "mux update"}
+            self.hub.publish(WatchEvent(EVENT_UPDATE_STAGED, data), in_force=False)
             return
         why = answer.get("reason") or answer.get("error") or action
         self._log(f"automatic install of mux {version} not done: {str(why)[:300]}")
