@@ -490,5 +490,10 @@ def test_under_ci_no_background_check_stages_or_installs_anything(
         "the CI environment variable is set: nothing runs in the background",
     )
     assert mux.active() == "1.0.0" and not (mux.home / "versions" / "1.1.0").exists()
+    # The check says why (a foreground command: it still checks).
+    check = json.loads(mux.run("update", "--check", "--json").stdout)
+    assert check["auto_install"]["ci_set_by"] == "CI"
+    assert check["auto_install"]["refused"] == "CI is set: nothing runs in the background"
+    assert 'auto_install = "all" waits: CI is set' in mux.run("update", "--check").stdout
     watcher.terminate()
     watcher.wait(10)

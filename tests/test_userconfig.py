@@ -137,6 +137,8 @@ def test_a_good_config_file_sets_what_it_says_and_the_check_shows_it(
         "download_on_metered": True,
         "download_on_metered_set_by": str(config),
         "config_file": str(config),
+        "ci_set_by": None,
+        "refused": None,
     }
     config.unlink()
     doc = json.loads(check(sandbox_env, check_feed, "--json").stdout)

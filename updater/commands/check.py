@@ -269,6 +269,7 @@ def preferences(settings: Settings) -> Preferences:
         download_on_metered=settings.download_on_metered,
         download_on_metered_set_by=settings.download_on_metered_set_by,
         config_file=settings.config_file,
+        ci_set_by=settings.ci_set_by,
     )
 
 

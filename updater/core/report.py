@@ -58,6 +58,15 @@ class Preferences(NamedTuple):
     download_on_metered: bool = False
     download_on_metered_set_by: str | None = None
     config_file: str | None = None
+    ci_set_by: str | None = None  # "CI" when that variable is set: no background work
+
+    @property
+    def refused(self) -> str | None:
+        """Why a server's background work does not run here although the user asked for it
+        (``CI``); None when it runs, or when none was asked for."""
+        if self.ci_set_by is not None and self.auto_install != "off":
+            return f"{self.ci_set_by} is set: nothing runs in the background"
+        return None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +75,8 @@ class Preferences(NamedTuple):
             "download_on_metered": self.download_on_metered,
             "download_on_metered_set_by": self.download_on_metered_set_by,
             "config_file": self.config_file,
+            "ci_set_by": self.ci_set_by,
+            "refused": self.refused,
         }
 
 
@@ -199,7 +210,13 @@ def plan_check(
     not_installable = install.not_installable
     now = time.time() if now is None else now
     state = install.state or UserState()
+    preferences = install.preferences or Preferences()
     notes = [*install.notes, *offer.warnings]
+    if preferences.refused is not None:
+        notes.append(
+            f'auto_install = "{preferences.auto_install}" waits: {preferences.refused} '
+            "(no server checks, stages or installs on its own)"
+        )
     held_until = None
     critical = offer.lifecycle is not None and offer.lifecycle.critical
     if (
@@ -250,7 +267,7 @@ def plan_check(
         held_until=held_until,
         withheld=kept_back,
         state=state,
-        preferences=install.preferences or Preferences(),
+        preferences=preferences,
         source_set_by=install.source_set_by,
         carried=tuple(carried),
         not_installable=not_installable,
