@@ -327,10 +327,10 @@ def watch_command(
     The first line is the server's status line (service, protocol_version, version, pid,
     ...); the second a "server" event with the server as `mux server status --json` lists it.
     Events: update-available (from the server's background check, every
-    MUX_UPDATE_CHECK_INTERVAL, default 6h, 0 disables), update-installed, restart-needed;
-    readers skip types they do not know. Ends when the server stops (exit 0), or when it
-    goes away, drops this watcher or sends nothing for 45s, heartbeats included (exit 1,
-    one line on stderr). See docs/scripting.md.
+    MUX_UPDATE_CHECK_INTERVAL, default 6h, 0 disables), update-staged, update-installed,
+    restart-needed; readers skip types they do not know. Ends when the server stops (exit
+    0), or when it goes away, drops this watcher or sends nothing for 45s, heartbeats
+    included (exit 1, one line on stderr). See docs/scripting.md.
     """
 
     address = _run(lambda: _server_address(name, socket, url))
