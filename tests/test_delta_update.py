@@ -697,3 +697,26 @@ def test_a_gigabyte_patch_the_signed_tuf_targets_list_is_bounded_end_to_end(
     assert installed.reported_version()["version"] == "0.2.0"
     assert snapshot(kept) == pristine_kept
     assert leftovers(installed) == []
+
+
+def test_staging_takes_the_delta_too(installed: Install, feed: Feed, served) -> None:
+    """``mux update --stage`` downloads exactly what an update by delta does (the server's
+    log), and applying the staged copy downloads nothing more."""
+    _, paths = served
+    reset = keep_pristine(installed, installed.home.parent / "pristine")
+    _update(installed)
+    by_update = _sent(feed, paths)
+    reset()
+    paths.clear()
+    result = installed.run("update", "--stage", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["action"] == "staged" and report["transfer"]["method"] == "delta", report
+    sent = _sent(feed, paths)
+    assert ARCHIVE not in sent and {DELTA, FILE_LIST} <= set(sent), sent
+    assert sent == by_update
+    assert report["transfer"]["bytes"] == sent[DELTA] + sent[FILE_LIST]
+    paths.clear()
+    assert _update(installed)["staged"]["version"] == "0.2.0"
+    assert not set(_sent(feed, paths)) & {ARCHIVE, DELTA, FILE_LIST}
+    assert installed.reported_version()["version"] == "0.2.0"
