@@ -263,8 +263,9 @@ _DROPS_STAGED = (StepKind.UP_TO_DATE, StepKind.HELD, StepKind.MOVE_BACK, StepKin
 
 def _drop_staged(run: _Run) -> None:
     """Remove a staged copy the signed lifecycle no longer offers (said as a warning)."""
-    if StagedCopy.of(read_record(run.layout)) is None:
-        return
+    copy = StagedCopy.of(read_record(run.layout))
+    if copy is None or copy.version == run.installed:
+        return  # nothing staged, or a switch to it that a kill cut short (settling forgets it)
     dropped = install.unstage(run.layout, _install_settings(run.settings))
     if dropped is not None:
         run.events.warning(f"the staged mux {dropped} is no longer on offer here: removed")
