@@ -947,7 +947,7 @@ def test_a_server_s_nan_or_infinity_is_refused_and_never_written(
     assert streamed.returncode == 1, streamed.stderr
     assert "not an event" in streamed.stderr and "standard JSON" in streamed.stderr
     printed = [_strict_json(line) for line in streamed.stdout.splitlines()]
-    assert [line.get("type") for line in printed] == [None, "server"]  # nothing of the event
+    assert [line.get("type") for line in printed] == ["status", "server"]  # nothing of the event
     for result in (checked, listed, first, streamed):
         assert "Traceback" not in result.stderr
 

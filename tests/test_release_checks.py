@@ -516,7 +516,7 @@ def test_mux_version_notices_prints_the_shipped_file(tmp_path: Path, keypair: Ke
         timeout=60,
     )
     assert as_json.returncode == 0, as_json.stderr
-    assert json.loads(as_json.stdout) == {"notices": str(path)}
+    assert json.loads(as_json.stdout) == {"schema": 2, "notices": str(path)}
     (folder / "THIRD_PARTY_NOTICES.md").unlink()
     gone = subprocess.run(
         [str(folder / "mux"), "version", "--notices"], capture_output=True, text=True, timeout=60

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +18,18 @@ if TYPE_CHECKING:
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hung up (a retry, a refused download, a test's timeout) is not the
+        # server's error: said on stderr it lands in the output of whoever shares it (a mux
+        # run in the same process). Anything else is printed as the stdlib does.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 @contextmanager
@@ -38,8 +51,7 @@ def serving(
     ``handshake_on_connect=False`` does a TLS handshake in the handler's thread, not in the
     accepting one (a client that never speaks cannot stall the others).
     """
-    server = http.server.ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
+    server = _Server((host, port), handler)
     if tls is not None:
         server.socket = tls.wrap_socket(
             server.socket, server_side=True, do_handshake_on_connect=handshake_on_connect
