@@ -441,7 +441,6 @@ def test_a_deltas_tree_is_handed_over_to_be_made_durable_before_layer_3_answers(
         events.append("tree handed over")
         handed_over.set()
 
-    monkeypatch.setattr(AttestationWorker, "verify", verify_when_handed_over)
     trust = policy(keypair, sigstore)
     log = VerificationLog()
     staging = tmp_path / "staging"
@@ -458,6 +457,8 @@ def test_a_deltas_tree_is_handed_over_to_be_made_durable_before_layer_3_answers(
             version="0.1.0",
             public_key=keypair.public_key,
         )
+        # Held from here on: the install above (in this process) verified its own release.
+        monkeypatch.setattr(AttestationWorker, "verify", verify_when_handed_over)
         layout = Layout(str(install.home), str(install.bin_dir))
         with FeedSource(url) as source:
             release = verify_release_metadata(source, "v0.2.0", trust, log)

@@ -15,6 +15,7 @@ from pathlib import Path
 from release.publish.formats import format_sha256sums
 from release.publish.package import trusted_comment_for
 from release.publish.signing import SecretKey
+from tests.support.inprocess import run_in_process
 from tests.support.processes import run_mux
 from updater.formats import models
 
@@ -47,11 +48,13 @@ class Install:
 def bootstrap(
     tmp: Path, env: Mapping[str, str], *, source: str, version: str, public_key: str
 ) -> Install:
-    """Install ``version`` with the development mux into a fresh MUX_HOME and bin dir."""
+    """Install ``version`` with the development mux into a fresh MUX_HOME and bin dir (the
+    development mux runs in this process: the install is what a test is about, not this
+    step; the installed mux runs as a real process, :meth:`Install.run`)."""
     home = tmp / "mux-home"
     bin_dir = tmp / "bin"
     install_env = {**env, "MUX_INSTALL_DIR": str(bin_dir), "MUX_UPDATE_SOURCE": source}
-    result = run_mux(
+    result = run_in_process(
         ["update", "--home", str(home), "--version", version, "--trust-key", public_key],
         install_env,
     )
