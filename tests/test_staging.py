@@ -100,11 +100,14 @@ def test_a_staged_tree_changed_on_disk_is_refused_and_downloaded_again(
     assert not leftovers(installed)
 
 
-def test_a_release_halted_after_it_was_staged_is_refused_and_removed(
-    installed: Install, feed: Feed
+@pytest.mark.parametrize(
+    "verb", [("halt", "--tag", "v0.2.0"), ("withdraw", "--tag", "v0.2.0", "--reason", "bad")]
+)
+def test_a_release_halted_or_withdrawn_after_it_was_staged_is_refused_and_removed(
+    installed: Install, feed: Feed, verb: tuple[str, ...]
 ) -> None:
     _stage(installed)
-    done = feed_verb(feed, "halt", "--tag", "v0.2.0")
+    done = feed_verb(feed, *verb)
     assert done.returncode == 0, done.stdout + done.stderr
     result = installed.run("update", "--json")
     assert result.returncode == 0, result.stdout + result.stderr
