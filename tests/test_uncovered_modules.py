@@ -97,3 +97,12 @@ def test_status_and_the_staged_path_on_a_real_install(tmp_path: Path, sandbox_en
     assert result is not None and result.action is update_result.UpdateAction.UPDATED
     assert result.staged is not None and result.staged.version == "0.2.0"
     assert install.active() == "0.2.0"
+
+
+def test_the_staged_path_interrupted_says_so_in_one_line(monkeypatch, capsys) -> None:
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(staged, "apply_from_recent_answer", interrupted)
+    assert staged.answer([]) == 130
+    assert capsys.readouterr().err == "mux: interrupted\n"

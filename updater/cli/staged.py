@@ -9,6 +9,8 @@ wrong in its own words.
 
 from __future__ import annotations
 
+import sys
+
 from updater.cli import render
 from updater.commands.staged import apply_from_recent_answer
 from updater.config import buildinfo
@@ -25,6 +27,9 @@ def answer(args: list[str]) -> int | None:
         result = apply_from_recent_answer(settings, build)
     except MuxError:
         return None
+    except KeyboardInterrupt:
+        print("mux: interrupted", file=sys.stderr)  # as the CLI says it
+        return 130
     if result is None:
         return None
     if "--json" in args:
