@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -241,3 +242,43 @@ def test_kill_9_while_staging_or_applying_leaves_a_runnable_mux(
         if killed >= KILLS:
             break
     assert killed >= KILLS, f"only {killed} of {MAX_KILL_RUNS} runs were killed mid-run"
+
+
+def test_a_copy_staged_from_another_source_is_not_applied(installed: Install, served) -> None:
+    _, paths = served
+    _stage(installed)
+    record = _record(installed)
+    record["versions"]["0.2.0"]["source"] = "https://elsewhere.example/feed"
+    (installed.home / "install.json").write_text(json.dumps(record))
+    paths.clear()
+    result = installed.run("update", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verified for another release, source or target" in result.stderr
+    assert json.loads(result.stdout)["staged"] is None
+    assert any(p.endswith(".tar.gz") for p in paths)  # downloaded and verified again
+    assert installed.active() == "0.2.0" and not leftovers(installed)
+
+
+def test_a_staged_copy_whose_folder_went_is_downloaded_again(installed: Install) -> None:
+    _stage(installed)
+    shutil.rmtree(installed.home / "versions" / "0.2.0")
+    result = installed.run("update", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert json.loads(result.stdout)["action"] == "updated" and installed.active() == "0.2.0"
+    assert "staged" not in _record(installed)
+
+
+def test_a_staged_entry_that_is_not_whole_is_dropped_not_a_crash(installed: Install) -> None:
+    _stage(installed)
+    text = (installed.home / "install.json").read_text()
+    record = json.loads(text)
+    size = record["staged"]["bytes"]
+    (installed.home / "install.json").write_text(
+        text.replace(f'"bytes": {size}', '"bytes": Infinity')
+    )
+    assert '"bytes": Infinity' in (installed.home / "install.json").read_text()
+    for args in (["--unstage"], []):
+        result = installed.run("update", *args)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "Traceback" not in result.stderr
+    assert installed.active() == "0.2.0" and "staged" not in _record(installed)

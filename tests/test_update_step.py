@@ -10,6 +10,7 @@ import pytest
 from updater.core.lifecycle import Move
 from updater.core.offer import HeldRelease, LifecycleView, WithdrawnInstall
 from updater.core.request import Decision, ReleaseRequest
+from updater.core.retention import StagedCopy, settle, staged_matches, staged_version
 from updater.core.update_step import (
     Automatic,
     StepKind,
@@ -269,3 +270,35 @@ def test_the_user_state_is_read_only_when_it_decides() -> None:
     assert not consults_user_state(facts(decision=Decision.UP_TO_DATE))
     # The executor passes no state when it is not consulted; the plan does not need it then.
     assert plan_update(facts(request=EXACT, user_state=None)).kind is StepKind.INSTALL
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"version": "1.3.0"},
+        {"version": "1.3.0", "staged_at": float("nan"), "took": 1.0, "bytes": 10},
+        {"version": "1.3.0", "staged_at": 1.0, "took": 1.0, "bytes": float("inf")},
+        {"version": "1.3.0", "staged_at": 1e400, "took": 1.0, "bytes": 10},
+        {"version": "1.3.0", "staged_at": -1.0, "took": 1.0, "bytes": 10},
+        {"version": 13, "staged_at": 1.0, "took": 1.0, "bytes": 10},
+    ],
+)
+def test_a_staged_entry_that_is_not_whole_is_neither_kept_nor_applied(entry: dict) -> None:
+    record = {"active": "1.2.0", "versions": {"1.2.0": {}, "1.3.0": {}}, "staged": entry}
+    assert StagedCopy.of(record) is None and staged_version(record) is None
+    settled = settle(record, active="1.2.0", installed=["1.2.0", "1.3.0"])
+    assert settled.remove == ("1.3.0",)  # nothing keeps it
+    assert settled.record is not None and "staged" not in settled.record
+
+
+def test_a_whole_staged_entry_is_kept_and_matched_to_the_offer() -> None:
+    entry = {"version": "1.3.0", "staged_at": 1.0, "took": 2.0, "bytes": 10}
+    versions = {"1.3.0": {"archive_sha256": "ab", "target": "t", "source": "s"}}
+    record = {"active": "1.2.0", "versions": {"1.2.0": {}, **versions}, "staged": entry}
+    assert StagedCopy.of(record) == StagedCopy("1.3.0", 1.0, 2.0, 10)
+    kept = settle(record, active="1.2.0", installed=["1.2.0", "1.3.0"]).kept
+    assert [(k.version, k.kind) for k in kept] == [("1.2.0", "active"), ("1.3.0", "staged")]
+    same = {"archive_sha256": "ab", "target": "t", "source": "s"}
+    assert staged_matches(record, "1.3.0", **same)
+    for field, other in [("archive_sha256", "cd"), ("target", "u"), ("source", "elsewhere")]:
+        assert not staged_matches(record, "1.3.0", **{**same, field: other})

@@ -76,10 +76,12 @@ def load(
     if not isinstance(doc, dict) or doc.get("schema") != CACHE_SCHEMA or doc.get("key") != key:
         return None
     checked_at = doc.get("checked_at")
-    if not isinstance(checked_at, (int, float)):
+    # A time a calendar holds: JSON as Python reads it takes NaN and Infinity (NaN fails
+    # every comparison, so it fails this one), and an answer of no age is never fresh.
+    if not isinstance(checked_at, (int, float)) or not 0 <= checked_at < 2**40:
         return None
     age = (time.time() if now is None else now) - checked_at
-    if age < 0 or age > max_age:
+    if not 0 <= age <= max_age:
         return None
     answer = doc.get("answer")
     return (answer, float(checked_at)) if isinstance(answer, dict) else None

@@ -26,7 +26,7 @@ from updater.commands.userstate import read_state, state_path
 from updater.config.targets import release_target
 from updater.core.offer import LifecycleView, ReleaseOffer, cached_failure
 from updater.core.request import ReleaseRequest
-from updater.core.retention import StagedCopy, recorded_signed_at
+from updater.core.retention import StagedCopy, recorded_signed_at, staged_matches
 from updater.core.update_step import StepKind, UpdateFacts, consults_user_state, plan_update
 from updater.core.verdicts import server_verdicts
 from updater.errors import VerificationError
@@ -60,8 +60,16 @@ def apply_from_recent_answer(settings: Settings, build: BuildInfo) -> UpdateResu
         return None  # what the answers were decided against is this build's version
     target = release_target(settings.target, build, recorded=record.get("target"))
     offer, age = _recent_offer(settings, build, target)
-    if offer is None or offer.version != copy.version:
+    if offer is None or offer.version != copy.version or offer.asset is None:
         return None
+    if copy.version not in layout.installed_versions() or not staged_matches(
+        record,
+        copy.version,
+        archive_sha256=offer.asset.sha256,
+        target=target,
+        source=offer.source_location,
+    ):
+        return None  # the full update says what is wrong with the copy, and replaces it
     if not _plan_installs(offer, settings, build, record, target):
         return None
     return _apply(settings, layout, copy, offer, age)

@@ -36,6 +36,7 @@ from updater.core.retention import (
     StagedCopy,
     movable_versions,
     recorded_signed_at,
+    staged_matches,
 )
 from updater.core.update_step import (
     Automatic,
@@ -245,14 +246,43 @@ def _execute(step: UpdateStep, run: _Run, resolved: Resolved) -> UpdateResult:
         return replace(outcome, action=UpdateAction.WITHHELD, withheld=step.withheld)
     if kind is StepKind.DRY_RUN:
         return _dry_run(run, resolved, outcome)
-    copy = StagedCopy.of(read_record(run.layout))
-    if copy is not None and copy.version == outcome.to_version:
+    copy = _staged_for(run, resolved)
+    if copy is not None:
         if run.stage:
             return replace(outcome, action=UpdateAction.STAGED, staged=copy)  # already there
         applied = _apply_staged(run, resolved, outcome, copy)
         if applied is not None:
             return applied
     return _install(run, resolved, outcome)
+
+
+def _staged_for(run: _Run, resolved: Resolved) -> StagedCopy | None:
+    """The staged copy of exactly the release on offer: its version, still on disk, and
+    verified against the signed digest, for the target and from the source in hand. A copy
+    staged for anything else (another source, keys no longer trusted) is removed."""
+    release = resolved.release
+    assert release is not None
+    record = read_record(run.layout)
+    copy = StagedCopy.of(record)
+    if copy is None or copy.version != release.manifest.version:
+        return None
+    if copy.version not in run.layout.installed_versions():
+        return None  # its folder went: settling forgets the entry, the release is downloaded
+    asset = release.manifest.asset_for(run.target)
+    if asset is not None and staged_matches(
+        record,
+        copy.version,
+        archive_sha256=asset.sha256,
+        target=run.target,
+        source=resolved.source.location,
+    ):
+        return copy
+    run.events.warning(
+        f"the staged mux {copy.version} was verified for another release, source or target: "
+        "downloading it again"
+    )
+    install.unstage(run.layout, _install_settings(run.settings))
+    return None
 
 
 # What makes a staged copy stale: the release on offer is not one to install (a halt or a

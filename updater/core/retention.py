@@ -153,10 +153,27 @@ STAGED = "staged"
 
 
 def staged_version(record: Mapping[str, Any]) -> str | None:
-    """The version the record says is staged (verified, placed, not active), if any."""
-    entry = record.get(STAGED)
-    version = entry.get("version") if isinstance(entry, dict) else None
-    return version if isinstance(version, str) else None
+    """The version the record says is staged (verified, placed, not active), if its entry is
+    whole (:meth:`StagedCopy.of`): one predicate for keeping, applying and dropping it."""
+    copy = StagedCopy.of(record)
+    return copy.version if copy is not None else None
+
+
+def staged_matches(
+    record: Mapping[str, Any], version: str, *, archive_sha256: str, target: str, source: str
+) -> bool:
+    """The staged ``version`` is the release on offer: the signed digest it was verified
+    against, the target and the source are the ones in hand (a copy staged from another
+    source, for another target or under keys no longer trusted is not applied)."""
+    versions = record.get("versions")
+    entry = versions.get(version) if isinstance(versions, dict) else None
+    if not isinstance(entry, dict):
+        return False
+    return (entry.get("archive_sha256"), entry.get("target"), entry.get("source")) == (
+        archive_sha256,
+        target,
+        source,
+    )
 
 
 def record_staged(
@@ -266,13 +283,15 @@ class StagedCopy(NamedTuple):
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> StagedCopy | None:
+        """The record's staged entry; None when there is none or it is not whole (numbers
+        that are not finite or not in range: JSON as Python reads it takes NaN and Infinity)."""
         entry = record.get(STAGED)
-        if not isinstance(entry, dict) or staged_version(record) is None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("version"), str):
             return None
-        keys = ("staged_at", "took", "bytes")
-        if not all(_number(entry.get(key)) for key in keys):
+        limits = {"staged_at": 2.0**33, "took": 2.0**33, "bytes": 2.0**63}
+        if not all(_number(entry.get(key), limit) for key, limit in limits.items()):
             return None
-        staged_at, took, size = (entry[key] for key in keys)
+        staged_at, took, size = (entry[key] for key in limits)
         return cls(str(entry["version"]), float(staged_at), float(took), int(size))
 
     @property
@@ -288,5 +307,8 @@ class StagedCopy(NamedTuple):
         }
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _number(value: object, limit: float) -> bool:
+    """A number in ``[0, limit)`` (NaN fails every comparison, so it fails this one)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    return 0 <= value < limit

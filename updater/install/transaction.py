@@ -687,6 +687,9 @@ def rollback(
         record = read_record(layout)
         active = layout.active_version()
         installed = layout.installed_versions()
+        if step == "apply" and staged_version(record) != to:
+            # Decided before the lock: another update may have applied or dropped it since.
+            raise VerificationError(f"verification failed (apply): mux {to} is not staged")
         if to is not None:
             previous = to if to in installed and to != active else None
         else:

@@ -85,7 +85,8 @@ def has_staged_release(settings: Settings, build: buildinfo.BuildInfo) -> bool:
     if build.development and settings.home is None:
         return False
     layout = resolve_layout(settings.home, settings.bin_dir, development=build.development)
-    return StagedCopy.of(read_record(layout)) is not None
+    copy = StagedCopy.of(read_record(layout))
+    return copy is not None and copy.version in layout.installed_versions()
 
 
 def take_prestarted() -> subprocess.Popen[bytes] | None:
