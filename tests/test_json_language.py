@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.offers import release_offer
 from updater.cli import app as cli_app
 from updater.cli.render import (
     REPORT_SCHEMA,
@@ -120,17 +121,8 @@ def test_a_bare_command_still_shows_its_help(capsys: pytest.CaptureFixture[str])
 
 
 def _offer() -> ReleaseOffer:
-    return ReleaseOffer(
-        source_kind="feed",
-        source_location="/feed",
-        tag="v2.0.0",
-        version="2.0.0",
-        protocol_version=2,
-        released_at="2026-01-01T00:00:00Z",
-        release_url="/feed/v2.0.0/",
-        asset=OfferedAsset("mux-x.tar.gz", 1234, "ab" * 32),
-        requested=False,
-        decision=Decision.UPDATE,
+    return release_offer(Decision.UPDATE)._replace(
+        asset=OfferedAsset("mux-x.tar.gz", 1234, "ab" * 32)
     )
 
 

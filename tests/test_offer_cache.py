@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
+from tests.support.offers import release_offer
 from updater.core.offer import (
     CachedAnswer,
-    OfferedAsset,
     ReleaseOffer,
     cached_failure,
     decide_offer,
@@ -22,18 +22,8 @@ NOW = 1_800_000_000.0
 
 
 def offer(tag: str = "v1.2.0", fresh_until: int | None = None) -> ReleaseOffer:
-    return ReleaseOffer(
-        source_kind="feed",
-        source_location="file:///srv/feed",
-        tag=tag,
-        version=tag.removeprefix("v"),
-        protocol_version=3,
-        released_at="2026-12-01T00:00:00Z",
-        release_url="file:///srv/feed/" + tag,
-        asset=OfferedAsset("mux.tar.gz", 10, "ab" * 32),
-        requested=False,
-        decision=Decision.UPDATE,
-        fresh_until=fresh_until,
+    return release_offer(Decision.UPDATE)._replace(
+        tag=tag, version=tag.removeprefix("v"), fresh_until=fresh_until
     )
 
 

@@ -21,11 +21,12 @@ from release.publish.formats import manifest_document
 from release.publish.package import read_release_notes
 from tests.support.documents import manifest_doc
 from tests.support.installs import bootstrap
+from tests.support.offers import release_offer
 from tests.support.releases import make_feed, serve_directory
 from updater.cli.render import release_notes_lines, safe_lines, to_json_line
 from updater.commands import release_notes
 from updater.core.notices import offer_notice
-from updater.core.offer import OfferedAsset, ReleaseOffer
+from updater.core.offer import ReleaseOffer
 from updater.core.release_notes import ReleaseNotes, releases_between
 from updater.core.request import Decision
 from updater.errors import EXIT_USAGE, ParseError, UsageError, VerificationError
@@ -302,19 +303,7 @@ def test_without_a_signed_list_only_the_new_release_speaks(
 
 
 def offer(**fields: object) -> ReleaseOffer:
-    base = ReleaseOffer(
-        source_kind="feed",
-        source_location="/feed",
-        tag="v2.0.0",
-        version="2.0.0",
-        protocol_version=2,
-        released_at="2026-01-01T00:00:00Z",
-        release_url="/feed/v2.0.0/",
-        asset=OfferedAsset("mux-x.tar.gz", 3, "ab" * 32),
-        requested=False,
-        decision=Decision.UPDATE,
-    )
-    return base._replace(**fields)
+    return release_offer(Decision.UPDATE)._replace(**fields)
 
 
 def test_the_offer_carries_the_notes_through_its_cache_and_into_the_event() -> None:
