@@ -71,6 +71,14 @@ def sandbox_env(tmp_path: Path) -> Iterator[dict[str, str]]:
 # -- one real build for the run, and the order tests run in ---------------------------------
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the machine has cores. A third of the suite's wall
+    is spent waiting (a server's schedule, a deadline, a heartbeat, a shell's download), and
+    a third worker fills it: measured on 2 cores, 558 s with 3 workers against 603 s with 2
+    (work stealing, below, in both)."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest tests first (marked ``slow``), then those that use the shared real build
     (building in the background by then), then the rest: with pytest-xdist, no worker is

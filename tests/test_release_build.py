@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from release.build import standin
 from release.build.standalone import build_standalone
 from release.build.standin import build_standin
 from release.build.steps import BuildError, make_build_info, write_bill, write_build_info
@@ -167,6 +168,29 @@ def test_public_key_files_are_accepted_and_stored_as_their_base64_line(
     )
     baked = json.loads((folder / "lib" / "updater" / "_build_info.json").read_text())
     assert baked["trust"]["minisign_keys"] == [current.public_key]
+
+
+def test_standins_of_one_process_copy_one_compile_and_compile_again_when_a_source_changes(
+    tmp_path: Path, keys: tuple[KeyPair, KeyPair], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package is compiled once per process and its sources: a second stand-in is a
+    copy, byte for byte what a compile writes; a changed source compiles it again."""
+    current, _ = keys
+
+    def build(name: str) -> dict[str, bytes]:
+        folder = build_standin(
+            tmp_path / name, version="0.2.0", protocol_version=4, repo="o/r",
+            minisign_keys=[current.public_key], target=HOST,
+        )  # fmt: skip
+        package = folder / "lib" / "updater"
+        return {str(p.relative_to(package)): p.read_bytes() for p in package.rglob("*.pyc")}
+
+    first = build("first")
+    compiles = len(standin._COMPILED)
+    assert build("second") == first and len(standin._COMPILED) == compiles
+    changed = (*standin._source_fingerprint(), ("a source edited since", 1, 1))
+    monkeypatch.setattr(standin, "_source_fingerprint", lambda: changed)
+    assert build("third") == first and len(standin._COMPILED) == compiles + 1
 
 
 def test_packaged_standin_installed_by_hand_reports_its_build_info(
