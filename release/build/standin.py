@@ -119,6 +119,7 @@ sys.exit(0 if ok else 1)
 """
 
 
+ENTRY_NAME = "mux_entry.py"  # in lib/, beside the updater package
 _LAUNCHER = (
     LAUNCHER_HEADER
     + """\
@@ -141,7 +142,7 @@ MUX_STANDIN_LAUNCHER=$0 exec {python} -E -B "$here/lib/mux_entry.py" "$@"
 """
 )
 
-_STANDIN_ENTRY = """\
+ENTRY_POINT = """\
 # mux stand-in entry point: our own copy of the updater package comes first on sys.path.
 import os
 import sys
@@ -156,6 +157,11 @@ from updater.__main__ import main
 
 sys.exit(main())
 """
+
+
+def launcher_text(python: str) -> str:
+    """The stand-in's launcher ``mux`` that runs ``python``, as :func:`build_standin` writes it."""
+    return _LAUNCHER.format(python=shlex.quote(python))
 
 
 def build_standin(
@@ -205,9 +211,9 @@ def build_standin(
         lib = folder / "lib"
         _copy_updater_package(lib / "updater")
         write_build_info(lib / "updater", baked)
-        (lib / "mux_entry.py").write_text(_STANDIN_ENTRY, encoding="utf-8")
+        (lib / ENTRY_NAME).write_text(ENTRY_POINT, encoding="utf-8")
         launcher = folder / "mux"
-        launcher.write_text(_LAUNCHER.format(python=shlex.quote(python)), encoding="utf-8")
+        launcher.write_text(launcher_text(python), encoding="utf-8")
         launcher.chmod(0o755)
         write_bill(folder, pins_path)
     except BaseException:

@@ -15,7 +15,7 @@ from pathlib import Path
 from release.publish.formats import format_sha256sums
 from release.publish.package import trusted_comment_for
 from release.publish.signing import SecretKey
-from tests.support.inprocess import run_in_process
+from tests.support.inprocess import run_in_process, run_installed
 from tests.support.processes import run_mux
 from updater.formats import models
 
@@ -30,7 +30,19 @@ class Install:
     def mux(self) -> Path:
         return self.bin_dir / "mux"
 
-    def run(self, *args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = 120, process: bool = True, **kwargs
+    ) -> subprocess.CompletedProcess[str]:
+        """``<bin>/mux ARGS``: in this process as that build (:func:`run_installed`) unless
+        ``process`` asks for a real one, or the call needs one (``cwd``, ``preexec_fn``), or
+        the build is not an unmodified stand-in of this checkout. A real process is for
+        where the process is the point (kill -9, locks held by other processes, start-up and
+        imports, exit codes and one-line errors as a shell sees them); in this process a
+        ``timeout`` cannot fire (a test that expects it to asks for a process)."""
+        if not process and not kwargs:
+            result = run_installed(self.mux, list(args), self.env)
+            if result is not None:
+                return result
         return run_mux(list(args), self.env, timeout=timeout, executable=[str(self.mux)], **kwargs)
 
     def active(self) -> str | None:
@@ -50,7 +62,7 @@ def bootstrap(
 ) -> Install:
     """Install ``version`` with the development mux into a fresh MUX_HOME and bin dir (the
     development mux runs in this process: the install is what a test is about, not this
-    step; the installed mux runs as a real process, :meth:`Install.run`)."""
+    step; :meth:`Install.run` runs the installed mux)."""
     home = tmp / "mux-home"
     bin_dir = tmp / "bin"
     install_env = {**env, "MUX_INSTALL_DIR": str(bin_dir), "MUX_UPDATE_SOURCE": source}

@@ -21,10 +21,23 @@ if TYPE_CHECKING:
 BUILD_INFO_NAME = "_build_info.json"
 CODE_PACKAGE = "updater"  # the folder of mux's own modules inside a build's code folder
 
-# The running mux's own package folder (``updater/``), wherever it was loaded from, and its
-# build info there.
+# This ``updater`` package's folder, wherever it was loaded from.
 PACKAGE_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNNING_BUILD_INFO = os.path.join(PACKAGE_FOLDER, BUILD_INFO_NAME)
+# The running mux's package folder, which says which build this process is: its build info is
+# there, and the install and version it runs from are above it. Everything that asks reads it
+# through the functions below, never a copy, so that this one name is the whole of that
+# identity.
+running_package = PACKAGE_FOLDER
+
+
+def running_package_folder() -> str:
+    """The running mux's ``updater/`` folder (:data:`running_package`)."""
+    return running_package
+
+
+def running_build_info() -> str:
+    """Where the running mux's build info is (a development checkout has none there)."""
+    return os.path.join(running_package, BUILD_INFO_NAME)
 
 
 def running_build_folder() -> str | None:
@@ -36,7 +49,7 @@ def running_build_folder() -> str | None:
     """
     if not getattr(sys, "frozen", False):
         return None
-    return os.path.dirname(os.path.dirname(os.path.dirname(RUNNING_BUILD_INFO)))
+    return os.path.dirname(os.path.dirname(running_package))
 
 
 def is_build_info(relative: str) -> bool:

@@ -12,14 +12,12 @@ from __future__ import annotations
 import json
 import os
 
-from updater.config.buildfolder import PACKAGE_FOLDER, RUNNING_BUILD_INFO, running_build_folder
+from updater.config.buildfolder import PACKAGE_FOLDER, running_build_folder, running_build_info
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing at run time
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, Self
-
-BUILD_INFO_PATH = RUNNING_BUILD_INFO
 
 OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 SIGNER_WORKFLOW = ".github/workflows/release.yml"
@@ -192,7 +190,7 @@ def current() -> BuildInfo:
     global _cached
     if _cached is None:
         try:
-            with open(BUILD_INFO_PATH, "rb") as stream:
+            with open(running_build_info(), "rb") as stream:
                 raw = stream.read()
         except FileNotFoundError:
             # deferred (+5.4 ms, 6 modules, on `mux version`): a release build never reads
@@ -276,7 +274,7 @@ def notices_file() -> Path | None:
     checkout, the repository's. None when there is none."""
     from pathlib import Path  # not at the top: mux version's fast path has no pathlib
 
-    build_info = Path(BUILD_INFO_PATH)
+    build_info = Path(running_build_info())
     base = build_info.parent
     candidates = (
         [base.parent.parent / NOTICES_NAME, base.parent / NOTICES_NAME]

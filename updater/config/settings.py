@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 
+from updater.config.buildfolder import running_package_folder
 from updater.config.dirs import user_config_dir
 from updater.config.remembered import (
     RECORD_NAME,
@@ -331,7 +332,7 @@ def _with_remembered_source(settings: Settings, *, development: bool) -> Setting
     belongs to no install unless MUX_HOME or --home names one)."""
     home = settings.home
     if home is None and not development:
-        home = install_home_of(__file__)
+        home = install_home_of(running_package_folder())
     if home is None:
         return settings
     recorded = recorded_source(home)

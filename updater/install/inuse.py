@@ -35,7 +35,7 @@ import os
 import stat
 import sys
 
-from updater.config.buildfolder import RUNNING_BUILD_INFO, running_build_folder
+from updater.config.buildfolder import running_build_folder, running_build_info
 from updater.locks import flock_within, held_by_other_users, lock_holders
 
 HOLD_FILE = ".mux-files"  # the contract's file list: every installed version has one
@@ -65,7 +65,7 @@ def hold_running_build() -> str | None:
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
-        if os.path.exists(RUNNING_BUILD_INFO):
+        if os.path.exists(running_build_info()):
             return None  # a build folder that is not an installed version (a smoke test)
         return _removed(folder)
     except OSError:

@@ -21,7 +21,7 @@ import os
 import sys
 
 from updater._records import NamedTuple
-from updater.config.buildfolder import build_info_in
+from updater.config.buildfolder import build_info_in, running_package_folder
 from updater.config.buildinfo import packager_marker_file
 from updater.config.remembered import RECORD_NAME, install_home_of
 from updater.core.retention import RECORD_SCHEMA, InUseHold, ServerHold, settle
@@ -378,12 +378,12 @@ def package_manager_for(path: str | os.PathLike[str]) -> tuple[str, str] | None:
 
 def running_install_home(module_file: str | None = None) -> str | None:
     """The ``MUX_HOME`` the running mux was unpacked into, if it runs from one."""
-    return install_home_of(module_file or __file__)
+    return install_home_of(module_file or running_package_folder())
 
 
 def running_version(layout: Layout, module_file: str | None = None) -> str | None:
     """The version folder of ``layout`` that the running mux was started from, if any."""
-    here = pure(os.path.realpath(module_file or __file__))
+    here = pure(os.path.realpath(module_file or running_package_folder()))
     resolved = os.path.realpath(layout.versions)
     for parent in _parents(here):
         if _parent(parent) == resolved:
