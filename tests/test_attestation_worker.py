@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from release.rehearsal.fake_sigstore import FakeSigstore
+from tests.support.inprocess import run_in_process
 from tests.support.installs import bootstrap
 from tests.support.releases import attest_release, make_keypair, make_release, serve_directory
 from updater.config import buildinfo
@@ -242,6 +243,37 @@ def test_without_a_repository_nothing_starts_early(monkeypatch) -> None:
     monkeypatch.setenv("MUX_REPO", REPO)
     prestart(["--version", "1.2.3"])
     assert len(attestation_start._prestarted) == 1  # the same call, with a repository
+
+
+def test_an_update_for_a_build_without_a_repository_starts_no_verifier(
+    tmp_path: Path, sandbox_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The attestation layer is skipped for such a build before any bundle is checked, so the
+    install starts no child for it (each cost its sigstore import); with a repository it
+    starts one, and the layer runs."""
+    started: list[object] = []
+    spawn = attestation_worker.spawn
+
+    def counted():  # type: ignore[no-untyped-def]
+        started.append(spawn())
+        return started[-1]
+
+    monkeypatch.setattr(attestation_worker, "spawn", counted)
+    keypair = make_keypair(tmp_path / "keys")
+    feed = tmp_path / "feed"
+    for version in ("0.1.0", "0.2.0"):
+        make_release(feed, version, protocol_version=1, keypair=keypair)
+    with serve_directory(feed) as url:
+        install = bootstrap(
+            tmp_path, sandbox_env, source=url, version="0.1.0", public_key=keypair.public_key
+        )
+        assert started == []
+        updated = run_in_process(
+            ["update", "-v", "--home", str(install.home), "--trust-key", keypair.public_key],
+            {**install.env, "MUX_REPO": REPO},
+        )
+    assert updated.returncode == 0, updated.stderr
+    assert len(started) == 1 and "attestation" in updated.stdout + updated.stderr
 
 
 def _verifier_processes(home: Path) -> list[int]:

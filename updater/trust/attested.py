@@ -46,7 +46,8 @@ def verify_release_attestation(
     """Layer 3: the bundle shipped with the release first, the attestations API second.
 
     The bundles are fetched here and verified by Sigstore in ``worker``, a child process
-    (:mod:`updater.trust.attestation_worker`); ``None`` only with ``--insecure-skip-attestation``.
+    (:mod:`updater.trust.attestation_worker`); ``None`` with ``--insecure-skip-attestation``
+    or for a build that knows no repository (the layer ends before a bundle is checked).
 
     When the signed ``SHA256SUMS`` lists the release's bundle, this layer is mandatory for
     every source: the bundle must be there and match its line (a mirror that drops, stalls

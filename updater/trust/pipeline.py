@@ -191,6 +191,13 @@ def smoke_tested(trusted: TrustedRelease, request: FilesRequest) -> VerifiedFile
     return trusted.verified()
 
 
+def _attestation_checked(policy: TrustPolicy) -> bool:
+    """Whether layer 3 can reach Sigstore's check, so that its child is worth starting: not
+    when skipped, nor for a build that knows no repository (the layer is skipped, or fails,
+    before any bundle is checked; a child would cost its sigstore import for nothing)."""
+    return not policy.skip_attestation and bool(policy.repository)
+
+
 def _via_archive(
     source: ReleaseFiles,
     trusted: TrustedRelease,
@@ -203,7 +210,7 @@ def _via_archive(
     api_digest, unavailable = _published_digest(source, tag, asset.name, policy)
     signed = trusted.archive(asset, source.signed_file(tag, asset.name), api_digest, unavailable)
     worker, owned = request.worker, None
-    if worker is None and not policy.skip_attestation:
+    if worker is None and _attestation_checked(policy):
         worker = owned = start()
     attesting = AttestationInBackground(source, trusted.release, signed, policy, worker)
     disk = request.disk
@@ -300,7 +307,7 @@ def _delta_steps(
         )
     worker = request.worker
     owned = None
-    if worker is None and not policy.skip_attestation:
+    if worker is None and _attestation_checked(policy):
         worker = owned = start()
     attempt.asked = True
     attesting = AttestationInBackground(source, trusted.release, trusted.attesting, policy, worker)
