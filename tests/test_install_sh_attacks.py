@@ -619,11 +619,11 @@ def test_an_endless_error_body_is_not_read(
     before = snapshot(home)
     started = time.monotonic()
     result = run_install(
-        script, env={**env, "MUX_DOWNLOAD_URL": served.url, "MUX_HTTP_DEADLINE": "3"}
+        script, env={**env, "MUX_DOWNLOAD_URL": served.url, "MUX_HTTP_DEADLINE": "1"}
     )
     took = time.monotonic() - started
     refused(result, 1, f"could not download the release list from {served.url}/releases.json")
-    assert took < 15, took
+    assert took < 13, took
     assert served.client_left.wait(10)
     assert changes_besides_the_lock(home, before) == {}
 
@@ -676,7 +676,8 @@ def test_slow_retrieval_gives_up_in_time_and_releases_the_lock(
 ) -> None:
     """A server that sends a byte every half second (or nothing at all) holds install.sh no
     longer than MUX_HTTP_DEADLINE for a small document, and the archive no longer than the
-    speed window; the lock is free as soon as it exits."""
+    speed window; the lock is free as soon as it exits. The limit under test is its least
+    (1 s), the other stays at 3 s (a genuine small document arrives well within it)."""
     root = mirror(feed, served.root, f"v{STABLE}")
     sign_index(root, feed.keypair, seq=10)
     if what == "trickled-list":
@@ -686,7 +687,12 @@ def test_slow_retrieval_gives_up_in_time_and_releases_the_lock(
     else:
         served.trickle[f"/v{STABLE}/{ARCHIVE}"] = 0.5
     env["PATH"] = str(make_toolbox(tmp_path / f"tools-{downloader}", downloader=downloader))
-    limits = {"MUX_HTTP_DEADLINE": "3", "MUX_HTTP_MIN_SPEED": "1024", "MUX_HTTP_SPEED_WINDOW": "3"}
+    limit = 1
+    if what == "trickled-archive":
+        limits = {"MUX_HTTP_DEADLINE": "3", "MUX_HTTP_SPEED_WINDOW": str(limit)}
+    else:
+        limits = {"MUX_HTTP_DEADLINE": str(limit), "MUX_HTTP_SPEED_WINDOW": "3"}
+    limits["MUX_HTTP_MIN_SPEED"] = "1024"
     home, mux_home, _ = paths(env)
     before = snapshot(home)
     started = time.monotonic()
@@ -697,16 +703,16 @@ def test_slow_retrieval_gives_up_in_time_and_releases_the_lock(
             result,
             1,
             f"{served.url}/v{STABLE}/{ARCHIVE}",
-            "slower than 1024 bytes/s over 3 s (MUX_HTTP_MIN_SPEED, MUX_HTTP_SPEED_WINDOW)",
+            f"slower than 1024 bytes/s over {limit} s (MUX_HTTP_MIN_SPEED, MUX_HTTP_SPEED_WINDOW)",
         )
     else:
         refused(
             result,
             1,
             f"{served.url}/releases.json",
-            "no answer within 3 s (MUX_HTTP_DEADLINE)",
+            f"no answer within {limit} s (MUX_HTTP_DEADLINE)",
         )
-    assert 3 <= took < 12, took
+    assert limit <= took < limit + 9, took
     assert lock_is_free(mux_home)
     assert served.client_left.wait(10)
     assert changes_besides_the_lock(home, before) == {}
@@ -841,7 +847,8 @@ def test_the_lock_is_held_for_the_whole_run_in_every_shell(
 ) -> None:
     """While install.sh downloads (the archive stalls half-way), the lock is held: a second
     process cannot take it. ksh93 and mksh open `exec 9>` descriptors close-on-exec, which
-    once made flock lock nothing."""
+    once made flock lock nothing. (The least speed window, 1 s, ends the stalled download
+    two windows in: the first still sees the half that arrived.)"""
     shell_argv(shell)  # skip when the shell is not installed
     root = mirror(feed, served.root, f"v{STABLE}")
     sign_index(root, feed.keypair, seq=10)
@@ -849,7 +856,7 @@ def test_the_lock_is_held_for_the_whole_run_in_every_shell(
     _, mux_home, _ = paths(env)
     process = subprocess.Popen(
         [*shell_argv(shell), str(script)],
-        env={**env, "MUX_DOWNLOAD_URL": served.url, "MUX_HTTP_SPEED_WINDOW": "2"},
+        env={**env, "MUX_DOWNLOAD_URL": served.url, "MUX_HTTP_SPEED_WINDOW": "1"},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
