@@ -481,7 +481,8 @@ def test_cli_sign_errors_are_one_line_and_write_nothing(tmp_path: Path, keypair:
 
 def test_cli_package_errors_are_one_line(tmp_path: Path, builds: list[Path]) -> None:
     out = tmp_path / "rel"
-    result = mux_release("package", builds[0], builds[0], "--out", out)
+    # A real process: the one-line error and the exit code are what the process gives.
+    result = mux_release("package", builds[0], builds[0], "--out", out, process=True)
     assert result.returncode == 1
     assert result.stderr.startswith("mux-release: error: more than one build")
     assert len(result.stderr.strip().splitlines()) == 1

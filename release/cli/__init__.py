@@ -69,12 +69,19 @@ def completions_command(
     print(completion_script(shell, "mux-release", tree), end="")
 
 
-def main() -> None:
+def run(args: list[str]) -> int:
+    """Run ``mux-release ARGS`` and return its exit code: every failure is one line on stderr
+    (``mux-release: error: ...``), click's usage errors are click's own (exit 2)."""
     try:
-        app(prog_name="mux-release")
+        app(args=args, prog_name="mux-release")  # standalone: it ends in SystemExit
+    except SystemExit as exc:
+        if isinstance(exc.code, str):  # sys.exit("message"), as the interpreter says it
+            print(exc.code, file=sys.stderr)
+            return EXIT_ERROR
+        return exc.code if isinstance(exc.code, int) else 0
     except MuxError as exc:
         print(f"mux-release: error: {exc}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except ModuleNotFoundError as exc:
         if exc.name not in RELEASE_EXTRA_MODULES:
             raise
@@ -83,8 +90,13 @@ def main() -> None:
             "extra of mux (pip install 'mux[release]'; in a checkout, uv sync)",
             file=sys.stderr,
         )
-        sys.exit(EXIT_ERROR)
+        return EXIT_ERROR
     except OSError as exc:  # disk full, permissions, a file where a folder should be
         detail = f"{exc.strerror}: {exc.filename}" if exc.filename else str(exc)
         print(f"mux-release: error: {detail}", file=sys.stderr)
-        sys.exit(EXIT_ERROR)
+        return EXIT_ERROR
+    return 0
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:]))

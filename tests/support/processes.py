@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from tests.support.inprocess import run_release_in_process
 from tests.support.releases import TEST_PASSWORD, Feed
 
 if TYPE_CHECKING:  # tests.support.tuf imports installs, which imports this module
@@ -48,9 +49,19 @@ def mux_release(
     cwd: Path | None = None,
     stdin: str = "",
     timeout: float = 300,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``mux-release`` (``python -m release``) as a real process; ``env`` is its whole
-    environment (this process's when None), ``stdin`` what it reads."""
+    """Run ``mux-release``; ``env`` is its whole environment (this process's when None),
+    ``stdin`` what it reads. In this process (:func:`~tests.support.inprocess.run_release_in_process`)
+    unless ``process`` asks for a real one (``python -m release``): where the process is the
+    point (its entry, its exit, a timeout)."""
+    if not process:
+        return run_release_in_process(
+            [str(arg) for arg in args],
+            env if env is not None else dict(os.environ),
+            cwd=cwd,
+            stdin=stdin,
+        )
     return subprocess.run(
         [sys.executable, "-m", "release", *map(str, args)],
         env=dict(env) if env is not None else None,
