@@ -3,30 +3,17 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.processes import mux_release
 from tests.support.releases import make_keypair
 
 
 def render(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "release",
-            "install-sh",
-            "--out",
-            str(tmp_path / "install.sh"),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={"PATH": "/usr/bin:/bin"},
+    return mux_release(
+        "install-sh", "--out", tmp_path / "install.sh", *args, env={"PATH": "/usr/bin:/bin"}
     )
 
 

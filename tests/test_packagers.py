@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 from release.build.standin import build_standin
 from tests.support.feeds import KEYS, write_feed, write_release
 from tests.support.installs import Install
+from tests.support.processes import mux_release
 from updater.config.marker import MARKER_NAME
 from updater.config.targets import detect_target
 from updater.timestamps import rfc3339
@@ -44,12 +44,7 @@ def packaged(root: Path, build_parent: Path, link: Path, env: dict[str, str]) ->
 
 
 def write_marker(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "release", "packager-marker", str(folder), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return mux_release("packager-marker", folder, *args)
 
 
 def offering(tmp_path: Path, released_at: str) -> Path:

@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from release.publish.delta import DeltaError, write_deltas
 from release.publish.formats import delta_header_document, file_list_document
 from release.publish.package import rehash_sums
 from release.rehearsal.fake_sigstore import FakeSigstore
+from tests.support.processes import mux_release
 from tests.support.releases import make_feed
 from tests.support.standins import add_file
 from updater.config.targets import detect_target
@@ -56,14 +55,7 @@ def test_the_command_writes_file_lists_and_deltas_that_build_the_new_tree(
 ) -> None:
     feed = make_feed(tmp_path, versions=["0.1.0", "0.2.0"])
     old, new = feed.releases["0.1.0"], feed.releases["0.2.0"]
-    result = subprocess.run(
-        [sys.executable, "-m", "release", "delta", str(new), "--previous", str(old)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
-    )
+    result = mux_release("delta", new, "--previous", old, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert "1 file lists, 1 deltas written" in result.stdout
     list_name, delta_name = fmt.file_list_name(TARGET), fmt.delta_name(TARGET, "0.1.0")
@@ -116,16 +108,8 @@ def test_deltas_come_from_the_three_newest_earlier_releases(tmp_path: Path) -> N
 
 def test_a_newer_release_is_refused_as_a_previous_one(tmp_path: Path) -> None:
     feed = make_feed(tmp_path, versions=["0.1.0", "0.2.0"])
-    result = subprocess.run(
-        [
-            *(sys.executable, "-m", "release", "delta", str(feed.releases["0.1.0"])),
-            *("--previous", str(feed.releases["0.2.0"])),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        check=False,
+    result = mux_release(
+        "delta", feed.releases["0.1.0"], "--previous", feed.releases["0.2.0"], cwd=ROOT
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and "not older than 0.1.0" in result.stderr

@@ -3,21 +3,15 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.support.installs import republish
+from tests.support.processes import mux_release
 from tests.support.releases import make_feed, make_keypair
 
 
 def verify(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "release", "verify", str(folder), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return mux_release("verify", folder, *args)
 
 
 def test_verify_reports_every_layer_and_catches_one_flipped_byte(tmp_path: Path) -> None:
@@ -106,14 +100,7 @@ def test_verify_a_published_tag_on_github_with_its_attestation(tmp_path: Path) -
             "HOME": str(tmp_path),
             "XDG_CACHE_HOME": str(tmp_path / "cache"),
         }
-        result = subprocess.run(
-            [sys.executable, "-m", "release", "verify", "v0.3.0"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        result = mux_release("verify", "v0.3.0", env=env)
         assert result.returncode == 0, result.stderr
         assert "digest: ok" in result.stdout and "GitHub's asset digest" in result.stdout
         assert "attestation: ok: built by .github/workflows/release.yml@refs/tags/v0.3.0" in (
@@ -125,12 +112,5 @@ def test_verify_a_published_tag_on_github_with_its_attestation(tmp_path: Path) -
         )
         rehash_sums(release)
         resign(release, keypair.secret_key())
-        wrong = subprocess.run(
-            [sys.executable, "-m", "release", "verify", "v0.3.0"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        wrong = mux_release("verify", "v0.3.0", env=env)
         assert wrong.returncode == 3 and "verification failed (attestation)" in wrong.stderr
