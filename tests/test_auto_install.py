@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 
 from release.rehearsal.serve import serving, url_of
-from tests.support.installs import Install, bootstrap, keep_pristine, leftovers
+from tests.support import stress
+from tests.support.installs import Install, bootstrap, keep_pristine
 from tests.support.releases import KeyPair, make_keypair, make_release
 from tests.support.servers import wait_until
 from tests.support.squatters import STATUS_SERVER
@@ -257,58 +258,34 @@ def test_kill_9_during_an_automatic_install_leaves_a_runnable_mux_and_the_next_c
     watcher.wait(10)
 
 
+KILLS = 3  # kills of the child that must land mid-run (bench/bench_stress.py: 10 runs)
+MAX_KILL_RUNS = 6  # a run can finish before its kill on a loaded machine: more runs
+
+
 def test_kill_9_at_any_moment_of_the_automatic_install_child_leaves_a_runnable_mux(
     tmp_path: Path, sandbox_env: dict[str, str], feed: Feed, keypair: KeyPair
 ) -> None:
     """The child a server runs (`<its build> server auto-install`), killed with its process
-    group at ten moments spread over its run: each time mux runs at 1.0.0 or 1.1.0, and the next
-    run finishes the install and leaves nothing behind."""
+    group at moments spread over its run (a half, a quarter, three quarters, ...:
+    tests/support/stress.py, ``Moments``) until three landed mid-run (at most six runs):
+    each time mux runs at 1.0.0 or 1.1.0, and the next run finishes the install and leaves
+    nothing behind."""
     write_config(sandbox_env, 'auto_install = "compatible"\n')
     mux = installed(tmp_path, sandbox_env, feed, keypair)
     publish(feed.path, "1.1.0", 2, keypair)
     reset = keep_pristine(mux, tmp_path / "pristine")
-    child = [
-        str(mux.home / "versions" / "1.0.0" / "mux"),
-        *("server", "auto-install", "--version", "1.1.0", "--protocol", "2"),
-    ]
-
-    def run_child() -> dict[str, Any]:
-        done = subprocess.run(child, env=mux.env, capture_output=True, text=True, check=False)
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
-        assert answer.get("ok") is True, answer
-        return answer
-
     started = time.monotonic()
-    assert run_child()["to"] == "1.1.0"
-    duration = time.monotonic() - started
+    assert stress.run_auto_install_child(mux)["to"] == "1.1.0"
+    moments = stress.Moments(time.monotonic() - started)
     killed = 0
-    for run in range(10):
+    for run in range(MAX_KILL_RUNS):
         reset()
-        process = subprocess.Popen(
-            child,
-            env=mux.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            # The moment it is killed at: spread over the whole run, its last steps included
-            # (the link's switch, the tidying up).
-            process.wait(timeout=duration * (run + 0.5) / 10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            killed += 1
-        version = mux.reported_version()["version"]
-        assert version in ("1.0.0", "1.1.0"), f"run {run}: mux reports {version}"
-        if version == "1.0.0":
-            assert run_child()["to"] == "1.1.0"  # the next automatic install finishes it
-        else:
-            assert mux.run("update").returncode == 0  # the next run tidies what it left
-        assert mux.active() == "1.1.0" and mux.reported_version()["version"] == "1.1.0"
-        assert leftovers(mux) == [], f"run {run}"
-    assert killed >= 5, f"only {killed} of 10 runs were killed mid-way"
+        delay = moments.next()
+        where = f"run {run} ({delay:.2f} s in)"
+        killed += moments.saw(stress.auto_install_round(mux, delay, where)).landed
+        if killed >= KILLS:
+            break
+    assert killed >= KILLS, f"only {killed} of {MAX_KILL_RUNS} runs were killed mid-way"
 
 
 @needs_root

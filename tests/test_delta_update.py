@@ -10,13 +10,11 @@ import contextlib
 import hashlib
 import json
 import os
-import random
 import re
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from release.publish import tuf_repo
 from release.publish.delta import write_deltas
 from release.publish.formats import delta_header_document
 from release.publish.package import rehash_sums
+from tests.support import stress
 from tests.support.installs import Install, bootstrap, keep_pristine, leftovers, snapshot
 from tests.support.releases import (
     Feed,
@@ -410,134 +409,41 @@ def test_no_delta_from_a_version_not_kept_is_tried(installed: Install, feed: Fee
     assert not any("0.0.9" in p for p in paths)
 
 
-# The steps of an update as they show on disk, in order: a ``versions/0.2.0.partial-`` folder
-# (the delta applied into it, smoke-tested, fsynced), ``versions/0.2.0`` renamed into place (then
-# recorded in install.json), the bin-dir link moved to it (then the record settled).
-_STEPS = ("verify", "apply", "switch", "settle")
+KILLS = 3  # kills that must land mid-way (bench/bench_stress.py: 30 runs)
+MAX_KILL_RUNS = 9  # runs tried for them
 
 
-def _step_on_disk(install: Install) -> str:
-    """Which step an update stopped in, from what it left: before the staging folder
-    (``verify``: the index, the signed documents, the delta's download), in it (``apply``),
-    placed but not yet the link's (``switch``), or after the link moved (``settle``)."""
-    versions = install.home / "versions"
-    names = [p.name for p in versions.iterdir()] if versions.is_dir() else []
-    if install.active() == "0.2.0":
-        return "settle"
-    if "0.2.0" in names:
-        return "switch"
-    if any(n.startswith("0.2.0.partial-") for n in names):
-        return "apply"
-    return "verify"
-
-
-def _when_each_step_starts(install: Install, process: subprocess.Popen[bytes]) -> dict[str, float]:
-    """Polls the install every millisecond while ``process`` runs: the time (from now) at which
-    each step first showed, and ``exit``."""
-    started = time.monotonic()
-    seen: dict[str, float] = {"verify": 0.0}
-    while process.poll() is None:
-        step = _step_on_disk(install)
-        if step not in seen:
-            at = time.monotonic() - started
-            for earlier in _STEPS[: _STEPS.index(step) + 1]:
-                seen.setdefault(earlier, at)  # a step shorter than a poll starts with the next
-        time.sleep(0.001)
-    seen["exit"] = time.monotonic() - started
-    return seen
-
-
-def _kill_in(
-    install: Install, step: str, lengths: dict[str, float], rng: random.Random
-) -> tuple[bool, str]:
-    """Start ``mux update``, wait until ``step`` shows on disk, then a random part of that
-    step's length (as a reference run measured it), and ``kill -9`` its process group.
-    Whether it was killed before it finished, and the step it was in by what it left."""
-    process = subprocess.Popen(
-        [str(install.mux), "update"],
-        env=install.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        while process.poll() is None and _STEPS.index(_step_on_disk(install)) < _STEPS.index(step):
-            time.sleep(0.0005)
-        time.sleep(rng.uniform(0, lengths[step]))
-        if process.poll() is not None:
-            return False, _step_on_disk(install)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        return True, _step_on_disk(install)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-
-
-def _after_a_kill(install: Install, pristine_kept: dict[str, str], where: str) -> None:
-    """What every kill must leave: a runnable mux (the version its link names answers), the
-    kept 0.1.0 byte for byte as it was; and a next run that finishes the update (by the
-    delta when nothing was switched; after the switch it tidies) and leaves nothing behind."""
-    kept = install.home / "versions" / "0.1.0"
-    active = install.active()
-    assert active in ("0.1.0", "0.2.0"), where
-    assert install.reported_version()["version"] == active, where
-    assert snapshot(kept) == pristine_kept, where
-    if active == "0.1.0":
-        report = _update(install)
-        assert report["transfer"]["method"] == "delta", (where, report["transfer"])
-    else:
-        assert install.run("update").returncode == 0, where
-    assert install.reported_version()["version"] == "0.2.0", where
-    assert leftovers(install) == [], where
-    assert snapshot(kept) == pristine_kept, where
-
-
-KILLS = 10  # kills that must land mid-way
-MAX_KILL_RUNS = 30  # runs tried for them
-
-
-@pytest.mark.slow
 def test_kill_9_during_a_delta_update_leaves_a_runnable_mux(installed: Install) -> None:
-    """``kill -9`` at random moments of an update by delta until ten landed mid-way (at most
-    30 runs), aimed in turn at each step as it shows on disk: the checks before the delta is applied (the index, the signed documents, the
-    delta's download), the delta's apply into the staging folder, and what follows the switch
-    of the link; each moment a random part of that step's length in a reference run, counted
-    from the moment the step shows. After each, :func:`_after_a_kill`. (The switch and what
+    """``kill -9`` during an update by delta, aimed in turn at each step as it shows on disk:
+    the checks before the delta is applied (the index, the signed documents, the delta's
+    download), the delta's apply into the staging folder, and what follows the switch of
+    the link; each moment a part of that step's length in a reference run (a half, a
+    quarter, three quarters, ...: tests/support/stress.py, ``Moments``), counted from the
+    moment the step shows; until three landed mid-way, the checks and the apply among them
+    (at most nine runs). After each, :func:`stress.after_a_delta_kill`. (The switch and what
     follows it last a few renames: each is hit exactly by the test below.)"""
     pristine_kept = snapshot(installed.home / "versions" / "0.1.0")
     reset = keep_pristine(installed, installed.home.parent / "pristine")
+    starts = stress.when_each_step_starts(installed)
+    assert set(stress.STEPS) <= set(starts), starts
+    aims = ("verify", "apply", "settle")
+    lengths = stress.step_lengths(starts)
+    moments = {step: stress.Moments(lengths[step]) for step in aims}
 
-    reference = subprocess.Popen(
-        [str(installed.mux), "update"],
-        env=installed.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
-    starts = _when_each_step_starts(installed, reference)
-    assert reference.wait() == 0 and installed.active() == "0.2.0", starts
-    assert set(_STEPS) <= set(starts), starts
-    ends = [*[starts[s] for s in _STEPS[1:]], starts["exit"]]
-    lengths = {s: max(end - starts[s], 0.001) for s, end in zip(_STEPS, ends, strict=True)}
-
-    rng = random.Random(20261206)
     killed: dict[str, int] = {}  # runs killed mid-way, by the step they were aimed at
-    aims = ("verify", "apply", "settle") * MAX_KILL_RUNS
-    for run, step in enumerate(aims[:MAX_KILL_RUNS]):
+    for run in range(MAX_KILL_RUNS):
+        step = aims[run % len(aims)]
         reset()
-        was_killed, left_in = _kill_in(installed, step, lengths, rng)
-        if was_killed:
+        delay = moments[step].next()
+        where = f"run {run} ({delay:.3f} s in; steps from the start {starts})"
+        kill, _left_in = stress.delta_round(installed, step, delay, pristine_kept, where)
+        if moments[step].saw(kill).landed:
             killed[step] = killed.get(step, 0) + 1
-        where = f"run {run} (aimed at {step}, left in {left_in}; steps from the start {starts})"
-        _after_a_kill(installed, pristine_kept, where)
         if sum(killed.values()) >= KILLS and {"verify", "apply"} <= set(killed):
             break
-    # At least ten kills mid-way, the checks and the delta's apply among them (a run can
-    # finish before its kill on a loaded machine: more runs, not fewer kills); the switch's
-    # renames and what follows are hit exactly by the test below.
+    # The checks and the delta's apply among them (a run can finish before its kill on a
+    # loaded machine: more runs, not fewer kills); the switch's renames and what follows are
+    # hit exactly by the test below.
     assert sum(killed.values()) >= KILLS, f"only {killed} runs were killed mid-way; {starts}"
     assert {"verify", "apply"} <= set(killed), f"kills by step: {killed}; {starts}"
 
@@ -603,7 +509,7 @@ def test_kill_9_at_each_rename_of_the_switch_leaves_a_runnable_mux(installed: In
     ``install.json``, the new link onto the bin dir's ``mux``; then the settled record onto
     ``install.json`` again. ``strace`` delivers SIGKILL at the entry of exactly each
     (``-e inject=rename…:signal=KILL:when=N``, N found by watching an update first): the
-    rename never happens. After each, :func:`_after_a_kill`."""
+    rename never happens. After each, :func:`stress.after_a_delta_kill`."""
     strace = _strace()
     pristine_kept = snapshot(installed.home / "versions" / "0.1.0")
     reset = keep_pristine(installed, installed.home.parent / "pristine")
@@ -630,10 +536,10 @@ def test_kill_9_at_each_rename_of_the_switch_leaves_a_runnable_mux(installed: In
         )
         where = f"killed at rename {ordinal}, onto {target}"
         assert status in (-signal.SIGKILL, 128 + signal.SIGKILL), (where, status)
-        assert _step_on_disk(installed) == step, where
+        assert stress.step_on_disk(installed) == step, where
         assert (record.read_bytes() != pristine_record) == recorded, where
         assert installed.active() == active, where
-        _after_a_kill(installed, pristine_kept, where)
+        stress.after_a_delta_kill(installed, pristine_kept, where)
 
 
 def test_a_gigabyte_patch_the_signed_tuf_targets_list_is_bounded_end_to_end(

@@ -13,18 +13,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support import stress
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import (
     Feed,
@@ -273,69 +272,43 @@ def test_rollback_with_a_server_on_the_previous_previous_version(
     assert run_json(mux, "update", "--prune")["removed_versions"] == ["1.0.0"]
 
 
-@pytest.mark.slow
+KILLS = 3  # prunes killed mid-run, two at least while deleting (bench/bench_stress.py: 20 runs)
+MAX_KILL_RUNS = 8  # a run can finish before its kill on a loaded machine: more runs
+
+
 def test_kill_9_during_a_prune_leaves_a_runnable_mux_and_the_servers_version_whole(
     tmp_path, sandbox_env, feeds, served
 ):
+    """Prunes of old versions nothing needs, killed in turn while deleting (after a version
+    was renamed to trash) and anywhere in the run, at moments spread over a reference prune
+    (tests/support/stress.py, ``Moments``), until three landed mid-run, two at least while
+    deleting (at most eight runs); after each, a runnable mux, and the server's version whole
+    and serving."""
     mux = install(tmp_path, sandbox_env, feeds, served, "same-protocol")
     pid, address = start(mux)
     run_json(mux, "update", "--version", "1.1.0")
     run_json(mux, "update", "--version", "1.2.0")
-    layout = Layout(str(mux.home), str(mux.bin_dir))
-    expected = read_record(layout)["versions"]["1.0.0"]["files_sha256"]
-    versions_dir = mux.home / "versions"
-
-    def add_junk() -> None:
-        # Old versions nothing needs, made slow to delete (many files each).
-        for n in range(3):
-            junk = versions_dir / f"0.9.{n}"
-            if not junk.exists():
-                shutil.copytree(versions_dir / "1.1.0", junk)
-                for i in range(1000):
-                    (junk / f"extra-{i}").write_bytes(b"x")
-
-    def trash_seen() -> bool:
-        return any(p.name.startswith(".trash-") for p in versions_dir.iterdir())
-
-    rng = random.Random(11)
+    prunes = stress.Prunes(mux, pid, address)
+    # While deleting: within 20 ms of the first rename to trash; else anywhere in the run
+    # (start-up, lock, asking the servers, renaming, deleting: a reference prune's length).
+    moments = {True: stress.Moments(0.02), False: stress.Moments(prunes.timed())}
     killed = mid_deletion = 0
-    for run in range(20):
-        add_junk()
-        process = subprocess.Popen(
-            [str(mux.mux), "update", "--prune"],
-            env=mux.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        if run % 2:
-            # Anywhere in the run: start-up, lock, asking the servers, renaming, deleting.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(rng.uniform(0.0, 0.6))
-        else:
-            # While deleting: as soon as a version was renamed to trash, plus a little.
-            deadline = time.monotonic() + 30
-            while process.poll() is None and not trash_seen() and time.monotonic() < deadline:
-                time.sleep(0.001)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(rng.uniform(0.0, 0.02))
-        if process.poll() is None:
-            deleting = trash_seen()
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            killed += 1
-            mid_deletion += deleting
-        process.wait()
-        # A runnable mux, and the server's version whole and serving.
-        assert mux.reported_version()["version"] == "1.2.0", f"run {run}"
-        assert verify_files(versions_dir / "1.0.0", expected) is None, f"run {run}"
-        assert servers(mux)[address]["pid"] == pid, f"run {run}"
-    assert killed >= 8, f"only {killed} of 20 prunes were killed mid-way"
-    assert mid_deletion >= 5, f"only {mid_deletion} of 20 prunes were killed while deleting"
+    for run in range(MAX_KILL_RUNS):
+        while_deleting = run % 2 == 0
+        delay = moments[while_deleting].next()
+        kind = "while deleting" if while_deleting else "anywhere"
+        where = f"run {run} ({delay:.3f} s in, {kind})"
+        kill, deleting = prunes.round(delay, while_deleting=while_deleting, where=where)
+        killed += moments[while_deleting].saw(kill).landed
+        mid_deletion += kill.landed and deleting
+        if killed >= KILLS and mid_deletion >= 2:
+            break
+    assert killed >= KILLS, f"only {killed} of {MAX_KILL_RUNS} prunes were killed mid-way"
+    assert mid_deletion >= 2, f"only {mid_deletion} prunes were killed while deleting"
     final = run_json(mux, "update", "--prune")
-    assert set(final["removed_versions"]) <= {"0.9.0", "0.9.1", "0.9.2"}
+    assert set(final["removed_versions"]) <= set(stress.Prunes.JUNK)
     assert versions(mux) == ["1.0.0", "1.1.0", "1.2.0"]
-    assert [p.name for p in versions_dir.iterdir() if p.name.startswith(".")] == []
+    assert [p.name for p in mux.home.joinpath("versions").iterdir() if p.name.startswith(".")] == []
 
 
 # -- a server's children ---------------------------------------------------------------------

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support import stress
 from tests.support.installs import Install, bootstrap, keep_pristine, leftovers
 from tests.support.processes import feed_verb
 from tests.support.releases import Feed, make_feed, serve_directory_recording
@@ -176,69 +173,30 @@ def test_an_answer_older_than_the_check_interval_is_read_again(installed: Instal
     assert installed.active() == "0.2.0"
 
 
-KILLS = 10  # kill -9 landed mid-run, for staging and for applying each
-MAX_KILL_RUNS = (
-    30  # a run can finish before its kill on a loaded machine: more runs, not fewer kills
-)
+KILLS = 3  # kill -9 landed mid-run, for staging and for applying each (bench_stress: 30 runs)
+MAX_KILL_RUNS = 6  # a run can finish before its kill on a loaded machine: more runs
 
 
-def _kill_at_random(install: Install, args: list[str], within: float, rng: random.Random) -> bool:
-    """Start ``mux update ARGS`` and ``kill -9`` it (and what it started) at a random moment of
-    the first ``within`` seconds; whether it was still running then."""
-    process = subprocess.Popen(
-        [str(install.mux), "update", *args],
-        env=install.env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        process.wait(timeout=rng.uniform(0.0, within))
-        return False  # it finished first
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        return True
-
-
-def _runnable_and_finishes(install: Install, where: str) -> None:
-    """After a kill: the link runs a whole version, and the next mux update finishes the job
-    (or removes what the kill left) with nothing left behind."""
-    assert install.reported_version()["version"] in ("0.1.0", "0.2.0"), where
-    done = install.run("update")
-    assert done.returncode == 0, f"{where}: {done.stdout}{done.stderr}"
-    assert install.active() == "0.2.0", where
-    assert install.reported_version()["version"] == "0.2.0", where
-    assert not leftovers(install), f"{where}: {leftovers(install)}"
-
-
-def _timed(install: Install, *args: str) -> float:
-    started = time.monotonic()
-    result = install.run("update", *args)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return time.monotonic() - started
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("moment", ["staging", "applying"])
 def test_kill_9_while_staging_or_applying_leaves_a_runnable_mux(
     installed: Install, moment: str
 ) -> None:
-    """``kill -9`` at random moments of ``mux update --stage`` or of the update that applies
-    the staged copy, until ten landed mid-run (at most 30 runs); after each, the link runs a
-    whole version and the next ``mux update`` finishes with nothing left behind."""
+    """``kill -9`` of ``mux update --stage`` or of the update that applies the staged copy,
+    at moments spread over a reference run's length (a half, a quarter, three quarters, ...:
+    tests/support/stress.py, ``Moments``) until three landed mid-run (at most six runs);
+    after each, the link runs a whole version and the next ``mux update`` finishes with
+    nothing left behind."""
     if moment == "applying":
         _stage(installed)
     reset = keep_pristine(installed, installed.home.parent / "pristine")
     args = ["--stage"] if moment == "staging" else []
-    within = _timed(installed, *args)  # a reference run: the kills land inside its length
-    rng = random.Random(20261206)
+    moments = stress.Moments(stress.timed(installed, "update", *args))  # a reference run
     killed = 0
     for run in range(MAX_KILL_RUNS):
         reset()
-        killed += _kill_at_random(installed, args, within, rng)
-        _runnable_and_finishes(installed, f"{moment}, run {run} (reference {within:.2f} s)")
+        delay = moments.next()
+        where = f"{moment}, run {run} ({delay:.2f} s in, of {moments.length:.2f} s)"
+        killed += moments.saw(stress.staging_round(installed, args, delay, where)).landed
         if killed >= KILLS:
             break
     assert killed >= KILLS, f"only {killed} of {MAX_KILL_RUNS} runs were killed mid-run"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import stress
 from tests.support.inprocess import run_in_process
 from tests.support.installs import Install, bootstrap, republish, snapshot
 from tests.support.processes import run_mux
@@ -489,48 +490,29 @@ def test_concurrent_updates_end_with_one_valid_install(installed: Install) -> No
     assert sorted(p.name for p in (installed.home / "versions").iterdir()) == ["0.1.0", "0.2.0"]
 
 
-@pytest.mark.slow
-def test_kill_9_at_any_moment_leaves_a_runnable_mux(installed: Install) -> None:
-    """50 updates killed at random moments; after each, mux runs at the old or new version."""
-    import random
-    import signal
-    import subprocess
-    import time
+KILLS = 3  # kills that must land mid-run (bench/bench_stress.py runs fifty rounds)
+MAX_KILL_RUNS = 6  # a run can finish before its kill on a loaded machine: more runs
 
-    rng = random.Random(20261130)
+
+def test_kill_9_at_any_moment_leaves_a_runnable_mux(installed: Install) -> None:
+    """Updates killed at moments spread over an update's length (a half, a quarter, three
+    quarters, ...: tests/support/stress.py, ``Moments``) until three landed mid-run (at
+    most six runs); after each, mux runs at the old or new version and its link names a file."""
     # How long one update takes here, to spread the kills over its whole duration: the
     # median of three, so that one slow run on a loaded machine does not stretch them all.
-    durations = []
-    for wanted in ("0.2.0", "0.1.0", "0.2.0"):
-        started = time.monotonic()
-        result = installed.run("update", "--version", wanted, "--allow-downgrade")
-        assert result.returncode == 0, result.stderr
-        durations.append(time.monotonic() - started)
-    duration = sorted(durations)[1]
-    outcomes = {"0.1.0": 0, "0.2.0": 0}
+    durations = [
+        stress.timed(installed, "update", "--version", wanted, "--allow-downgrade")
+        for wanted in ("0.2.0", "0.1.0", "0.2.0")
+    ]
+    moments = stress.Moments(sorted(durations)[1] * 1.1)
     killed = 0
-    for run in range(50):
-        wanted = "0.1.0" if installed.active() == "0.2.0" else "0.2.0"
-        process = subprocess.Popen(
-            [str(installed.mux), "update", "--version", wanted, "--allow-downgrade"],
-            env=installed.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        try:
-            process.wait(timeout=rng.uniform(0, duration * 1.1))
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            killed += 1
-        version = installed.reported_version()["version"]
-        assert version in outcomes, f"run {run}: mux reports {version}"
-        outcomes[str(version)] += 1
-        target = Path(os.readlink(installed.mux))
-        assert target.is_file(), f"run {run}: the link points at {target}, which is gone"
-    assert killed >= 25, f"only {killed} of 50 runs were killed mid-way"
+    for run in range(MAX_KILL_RUNS):
+        delay = moments.next()
+        where = f"run {run} ({delay:.2f} s in)"
+        killed += moments.saw(stress.update_round(installed, delay, where)).landed
+        if killed >= KILLS:
+            break
+    assert killed >= KILLS, f"only {killed} of {MAX_KILL_RUNS} runs were killed mid-way"
     # The next run cleans up whatever the killed ones left (also when it has nothing to do).
     assert installed.run("update", "--version", "0.2.0", "--allow-downgrade").returncode == 0
     leftovers = [
