@@ -1,4 +1,4 @@
-"""The kill -9 loops of the tests at their full count: rounds run, kills landed mid-run, failures.
+"""The kill -9 loops and soaks of the tests at their full count: rounds, kills landed, failures.
 
 Run: uv run python bench/bench_stress.py [--only update,prune,...] [--rounds N]
 
@@ -17,7 +17,13 @@ count the suite used to run, every round the same function the test calls
   the switch; the kept version is untouched and the next run finishes by the delta
   (tests/test_delta_update.py);
 * auto-install (10 rounds): the child a server runs to install a release on its own, killed;
-  the next run finishes it (tests/test_auto_install.py).
+  the next run finishes it (tests/test_auto_install.py);
+* staged-in-a-row (10 rounds, no kill): a release published and staged after another, in
+  this process as ``mux update --stage`` runs it; the newest is the one staged copy on disk
+  (tests/test_background_staging.py).
+
+The restart loops' full counts are bench/bench_restart.py's (a thousand restarts into a
+healthy build; ``--squatter``: a hundred while another user tries to take the port).
 
 The moments are fractions of a measured run's length (a half, a quarter, three quarters, ...:
 ``stress.Moments``), so that the rounds spread over the whole run, deterministically. A broken
@@ -55,6 +61,7 @@ from tests.support.releases import (
 )
 from tests.support.servers import stop_servers_in
 from tests.support.standins import own_interpreter
+from updater.config import settings
 
 
 @dataclass
@@ -222,6 +229,33 @@ def auto_install_loop(tmp: Path, env: dict[str, str], rounds: int, tally: Tally)
             tally.count(moments.saw(stress.auto_install_round(mux, delay, f"run {run}")))
 
 
+def staged_in_a_row_loop(tmp: Path, env: dict[str, str], rounds: int, tally: Tally) -> None:
+    feed = make_feed(tmp / "f", versions=["0.1.0"])
+    with serve_directory(feed.path) as url:
+        mux = installed(tmp, env, url, "0.1.0", feed.keypair.public_key)
+        # This process stages, as the install child does: its user dirs are the sandbox's.
+        mine = ("HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "CI")
+        saved = {name: os.environ.get(name) for name in mine}
+        os.environ.update({name: env[name] for name in mine if name != "CI"})
+        os.environ.pop("CI", None)
+        try:
+            loaded = settings.load(
+                mux.env,
+                flags=settings.Requested(home=mux.home, trust_keys=[feed.keypair.public_key]),
+                development=True,
+            )
+            for n in range(2, rounds + 2):
+                stress.stage_the_next_release(mux, feed, loaded, f"0.{n}.0")
+                tally.rounds += 1
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        assert leftovers(mux) == [], leftovers(mux)
+
+
 LOOPS: dict[str, tuple[int, Callable[[Path, dict[str, str], int, Tally], None]]] = {
     "update": (50, update_loop),
     "staging": (30, staging_loop("staging")),
@@ -229,7 +263,10 @@ LOOPS: dict[str, tuple[int, Callable[[Path, dict[str, str], int, Tally], None]]]
     "prune": (20, prune_loop),
     "delta": (30, delta_loop),
     "auto-install": (10, auto_install_loop),
+    "staged-in-a-row": (10, staged_in_a_row_loop),
 }
+
+KILLING = ("update", "staging", "applying", "prune", "delta", "auto-install")
 
 
 def main() -> int:
@@ -259,15 +296,17 @@ def main() -> int:
         tally.seconds = time.monotonic() - started
         landed = sum(tally.landed.values())
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(tally.landed.items()) if k)
+        kills = f", {landed} kills landed mid-run" if name in KILLING else ""
         text = (
-            f"{tally.rounds} of {rounds} rounds, {landed} kills landed mid-run"
-            f"{f' ({kinds})' if kinds else ''}, {tally.seconds:.0f} s"
+            f"{tally.rounds} of {rounds} rounds{kills}{f' ({kinds})' if kinds else ''}, "
+            f"{tally.seconds:.0f} s"
         )
         print(f"{name:13} {text}; {tally.failure or 'no invariant broken'}", flush=True)
-        record(Measure(f"kill -9 loop: {name}", value=text, target="no invariant broken"))
+        what = "kill -9 loop" if name in KILLING else "soak"
+        record(Measure(f"{what}: {name}", value=text, target="no invariant broken"))
         if tally.failure:
             failed = True
-            record(Measure(f"kill -9 loop: {name}: broken", value=tally.failure[:200]))
+            record(Measure(f"{what}: {name}: broken", value=tally.failure[:200]))
     print(load_average())
     if not failed and not args.only and not args.rounds:
         write_results(__file__)  # only a whole run at the full count is recorded

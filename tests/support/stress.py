@@ -1,6 +1,7 @@
 """``kill -9`` loops, one round at a time: start a real mux process, kill it (and what it
-started) at a moment, check what must hold after. The tests run a few rounds of each;
-``bench/bench_stress.py`` runs many and reports them (docs/performance.md).
+started) at a moment, check what must hold after; and one soak's round (a release staged
+after another). The tests run a few rounds of each; ``bench/bench_stress.py`` runs many and
+reports them (docs/performance.md).
 
 The moments are fractions of a measured run's length from :func:`spread` (1/2, 1/4, 3/4,
 1/8, ...): deterministic, each round lands between the earlier ones, so three rounds already
@@ -25,6 +26,10 @@ from typing import Any
 
 from tests.support.installs import Install, leftovers, snapshot
 from tests.support.processes import run_mux
+from tests.support.releases import Feed, make_release
+from updater.commands.update import UpdateAction, run_update
+from updater.config.settings import Settings
+from updater.core.request import ReleaseRequest
 from updater.install.layout import Layout, read_record, verify_files
 
 
@@ -350,3 +355,19 @@ def auto_install_round(install: Install, delay: float, where: str) -> Kill:
     assert install.active() == "1.1.0" and real_version(install) == "1.1.0", where
     assert leftovers(install) == [], where
     return killed
+
+
+# -- releases in a row, each staged (tests/test_background_staging.py) ----------------------
+
+
+def stage_the_next_release(install: Install, feed: Feed, loaded: Settings, version: str) -> None:
+    """Publish ``version`` into ``feed`` and stage it (``mux update --stage``'s
+    :func:`run_update`, in this process, with ``loaded``): it is the one version on disk
+    beside the active 0.1.0 (the copy staged before it is gone), kept as staged."""
+    make_release(feed.path, version, protocol_version=1, keypair=feed.keypair)
+    result = run_update(ReleaseRequest.latest(), loaded, stage=True)
+    assert result.action is UpdateAction.STAGED and result.to_version == version
+    on_disk = sorted(p.name for p in (install.home / "versions").iterdir())
+    assert on_disk == sorted(["0.1.0", version]), on_disk
+    kinds = {k.version: k.kind for k in result.kept_versions}
+    assert kinds == {"0.1.0": "active", version: "staged"}, kinds
