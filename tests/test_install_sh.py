@@ -39,6 +39,7 @@ from tests.support.installsh import (
     serve_site,
     shell_argv,
     snapshot,
+    tmp_path,
 )
 from tests.support.releases import (
     Feed,
@@ -55,6 +56,8 @@ from updater.install.layout import files_list
 
 VERSIONS = ("0.1.0", "0.2.0", "0.3.0")
 LATEST = VERSIONS[-1]
+__all__ = ["tmp_path"]  # a fixture, imported for pytest
+
 TARGET = detect_target()
 ARCHIVE = f"mux-{TARGET}.tar.gz"
 

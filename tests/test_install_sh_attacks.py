@@ -34,6 +34,7 @@ from tests.support.installsh import (
     serve_site,
     shell_argv,
     snapshot,
+    tmp_path,
 )
 from tests.support.releases import (
     Feed,
@@ -47,6 +48,8 @@ from tests.support.releases import (
 from tests.support.users import holding, open_sandbox, traversable_folder
 from updater.config.targets import detect_target
 from updater.formats.minisign import PublicKey
+
+__all__ = ["tmp_path"]  # a fixture, imported for pytest
 
 TARGET = detect_target()
 ARCHIVE = f"mux-{TARGET}.tar.gz"

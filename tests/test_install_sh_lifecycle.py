@@ -21,6 +21,7 @@ from tests.support.installsh import (
     render_install_sh,
     run_install,
     script,
+    tmp_path,
 )
 from tests.support.processes import feed_verb
 from tests.support.releases import Feed, make_feed, serve_directory
@@ -28,7 +29,7 @@ from tests.support.tuf import make_tuf_feed
 from updater.formats.models import FEED_INDEX_NAME
 from updater.formats.trusted_comments import FEED_SIGNATURE_NAME
 
-__all__ = ["env", "feed_url", "policy_path", "script"]  # fixtures, imported for pytest
+__all__ = ["env", "feed_url", "policy_path", "script", "tmp_path"]  # fixtures, imported for pytest
 
 SHELLS = ("dash", "bash", "busybox")
 needs_root = pytest.mark.skipif(

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from packaging.version import InvalidVersion, Version
 
-from tests.support.installsh import call, library
+from tests.support.installsh import call, library, tmp_path
 
-__all__ = ["library"]  # a fixture, imported for pytest
+__all__ = ["library", "tmp_path"]  # fixtures, imported for pytest
 
 # What a release tag may look like (updater.formats.models._TAG_RE, install.sh's is_version).
 TAG_FORM = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:[-.+]?[0-9A-Za-z.]+)?")

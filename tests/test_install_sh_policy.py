@@ -32,12 +32,20 @@ from tests.support.installsh import (
     run_install,
     script,
     snapshot,
+    tmp_path,
 )
 from tests.support.processes import run_mux
 from tests.support.releases import Feed, make_feed, make_keypair, serve_directory, sign_index
 from updater.config.policy import parse_policy
 
-__all__ = ["env", "feed_url", "library", "policy_path", "script"]  # fixtures, imported for pytest
+__all__ = [
+    "env",
+    "feed_url",
+    "library",
+    "policy_path",
+    "script",
+    "tmp_path",
+]  # fixtures, imported for pytest
 
 needs_root = pytest.mark.skipif(
     os.geteuid() != 0, reason="only root can make the root-owned policy install.sh requires"

@@ -28,6 +28,10 @@ Typical use::
   log, and a loopback proxy that records requests, forwards plain http to loopback and
   tunnels every ``CONNECT`` to one address (so ``https://mirror.test`` reaches a local server
   under a name that is not loopback).
+* The fixture :func:`tmp_path` (imported by the install.sh test modules) puts each test's
+  temporary folder, so the HOME install.sh installs into, on a RAM file system where there
+  is one: the files a run makes (some 300 unpacked, and its pipes and scratch files) cost
+  less kernel time there than on a journalled disk.
 * The fixtures :func:`feed_url`, :func:`policy_path`, :func:`script` and :func:`env` run the
   ``feed`` fixture of the test module that imports them through a rendered install.sh whose
   machine policy lives under the test's temporary root; :func:`library` and :func:`call`
@@ -36,6 +40,7 @@ Typical use::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import select
@@ -43,6 +48,7 @@ import shutil
 import socket
 import stat
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -689,6 +695,56 @@ def serve_proxy(proxy: Proxy) -> Iterator[Proxy]:
     with serving(_proxy_handler(proxy)) as server:
         proxy.url = url_of(server)
         yield proxy
+
+
+# A RAM file system for the tests' folders: Linux's /dev/shm (when it allows running
+# programs: install.sh runs the build it unpacked).
+RAM_DIR = Path("/dev/shm")
+
+
+def ram_dir() -> Path | None:
+    """RAM_DIR when this machine has it writable and executable, else None."""
+    try:
+        flags = os.statvfs(RAM_DIR).f_flag
+    except OSError:
+        return None
+    if flags & (os.ST_NOEXEC | os.ST_RDONLY) or not os.access(RAM_DIR, os.W_OK | os.X_OK):
+        return None
+    return RAM_DIR
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Iterator[Path]:
+    """pytest's tmp_path, or (where there is one) a fresh folder on a RAM file system,
+    removed after the test; every fixture of the test (sandbox_env's HOME too) uses it.
+
+    install.sh's behaviour does not depend on the file system; its cost does: a fresh
+    install and a second run cost about 8% less CPU on tmpfs than on ext4 here."""
+    ram = ram_dir()
+    if ram is None:
+        yield tmp_path
+        return
+    path = Path(tempfile.mkdtemp(prefix="mux-installsh-", dir=ram))
+    try:
+        yield path
+    finally:
+        _remove_tree(path)
+
+
+def _remove_tree(path: Path) -> None:
+    """rm -rf, even through the read-only folders a test left: pytest does not clean this
+    folder, and what stays in it holds memory."""
+
+    def writable_then_retry(function: Any, name: str, _: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), 0o700)
+            if not os.path.islink(name) and os.path.isdir(name):
+                os.chmod(name, 0o700)
+            function(name)
+
+    shutil.rmtree(path, onerror=writable_then_retry)
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
