@@ -187,8 +187,9 @@ class Prunes:
                 for i in range(1000):
                     (junk / f"extra-{i}").write_bytes(b"x")
 
-    def trash_seen(self) -> bool:
-        return any(p.name.startswith(".trash-") for p in self.versions.iterdir())
+    def trash(self) -> set[str]:
+        """The versions renamed to trash so far (and left there by a killed prune)."""
+        return {p.name for p in self.versions.iterdir() if p.name.startswith(".trash-")}
 
     def timed(self) -> float:
         """Seconds of one whole prune of the junk."""
@@ -196,23 +197,28 @@ class Prunes:
         return timed(self.install, "update", "--prune")
 
     def round(self, delay: float, *, while_deleting: bool, where: str) -> tuple[Kill, bool]:
-        """One prune killed ``delay`` seconds after its start (``while_deleting``: after a
-        version was renamed to trash, that is while deleting), then: a runnable mux, and
-        the server's version whole and serving. The kill, and whether it landed while
-        deleting."""
+        """One prune killed ``delay`` seconds after its start (``while_deleting``: after it
+        renamed a version to trash, that is while deleting), then: a runnable mux, and the
+        server's version whole and serving. The kill, and whether it landed while deleting
+        (a trash folder of its own there: one a killed prune left is not)."""
         self.add_junk()
+        left = self.trash()  # by a prune killed before: not this one's deleting
+
+        def deleting() -> bool:
+            return bool(self.trash() - left)
+
         process = start([str(self.install.mux), "update", "--prune"], self.install.env)
         if while_deleting:
             deadline = time.monotonic() + 30
-            while process.poll() is None and not self.trash_seen() and time.monotonic() < deadline:
+            while process.poll() is None and not deleting() and time.monotonic() < deadline:
                 time.sleep(0.001)
         counted_from = time.monotonic()
-        deleting = False
+        was_deleting = False
         try:
             process.wait(timeout=delay)
             killed = Kill(False, time.monotonic() - counted_from)
         except subprocess.TimeoutExpired:
-            deleting = self.trash_seen()
+            was_deleting = deleting()
             kill(process)
             killed = Kill(True, delay)
         assert real_version(self.install) == "1.2.0", where
@@ -222,7 +228,7 @@ class Prunes:
         assert "Traceback" not in status.stderr, where
         servers = {s["address"]: s for s in json.loads(status.stdout)["servers"]}
         assert servers[self.address]["pid"] == self.pid, where
-        return killed, deleting
+        return killed, was_deleting
 
 
 # -- an update by a delta (tests/test_delta_update.py) --------------------------------------
