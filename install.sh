@@ -205,7 +205,8 @@ is_version() {
 }
 
 is_sha256() {
-    printf '%s\n' "$1" | grep -Eq '^[0-9a-f]{64}$'
+    [ "${#1}" = 64 ] || return 1
+    case $1 in *[!0123456789abcdef]*) return 1 ;; esac
 }
 
 # A decimal integer of at most 1000 digits (mux's rule, docs/contracts.md): far beyond any
@@ -304,7 +305,9 @@ comment_value() {
 
 
 file_size() {
-    fs_size=$(wc -c <"$1" 2>/dev/null | tr -d ' ') || fs_size=
+    fs_size=$(wc -c <"$1" 2>/dev/null) || fs_size=
+    # (BSD wc pads the number with spaces; GNU and BusyBox wc do not, and need no tr.)
+    case $fs_size in *' '*) fs_size=$(printf '%s' "$fs_size" | tr -d ' ') ;; esac
     is_decimal "$fs_size" || return 1
     printf '%s' "$fs_size"
 }
@@ -391,7 +394,10 @@ is_prerelease() {
 url_authority() {
     ua_rest=${1#*://}
     ua_rest=${ua_rest%%[/?#]*}
-    printf '%s' "$ua_rest" | tr 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' 'abcdefghijklmnopqrstuvwxyz'
+    case $ua_rest in
+        *[ABCDEFGHIJKLMNOPQRSTUVWXYZ]*) printf '%s' "$ua_rest" | tr 'ABCDEFGHIJKLMNOPQRSTUVWXYZ' 'abcdefghijklmnopqrstuvwxyz' ;;
+        *) printf '%s' "$ua_rest" ;;
+    esac
 }
 
 # The host of a URL without brackets, lower-cased (for matching NO_PROXY).
@@ -732,7 +738,7 @@ openssl_to_sums() {
 sha256_of() {
     sha256_of_line=$(hash_files "$1") || return 1
     sha256_of_hex=${sha256_of_line%% *}
-    sha256_of_hex=$(printf '%s' "$sha256_of_hex" | tr 'A-F' 'a-f')
+    case $sha256_of_hex in *[ABCDEF]*) sha256_of_hex=$(printf '%s' "$sha256_of_hex" | tr 'A-F' 'a-f') ;; esac
     is_sha256 "$sha256_of_hex" || return 1
     printf '%s' "$sha256_of_hex"
 }
@@ -858,6 +864,12 @@ resolve_location() {
     esac
 }
 
+# remove_path PATH: rm -f PATH, without starting rm when nothing is there (the usual case
+# for a download's reason file, and for its pipe but after a retry).
+remove_path() {
+    if [ -e "$1" ] || [ -L "$1" ]; then rm -f "$1"; fi
+}
+
 # A download tool runs in the background and is waited for, so that when a background
 # download is cancelled (TERM, see download_start) the trap can stop the tool: a shell
 # runs its traps only after a foreground command ends, but `wait` is interrupted.
@@ -868,7 +880,7 @@ resolve_location() {
 # pid put in tool_pid); capture_end FILE LIMIT waits for both and fails with status 99
 # ("too large", never retried) when more than LIMIT bytes came.
 capture_start() {
-    rm -f "$1.fifo"
+    remove_path "$1.fifo"
     mkfifo "$1.fifo" || {
         printf 'could not create a pipe in %s\n' "${1%/*}" >&2
         return 1
@@ -1133,7 +1145,7 @@ download_start() {
         return 0
     }
     verbose "GET $dl_url"
-    rm -f "$dl_out.why"
+    remove_path "$dl_out.why"
     fetch_hops "$dl_url" "$dl_out" "$3" "${5:-1}" </dev/null >/dev/null 2>"$dl_out.err" 9>&- &
     dl_pid=$!
     watchdog "$dl_pid" "$dl_out" "$4" </dev/null >/dev/null 2>&1 9>&- &

@@ -6,6 +6,7 @@ choice of the newest stable release against mux's, and the JSON flattener agains
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -293,3 +294,82 @@ def test_trusted_comment_values(library: Path, comment: str, key: str, value: st
         assert shown.returncode != 0
     else:
         assert shown.returncode == 0 and shown.stdout == f"{value}\n"
+
+
+# -- small helpers that start no process in the usual case ----------------------------------
+
+HEX = "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [
+        (HEX, True),
+        (HEX.upper(), False),  # sha256_of lower-cases first
+        (HEX[:-1], False),
+        (HEX + "0", False),
+        (HEX[:-1] + "g", False),
+        (HEX[:-1] + " ", False),
+        (f"{HEX}\n{HEX}", False),
+        (f"{HEX}\nx", False),  # grep once took any line that was a digest
+        ("", False),
+    ],
+)
+def test_is_sha256_takes_exactly_64_lower_case_hex_digits(
+    library: Path, value: str, valid: bool
+) -> None:
+    assert (call(library, 'is_sha256 "$1"', "", value).returncode == 0) is valid
+
+
+@pytest.mark.parametrize(
+    ("url", "authority"),
+    [
+        ("https://Example.COM:8443/path?q=A#F", "example.com:8443"),
+        ("https://example.com/Path", "example.com"),
+        ("http://user:PW@127.0.0.1:80", "user:pw@127.0.0.1:80"),
+        ("https://[::1]:443/", "[::1]:443"),
+        ("https://xn--caf-dma.example/É", "xn--caf-dma.example"),
+    ],
+)
+def test_url_authority_is_lower_cased(library: Path, url: str, authority: str) -> None:
+    shown = call(library, 'url_authority "$1"', "", url)
+    assert (shown.returncode, shown.stdout) == (0, authority)
+
+
+def test_file_size_reads_padded_and_bare_counts(library: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.write_bytes(b"x" * 1234)
+    assert call(library, 'file_size "$1"', "", str(data)).stdout == "1234"
+    padded = tmp_path / "bin"
+    padded.mkdir()
+    (padded / "wc").write_text("#!/bin/sh\nprintf '    1234\\n'\n")  # BSD wc's padding
+    (padded / "wc").chmod(0o755)
+    shown = call(library, f'PATH={padded}:$PATH; file_size "$1"', "", str(data))
+    assert (shown.returncode, shown.stdout) == (0, "1234")
+    assert call(library, 'file_size "$1"', "", str(tmp_path / "missing")).returncode != 0
+
+
+def test_sha256_of_lower_cases_what_the_hash_tool_prints(library: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.write_bytes(b"mux")
+    digest = hashlib.sha256(b"mux").hexdigest()
+    shown = call(library, 'hasher=sha256sum; sha256_of "$1"', "", str(data))
+    assert (shown.returncode, shown.stdout) == (0, digest)
+    upper = tmp_path / "bin"
+    upper.mkdir()
+    (upper / "sha256sum").write_text(f"#!/bin/sh\nprintf '%s  %s\\n' {digest.upper()} \"$2\"\n")
+    (upper / "sha256sum").chmod(0o755)
+    shown = call(library, f'PATH={upper}:$PATH; hasher=sha256sum; sha256_of "$1"', "", str(data))
+    assert (shown.returncode, shown.stdout) == (0, digest)
+
+
+def test_remove_path_removes_files_and_links_and_is_quiet_about_nothing(
+    library: Path, tmp_path: Path
+) -> None:
+    file, dangling, nothing = tmp_path / "file", tmp_path / "dangling", tmp_path / "nothing"
+    file.write_text("x")
+    dangling.symlink_to(tmp_path / "gone")
+    for path in (file, dangling, nothing):
+        shown = call(library, 'remove_path "$1"', "", str(path))
+        assert (shown.returncode, shown.stderr) == (0, "")
+        assert not path.exists() and not path.is_symlink()
