@@ -1,7 +1,8 @@
 """An installed stand-in build run in the test's process (``Install.run``, through
 :func:`tests.support.inprocess.run_installed`) answers as the same build run as a real process:
 the same exit codes, the same JSON (but for times), the same files on disk; it leaves this
-process the development build it was; and where it cannot stand for the process (a build
+process the development build it was; the servers it starts are processes of the installed
+build; and where it cannot stand for the process (a build
 that is not an unmodified stand-in of this checkout, a call that needs a process) a real
 process runs."""
 
@@ -73,6 +74,14 @@ def normalised(value: object, root: Path) -> object:
     return value
 
 
+def answer(stdout: str, root: Path) -> object:
+    """What a command printed: its JSON document normalised, or its text with ``<root>``."""
+    try:
+        return normalised(json.loads(stdout), root)
+    except ValueError:
+        return stdout.replace(str(root), "<root>")
+
+
 def files_of(install: Install, root: Path) -> dict[str, object]:
     """Every path of the install (MUX_HOME and its bin dir) below ``root``, with what it
     holds: a link's target, a JSON file's document (normalised), another file's digest."""
@@ -94,8 +103,13 @@ def files_of(install: Install, root: Path) -> dict[str, object]:
     return found
 
 
+# Each exit code and one-line error kind once: the real process's are its own, the rest of the
+# suite's runs of an installed build are mostly in-process.
 COMMANDS = [
     ("version", "--json"),
+    ("update", "--no-such-flag"),  # a usage error: 2
+    ("update", "--version", "9.9.9", "--json"),  # no such release: 1, one line
+    ("update", "--version", "9.9.9"),
     ("update", "--check", "--json"),
     ("status", "--json"),
     ("update", "--json"),
@@ -123,11 +137,11 @@ def test_in_process_and_real_process_answer_alike(
             theirs.returncode,
             theirs.stderr.replace(str(there_root), "<root>"),
         ), command
-        assert normalised(json.loads(ours.stdout), here_root) == normalised(
-            json.loads(theirs.stdout), there_root
-        ), command
+        assert answer(ours.stdout, here_root) == answer(theirs.stdout, there_root), command
         assert files_of(here, here_root) == files_of(there, there_root), command
     assert here.active() == there.active() == "0.1.0"  # updated, then rolled back
+    codes = [here.run(*command, process=False).returncode for command in COMMANDS[:4]]
+    assert codes == [0, 2, 1, 1]
 
 
 def test_the_in_process_run_leaves_this_process_as_it_was(
@@ -210,3 +224,19 @@ def spy_on_processes(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
     monkeypatch.setattr(installs, "run_mux", run_mux)
     return started
+
+
+def test_a_server_started_in_process_is_a_process_of_the_versioned_build(
+    tmp_path: Path, sandbox_env: dict[str, str], feed: Feed, served: str
+) -> None:
+    install = install_in(tmp_path, sandbox_env, feed, served)
+    started = install.run("server", "start", "--name", "s", process=False)
+    assert started.returncode == 0, started.stderr
+    status = install.run("server", "status", "--name", "s", "--json", process=False)
+    assert status.returncode == 0, status.stderr
+    [server] = json.loads(status.stdout)["servers"]
+    assert server["state"] == "live" and server["version"] == "0.1.0", server
+    assert server["pid"] != os.getpid()  # a process of its own, started by the versioned launcher
+    assert server["executable"] == os.path.realpath(install.mux)
+    stopped = install.run("server", "stop", "--name", "s", process=False)
+    assert stopped.returncode == 0, stopped.stderr

@@ -31,7 +31,7 @@ class Install:
         return self.bin_dir / "mux"
 
     def run(
-        self, *args: str, timeout: float = 120, process: bool = True, **kwargs
+        self, *args: str, timeout: float = 120, process: bool = False, **kwargs
     ) -> subprocess.CompletedProcess[str]:
         """``<bin>/mux ARGS``: in this process as that build (:func:`run_installed`) unless
         ``process`` asks for a real one, or the call needs one (``cwd``, ``preexec_fn``), or
