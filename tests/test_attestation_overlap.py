@@ -226,9 +226,9 @@ def test_mux_update_fetches_the_bundle_while_the_archive_downloads(feed: Path, i
     assert install.active() == "0.2.0"
 
 
-def _refused(install: Install, layer: str, text: str) -> None:
+def _refused(install: Install, layer: str, text: str, *, process: bool = False) -> None:
     before = snapshot(install.home, install.bin_dir)
-    result = install.run("update")
+    result = install.run("update", process=process)
     assert result.returncode == 3, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith(f"mux: error: verification failed ({layer}): "), result.stderr
@@ -276,7 +276,9 @@ def test_an_archive_that_is_not_the_signed_one_fails_its_digest_while_attested(
     with serve_directory(feed) as url:
         install = installed(url)
         flip_byte(feed / "v0.2.0" / ARCHIVE, 1000)
-        _refused(install, "digest", ARCHIVE)
+        # A real process: a verification failure's exit code (3) and one line as a shell
+        # sees them (the other cases run in this process).
+        _refused(install, "digest", ARCHIVE, process=True)
 
 
 class BrokenBundleSource(FeedSource):

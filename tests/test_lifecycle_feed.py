@@ -215,7 +215,8 @@ def test_a_withdrawal_with_nowhere_to_go_is_its_own_exit_code(tmp_path: Path, sa
         verb(feed, "withdraw", "--tag", "v0.1.0", "--reason", "broken")
         result, doc = check(install)
         assert result.returncode == EXIT_WITHDRAWN and doc["install_command"] is None
-        stuck = install.run("update")
+        # A real process: the withdrawal's exit code (11) and its lines as a shell sees them.
+        stuck = install.run("update", process=True)
         assert stuck.returncode == EXIT_WITHDRAWN, stuck.stdout + stuck.stderr
         assert len(stuck.stderr.strip().splitlines()) <= 2 and "Traceback" not in stuck.stderr
         assert install.active() == "0.1.0"

@@ -514,7 +514,8 @@ def test_a_release_build_reads_its_baked_path_and_ignores_the_variable(
     write_policy(root_policy, 'updates = "disabled"\n')
     os.chmod(root_policy.parent, 0o755)
     permissive = write_policy(tmp_path / "mine.toml", 'updates = "enabled"\n')
-    result = policed.run("update", "--check")
+    # A real process: the policy's exit code (4) and one line as a shell sees them.
+    result = policed.run("update", "--check", process=True)
     if os.geteuid() != 0:  # the baked path is owned by this user, not root: refused too
         line = one_policy_line(result)
         assert f"is owned by uid {os.geteuid()}, not by root" in line
