@@ -124,12 +124,9 @@ def check(
 
 
 def update(install: Install, source: str, *args: str, env: dict[str, str] | None = None):
-    """The installed mux's ``update`` from ``source``."""
-    return run_mux(
-        ["update", "--source", source, *args],
-        env or install.env,
-        timeout=120,
-        executable=[str(install.mux)],
+    """The installed mux's ``update`` from ``source`` (in this process: Install.run)."""
+    return Install(install.home, install.bin_dir, env or install.env).run(
+        "update", "--source", source, *args
     )
 
 
@@ -239,11 +236,7 @@ def test_an_older_signed_release_is_a_downgrade(
         assert "--version 0.2.0 --allow-downgrade" in error
     assert on_disk(env, install) == before
     # The check offers nothing older than what is installed.
-    up_to_date = run_mux(
-        ["update", "--check", "--json", "--source", served.url],
-        install.env,
-        executable=[str(install.mux)],
-    )
+    up_to_date = install.run("update", "--check", "--json", "--source", served.url)
     assert up_to_date.returncode == 0, up_to_date.stderr
     assert json.loads(up_to_date.stdout)["update_available"] is False
 
@@ -482,11 +475,7 @@ def test_a_mislabelled_pre_release_is_never_offered_and_list_order_does_not_matt
     # Every flag says "stable", and the pre-release and an old release come first.
     assert json.loads((root / "releases.json").read_text())["releases"][0]["tag"] == "v0.1.0"
     sign_index(root, feed.keypair, seq=10)
-    offered = run_mux(
-        ["update", "--check", "--json", "--source", served.url],
-        installed.env,
-        executable=[str(installed.mux)],
-    )
+    offered = installed.run("update", "--check", "--json", "--source", served.url)
     assert offered.returncode == 10, offered.stderr
     assert json.loads(offered.stdout)["latest"]["version"] == STABLE
     result = update(installed, served.url)

@@ -653,7 +653,7 @@ def test_malformed_settings_are_one_line_usage_errors(
 ) -> None:
     before = snapshot(installed.home, installed.bin_dir)
     for args in (["update"], ["update", "--check"]):
-        result = run_mux(args, {**installed.env, **env}, executable=[str(installed.mux)])
+        result = Install(installed.home, installed.bin_dir, {**installed.env, **env}).run(*args)
         assert result.returncode == 2, (args, result.stderr)
         assert text in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert snapshot(installed.home, installed.bin_dir) == before
