@@ -138,8 +138,18 @@ die() {
 # Messages carry values from the network (versions, tags, URLs, a server's error text),
 # which may hold terminal control sequences. Every message is shown with its control
 # characters (C0, DEL, and C1 as UTF-8) written as \xNN, so no ESC byte reaches the
-# terminal, and cut at 2000 bytes.
+# terminal, and cut at 2000 bytes. A message of fewer than 2000 letters, digits, spaces and
+# /.,:=_+@%- (most of them) has nothing to escape or cut: shown as it is, without an awk.
 printable() {
+    case $1 in
+        *[!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789\ /.,:=_+@%-]*) ;;
+        *)
+            if [ "${#1}" -lt 2000 ]; then
+                printf '%s' "$1"
+                return 0
+            fi
+            ;;
+    esac
     printf '%s\n' "$1" | LC_ALL=C awk '
         BEGIN { for (i = 1; i < 256; i++) code[sprintf("%c", i)] = i; left = 2000 }
         left > 0 {

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from packaging.version import InvalidVersion, Version
 
-from tests.support.installsh import call, library, tmp_path
+from tests.support.installsh import SHELLS, call, library, shell_argv, tmp_path
 
 __all__ = ["library", "tmp_path"]  # fixtures, imported for pytest
 
@@ -373,3 +373,41 @@ def test_remove_path_removes_files_and_links_and_is_quiet_about_nothing(
         shown = call(library, 'remove_path "$1"', "", str(path))
         assert (shown.returncode, shown.stderr) == (0, "")
         assert not path.exists() and not path.is_symlink()
+
+
+# What printable shows: plain text as it is (without an awk), anything else through the awk
+# (escaped, cut at 2000 bytes). The same in every shell install.sh runs under.
+_SHOWN = [
+    ("mux 0.3.0 is already installed in /home/a_b/.local/bin (x=1, 50%)", None),
+    ("https://user@example.com:8443/v0.3.0/mux-x86_64.tar.gz", None),
+    ("--allow-downgrade +local", None),
+    ("", None),
+    ("a" * 1999, None),
+    ("a" * 2000, "a" * 2000 + "..."),  # the awk's cut, as before
+    ("b" * 2500, "b" * 2000 + "..."),
+    ("red\x1b[31m", "red\\x1b[31m"),
+    ("tab\there", "tab\\x09here"),
+    ("two\nlines", "two\\x0alines"),
+    ("del\x7f", "del\\x7f"),
+    ("c1 \u009b2K", "c1 \\xc2\\x9b2K"),
+    ("café ✓", "café ✓"),
+    ('quote\'s "and" (parens) [brackets] ! ^ ~ * ? # & ; | < > $ ` \\', None),
+]
+
+
+@pytest.mark.parametrize("shell", [s for s in SHELLS if s != "sh"])
+def test_printable_shows_plain_text_as_it_is_and_escapes_the_rest_in_every_shell(
+    library: Path, shell: str
+) -> None:
+    import subprocess
+
+    for text, expected in _SHOWN:
+        shown = subprocess.run(
+            [*shell_argv(shell), "-c", '. "$0"; printable "$1"', str(library), text],
+            capture_output=True,
+            timeout=60,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},  # (yash drops undecodable words)
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.decode() == (text if expected is None else expected), (shell, text)
