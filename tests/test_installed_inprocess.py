@@ -22,6 +22,7 @@ import pytest
 from tests.support import inprocess, installs
 from tests.support.installs import Install, bootstrap
 from tests.support.releases import Feed, make_feed, serve_directory
+from tests.support.standins import INTERPRETER, own_interpreter
 from updater.config import buildfolder, buildinfo
 from updater.install import inuse
 
@@ -240,3 +241,25 @@ def test_a_server_started_in_process_is_a_process_of_the_versioned_build(
     assert server["executable"] == os.path.realpath(install.mux)
     stopped = install.run("server", "stop", "--name", "s", process=False)
     assert stopped.returncode == 0, stopped.stderr
+
+
+def test_a_build_with_its_own_interpreter_runs_in_process_and_its_servers_run_that_copy(
+    tmp_path: Path, sandbox_env: dict[str, str], monkeypatch
+) -> None:
+    """tests.support.standins.own_interpreter only changes which interpreter the launcher
+    runs: the code is this checkout's, so a command runs in this process, and what the build
+    starts (a server) is a process of the copy inside the version folder."""
+    feed = make_feed(tmp_path / "f", versions=["0.1.0"], post_build=own_interpreter)
+    with serve_directory(feed.path) as url:
+        install = install_in(tmp_path, sandbox_env, feed, url)
+    processes = spy_on_processes(monkeypatch)
+    folder = inprocess.unmodified_standin(install.mux)
+    assert folder is not None and (folder / INTERPRETER).is_file()
+    started = install.run("server", "start", "--name", "own", process=False)
+    assert started.returncode == 0, started.stderr
+    status = install.run("server", "status", "--name", "own", "--json", process=False)
+    [server] = json.loads(status.stdout)["servers"]
+    assert server["state"] == "live" and server["pid"] != os.getpid(), server
+    assert os.readlink(f"/proc/{server['pid']}/exe") == str(folder / INTERPRETER)
+    assert install.run("server", "stop", "--name", "own", process=False).returncode == 0
+    assert processes == []  # every command in this process

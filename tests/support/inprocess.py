@@ -38,6 +38,7 @@ from pathlib import Path
 from release.build.standin import ENTRY_NAME, ENTRY_POINT, launcher_text
 from release.build.steps import PACKAGE_DIR
 from release.cli import run as release_run
+from tests.support.standins import INTERPRETER, own_interpreter_launcher
 from updater import __main__ as entry
 from updater.cli.app import run
 from updater.config import buildfolder, buildinfo
@@ -200,10 +201,16 @@ def unmodified_standin(mux: Path) -> Path | None:
     which Python checks against them by hash). None otherwise."""
     folder = Path(os.path.realpath(mux)).parent
     try:
-        if (folder / "mux").read_text(encoding="utf-8") != launcher_text(sys.executable):
+        launcher = (folder / "mux").read_text(encoding="utf-8")
+        # A build with its own copy of the interpreter (tests.support.standins) runs the same
+        # code: in this process, only the programs it starts (servers, its smoke test) need
+        # that copy, and they are processes of its launcher either way.
+        own = launcher == own_interpreter_launcher(launcher_text(sys.executable))
+        if launcher != launcher_text(sys.executable) and not own:
             return None
         lib = folder / "lib"
-        if sorted(os.listdir(lib)) != sorted([ENTRY_NAME, "updater"]):
+        expected = [ENTRY_NAME, "updater", *([INTERPRETER.parts[1]] if own else [])]
+        if sorted(os.listdir(lib)) != sorted(expected):
             return None
         if (lib / ENTRY_NAME).read_text(encoding="utf-8") != ENTRY_POINT:
             return None

@@ -45,12 +45,18 @@ def own_interpreter(build_folder: Path) -> None:
         sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8"
     )
     launcher = build_folder / "mux"
-    text = launcher.read_text(encoding="utf-8")
+    text = own_interpreter_launcher(launcher.read_text(encoding="utf-8"))
+    launcher.write_text(text, encoding="utf-8")
+    _relist(build_folder, "the test's Python interpreter (tests.support.standins)")
+
+
+def own_interpreter_launcher(text: str) -> str:
+    """A stand-in launcher's text, running the build's own interpreter instead of the
+    test's (what :func:`own_interpreter` writes)."""
     quoted = f"exec {shlex.quote(sys.executable)} "
     if quoted not in text:
         raise AssertionError(f"the stand-in launcher changed; cannot find {quoted!r} in it")
-    launcher.write_text(text.replace(quoted, f'exec "$here/{INTERPRETER}" '), encoding="utf-8")
-    _relist(build_folder, "the test's Python interpreter (tests.support.standins)")
+    return text.replace(quoted, f'exec "$here/{INTERPRETER}" ')
 
 
 def add_file(build_folder: Path, relative: str, data: bytes) -> None:
