@@ -72,11 +72,11 @@ def sandbox_env(tmp_path: Path) -> Iterator[dict[str, str]]:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker more than the machine has cores. A third of the suite's wall
-    is spent waiting (a server's schedule, a deadline, a heartbeat, a shell's download), and
-    a third worker fills it: measured on 2 cores, 558 s with 3 workers against 603 s with 2
-    (work stealing, below, in both)."""
-    return (os.cpu_count() or 1) + 1
+    """``-n auto``: two workers per core. Much of the suite's wall is waiting (a server's
+    schedule, a deadline, a heartbeat, a shell's download), which other workers fill:
+    measured on 2 cores in fresh clones, 603 s with 2 workers, 558 s with 3 (at 6c208c6);
+    405 s with 3 and 386 s with 4 (at 6741f6f), work stealing (below) in each."""
+    return 2 * (os.cpu_count() or 1)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
