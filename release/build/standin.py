@@ -55,7 +55,7 @@ def _copy_updater_package(destination: Path) -> None:
     sources = _source_fingerprint()
     compiled = _COMPILED.get(sources)
     if compiled is None or not compiled.is_dir():
-        compiled = Path(_compiled_cache_root(), str(len(_COMPILED)), "updater")
+        compiled = Path(tempfile.mkdtemp(dir=_compiled_cache_root()), "updater")
         _compile_package_copy(compiled)
         _COMPILED[sources] = compiled
     shutil.copytree(compiled, destination)

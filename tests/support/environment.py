@@ -4,7 +4,9 @@ install.sh does in a test; every test's environment starts from the sandbox with
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 
 STEERING = (
     # where releases come from, with which trust, into which install
@@ -65,3 +67,22 @@ STEERING = (
 def scrubbed(environ: Mapping[str, str]) -> dict[str, str]:
     """``environ`` without the variables of :data:`STEERING`."""
     return {k: v for k, v in environ.items() if k not in STEERING}
+
+
+# A RAM file system for the tests' folders: Linux's /dev/shm (when it allows running programs:
+# install.sh and mux run the builds they unpacked).
+RAM_DIR = Path("/dev/shm")
+# Room the whole suite's folders need at once (2 to 3 GiB), with a margin: a container's small
+# /dev/shm (64 MiB by default) is not used.
+RAM_DIR_ROOM = 8 << 30
+
+
+def ram_dir() -> Path | None:
+    """RAM_DIR when this machine has it writable, executable and with RAM_DIR_ROOM free."""
+    try:
+        status = os.statvfs(RAM_DIR)
+    except OSError:
+        return None
+    if status.f_flag & (os.ST_NOEXEC | os.ST_RDONLY) or not os.access(RAM_DIR, os.W_OK | os.X_OK):
+        return None
+    return RAM_DIR if status.f_bavail * status.f_frsize >= RAM_DIR_ROOM else None

@@ -62,6 +62,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from release.rehearsal.serve import serving, url_of
+from tests.support.environment import ram_dir
 from tests.support.releases import Feed, serve_directory
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -695,22 +696,6 @@ def serve_proxy(proxy: Proxy) -> Iterator[Proxy]:
     with serving(_proxy_handler(proxy)) as server:
         proxy.url = url_of(server)
         yield proxy
-
-
-# A RAM file system for the tests' folders: Linux's /dev/shm (when it allows running
-# programs: install.sh runs the build it unpacked).
-RAM_DIR = Path("/dev/shm")
-
-
-def ram_dir() -> Path | None:
-    """RAM_DIR when this machine has it writable and executable, else None."""
-    try:
-        flags = os.statvfs(RAM_DIR).f_flag
-    except OSError:
-        return None
-    if flags & (os.ST_NOEXEC | os.ST_RDONLY) or not os.access(RAM_DIR, os.W_OK | os.X_OK):
-        return None
-    return RAM_DIR
 
 
 @pytest.fixture
