@@ -581,8 +581,10 @@ def test_a_socket_folder_others_can_write_is_refused(other_users, mode):
         subprocess.run(["rm", "-rf", str(base)], check=False)
 
 
-def test_a_link_or_a_hard_link_where_a_server_writes_is_never_followed(mux_runtime_dir, tmp_path):
-    precious = tmp_path / "precious.txt"
+def test_a_link_or_a_hard_link_where_a_server_writes_is_never_followed(mux_runtime_dir):
+    # Beside the runtime dir, on its file system: a hard link cannot cross to another one
+    # (tmp_path may be on a RAM file system, tests/conftest.py).
+    precious = mux_runtime_dir.parent / "precious.txt"
     precious.write_text("precious\n")
     (mux_runtime_dir / "linked.log").symlink_to(precious)
     os.link(precious, mux_runtime_dir / "hard.log")
