@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -49,8 +48,7 @@ from pathlib import Path
 from _common import Measure, load_average, record, write_results
 
 from release.publish.delta import write_deltas
-from tests.support import stress
-from tests.support.environment import scrubbed
+from tests.support import environment, stress
 from tests.support.installs import Install, bootstrap, keep_pristine, leftovers, snapshot
 from tests.support.releases import (
     default_keypair,
@@ -59,7 +57,6 @@ from tests.support.releases import (
     serve_directory,
     sign_release_dir,
 )
-from tests.support.servers import stop_servers_in
 from tests.support.standins import own_interpreter
 from updater.config import settings
 
@@ -82,36 +79,11 @@ class Tally:
 
 @contextmanager
 def sandbox(tmp: Path) -> Iterator[dict[str, str]]:
-    """The environment the tests' mux processes get (tests/conftest.py, ``sandbox_env``):
-    HOME and XDG dirs under ``tmp``, a short runtime dir whose servers are stopped after."""
-    home = tmp / "home"
-    runtime = Path(tempfile.mkdtemp(prefix="mux-run-", dir="/tmp"))
-    runtime.chmod(0o700)
-    env = scrubbed(os.environ)
-    env.pop("PYTHONPATH", None)
-    dirs = {
-        "HOME": home,
-        "XDG_CACHE_HOME": home / ".cache",
-        "XDG_DATA_HOME": home / ".local" / "share",
-        "XDG_CONFIG_HOME": home / ".config",
-        "XDG_STATE_HOME": home / ".local" / "state",
-        "XDG_RUNTIME_DIR": runtime,
-    }
-    for path in dirs.values():
-        path.mkdir(parents=True, exist_ok=True)
-    env.update({k: str(v) for k, v in dirs.items()})
-    env.update(
-        MUX_HTTP_BACKOFF="0.05",
-        MUX_HTTP_TIMEOUT="5",
-        NO_COLOR="1",
-        MUX_UPDATE_CHECK_INTERVAL="0",
-        MUX_LINK_POLL="0.05",
-    )
-    try:
+    """The environment the tests' mux processes get (tests.support.environment.sandbox), with
+    what tests/conftest.py sets for the whole run: no background checks, a fast link poll."""
+    with environment.sandbox(tmp) as env:
+        env.update(MUX_UPDATE_CHECK_INTERVAL="0", MUX_LINK_POLL="0.05")
         yield env
-    finally:
-        stop_servers_in(runtime / "mux")
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def installed(tmp: Path, env: dict[str, str], url: str, version: str, key: str) -> Install:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,7 @@ from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
 from tests.support import realbuild
-from tests.support.environment import ram_dir, scrubbed
+from tests.support.environment import ram_dir, sandbox
 
 # Property tests run on a loaded 2-core machine beside servers and builds: a slow example is
 # load, not a bug. No per-example deadline, and no health check for slow data generation;
@@ -44,37 +43,10 @@ os.environ.setdefault("MUX_LINK_POLL", "0.05")
 
 @pytest.fixture
 def sandbox_env(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """A process environment whose HOME and XDG dirs live under tmp_path.
-
-    The runtime dir (where servers put their sockets) is short, under /tmp, because a Unix
-    socket path must fit in about 104 bytes; servers left in it are stopped at the end.
-    """
-    home = tmp_path / "home"
-    runtime = Path(tempfile.mkdtemp(prefix="mux-run-", dir="/tmp"))
-    env = scrubbed(os.environ)
-    dirs = {
-        "HOME": home,
-        "XDG_CACHE_HOME": home / ".cache",
-        "XDG_DATA_HOME": home / ".local" / "share",
-        "XDG_CONFIG_HOME": home / ".config",
-        "XDG_STATE_HOME": home / ".local" / "state",
-        "XDG_RUNTIME_DIR": runtime,
-    }
-    for path in dirs.values():
-        path.mkdir(parents=True, exist_ok=True)
-    runtime.chmod(0o700)
-    env.update({k: str(v) for k, v in dirs.items()})
-    env["MUX_HTTP_BACKOFF"] = "0.05"
-    env["MUX_HTTP_TIMEOUT"] = "5"
-    env["NO_COLOR"] = "1"
-    env.pop("PYTHONPATH", None)
-    try:
+    """A process environment whose HOME and XDG dirs live under tmp_path
+    (:func:`tests.support.environment.sandbox`)."""
+    with sandbox(tmp_path) as env:
         yield env
-    finally:
-        from tests.support.servers import stop_servers_in
-
-        stop_servers_in(runtime / "mux")
-        shutil.rmtree(runtime, ignore_errors=True)
 
 
 # -- one real build for the run, and the order tests run in ---------------------------------

@@ -5,8 +5,13 @@ install.sh does in a test; every test's environment starts from the sandbox with
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
+
+from tests.support.servers import stop_servers_in
 
 STEERING = (
     # where releases come from, with which trust, into which install
@@ -86,3 +91,37 @@ def ram_dir() -> Path | None:
     if status.f_flag & (os.ST_NOEXEC | os.ST_RDONLY) or not os.access(RAM_DIR, os.W_OK | os.X_OK):
         return None
     return RAM_DIR if status.f_bavail * status.f_frsize >= RAM_DIR_ROOM else None
+
+
+@contextmanager
+def sandbox(tmp: Path) -> Iterator[dict[str, str]]:
+    """A process environment whose HOME and XDG dirs live under ``tmp`` (the tests'
+    ``sandbox_env``, bench/bench_stress.py's rounds).
+
+    The runtime dir (where servers put their sockets) is short, under /tmp, because a Unix
+    socket path must fit in about 104 bytes; servers left in it are stopped at the end.
+    """
+    home = tmp / "home"
+    runtime = Path(tempfile.mkdtemp(prefix="mux-run-", dir="/tmp"))
+    env = scrubbed(os.environ)
+    dirs = {
+        "HOME": home,
+        "XDG_CACHE_HOME": home / ".cache",
+        "XDG_DATA_HOME": home / ".local" / "share",
+        "XDG_CONFIG_HOME": home / ".config",
+        "XDG_STATE_HOME": home / ".local" / "state",
+        "XDG_RUNTIME_DIR": runtime,
+    }
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    runtime.chmod(0o700)
+    env.update({k: str(v) for k, v in dirs.items()})
+    env["MUX_HTTP_BACKOFF"] = "0.05"
+    env["MUX_HTTP_TIMEOUT"] = "5"
+    env["NO_COLOR"] = "1"
+    env.pop("PYTHONPATH", None)
+    try:
+        yield env
+    finally:
+        stop_servers_in(runtime / "mux")
+        shutil.rmtree(runtime, ignore_errors=True)
