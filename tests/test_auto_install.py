@@ -277,14 +277,13 @@ def test_kill_9_at_any_moment_of_the_automatic_install_child_leaves_a_runnable_m
     started = time.monotonic()
     assert stress.run_auto_install_child(mux)["to"] == "1.1.0"
     moments = stress.Moments(time.monotonic() - started)
-    killed = 0
-    for run in range(MAX_KILL_RUNS):
-        reset()
-        delay = moments.next()
-        where = f"run {run} ({delay:.2f} s in)"
-        killed += moments.saw(stress.auto_install_round(mux, delay, where)).landed
-        if killed >= KILLS:
-            break
+    killed = stress.kills_landed(
+        moments,
+        lambda delay, where: stress.auto_install_round(mux, delay, where),
+        wanted=KILLS,
+        runs=MAX_KILL_RUNS,
+        reset=reset,
+    )
     assert killed >= KILLS, f"only {killed} of {MAX_KILL_RUNS} runs were killed mid-way"
 
 

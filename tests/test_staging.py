@@ -191,14 +191,14 @@ def test_kill_9_while_staging_or_applying_leaves_a_runnable_mux(
     reset = keep_pristine(installed, installed.home.parent / "pristine")
     args = ["--stage"] if moment == "staging" else []
     moments = stress.Moments(stress.timed(installed, "update", *args))  # a reference run
-    killed = 0
-    for run in range(MAX_KILL_RUNS):
-        reset()
-        delay = moments.next()
-        where = f"{moment}, run {run} ({delay:.2f} s in, of {moments.length:.2f} s)"
-        killed += moments.saw(stress.staging_round(installed, args, delay, where)).landed
-        if killed >= KILLS:
-            break
+    killed = stress.kills_landed(
+        moments,
+        lambda delay, where: stress.staging_round(installed, args, delay, where),
+        wanted=KILLS,
+        runs=MAX_KILL_RUNS,
+        reset=reset,
+        label=f"{moment}, ",
+    )
     assert killed >= KILLS, f"only {killed} of {MAX_KILL_RUNS} runs were killed mid-run"
 
 

@@ -505,13 +505,12 @@ def test_kill_9_at_any_moment_leaves_a_runnable_mux(installed: Install) -> None:
         for wanted in ("0.2.0", "0.1.0", "0.2.0")
     ]
     moments = stress.Moments(sorted(durations)[1] * 1.1)
-    killed = 0
-    for run in range(MAX_KILL_RUNS):
-        delay = moments.next()
-        where = f"run {run} ({delay:.2f} s in)"
-        killed += moments.saw(stress.update_round(installed, delay, where)).landed
-        if killed >= KILLS:
-            break
+    killed = stress.kills_landed(
+        moments,
+        lambda delay, where: stress.update_round(installed, delay, where),
+        wanted=KILLS,
+        runs=MAX_KILL_RUNS,
+    )
     assert killed >= KILLS, f"only {killed} of {MAX_KILL_RUNS} runs were killed mid-way"
     # The next run cleans up whatever the killed ones left (also when it has nothing to do).
     assert installed.run("update", "--version", "0.2.0", "--allow-downgrade").returncode == 0

@@ -93,6 +93,17 @@ def ram_dir() -> Path | None:
     return RAM_DIR if status.f_bavail * status.f_frsize >= RAM_DIR_ROOM else None
 
 
+def user_dirs(home: Path) -> dict[str, Path]:
+    """HOME and the XDG base folders a user's mux reads, under ``home``."""
+    return {
+        "HOME": home,
+        "XDG_CACHE_HOME": home / ".cache",
+        "XDG_DATA_HOME": home / ".local" / "share",
+        "XDG_CONFIG_HOME": home / ".config",
+        "XDG_STATE_HOME": home / ".local" / "state",
+    }
+
+
 @contextmanager
 def sandbox(tmp: Path) -> Iterator[dict[str, str]]:
     """A process environment whose HOME and XDG dirs live under ``tmp`` (the tests'
@@ -101,17 +112,9 @@ def sandbox(tmp: Path) -> Iterator[dict[str, str]]:
     The runtime dir (where servers put their sockets) is short, under /tmp, because a Unix
     socket path must fit in about 104 bytes; servers left in it are stopped at the end.
     """
-    home = tmp / "home"
     runtime = Path(tempfile.mkdtemp(prefix="mux-run-", dir="/tmp"))
     env = scrubbed(os.environ)
-    dirs = {
-        "HOME": home,
-        "XDG_CACHE_HOME": home / ".cache",
-        "XDG_DATA_HOME": home / ".local" / "share",
-        "XDG_CONFIG_HOME": home / ".config",
-        "XDG_STATE_HOME": home / ".local" / "state",
-        "XDG_RUNTIME_DIR": runtime,
-    }
+    dirs = {**user_dirs(tmp / "home"), "XDG_RUNTIME_DIR": runtime}
     for path in dirs.values():
         path.mkdir(parents=True, exist_ok=True)
     runtime.chmod(0o700)

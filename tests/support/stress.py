@@ -19,7 +19,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +102,29 @@ class Moments:
         if not kill.landed:
             self.length = min(self.length, kill.ran)
         return kill
+
+
+def kills_landed(
+    moments: Moments,
+    one_round: Callable[[float, str], Kill],
+    *,
+    wanted: int,
+    runs: int,
+    reset: Callable[[], None] | None = None,
+    label: str = "",
+) -> int:
+    """Rounds of ``one_round(delay, where)`` at ``moments`` (after ``reset``, when given)
+    until ``wanted`` kills landed mid-run or ``runs`` ran; how many landed."""
+    killed = 0
+    for run in range(runs):
+        if reset is not None:
+            reset()
+        delay = moments.next()
+        where = f"{label}run {run} ({delay:.2f} s in, of {moments.length:.2f} s)"
+        killed += moments.saw(one_round(delay, where)).landed
+        if killed >= wanted:
+            break
+    return killed
 
 
 def real(install: Install, *args: str) -> subprocess.CompletedProcess[str]:

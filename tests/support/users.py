@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.environment import user_dirs
+
 OWNER_UID = 1500  # a user whose server is attacked
 OTHER_UID = 1501  # the other user of the machine
 
@@ -192,13 +194,7 @@ def open_sandbox(base: Path, env: dict[str, str]) -> dict[str, str]:
     """``env`` with HOME and the XDG data, cache and state folders under ``base``, each
     made as a lax system makes them (0755), so that only the modes mux chooses decide."""
     home = base / "home"
-    dirs = {
-        "HOME": home,
-        "XDG_CACHE_HOME": home / ".cache",
-        "XDG_DATA_HOME": home / ".local" / "share",
-        "XDG_CONFIG_HOME": home / ".config",
-        "XDG_STATE_HOME": home / ".local" / "state",
-    }
+    dirs = user_dirs(home)
     for path in dirs.values():
         path.mkdir(parents=True, exist_ok=True)
         path.chmod(0o755)
